@@ -17,13 +17,19 @@ def available() -> bool:
     return bool(shutil.which(CLANG) and shutil.which(LLD))
 
 
+PRELUDE = Path(__file__).with_name("hwemu_cl.h")
+
+
 def compile_cl(source: str, arch: str, opt: str = "-O3", extra: tuple[str, ...] = ()) -> bytes:
-    """Compile OpenCL C for `arch` (gfx name) and link it into a shared HSA code object; returns its bytes."""
+    """Compile OpenCL C for `arch` (gfx name) and link it into a shared HSA code object; returns its bytes.
+
+    The source is compiled with -nogpulib; hwemu_cl.h, included first, supplies the work-item functions
+    (get_global_id, ...), barrier, 32-bit atomics, popcount and clz."""
     with tempfile.TemporaryDirectory(prefix="hwemu-cl-") as tmp:
         src, obj, out = Path(tmp, "k.cl"), Path(tmp, "k.o"), Path(tmp, "k.hsaco")
         src.write_text(source)
         _run([CLANG, "-x", "cl", "-cl-std=CL2.0", "-target", "amdgcn-amd-amdhsa", f"-mcpu={arch}", "-nogpulib",
-              opt, *extra, "-c", str(src), "-o", str(obj)])
+              "-include", str(PRELUDE), opt, *extra, "-c", str(src), "-o", str(obj)])
         _run([LLD, "-shared", str(obj), "-o", str(out)])
         return out.read_bytes()
 
