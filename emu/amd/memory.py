@@ -1,0 +1,312 @@
+"""GPU virtual memory: a 48-bit virtual address space mapped page-granularly onto host buffers.
+
+Every access the emulated GPU makes goes through a `VM`. A mapping covers whole 4 KiB pages of the VA space
+and is backed by a host buffer (a numpy uint8 array the VM allocated, or any writable buffer a client maps);
+translation finds the mapping of each byte an access touches, so emulated code can reach nothing but the
+mapped ranges whatever address it computes. An access to an unmapped page, or a store to a read-only
+mapping, is a fault: `GPUFault` carrying a `FaultRecord`. A faulting access changes nothing (all lanes are
+checked before any byte is written) and the VM stays usable.
+
+API (addresses are ints or uint64 arrays; lanes are the rows of the per-lane arrays):
+  vm = VM()
+  vm.map(va, buf, writable=True, name='')           map a host buffer at page-aligned va (whole pages)
+  vm.alloc(size, align=PAGE, writable=True, name='') -> va   zeroed VM-owned backing, a guard page after it
+  vm.unmap(va)                                       remove the mapping that starts at va
+  vm.mapping(va) -> Mapping | None                   the mapping holding va
+  vm.read(va, n) -> bytes; vm.write(va, data)        host side (ignores read-only: the host owns the memory)
+  vm.load(addr, bits, active) -> uint64[lanes]       lane loads of 8/16/32/64 bits, little-endian, any alignment
+  vm.store(addr, bits, value, active)                lane stores; inactive lanes neither fault nor write
+  vm.gather(addr, nbytes, active) -> uint8[lanes, nbytes]; vm.scatter(addr, data, active)   any access size
+  vm.atomic(addr, bits, active, fn) -> old values    read-modify-write applied lane by lane in lane order
+"""
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+PAGE = 4096
+VA_BITS = 48
+VA_LIMIT = 1 << VA_BITS
+ALLOC_BASE = 0x1_0000_0000  # VM.alloc never hands out the low 4 GiB, so small integers are never valid pointers
+
+
+@dataclass
+class FaultRecord:
+    """What went wrong, where. Memory fills kind..write; the wave executor fills the rest it knows."""
+    kind: str  # 'unmapped', 'read-only' (memory); executors add their own ('illegal-instruction', 'trap', ...)
+    addresses: tuple[int, ...] = ()  # the faulting address of each faulting lane
+    lanes: tuple[int, ...] = ()  # the faulting lanes (indices into the access's lane arrays)
+    bits: int = 0  # access size per lane in bits
+    write: bool = False
+    dispatch: int | None = None
+    workgroup: tuple[int, int, int] | None = None
+    wave: int | None = None
+    pc: int | None = None
+    instruction: str | None = None
+    active_lanes: tuple[int, ...] | None = None  # lanes EXEC enabled for the instruction
+    detail: str = ""
+
+    def __str__(self) -> str:
+        parts = [f"GPU fault: {self.kind}"]
+        if self.bits:
+            shown = ", ".join(f"lane {ln}: {a:#x}" for ln, a in zip(self.lanes[:4], self.addresses[:4], strict=False))
+            more = f" (+{len(self.lanes) - 4} more)" if len(self.lanes) > 4 else ""
+            parts.append(f"{'write' if self.write else 'read'} of {self.bits} bits at {shown}{more}")
+        if self.detail:
+            parts.append(self.detail)
+        where = [f"{k} {v}" for k, v in (("dispatch", self.dispatch), ("workgroup", self.workgroup),
+                                          ("wave", self.wave)) if v is not None]
+        if self.pc is not None:
+            where.append(f"pc {self.pc:#x}")
+        if self.instruction:
+            where.append(repr(self.instruction))
+        if self.active_lanes is not None:
+            where.append(f"active lanes {_ranges(self.active_lanes)}")
+        if where:
+            parts.append("at " + ", ".join(where))
+        return "; ".join(parts)
+
+
+class GPUFault(Exception):
+    """A fault of emulated GPU code; `.record` says what and where (re-exported as emu.amd.GPUFault)."""
+
+    def __init__(self, record: FaultRecord):
+        super().__init__(record)
+        self.record = record
+
+    def __str__(self) -> str:
+        return str(self.record)
+
+
+@dataclass(eq=False)
+class Mapping:
+    va: int
+    size: int
+    buf: np.ndarray = field(repr=False)  # uint8 view of the backing memory, `size` bytes
+    writable: bool = True
+    name: str = ""
+
+    @property
+    def end(self) -> int:
+        return self.va + self.size
+
+
+class VM:
+    """A GPU virtual address space; see the module docstring for the API."""
+
+    def __init__(self) -> None:
+        self._maps: list[Mapping] = []  # sorted by va, non-overlapping
+        self._reindex()
+
+    # -- mappings ----------------------------------------------------------------------------------------------
+    def map(self, va: int, buf: np.ndarray | memoryview | bytearray, writable: bool = True, name: str = "") -> Mapping:
+        """Map `buf` (whole pages; the VM keeps a view, not a copy) at page-aligned `va`."""
+        if isinstance(buf, np.ndarray) and not buf.flags.c_contiguous:
+            raise ValueError(f"map {name!r}: backing buffer must be contiguous")
+        mem = buf.reshape(-1).view(np.uint8) if isinstance(buf, np.ndarray) else np.frombuffer(buf, np.uint8)
+        size = mem.size
+        if va % PAGE or size % PAGE or size == 0:
+            raise ValueError(f"map {name!r}: va {va:#x} and size {size:#x} must be non-zero multiples of {PAGE:#x}")
+        if va < 0 or va + size > VA_LIMIT:
+            raise ValueError(f"map {name!r}: [{va:#x}, {va + size:#x}) is outside the {VA_BITS}-bit VA space")
+        if not mem.flags.writeable:
+            raise ValueError(f"map {name!r}: backing buffer is not writable host memory")
+        i = bisect.bisect_right([m.va for m in self._maps], va)
+        if (i and self._maps[i - 1].end > va) or (i < len(self._maps) and self._maps[i].va < va + size):
+            raise ValueError(f"map {name!r}: [{va:#x}, {va + size:#x}) overlaps an existing mapping")
+        m = Mapping(va, size, mem, writable, name)
+        self._maps.insert(i, m)
+        self._reindex()
+        return m
+
+    def alloc(self, size: int, align: int = PAGE, writable: bool = True, name: str = "") -> int:
+        """Map `size` bytes (rounded up to pages) of fresh zeroed memory at a free VA; returns the VA.
+
+        A free guard page follows each allocation, so running off its end faults."""
+        if size <= 0 or align <= 0 or align & (align - 1):
+            raise ValueError(f"alloc {name!r}: bad size {size} or alignment {align} (power of two)")
+        size = -(-size // PAGE) * PAGE
+        align = max(align, PAGE)
+        va = ALLOC_BASE
+        for m in self._maps:
+            if m.end + PAGE <= va:
+                continue
+            if va + size + PAGE <= m.va:
+                break
+            va = -(-(m.end + PAGE) // align) * align
+        self.map(va, np.zeros(size, np.uint8), writable, name)
+        return va
+
+    def unmap(self, va: int) -> Mapping:
+        """Remove the mapping that starts at `va`; returns it."""
+        for i, m in enumerate(self._maps):
+            if m.va == va:
+                del self._maps[i]
+                self._reindex()
+                return m
+        raise ValueError(f"unmap: no mapping starts at {va:#x}")
+
+    def mapping(self, va: int) -> Mapping | None:
+        i = bisect.bisect_right([m.va for m in self._maps], va) - 1
+        return self._maps[i] if i >= 0 and va < self._maps[i].end else None
+
+    @property
+    def mappings(self) -> tuple[Mapping, ...]:
+        return tuple(self._maps)
+
+    def _reindex(self) -> None:
+        self._starts = np.array([m.va for m in self._maps], np.uint64)
+        self._ends = np.array([m.end for m in self._maps], np.uint64)
+        self._writable = np.array([m.writable for m in self._maps], bool)
+
+    # -- translation --------------------------------------------------------------------------------------------
+    def _find(self, addr: np.ndarray) -> np.ndarray:
+        """Index of the mapping holding each address, -1 where none does."""
+        i = np.searchsorted(self._starts, addr, side="right").astype(np.int64) - 1
+        ok = i >= 0
+        ok[ok] = addr[ok] < self._ends[i[ok]]
+        return np.where(ok, i, -1)
+
+    def _translate(self, addr: np.ndarray, nbytes: int, active: np.ndarray | None, write: bool):
+        """Check an access of `nbytes` per lane; returns (lanes, mapping index per byte or a single int, offsets).
+
+        `offsets` is [lanes, nbytes] host offsets into the mapping(s). Raises GPUFault naming every bad lane."""
+        addr = np.asarray(addr, np.uint64).reshape(-1)
+        lanes = np.arange(addr.size) if active is None else np.flatnonzero(np.asarray(active, bool).reshape(-1))
+        a = addr[lanes]
+        byte = a[:, None] + np.arange(nbytes, dtype=np.uint64)  # wraps at 2**64: the lane's first byte then faults
+        if a.size:  # fast path: all bytes in one mapping
+            lo, hi = int(a.min()), int(a.max()) + nbytes - 1
+            if hi < VA_LIMIT:
+                ends = self._find(np.array([lo, hi], np.uint64))
+                if ends[0] >= 0 and ends[0] == ends[1] and (self._writable[ends[0]] or not write):
+                    m = int(ends[0])
+                    return lanes, m, byte - np.uint64(self._maps[m].va)
+        which = self._find(byte.reshape(-1)).reshape(byte.shape)
+        bad = (which < 0).any(axis=1)
+        kind = "unmapped"
+        if not bad.any() and write:
+            bad = ~self._writable[which].all(axis=1)
+            kind = "read-only"
+        if bad.any():
+            raise GPUFault(FaultRecord(kind, tuple(int(x) for x in a[bad]), tuple(int(x) for x in lanes[bad]),
+                                       nbytes * 8, write))
+        return lanes, which, byte - self._starts[which]
+
+    def _segments(self, which, off):
+        """(mapping, selector) pairs covering a translated access."""
+        if isinstance(which, int):
+            yield self._maps[which], slice(None)
+            return
+        for m in np.unique(which):
+            yield self._maps[int(m)], which == m
+
+    # -- lane accesses ------------------------------------------------------------------------------------------
+    def gather(self, addr: np.ndarray, nbytes: int, active: np.ndarray | None = None) -> np.ndarray:
+        """Read `nbytes` at each active lane's address: uint8 [lanes, nbytes], zeros for inactive lanes."""
+        lanes, which, off = self._translate(addr, nbytes, active, write=False)
+        out = np.zeros((np.asarray(addr).size, nbytes), np.uint8)
+        got = np.empty((lanes.size, nbytes), np.uint8)
+        for m, sel in self._segments(which, off):
+            got[sel] = m.buf[off[sel].astype(np.intp)]
+        out[lanes] = got
+        return out
+
+    def scatter(self, addr: np.ndarray, data: np.ndarray, active: np.ndarray | None = None) -> None:
+        """Write data[lane, :] at each active lane's address (uint8 [lanes, nbytes]). Higher lanes win overlaps."""
+        data = np.asarray(data, np.uint8)
+        lanes, which, off = self._translate(addr, data.shape[1], active, write=True)
+        src = data[lanes]
+        for m, sel in self._segments(which, off):
+            m.buf[off[sel].astype(np.intp)] = src[sel]
+
+    def load(self, addr: np.ndarray, bits: int, active: np.ndarray | None = None) -> np.ndarray:
+        """Little-endian loads of `bits` (8/16/32/64) per lane, zero-extended to uint64 (0 for inactive lanes)."""
+        raw = self.gather(addr, _nbytes(bits), active)
+        return raw.view(f"<u{raw.shape[1]}")[:, 0].astype(np.uint64)
+
+    def store(self, addr: np.ndarray, bits: int, value: np.ndarray, active: np.ndarray | None = None) -> None:
+        """Little-endian stores of the low `bits` (8/16/32/64) of each lane's value."""
+        n = _nbytes(bits)
+        v = np.ascontiguousarray(np.broadcast_to(np.asarray(value).astype("<u8"), np.asarray(addr).shape).ravel())
+        self.scatter(addr, v.view(np.uint8).reshape(-1, 8)[:, :n], active)
+
+    def atomic(self, addr: np.ndarray, bits: int, active: np.ndarray | None,
+               fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """Atomic read-modify-write: for the active lanes in lane order, mem = fn(old, lanes); returns old per lane.
+
+        fn gets the old values (uint64) and the lane indices they belong to and returns the new values. Lanes
+        hitting the same address are applied one after the other (each sees the previous lane's result)."""
+        addr = np.asarray(addr, np.uint64).reshape(-1)
+        self._translate(addr, _nbytes(bits), active, write=True)  # fault before anything changes
+        old = np.zeros(addr.size, np.uint64)
+        todo = np.arange(addr.size) if active is None else np.flatnonzero(np.asarray(active, bool).reshape(-1))
+        while todo.size:
+            _, first = np.unique(addr[todo], return_index=True)  # first lane of each address this round
+            now = todo[np.sort(first)]
+            mask = np.zeros(addr.size, bool)
+            mask[now] = True
+            old[now] = self.load(addr, bits, mask)[now]
+            self.store(addr, bits, _put(addr.size, now, fn(old[now], now)), mask)
+            todo = np.setdiff1d(todo, now, assume_unique=True)
+        return old
+
+    # -- host side ----------------------------------------------------------------------------------------------
+    def read(self, va: int, n: int) -> bytes:
+        """Host read of n bytes at va (must be mapped)."""
+        if n <= 0:
+            return b""
+        return bytes(self._host(va, n, None))
+
+    def write(self, va: int, data: bytes | bytearray | memoryview | np.ndarray) -> None:
+        """Host write at va (must be mapped; read-only mappings too: the host owns the memory)."""
+        src = np.frombuffer(memoryview(data).cast("B"), np.uint8) if not isinstance(data, np.ndarray) \
+            else np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        if src.size:
+            self._host(va, src.size, src)
+
+    def _host(self, va: int, n: int, src: np.ndarray | None) -> np.ndarray:
+        segs, pos = [], 0  # (mapping, offset in it, offset in the access, length); all checked before any copy
+        while pos < n:
+            m = self.mapping(va + pos) if 0 <= va + pos < VA_LIMIT else None
+            if m is None:
+                raise GPUFault(FaultRecord("unmapped", (va + pos,), (), 0, src is not None,
+                                           detail=f"host {'write' if src is not None else 'read'} of {n} bytes "
+                                                  f"at {va:#x}"))
+            k = min(n - pos, m.end - (va + pos))
+            segs.append((m, va + pos - m.va, pos, k))
+            pos += k
+        out = np.empty(n, np.uint8) if src is None else src
+        for m, o, p, k in segs:
+            if src is None:
+                out[p:p + k] = m.buf[o:o + k]
+            else:
+                m.buf[o:o + k] = src[p:p + k]
+        return out
+
+
+def _nbytes(bits: int) -> int:
+    if bits not in (8, 16, 32, 64):
+        raise ValueError(f"access size must be 8, 16, 32 or 64 bits, not {bits}")
+    return bits // 8
+
+
+def _put(n: int, idx: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    out = np.zeros(n, np.uint64)
+    out[idx] = vals
+    return out
+
+
+def _ranges(lanes: tuple[int, ...]) -> str:
+    """'0-31' style text for a set of lanes."""
+    out, i = [], 0
+    while i < len(lanes):
+        j = i
+        while j + 1 < len(lanes) and lanes[j + 1] == lanes[j] + 1:
+            j += 1
+        out.append(str(lanes[i]) if i == j else f"{lanes[i]}-{lanes[j]}")
+        i = j + 1
+    return ",".join(out) or "none"
