@@ -1,0 +1,94 @@
+"""emu.amd.strategies: every drawn instruction must be one LLVM 19 decodes, consuming exactly its bytes."""
+import re
+import shutil
+import subprocess
+from collections import defaultdict
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from emu.amd import isa, strategies
+
+LLVM_MC = shutil.which("llvm-mc-19")
+ARCHES = ("gfx1100", "gfx1201", "gfx942")
+DRAWS = 40  # per encoding and arch
+MIN_ACCEPTED = 0.98
+
+
+def draw_all(arch: str, n: int = DRAWS) -> dict[str, list[bytes]]:
+    """n instructions per supported encoding, deterministically (derandomized hypothesis)."""
+    names = strategies.encodings(arch)
+    out: dict[str, list[bytes]] = defaultdict(list)
+
+    @settings(max_examples=n, derandomize=True, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck), deadline=None)
+    @given(st.data())
+    def collect(data):
+        for name in names:
+            out[name].append(data.draw(strategies.instructions(arch, name)))
+
+    collect()
+    return out
+
+
+_ENCODING = re.compile(r";\s*encoding:\s*\[([^\]]*)\]")
+_WARNING = re.compile(r"<stdin>:(\d+):\d+: warning")
+_MARK = bytes([0x34, 0x12, 0x80, 0xBF])  # s_nop 0x1234 on every family: separates the instructions
+
+
+def llvm_decode(arch: str, insts: list[bytes]) -> list[tuple[str, bytes] | None]:
+    """LLVM's (disassembly, re-encoding) of each instruction; None where LLVM rejects it or does not
+    decode exactly its bytes as one instruction.
+
+    One llvm-mc call for all: each instruction is bracketed on its own line (a rejected one is skipped
+    whole and reported by line number) and followed by a marker instruction that delimits its output."""
+    mark = "[" + " ".join(f"0x{b:02x}" for b in _MARK) + "]\n"
+    text = "".join("[" + " ".join(f"0x{b:02x}" for b in i) + "]\n" + mark for i in insts)
+    res = subprocess.run([LLVM_MC, "-triple=amdgcn-amd-amdhsa", f"-mcpu={arch}", "--disassemble", "-show-encoding"],
+                         input=text, capture_output=True, text=True)
+    warned = {int(m.group(1)) for m in _WARNING.finditer(res.stderr)}
+    groups: list[list[tuple[str, bytes]]] = [[]]
+    for line in res.stdout.splitlines():
+        if m := _ENCODING.search(line):
+            enc = bytes(int(x, 16) for x in m.group(1).split(","))
+            if enc == _MARK:
+                groups.append([])
+            else:
+                groups[-1].append((line.split(";")[0].strip(), enc))
+    assert len(groups) == len(insts) + 1, "llvm-mc output does not match its input"
+    return [g[0] if len(g) == 1 and 2 * k + 1 not in warned and "<unknown>" not in g[0][0] else None
+            for k, g in enumerate(groups[:-1])]
+
+
+@pytest.mark.skipif(not LLVM_MC, reason="llvm-mc-19 not installed")
+@pytest.mark.parametrize("arch", ARCHES)
+def test_llvm_accepts_drawn_instructions(arch):
+    draws = draw_all(arch)
+    flat = [(name, i) for name, insts in draws.items() for i in insts]
+    results = llvm_decode(arch, [i for _, i in flat])
+    bad: dict[str, list[str]] = defaultdict(list)
+    for (name, inst), asm in zip(flat, results):
+        if asm is None:
+            bad[name].append(inst.hex())
+    low = {name: f"{1 - len(b) / len(draws[name]):.0%} e.g. {b[:3]}" for name, b in bad.items()
+           if len(b) / len(draws[name]) > 1 - MIN_ACCEPTED}
+    assert not low, f"{arch}: LLVM rejects too many: {low}"
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_every_encoding_is_covered(arch):
+    names = set(strategies.encodings(arch))
+    missing = set(isa.load(arch).encodings) - names
+    assert not missing, f"{arch}: no strategy for {sorted(missing)}"
+
+
+def test_unknown_encoding_is_a_clear_error():
+    with pytest.raises(ValueError, match="NOPE"):
+        strategies.instructions("gfx1100", "NOPE")
+
+
+@given(strategies.programs("gfx1100", 4))
+@settings(max_examples=10, derandomize=True, database=None)
+def test_programs_are_lists_of_instructions(prog):
+    assert 1 <= len(prog) <= 4 and all(len(i) in (4, 8, 12, 16) for i in prog)
