@@ -1,0 +1,503 @@
+"""HSA code objects (AMDGPU ELF, code object v4, v5 and v6): kernels, kernel descriptors, kernarg layouts.
+
+Facts from LLVM's AMDGPUUsage ("Code Object V4/V5 Metadata", "Kernel Descriptor"). The ELF is read with
+pyelftools, the NT_AMDGPU_METADATA note is msgpack. Any malformed input raises `CodeObjectError` naming what
+is wrong and where.
+
+  co = CodeObject.parse(data)
+  co.arch ('gfx1100'), co.target ('amdgcn-amd-amdhsa--gfx1100'), co.version (4, 5 or 6)
+  k = co.kernels['name']          # Kernel: descriptor (KernelDescriptor), args (KernArg), metadata fields,
+                                  # entry (vaddr of the first instruction), descriptor_address, code (bytes)
+  co.image_size, co.image(base)   # the PT_LOAD segments placed at their vaddrs (+ base), relocations applied;
+                                  # map it at page-aligned `base`: kernel code then starts at base + k.entry
+  pack_kernargs(k, args, hidden)  # the kernarg segment bytes
+"""
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass, field, fields
+
+import msgpack
+import numpy as np
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+EM_AMDGPU = 224
+ELFOSABI_AMDGPU_HSA = 64
+ABI_VERSION = {2: 4, 3: 5, 4: 6}  # e_ident[EI_ABIVERSION] -> code object version
+NT_AMDGPU_METADATA = 32
+PT_LOAD = "PT_LOAD"
+R_AMDGPU_ABS64, R_AMDGPU_RELATIVE64 = 3, 13
+KD_SIZE = 64
+
+
+class CodeObjectError(ValueError):
+    """A code object that cannot be used; the message says what is wrong."""
+
+
+# -- bit-field registers of the kernel descriptor --------------------------------------------------------------------
+def bits(lo: int, width: int = 1):
+    return field(default=0, metadata={"lo": lo, "width": width})
+
+
+class Register:
+    """A 32-bit register value with named bit fields (declared with `bits(lo, width)`)."""
+
+    value: int
+
+    @classmethod
+    def decode(cls, value: int):
+        named = {f.name: (value >> f.metadata["lo"]) & ((1 << f.metadata["width"]) - 1)
+                 for f in fields(cls) if f.metadata}
+        return cls(value=value, **named)
+
+
+@dataclass(frozen=True)
+class Rsrc1(Register):
+    """COMPUTE_PGM_RSRC1."""
+    value: int = 0
+    granulated_workitem_vgpr_count: int = bits(0, 6)
+    granulated_wavefront_sgpr_count: int = bits(6, 4)  # gfx9 only; 0 on gfx10+
+    priority: int = bits(10, 2)
+    float_round_mode_32: int = bits(12, 2)
+    float_round_mode_16_64: int = bits(14, 2)
+    float_denorm_mode_32: int = bits(16, 2)
+    float_denorm_mode_16_64: int = bits(18, 2)
+    priv: int = bits(20)
+    enable_dx10_clamp: int = bits(21)  # gfx12: enable_wg_rr_en
+    debug_mode: int = bits(22)
+    enable_ieee_mode: int = bits(23)  # gfx12: disable_perf
+    bulky: int = bits(24)
+    cdbg_user: int = bits(25)
+    fp16_ovfl: int = bits(26)
+    wgp_mode: int = bits(29)  # gfx10+
+    mem_ordered: int = bits(30)  # gfx10+
+    fwd_progress: int = bits(31)  # gfx10+
+
+
+@dataclass(frozen=True)
+class Rsrc2(Register):
+    """COMPUTE_PGM_RSRC2."""
+    value: int = 0
+    enable_private_segment: int = bits(0)
+    user_sgpr_count: int = bits(1, 5)
+    enable_trap_handler: int = bits(6)
+    enable_sgpr_workgroup_id_x: int = bits(7)
+    enable_sgpr_workgroup_id_y: int = bits(8)
+    enable_sgpr_workgroup_id_z: int = bits(9)
+    enable_sgpr_workgroup_info: int = bits(10)
+    enable_vgpr_workitem_id: int = bits(11, 2)  # 0: x, 1: x y, 2: x y z
+    enable_exception_address_watch: int = bits(13)
+    enable_exception_memory: int = bits(14)
+    granulated_lds_size: int = bits(15, 9)
+    enable_exception_fp_invalid: int = bits(24)
+    enable_exception_fp_denormal_source: int = bits(25)
+    enable_exception_fp_div_zero: int = bits(26)
+    enable_exception_fp_overflow: int = bits(27)
+    enable_exception_fp_underflow: int = bits(28)
+    enable_exception_fp_inexact: int = bits(29)
+    enable_exception_int_div_zero: int = bits(30)
+
+
+@dataclass(frozen=True)
+class Rsrc3Gfx90a(Register):
+    """COMPUTE_PGM_RSRC3 on gfx90a/gfx94x/gfx950 (cdna)."""
+    value: int = 0
+    accum_offset: int = bits(0, 6)  # first ACC VGPR = (accum_offset + 1) * 4
+    tg_split: int = bits(16)
+
+
+@dataclass(frozen=True)
+class Rsrc3Gfx11(Register):
+    """COMPUTE_PGM_RSRC3 on gfx10/gfx11."""
+    value: int = 0
+    shared_vgpr_count: int = bits(0, 4)
+    inst_pref_size: int = bits(4, 6)  # gfx11
+    trap_on_start: int = bits(10)
+    trap_on_end: int = bits(11)
+    image_op: int = bits(31)
+
+
+@dataclass(frozen=True)
+class Rsrc3Gfx12(Register):
+    """COMPUTE_PGM_RSRC3 on gfx12."""
+    value: int = 0
+    inst_pref_size: int = bits(4, 8)
+    glg_en: int = bits(13)
+    image_op: int = bits(31)
+
+
+@dataclass(frozen=True)
+class CodeProperties(Register):
+    """kernel_code_properties (16 bits): which user SGPRs the kernel expects, wave size, dynamic stack."""
+    value: int = 0
+    enable_sgpr_private_segment_buffer: int = bits(0)
+    enable_sgpr_dispatch_ptr: int = bits(1)
+    enable_sgpr_queue_ptr: int = bits(2)
+    enable_sgpr_kernarg_segment_ptr: int = bits(3)
+    enable_sgpr_dispatch_id: int = bits(4)
+    enable_sgpr_flat_scratch_init: int = bits(5)
+    enable_sgpr_private_segment_size: int = bits(6)
+    enable_wavefront_size32: int = bits(10)
+    uses_dynamic_stack: int = bits(11)
+
+
+@dataclass(frozen=True)
+class KernargPreload(Register):
+    """kernarg_preload (16 bits, gfx90a/gfx942): kernarg dwords preloaded into user SGPRs."""
+    value: int = 0
+    length: int = bits(0, 7)  # in dwords
+    offset: int = bits(7, 9)  # in dwords from the kernarg segment start
+
+
+@dataclass(frozen=True)
+class KernelDescriptor:
+    """The 64-byte kernel descriptor (symbol NAME.kd) the command processor reads at dispatch."""
+    group_segment_fixed_size: int
+    private_segment_fixed_size: int
+    kernarg_size: int
+    kernel_code_entry_byte_offset: int  # signed, from the descriptor's own address
+    rsrc1: Rsrc1
+    rsrc2: Rsrc2
+    rsrc3: Rsrc3Gfx90a | Rsrc3Gfx11 | Rsrc3Gfx12 | None  # None on gfx9 parts without rsrc3
+    code_properties: CodeProperties
+    kernarg_preload: KernargPreload
+    arch: str
+
+    @property
+    def wave32(self) -> bool:
+        return bool(self.code_properties.enable_wavefront_size32)
+
+    @property
+    def vgprs(self) -> int:
+        """VGPRs allocated per lane (on gfx90a+ the unified VGPR+AGPR file): (granulated count + 1) * granule."""
+        gen = _generation(self.arch)
+        granule = 8 if gen == "gfx90a" or (gen != "gfx9" and self.wave32) else 4
+        return (self.rsrc1.granulated_workitem_vgpr_count + 1) * granule
+
+    @property
+    def sgprs(self) -> int:
+        """SGPRs the descriptor asks for (gfx9; gfx10+ ignore the field and give every wave 106)."""
+        return (self.rsrc1.granulated_wavefront_sgpr_count + 1) * 8
+
+    @property
+    def accum_offset(self) -> int | None:
+        """First ACC VGPR in the unified register file (cdna), None elsewhere."""
+        return (self.rsrc3.accum_offset + 1) * 4 if isinstance(self.rsrc3, Rsrc3Gfx90a) else None
+
+    @classmethod
+    def parse(cls, data: bytes, arch: str) -> KernelDescriptor:
+        if len(data) != KD_SIZE:
+            raise CodeObjectError(f"kernel descriptor is {len(data)} bytes, not {KD_SIZE}")
+        group, private, kernarg, _, entry = struct.unpack_from("<IIIIq", data, 0)
+        r3, r1, r2, props, preload = struct.unpack_from("<IIIHH", data, 44)
+        gen = _generation(arch)
+        rsrc3 = {"gfx90a": Rsrc3Gfx90a, "gfx11": Rsrc3Gfx11, "gfx10": Rsrc3Gfx11, "gfx12": Rsrc3Gfx12}.get(gen)
+        return cls(group, private, kernarg, entry, Rsrc1.decode(r1), Rsrc2.decode(r2),
+                   rsrc3.decode(r3) if rsrc3 else None, CodeProperties.decode(props), KernargPreload.decode(preload),
+                   arch)
+
+
+def _generation(arch: str) -> str:
+    """'gfx9', 'gfx90a' (gfx9 with ACC VGPRs and rsrc3: gfx90a, gfx94x, gfx950), 'gfx10', 'gfx11', 'gfx12'."""
+    num = arch.removeprefix("gfx")
+    if len(num) == 4:
+        return "gfx" + num[:2]
+    return "gfx90a" if num in ("90a", "940", "941", "942", "950") else "gfx9"
+
+
+# -- metadata ---------------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class KernArg:
+    """One kernarg as the metadata describes it. Hidden arguments have value_kind 'hidden_*'."""
+    offset: int
+    size: int
+    value_kind: str
+    name: str = ""
+    type_name: str = ""
+    address_space: str = ""
+
+    @property
+    def hidden(self) -> bool:
+        return self.value_kind.startswith("hidden_")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    symbol: str  # NAME.kd
+    descriptor_address: int  # vaddr of the descriptor in the image
+    descriptor: KernelDescriptor
+    entry: int  # vaddr of the first instruction: descriptor_address + kernel_code_entry_byte_offset
+    code: bytes  # the kernel function's bytes (from its symbol size; to the end of its section if unsized)
+    args: tuple[KernArg, ...]
+    kernarg_segment_size: int
+    kernarg_segment_align: int
+    wavefront_size: int
+    sgpr_count: int
+    vgpr_count: int
+    agpr_count: int
+    group_segment_fixed_size: int
+    private_segment_fixed_size: int
+    max_flat_workgroup_size: int
+    uses_dynamic_stack: bool
+    metadata: dict = field(repr=False, compare=False)  # the kernel's raw metadata map
+
+    @property
+    def explicit_args(self) -> tuple[KernArg, ...]:
+        return tuple(a for a in self.args if not a.hidden)
+
+
+@dataclass(frozen=True)
+class Segment:
+    vaddr: int
+    memsz: int
+    data: bytes  # filesz bytes; the rest up to memsz is zero
+    flags: int  # PF_X=1, PF_W=2, PF_R=4
+
+
+@dataclass(frozen=True)
+class CodeObject:
+    arch: str  # 'gfx1100'
+    target: str  # 'amdgcn-amd-amdhsa--gfx1100' (with feature suffixes like ':xnack-' when present)
+    version: int  # code object version 4, 5 or 6
+    e_flags: int
+    kernels: dict[str, Kernel]
+    segments: tuple[Segment, ...]
+    relocations: tuple[tuple[int, int, int], ...]  # (vaddr, type, addend + symbol value)
+    metadata: dict = field(repr=False, compare=False)
+
+    @property
+    def image_size(self) -> int:
+        return max((s.vaddr + s.memsz for s in self.segments), default=0)
+
+    def image(self, base: int = 0) -> bytearray:
+        """The loaded image: every PT_LOAD segment at its vaddr, relocated for a load address of `base`."""
+        out = bytearray(self.image_size)
+        for s in self.segments:
+            out[s.vaddr:s.vaddr + len(s.data)] = s.data
+        for where, _, value in self.relocations:
+            struct.pack_into("<Q", out, where, (base + value) & (2**64 - 1))
+        return out
+
+    @classmethod
+    def parse(cls, data: bytes) -> CodeObject:
+        try:
+            return _parse(bytes(data))
+        except CodeObjectError:
+            raise
+        except (ELFError, Exception) as e:  # pyelftools/construct report truncation in many ways
+            raise CodeObjectError(f"malformed code object: {type(e).__name__}: {e}") from e
+
+
+def _parse(data: bytes) -> CodeObject:
+    if len(data) < 64 or data[:4] != b"\x7fELF":
+        raise CodeObjectError("not an ELF file (bad magic or shorter than an ELF header)")
+    if data[4] != 2 or data[5] != 1:
+        raise CodeObjectError("not a 64-bit little-endian ELF")
+    if data[7] != ELFOSABI_AMDGPU_HSA:
+        raise CodeObjectError(f"ELF OS/ABI is {data[7]}, not AMDGPU HSA ({ELFOSABI_AMDGPU_HSA})")
+    version = ABI_VERSION.get(data[8])
+    if version is None:
+        raise CodeObjectError(f"ELF ABI version {data[8]} is not code object v4, v5 or v6 (2, 3 or 4)")
+    elf = ELFFile(io.BytesIO(data))
+    h = elf.header
+    if h.e_machine != "EM_AMDGPU" and h.e_machine != EM_AMDGPU:
+        raise CodeObjectError(f"ELF machine is {h.e_machine}, not EM_AMDGPU")
+    for what, off, num, size in (("section", h.e_shoff, h.e_shnum, h.e_shentsize),
+                                 ("program", h.e_phoff, h.e_phnum, h.e_phentsize)):
+        if num and off + num * size > len(data):
+            raise CodeObjectError(f"{what} header table [{off:#x}, {off + num * size:#x}) runs past the end of the "
+                                  f"file ({len(data):#x} bytes): truncated?")
+    sections = [_checked(elf.get_section(i), data) for i in range(elf.num_sections())]
+    meta = _metadata(sections)
+    target = _field(meta, "amdhsa.target", str, "code object")
+    arch = target.split("--")[-1].split(":")[0]
+    if not arch.startswith("gfx"):
+        raise CodeObjectError(f"amdhsa.target {target!r} names no gfx processor")
+    symbols = {}
+    for s in sections:
+        if s["sh_type"] in ("SHT_SYMTAB", "SHT_DYNSYM"):
+            for sym in s.iter_symbols():
+                symbols.setdefault(sym.name, sym)
+    segments = []
+    for i in range(elf.num_segments()):
+        p = elf.get_segment(i)
+        if p["p_type"] == PT_LOAD:
+            if p["p_offset"] + p["p_filesz"] > len(data) or p["p_filesz"] > p["p_memsz"]:
+                raise CodeObjectError(f"PT_LOAD segment {i} lies outside the file or has filesz > memsz")
+            if p["p_vaddr"] + p["p_memsz"] > 1 << 32:
+                raise CodeObjectError(f"PT_LOAD segment {i} at {p['p_vaddr']:#x} is implausibly large")
+            segments.append(Segment(p["p_vaddr"], p["p_memsz"], data[p["p_offset"]:p["p_offset"] + p["p_filesz"]],
+                                    p["p_flags"]))
+    co_segments = tuple(segments)
+    image_size = max((s.vaddr + s.memsz for s in co_segments), default=0)
+    kernels = {}
+    for km in _field(meta, "amdhsa.kernels", list, "metadata"):
+        k = _kernel(km, symbols, sections, co_segments, arch)
+        kernels[k.name] = k
+    relocs = tuple(_relocations(sections, symbols, image_size))
+    return CodeObject(arch, target, version, h.e_flags, kernels, co_segments, relocs, meta)
+
+
+def _checked(section, data: bytes):
+    if section["sh_type"] != "SHT_NOBITS" and section["sh_offset"] + section["sh_size"] > len(data):
+        raise CodeObjectError(f"section {section.name!r} [{section['sh_offset']:#x}, "
+                              f"{section['sh_offset'] + section['sh_size']:#x}) runs past the end of the file")
+    return section
+
+
+def _metadata(sections) -> dict:
+    for s in sections:
+        if s["sh_type"] != "SHT_NOTE":
+            continue
+        buf, pos = s.data(), 0
+        while pos + 12 <= len(buf):
+            namesz, descsz, ntype = struct.unpack_from("<III", buf, pos)
+            name_at = pos + 12
+            desc_at = name_at + _align4(namesz)
+            if desc_at + descsz > len(buf):
+                raise CodeObjectError(f"note in {s.name!r} at offset {pos:#x} runs past the end of its section")
+            name = buf[name_at:name_at + namesz].rstrip(b"\0")
+            if name == b"AMDGPU" and ntype == NT_AMDGPU_METADATA:
+                try:
+                    meta = msgpack.unpackb(buf[desc_at:desc_at + descsz], raw=False, strict_map_key=False)
+                except Exception as e:
+                    raise CodeObjectError(f"NT_AMDGPU_METADATA note is not valid msgpack: {e}") from e
+                if not isinstance(meta, dict):
+                    raise CodeObjectError("NT_AMDGPU_METADATA note is not a msgpack map")
+                return meta
+            pos = desc_at + _align4(descsz)
+    raise CodeObjectError("no NT_AMDGPU_METADATA note (AMDGPU, type 32): not a code object v3+ ?")
+
+
+def _align4(n: int) -> int:
+    return (n + 3) & ~3
+
+
+def _field(m: dict, key: str, typ: type, where: str, default=None):
+    v = m.get(key, default)
+    if v is None:
+        raise CodeObjectError(f"{where}: metadata lacks {key}")
+    if typ is int and isinstance(v, bool) or not isinstance(v, typ):
+        raise CodeObjectError(f"{where}: metadata {key} is {v!r}, not {typ.__name__}")
+    return v
+
+
+def _kernel(km, symbols, sections, segments, arch) -> Kernel:
+    if not isinstance(km, dict):
+        raise CodeObjectError("amdhsa.kernels holds a non-map entry")
+    name = _field(km, ".name", str, "kernel")
+    where = f"kernel {name!r}"
+    symbol = _field(km, ".symbol", str, where)
+    kd = symbols.get(symbol)
+    if kd is None:
+        raise CodeObjectError(f"{where}: descriptor symbol {symbol!r} not found in the symbol table")
+    kd_addr = kd["st_value"]
+    desc = KernelDescriptor.parse(_read(segments, kd_addr, KD_SIZE, f"{where} descriptor {symbol}"), arch)
+    entry = kd_addr + desc.kernel_code_entry_byte_offset
+    fn = symbols.get(name)
+    size = fn["st_size"] if fn is not None and fn["st_value"] == entry else 0
+    if not size:  # unsized: up to the end of the segment holding the entry
+        seg = next((s for s in segments if s.vaddr <= entry < s.vaddr + len(s.data)), None)
+        size = seg.vaddr + len(seg.data) - entry if seg else 0
+    code = _read(segments, entry, size, f"{where} code at {entry:#x}")
+    args = []
+    for i, a in enumerate(_field(km, ".args", list, where, [])):
+        aw = f"{where} argument {i}"
+        if not isinstance(a, dict):
+            raise CodeObjectError(f"{aw}: not a map")
+        args.append(KernArg(_field(a, ".offset", int, aw), _field(a, ".size", int, aw),
+                            _field(a, ".value_kind", str, aw), _field(a, ".name", str, aw, ""),
+                            _field(a, ".type_name", str, aw, ""), _field(a, ".address_space", str, aw, "")))
+    ints = {k: _field(km, k, int, where, 0) for k in (
+        ".kernarg_segment_size", ".kernarg_segment_align", ".wavefront_size", ".sgpr_count", ".vgpr_count",
+        ".agpr_count", ".group_segment_fixed_size", ".private_segment_fixed_size", ".max_flat_workgroup_size")}
+    if ints[".wavefront_size"] not in (32, 64):
+        raise CodeObjectError(f"{where}: .wavefront_size is {ints['.wavefront_size']}, not 32 or 64")
+    for a in args:
+        if a.offset < 0 or a.size <= 0 or a.offset + a.size > ints[".kernarg_segment_size"]:
+            raise CodeObjectError(f"{where}: argument {a.name or a.value_kind} [{a.offset}, +{a.size}) lies outside "
+                                  f"the {ints['.kernarg_segment_size']}-byte kernarg segment")
+    return Kernel(name, symbol, kd_addr, desc, entry, code, tuple(args), *ints.values(),
+                  uses_dynamic_stack=bool(km.get(".uses_dynamic_stack", False)), metadata=km)
+
+
+def _read(segments, vaddr: int, n: int, what: str) -> bytes:
+    for s in segments:
+        if s.vaddr <= vaddr and vaddr + n <= s.vaddr + len(s.data):
+            return s.data[vaddr - s.vaddr:vaddr - s.vaddr + n]
+    raise CodeObjectError(f"{what}: [{vaddr:#x}, {vaddr + n:#x}) is not inside the file data of a PT_LOAD segment")
+
+
+def _relocations(sections, symbols, image_size: int):
+    """Dynamic relocations as (vaddr, type, value relative to the load base)."""
+    for s in sections:
+        if s["sh_type"] != "SHT_RELA" or not s["sh_flags"] & 2:  # SHF_ALLOC: the dynamic ones
+            continue
+        link = s["sh_link"]
+        symtab = sections[link] if 0 < link < len(sections) and hasattr(sections[link], "get_symbol") else None
+        for r in s.iter_relocations():
+            where, typ, addend = r["r_offset"], r["r_info_type"], r["r_addend"]
+            if not 0 <= where <= image_size - 8:
+                raise CodeObjectError(f"relocation at {where:#x} in {s.name!r} lies outside the loaded image")
+            if typ == R_AMDGPU_RELATIVE64:
+                yield where, typ, addend
+            elif typ == R_AMDGPU_ABS64 and symtab is not None:
+                sym = symtab.get_symbol(r["r_info_sym"])
+                if sym["st_shndx"] == "SHN_UNDEF":
+                    raise CodeObjectError(f"relocation at {where:#x} needs undefined symbol {sym.name!r}")
+                yield where, typ, sym["st_value"] + addend
+            else:
+                raise CodeObjectError(f"unsupported relocation type {typ} at {where:#x} in {s.name!r}")
+
+
+# -- kernarg segment -------------------------------------------------------------------------------------------------
+FLOAT_FORMATS = {2: "<e", 4: "<f", 8: "<d"}
+
+
+def pack_kernargs(kernel: Kernel, args, hidden: dict[str, int] | None = None) -> bytes:
+    """The kernarg segment for `kernel`: its explicit arguments in order, then hidden ones by value_kind.
+
+    An explicit argument is an int (pointers and integers, little-endian two's complement of the argument's size),
+    a float (packed as half/float/double by size when the metadata type names a floating type), a numpy scalar or
+    array or bytes of exactly the argument's size, or an object with an int `.addr` (a buffer: its address).
+    `hidden` maps value kinds ('hidden_block_count_x', ...) to ints; hidden arguments not given are zero."""
+    explicit = kernel.explicit_args
+    if len(args) != len(explicit):
+        raise ValueError(f"kernel {kernel.name!r} takes {len(explicit)} explicit arguments "
+                         f"({', '.join(a.name or a.value_kind for a in explicit)}), got {len(args)}")
+    out = bytearray(max(kernel.kernarg_segment_size, kernel.descriptor.kernarg_size))
+    for a, v in zip(explicit, args, strict=True):
+        out[a.offset:a.offset + a.size] = _pack_arg(kernel, a, v)
+    for a in kernel.args:
+        if a.hidden and a.value_kind in (hidden or {}):
+            out[a.offset:a.offset + a.size] = _pack_int(kernel, a, hidden[a.value_kind])
+    return bytes(out)
+
+
+def _pack_arg(kernel: Kernel, a: KernArg, v) -> bytes:
+    where = f"kernel {kernel.name!r} argument {a.name or a.offset}"
+    if hasattr(v, "addr") and isinstance(v.addr, int):
+        v = v.addr
+    if isinstance(v, (np.generic, np.ndarray, bytes, bytearray, memoryview)):
+        raw = bytes(v.tobytes() if isinstance(v, (np.generic, np.ndarray)) else v)
+        if len(raw) != a.size:
+            raise ValueError(f"{where} ({a.type_name or a.value_kind}) is {a.size} bytes, the value is {len(raw)}")
+        return raw
+    if isinstance(v, float):
+        base = a.type_name.rstrip("0123456789")
+        if base not in ("half", "float", "double", "_Float16") or a.size not in FLOAT_FORMATS:
+            raise ValueError(f"{where} has type {a.type_name or '?'} ({a.size} bytes): cannot pack float {v}")
+        return struct.pack(FLOAT_FORMATS[a.size], v)
+    if isinstance(v, int):
+        return _pack_int(kernel, a, v)
+    raise ValueError(f"{where}: cannot pack a {type(v).__name__}")
+
+
+def _pack_int(kernel: Kernel, a: KernArg, v: int) -> bytes:
+    if not -(1 << (8 * a.size - 1)) <= v < (1 << (8 * a.size)):
+        raise ValueError(f"kernel {kernel.name!r} argument {a.name or a.value_kind}: {v} does not fit "
+                         f"{a.size} bytes")
+    return (v & ((1 << (8 * a.size)) - 1)).to_bytes(a.size, "little")
