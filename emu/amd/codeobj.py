@@ -30,6 +30,7 @@ NT_AMDGPU_METADATA = 32
 PT_LOAD = "PT_LOAD"
 R_AMDGPU_ABS64, R_AMDGPU_RELATIVE64 = 3, 13
 KD_SIZE = 64
+MAX_IMAGE = 1 << 30  # larger loaded images are rejected as implausible
 
 
 class CodeObjectError(ValueError):
@@ -327,7 +328,7 @@ def _parse(data: bytes) -> CodeObject:
         if p["p_type"] == PT_LOAD:
             if p["p_offset"] + p["p_filesz"] > len(data) or p["p_filesz"] > p["p_memsz"]:
                 raise CodeObjectError(f"PT_LOAD segment {i} lies outside the file or has filesz > memsz")
-            if p["p_vaddr"] + p["p_memsz"] > 1 << 32:
+            if p["p_vaddr"] + p["p_memsz"] > MAX_IMAGE:
                 raise CodeObjectError(f"PT_LOAD segment {i} at {p['p_vaddr']:#x} is implausibly large")
             segments.append(Segment(p["p_vaddr"], p["p_memsz"], data[p["p_offset"]:p["p_offset"] + p["p_filesz"]],
                                     p["p_flags"]))
