@@ -34,6 +34,7 @@ def draw_all(arch: str, n: int = DRAWS) -> dict[str, list[bytes]]:
 
 _ENCODING = re.compile(r";\s*encoding:\s*\[([^\]]*)\]")
 _WARNING = re.compile(r"<stdin>:(\d+):\d+: warning")
+_BAD = re.compile(r"<unknown>|invalid", re.IGNORECASE)  # LLVM's notes on operands it could not print
 _MARK = bytes([0x34, 0x12, 0x80, 0xBF])  # s_nop 0x1234 on every family: separates the instructions
 
 
@@ -57,7 +58,7 @@ def llvm_decode(arch: str, insts: list[bytes]) -> list[tuple[str, bytes] | None]
             else:
                 groups[-1].append((line.split(";")[0].strip(), enc))
     assert len(groups) == len(insts) + 1, "llvm-mc output does not match its input"
-    return [g[0] if len(g) == 1 and 2 * k + 1 not in warned and "<unknown>" not in g[0][0] else None
+    return [g[0] if len(g) == 1 and 2 * k + 1 not in warned and not _BAD.search(g[0][0]) else None
             for k, g in enumerate(groups[:-1])]
 
 

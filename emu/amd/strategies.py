@@ -15,7 +15,7 @@ registers where the kind accepts them), modifier fields get values from the rang
 (DPP controls, lane selects, cache bits, offsets, ...), and the _LIT variants select the literal in at
 least one source field and carry a random 32-bit literal. Fields the opcode does not use stay at their
 default (usually 0), as LLVM expects. The generated instructions are checked against LLVM's
-disassembler (tests/test_strategies.py); the few opcodes LLVM 19 rejects are listed in _UNSUPPORTED.
+disassembler (tests/test_strategies.py); the few opcodes LLVM 19 lacks are listed in _LLVM_LACKS.
 """
 from __future__ import annotations
 
@@ -50,8 +50,22 @@ _REGS = {
     "cdna": _Regs(102, 106, 126, 124, None, True),
 }
 
-# Opcodes the vendor tables list that LLVM 19 does not decode: (family, space, name) -> reason.
-_UNSUPPORTED: dict[tuple[str, str, str], str] = {}
+# Opcodes the vendor tables admit that LLVM 19 does not decode: (arch, encoding, opcode) regexes and why.
+_LLVM_LACKS = (
+    (r"gfx110\d", r"SOP[12C](_LIT)?", r"S_\w*F(16|32)\w*", "scalar floating point is gfx1150+"),
+    (r"gfx11\d\d", r"DS", r"DS_GWS_SEMA_P|DS_(ADD|SUB)_GS_REG_RTN", "not in LLVM 19's gfx11 DS table"),
+    (r"gfx11\d\d", r"DS", r"DS_GWS_\w+|DS_ORDERED_COUNT", "LLVM wants the gds bit, the table does not say so"),
+    (r"gfx11\d\d", r"VOP1\w*", r"V_SWAP_B16", "not in LLVM 19 (true16 only)"),
+    (r"gfx12\d\d", r"SOP1\w*", r"S_ALLOC_VGPR", "not in LLVM 19"),
+    (r".*", r"V?FLAT", r"GLOBAL_\w+", "GLOBAL opcodes the table also lists under FLAT"),
+    (r"gfx11\d\d", r"GLOBAL|SCRATCH", r"\w+_LOAD_LDS_\w+", "LDS-DMA loads are not in LLVM 19 for gfx11"),
+    (r"gfx11\d\d", r"VOPD(_LIT)?", r"V_DUAL_DOT2ACC_F32_BF16", "not in LLVM 19's gfx11 VOPD table"),
+    (r".*", r"VOP1_DPP\w*", r"V_(SWAP|SWAPREL)_B\d+|V_PERMLANE64_B32", "no DPP form"),
+    (r".*", r"VOP2_DPP\w*", r"V_FMAC_DX9_ZERO_F32", "no DPP form"),
+    (r".*", r"VOP3_DPP\w*", r"V_PERMLANE(X)?16_B32", "no DPP form"),
+    (r".*", r"VOP3SD_DPP\w*", r"V_DIV_SCALE_F32", "no DPP form"),
+    (r".*", r"VOP3P_DPP\w*", r"(?!V_DOT2_F32_F16|V_FMA_MIX|V_DOT4_F32_).*", "only these VOP3P opcodes have DPP forms"),
+)
 
 # Literal-only opcodes carry an implicit constant (the K of FMAMK/FMAAK) instead of a source field.
 _IMPLICIT_K = re.compile(r"_(MK|AK)_|(MK|AK)_[A-Z]\d+$")
@@ -74,8 +88,11 @@ _DPP_CTRL = {
 }
 _DPP_CTRL["rdna4"] = _DPP_CTRL["rdna3"]
 
+# Cache-policy fields: any value, for opcodes that move data.
+_CACHE_BITS = re.compile(r"glc|slc|dlc|sc0|sc1|nt|scope|th")
+_DATA = ("sdata", "vdata", "data", "data0", "vdst", "vsrc")
 # Modifier / control fields whose every value is valid.
-_FREE_BITS = re.compile(r"offset\d?|ioffset|glc|slc|dlc|sc0|sc1|nt|lane_sel_\d|row_mask|bank_mask|bc|fi|"
+_FREE_BITS = re.compile(r"offset\d?|ioffset|lane_sel_\d|row_mask|bank_mask|bc|fi|"
                         r"done|en|attr|attr_chan|wait_vdst|wait_va_vdst|wait_vm_vsrc|waitexp")
 
 
@@ -88,8 +105,9 @@ def _width(bits: int) -> int:
 class _Enc:
     """Everything instructions() needs about one encoding, computed once."""
     enc: isa.Encoding
-    ops: tuple[isa.Op, ...]
-    literal_only: frozenset[int]  # opcodes whose literal is implicit (no source field selects it)
+    ops: tuple[isa.Op, ...]  # opcodes of the op field (of opy for VOPD)
+    xops: tuple[isa.Op, ...] = ()  # VOPD: opcodes of opx
+    literal_only: frozenset[str] = frozenset()  # opcodes (names) whose literal is implicit (FMAMK's K, ...)
 
 
 class _Gen:
@@ -97,15 +115,17 @@ class _Gen:
 
     def __init__(self, fam: str, t: isa.ISA, e: _Enc):
         self.fam, self.t, self.e, self.regs = fam, t, e, _REGS[fam]
+        self.short = e.enc.base in ("VOP1", "VOP2", "VOPC")  # 32-bit encodings: 16-bit VGPR operands are v0..v127
+        self.dpp = e.enc.variant.startswith("DPP")
 
     # -- registers ----------------------------------------------------------------------------------------
     def sgpr(self, draw, n: int) -> int:
         align = 1 if n == 1 else 2 if n == 2 else 4
         return draw(st.integers(0, (self.regs.sgprs - n) // align)) * align
 
-    def vgpr(self, draw, n: int) -> int:
+    def vgpr(self, draw, n: int, limit: int = 256) -> int:
         align = 2 if n > 1 and self.regs.vgpr_align64 else 1
-        return draw(st.integers(0, (256 - n) // align)) * align
+        return draw(st.integers(0, (limit - n) // align)) * align
 
     def scalar(self, draw, n: int, accepts: str) -> int:
         """An SGPR (tuple) or, where `accepts` allows ('s'), a special register."""
@@ -121,18 +141,17 @@ class _Gen:
         """A value for a register/source field that the operand kind accepts."""
         accepts = _ACCEPTS.get(operand.kind, "")
         n = _width(operand.bits)
-        if field.kind == "vgpr" or (field.kind in ("src",) and accepts == "v"):
-            return self.vgpr(draw, n) + (VGPR_BASE if field.kind == "src" else 0)
-        kinds = [k for k in "svi" if k in accepts.lower()]
-        if field.kind != "src":
-            kinds = [k for k in kinds if k != "v"]
+        limit = 128 if self.short and operand.bits == 16 else 256
+        if field.kind == "vgpr" or (field.kind == "src" and accepts == "v"):
+            return self.vgpr(draw, n, limit) + (VGPR_BASE if field.kind == "src" else 0)
+        kinds = [k for k in "svi" if k in accepts.lower() and (k != "v" or field.kind == "src")]
         if literal and "l" in accepts:
             kinds.append("l")
         if not kinds:
             return field.value or 0
         k = draw(st.sampled_from(kinds))
         if k == "v":
-            return VGPR_BASE + self.vgpr(draw, n)
+            return VGPR_BASE + self.vgpr(draw, n, limit)
         if k == "i":
             return draw(st.sampled_from(INLINE))
         if k == "l":
@@ -140,32 +159,48 @@ class _Gen:
         return self.scalar(draw, n, accepts)
 
     # -- the instruction ----------------------------------------------------------------------------------
-    def operand(self, op: isa.Op, name: str) -> isa.Operand | None:
-        o = op.operands
-        alias = {"src0": "vsrc0", "vsrc0": "src0", "src1": "vsrc1", "vsrc1": "src1"}
-        return o.get(name) or o.get(alias.get(name, ""))
-
     def draw(self, draw) -> bytes:
-        enc = self.e.enc
-        op = draw(st.sampled_from(self.e.ops)) if self.e.ops else None
-        variant = enc.variant
-        lit = "LIT" in variant
-        values: dict[str, int] = {}
+        enc, e = self.e.enc, self.e
+        if enc.base == "VOPD":
+            ops = {"opx": draw(st.sampled_from(e.xops)), "opy": draw(st.sampled_from(e.ops))}
+        else:
+            ops = {"op": draw(st.sampled_from(e.ops))} if e.ops else {}
+        lit = "LIT" in enc.variant
+        v: dict[str, int] = {}
         for f in enc.fields:
             if f.kind == "fixed":
-                values[f.name] = f.value
-            elif f.name == "op":
-                values[f.name] = op.value
+                v[f.name] = f.value
+            elif f.name in ops:
+                v[f.name] = ops[f.name].value
             elif f.name == "literal":
-                values[f.name] = draw(st.integers(0, 2**32 - 1))
+                v[f.name] = draw(st.integers(0, 2**32 - 1))
             else:
-                values[f.name] = self.field(draw, op, f, lit)
-        self.fixup(draw, op, values, lit)
-        word = sum(v << f.lo for f in enc.fields if (v := values[f.name]))
+                op, operand = self.operand(ops, f.name)
+                v[f.name] = self.field(draw, op, operand, f, lit)
+        self.fixup(draw, ops, v, lit)
+        word = sum(x << f.lo for f in enc.fields if (x := v[f.name]))
         return word.to_bytes(enc.size, "little")
 
-    def field(self, draw, op: isa.Op | None, f: isa.Field, lit: bool) -> int:
-        operand = self.operand(op, f.name) if op else None
+    def operand(self, ops: dict[str, isa.Op], name: str) -> tuple[isa.Op | None, isa.Operand | None]:
+        """The opcode a field belongs to and the operand it encodes (None if the opcode does not use it)."""
+        if "opx" in ops:  # VOPD: the table types opy's fields; opx has the same operands
+            op = ops["opx"] if name in ("srcx0", "vsrcx1", "vdstx") else ops["opy"]
+            name = name.replace("x", "y")
+        else:
+            op = ops.get("op")
+        if op is None:
+            return None, None
+        o = op.operands
+        alias = {"src0": "vsrc0", "vsrc0": "src0", "src1": "vsrc1", "vsrc1": "src1"}
+        return op, o.get(name) or o.get(alias.get(name, ""))
+
+    def field(self, draw, op: isa.Op | None, operand: isa.Operand | None, f: isa.Field, lit: bool) -> int:
+        if op is not None and not op.operands:
+            return f.value or 0
+        if operand is not None and operand.kind.startswith("SIMM"):  # an immediate in a register field
+            return draw(st.integers(0, (1 << min(f.width, int(operand.kind[4:]))) - 1))
+        if self.dpp and f.name == "src1" and operand is not None:  # DPP: the second source is a VGPR
+            return VGPR_BASE + self.vgpr(draw, _width(operand.bits))
         if f.kind in ("vgpr", "src", "ssrc", "sgpr"):
             return self.source(draw, operand, f, lit) if operand else (f.value or 0)
         if f.kind == "sbase":
@@ -177,12 +212,26 @@ class _Gen:
         if f.name == "dpp":
             return draw(st.sampled_from(_DPP_CTRL[self.fam]))
         if f.name == "simm16":
-            return draw(st.integers(0, 0xFFFF)) if operand else 0
+            return self.simm16(draw, operand) if operand else 0
+        if f.name == "format":  # buffer data format; 0 is BUF_FMT_INVALID
+            return draw(st.integers(1, 63)) if op is not None and op.name.startswith("TBUFFER") else 0
+        if _CACHE_BITS.fullmatch(f.name):
+            data = op is not None and any(not o.kind.startswith("SIMM") for n, o in op.operands.items() if n in _DATA)
+            return draw(st.integers(0, (1 << f.width) - 1)) if data else 0
         if _FREE_BITS.fullmatch(f.name):
             return draw(st.integers(0, (1 << f.width) - 1))
         return f.value or 0
 
-    def fixup(self, draw, op: isa.Op | None, v: dict[str, int], lit: bool) -> None:
+    def simm16(self, draw, operand: isa.Operand) -> int:
+        """The 16-bit immediate of SOPP/SOPK, structured where the operand kind says so."""
+        if operand.kind == "HWREG":  # register id, bit offset, size - 1
+            hwreg = sorted(self.t.enums["HWREG"])
+            return draw(st.sampled_from(hwreg)) | draw(st.integers(0, 31)) << 6 | draw(st.integers(0, 31)) << 11
+        if operand.kind == "DELAY":  # instid0, instskip, instid1
+            return draw(st.integers(0, 11)) | draw(st.integers(0, 5)) << 4 | draw(st.integers(0, 11)) << 7
+        return draw(st.integers(0, 0xFFFF))
+
+    def fixup(self, draw, ops: dict[str, isa.Op], v: dict[str, int], lit: bool) -> None:
         """Cross-field rules: DPP/SDWA markers in src0, a literal-selecting source in _LIT variants."""
         variant = self.e.enc.variant
         if variant.startswith("DPP16"):
@@ -191,23 +240,26 @@ class _Gen:
             v["src0"] = DPP8
         elif variant.startswith("SDWA"):
             v["src0"] = SDWA
-        if lit and op is not None and op.value not in self.e.literal_only:
-            fields = _literal_fields(self.e.enc, op, self)
-            if fields and not any(v[f] == LITERAL for f in fields):
+        if lit and not any(op.name in self.e.literal_only for op in ops.values()):
+            fields = self.literal_fields(ops)
+            if not any(v[f] == LITERAL for f in fields):
                 v[draw(st.sampled_from(fields))] = LITERAL
-        if "vdsty" in v and "vdstx" in v:
-            pass
+
+    def literal_fields(self, ops: dict[str, isa.Op]) -> list[str]:
+        """Source fields that may select the literal."""
+        out = []
+        for f in self.e.enc.fields:
+            if f.kind in ("src", "ssrc") and f.name != "vdst":
+                o = self.operand(ops, f.name)[1]
+                if o is not None and "l" in _ACCEPTS.get(o.kind, ""):
+                    out.append(f.name)
+        return out
 
 
-def _literal_fields(enc: isa.Encoding, op: isa.Op, g: _Gen) -> list[str]:
-    """Source fields of `op` in `enc` that may select the literal."""
-    out = []
-    for f in enc.fields:
-        if f.kind in ("src", "ssrc") and f.name != "vdst":
-            o = g.operand(op, f.name)
-            if o is not None and "l" in _ACCEPTS.get(o.kind, ""):
-                out.append(f.name)
-    return out
+def _dpp_capable(op: isa.Op) -> bool:
+    """DPP and SDWA apply to opcodes with a source and only 32-bit-or-narrower operands."""
+    return any(k.startswith(("src", "vsrc")) for k in op.operands) and \
+        all(o.bits <= 32 or o.fmt == "NUM_M64" for o in op.operands.values())  # lane masks do not count
 
 
 @functools.cache
@@ -216,30 +268,41 @@ def _plan(arch: str, name: str) -> _Enc:
     t = isa.load(fam)
     enc = t.encodings.get(name)
     if enc is None:
-        raise ValueError(f"{arch}: unknown encoding {name!r}; known: {', '.join(encodings(arch))}")
-    ops = [o for o in t.ops_of(enc.space) if enc.ops is None or o.value in enc.ops] if enc.space else []
-    ops = [o for o in ops if (fam, o.enc, o.name) not in _UNSUPPORTED]
-    base = t.encodings.get(enc.base)
+        raise ValueError(f"{arch}: unknown encoding {name!r}; known: {', '.join(t.encodings)}")
+    space = "VOPD" if enc.base == "VOPD" else enc.space
+    lacks = [re.compile(op) for a, en, op, _ in _LLVM_LACKS if re.fullmatch(a, arch) and re.fullmatch(en, name)]
+    ops = [o for o in t.ops_of(space) if (enc.ops is None or o.value in enc.ops)
+           and not any(r.fullmatch(o.name) for r in lacks)] if space else []
+    lit = "LIT" in enc.variant
+    if space == "VOPD":
+        literal_only = frozenset(o.name for o in ops if _IMPLICIT_K.search(o.name))
+        if not lit:
+            ops = [o for o in ops if o.name not in literal_only]
+        xops = [o for o in ops if o.value < 1 << enc.field("opx").width]
+        return _Enc(enc, tuple(ops), tuple(xops), literal_only)
     literal_only = frozenset()
-    if "LIT" in enc.variant and base is not None and base.ops is not None and enc.ops is not None:
-        literal_only = frozenset(enc.ops - base.ops)
-    e = _Enc(enc, tuple(ops), literal_only)
-    if "LIT" in enc.variant:  # keep opcodes that can carry a literal at all
+    if lit:  # the opcodes of the base encoding, plus those only a literal encoding has
+        plain = {o for n, e in t.encodings.items() if e.space == space and "LIT" not in e.variant for o in e.ops or ()}
+        literal_only = frozenset(o.name for o in ops if o.value not in plain)
+        base = t.encodings[name.removesuffix("_LIT")]
+        ops = [o for o in ops if o.name in literal_only or base.ops is None or o.value in base.ops]
+    if enc.variant.startswith(("DPP", "SDWA")):
+        ops = [o for o in ops if _dpp_capable(o)]
+    e = _Enc(enc, tuple(ops), (), literal_only)
+    if lit:  # keep opcodes that can carry a literal at all
         g = _Gen(fam, t, e)
-        ops = [o for o in ops if o.value in literal_only or _literal_fields(enc, o, g)]
-        e = _Enc(enc, tuple(ops), literal_only)
+        e = _Enc(enc, tuple(o for o in ops if o.name in literal_only or g.literal_fields({"op": o})), (), literal_only)
     return e
 
 
 def encodings(arch: str) -> list[str]:
     """Names of the encodings of `arch` that instructions() can produce."""
-    t = isa.load(arch)
-    return [n for n in t.encodings if _usable(arch, n)]
+    return [n for n in isa.load(arch).encodings if _usable(arch, n)]
 
 
 def _usable(arch: str, name: str) -> bool:
     e = _plan(arch, name)
-    return bool(e.ops) or not e.enc.space
+    return bool(e.ops) or not e.enc.space and e.enc.base != "VOPD"
 
 
 @functools.cache
