@@ -1,0 +1,179 @@
+"""Operands of a decoded AMD instruction: register classes, inline constants, widths, LLVM mnemonics.
+
+Register numbering of the 9-bit source operand (SGPR-space values 0..255, VGPRs at 256..511) as LLVM
+decodes it; the scalar part is shared by 7/8-bit SGPR fields.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from emu.amd.isa import Encoding, Op
+
+if TYPE_CHECKING:
+    from emu.amd.decode import Decoder
+
+LITERAL, DPP16, DPP8, DPP8FI, SDWA = 255, 250, 233, 234, 249
+
+
+@dataclass(frozen=True, slots=True)
+class Operand:
+    kind: str  # sgpr, vgpr, agpr, ttmp, special, inline, literal, invalid
+    index: int  # first register, or the encoded value for special/inline/literal
+    count: int = 1  # 32-bit registers
+    value: int | None = None  # constant bits (inline, literal)
+    name: str = ""  # name of a special register (vcc_lo, exec, m0, null, scc, ...)
+    valid: bool = True
+
+# SGPR-space specials per family: value -> (name, name when the operand is 64 bits wide)
+_SPECIAL_COMMON = {106: ("vcc_lo", "vcc"), 107: ("vcc_hi", None), 126: ("exec_lo", "exec"), 127: ("exec_hi", None),
+                   235: ("src_shared_base", "src_shared_base"), 236: ("src_shared_limit", "src_shared_limit"),
+                   237: ("src_private_base", "src_private_base"), 238: ("src_private_limit", "src_private_limit"),
+                   251: ("src_vccz", "src_vccz"), 252: ("src_execz", "src_execz"), 253: ("src_scc", "src_scc")}
+SPECIALS = {
+    "rdna3": {**_SPECIAL_COMMON, 124: ("null", "null"), 125: ("m0", None)},
+    "rdna4": {**_SPECIAL_COMMON, 124: ("null", "null"), 125: ("m0", None)},
+    "cdna": {**_SPECIAL_COMMON, 102: ("flat_scratch_lo", "flat_scratch"), 103: ("flat_scratch_hi", None),
+             104: ("xnack_mask_lo", "xnack_mask"), 105: ("xnack_mask_hi", None), 124: ("m0", None),
+             239: ("src_pops_exiting_wave_id", "src_pops_exiting_wave_id"), 254: ("src_lds_direct", None)},
+}
+NUM_SGPRS = {"rdna3": 106, "rdna4": 106, "cdna": 102}
+TTMP = range(108, 124)
+# inline float constants: encoded value -> value
+INLINE_FLOAT = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0,
+                248: 1 / (2 * math.pi)}
+_INV2PI_BITS = {16: 0x3118, 32: 0x3E22F983, 64: 0x3FC45F306DC9C882}
+
+
+def inline_bits(v: int, bits: int) -> int | None:
+    """The bits an inline constant stands for in an operand of `bits` width, None if not an inline constant."""
+    mask = (1 << bits) - 1
+    if 128 <= v <= 192:
+        return v - 128
+    if 193 <= v <= 208:
+        return (128 - v) & mask
+    if v == 248:
+        return _INV2PI_BITS[bits]
+    if v in INLINE_FLOAT:
+        f = INLINE_FLOAT[v]
+        if bits == 64:
+            return struct.unpack("<Q", struct.pack("<d", f))[0]
+        if bits == 16:
+            return struct.unpack("<H", struct.pack("<e", f))[0]
+        return struct.unpack("<I", struct.pack("<f", f))[0]
+    return None
+
+
+def scalar(fam: str, v: int, count: int, fmt_bits: int = 32) -> Operand:
+    """Operand for a value in the SGPR space (0..255)."""
+    if v < NUM_SGPRS[fam]:
+        return Operand("sgpr", v, count)
+    if v in TTMP:
+        return Operand("ttmp", v - 108, count)
+    sp = SPECIALS[fam].get(v)
+    if sp is not None:
+        name = sp[1] if count > 1 else sp[0]
+        return Operand("special", v, count, name=name or sp[0], valid=name is not None)
+    if v == LITERAL:
+        return Operand("literal", v, count)
+    bits = inline_bits(v, 64 if fmt_bits > 32 else 16 if fmt_bits == 16 else 32)
+    if bits is not None:
+        return Operand("inline", v, count, value=bits)
+    return Operand("invalid", v, count, valid=False)
+
+
+_WIDTH_FIELDS = {"vdstx": "vdsty", "srcx0": "srcy0", "vsrcx1": "vsrcy1"}  # VOPD X operands typed like Y's
+
+
+def op_info(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int], name: str):
+    """The vendor operand description of field `name` (VOPD: the X/Y op that owns it)."""
+    if op is None:
+        return None
+    if enc.base == "VOPD":
+        which = "opy" if name in ("srcy0", "vsrcy1", "vdsty") else "opx"
+        o = d.isa.op("VOPD", fields[which])
+        return o and o.operands.get(_WIDTH_FIELDS.get(name, name))
+    info = op.operands.get(name)
+    if info is None and name in _ALIASES:
+        info = op.operands.get(_ALIASES[name])
+    return info
+
+
+_ALIASES = {"src0": "vsrc0", "src1": "vsrc1", "vsrc1": "src1"}  # the tables name some VOP3 sources vsrcN
+
+
+def width(d: Decoder, info) -> int:
+    """Number of 32-bit registers of an operand; lane masks are one register in wave32."""
+    if info is None:
+        return 1
+    if info.fmt.startswith("NUM_M") and d.family != "cdna":
+        return 1
+    return max(1, (info.bits + 31) // 32)
+
+
+def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -> dict[str, Operand]:
+    out: dict[str, Operand] = {}
+    fam = d.family
+    for f in enc.fields:
+        if f.kind not in ("vgpr", "sgpr", "ssrc", "src", "sbase", "srsrc", "vdsty"):
+            continue
+        info = op_info(d, enc, op, fields, f.name)
+        if info is None and enc.base != "VOPD":
+            continue
+        if enc.base == "VOPD" and op_info(d, enc, op, fields, f.name) is None and f.name not in ("vdstx", "srcx0", "vsrcx1"):
+            continue
+        n = width(d, info)
+        if f.name in ("vdst", "vdata") and op is not None and "CMPSWAP" in op.name and "_ATOMIC" in op.name:
+            n = max(1, n // 2)  # table fixup: compare-swap returns one value, its data operand is a pair
+        v = fields[f.name]
+        fb = info.bits if info is not None else 32
+        if f.kind == "vgpr":
+            o = Operand("vgpr", v, n)
+        elif f.kind == "vdsty":
+            o = Operand("vgpr", (v << 1) | ((fields["vdstx"] & 1) ^ 1), n)
+        elif f.kind == "sbase":
+            o = Operand("sgpr", v * 2, n) if v * 2 < NUM_SGPRS[fam] else scalar(fam, v * 2, n)
+        elif f.kind == "srsrc":
+            o = scalar(fam, v * 4, n)
+        elif f.kind == "src" and v >= 256:
+            o = Operand("vgpr", v - 256, n)
+        else:
+            o = scalar(fam, v, n, fb)
+            if o.kind == "literal":
+                o = Operand("literal", v, n, value=fields.get("literal"))
+        out[f.name] = o
+    return out
+
+
+def vop3_twin(d: Decoder, op: Op) -> bool:
+    """Whether a VOP1/VOP2/VOPC opcode also exists in the VOP3 space (LLVM then suffixes _e32/_e64)."""
+    return (("VOP3", op.name) in d.isa.by_name or ("VOP3SD", op.name) in d.isa.by_name)
+
+
+def vop12c_twin(d: Decoder, op: Op) -> bool:
+    return any((s, op.name) in d.isa.by_name for s in ("VOP1", "VOP2", "VOPC"))
+
+
+def mnemonic(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -> str:
+    if op is None:
+        return "<unknown>"
+    name = op.name.lower()
+    mod = enc.variant
+    if enc.base == "VOPD":
+        return name
+    if enc.base in ("VOP1", "VOP2", "VOPC"):
+        if "SDST" in mod:  # v_readfirstlane_b32 has no VOP3 form in LLVM
+            return name
+        if "DPP" in mod:
+            return name + "_dpp"
+        if "SDWA" in mod:
+            return name + "_sdwa"
+        return name + "_e32" if vop3_twin(d, op) else name
+    if enc.base in ("VOP3", "VOP3SD"):
+        e64 = vop12c_twin(d, op)
+        if "DPP" in mod:
+            return name + ("_e64_dpp" if e64 else "_e64_dpp")
+        return name + "_e64" if e64 else name
+    return name

@@ -1,0 +1,149 @@
+"""LLVM's spellings of symbolic operands: waitcnt, s_delay_alu, hwreg, sendmsg, DPP controls, output modifiers."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from emu.amd.decode import Inst
+
+UNKNOWN = "<unknown>"  # what we print for bytes that are no valid instruction (llvm-objdump prints the same)
+INV2PI = {16: "0.15915494", 32: "0.15915494", 64: "0.15915494309189532"}
+OMOD = {1: "mul:2", 2: "mul:4", 3: "div:2"}
+
+
+def simm16(inst: Inst, kind: str) -> str:
+    v = inst.fields["simm16"]
+    if kind == "LABEL" or inst.op.name in _DECIMAL:
+        return str(v)
+    if kind == "WAITCNT":
+        return waitcnt(inst.family, v)
+    if kind == "DELAY":
+        return delay_alu(v)
+    if kind == "SENDMSG":
+        return sendmsg(inst, v)
+    if kind == "HWREG":
+        return hwreg(inst, v)
+    return f"0x{v:x}"
+
+
+_DECIMAL = {"S_NOP", "S_SLEEP", "S_SETPRIO", "S_SETKILL", "S_SETHALT", "S_TRAP"}
+# waitcnt counter fields: name -> list of (lo, width) pieces of the counter value
+_WAITCNT = {
+    "cdna": (("vmcnt", ((0, 4), (14, 2))), ("expcnt", ((4, 3),)), ("lgkmcnt", ((8, 4),))),
+    "rdna3": (("vmcnt", ((10, 6),)), ("expcnt", ((0, 3),)), ("lgkmcnt", ((4, 6),))),
+    "rdna4": (("vmcnt", ((10, 6),)), ("expcnt", ((0, 3),)), ("lgkmcnt", ((4, 6),))),
+}
+
+
+def waitcnt(fam: str, v: int) -> str:
+    parts, used, all_max = [], 0, True
+    for name, pieces in _WAITCNT[fam]:
+        val, sh, full = 0, 0, 0
+        for lo, w in pieces:
+            val |= ((v >> lo) & ((1 << w) - 1)) << sh
+            full |= ((1 << w) - 1) << sh
+            used |= ((1 << w) - 1) << lo
+            sh += w
+        parts.append((name, val, full))
+        all_max &= val == full
+    out = [f"{n}({c})" for n, c, full in parts if c != full or all_max]
+    return " ".join(out)
+
+
+_DELAY_ID = ("NO_DEP", "VALU_DEP_1", "VALU_DEP_2", "VALU_DEP_3", "VALU_DEP_4", "TRANS32_DEP_1", "TRANS32_DEP_2",
+             "TRANS32_DEP_3", "FMA_ACCUM_CYCLE_1", "SALU_CYCLE_1", "SALU_CYCLE_2", "SALU_CYCLE_3")
+_DELAY_SKIP = ("SAME", "NEXT", "SKIP_1", "SKIP_2", "SKIP_3", "SKIP_4")
+
+
+def delay_alu(v: int) -> str:
+    id0, skip, id1 = v & 0xF, (v >> 4) & 7, (v >> 7) & 0xF
+    if v >> 11 or id0 >= len(_DELAY_ID) or id1 >= len(_DELAY_ID) or skip >= len(_DELAY_SKIP):
+        return f"0x{v:x}"
+    out = []
+    if id0:
+        out.append(f"instid0({_DELAY_ID[id0]})")
+    if skip:
+        out.append(f"instskip({_DELAY_SKIP[skip]})")
+    if id1:
+        out.append(f"instid1({_DELAY_ID[id1]})")
+    return " | ".join(out) if out else "0"
+
+
+_MSG = {"rdna3": {1: "MSG_INTERRUPT", 2: "MSG_GS", 3: "MSG_GS_DONE", 3 + 1: "MSG_SAVEWAVE"}}
+
+
+def sendmsg(inst: Inst, v: int) -> str:
+    from emu.amd.decode import decoder
+    names = {1: "MSG_INTERRUPT", 3: "MSG_DEALLOC_VGPRS" if inst.family != "cdna" else "MSG_GS_DONE",
+             **decoder(inst.family).isa.enums.get("MSG", {})}
+    msg = names.get(v & 0xFF)
+    if msg is None or v >> 8:
+        return f"sendmsg({v & 0xFF}, {(v >> 4) & 7}, {(v >> 8) & 3})" if False else f"0x{v:x}"
+    return f"sendmsg({msg})"
+
+
+def hwreg(inst: Inst, v: int) -> str:
+    from emu.amd.decode import decoder
+    rid, off, size = v & 0x3F, (v >> 6) & 0x1F, ((v >> 11) & 0x1F) + 1
+    name = decoder(inst.family).isa.enums["HWREG"].get(rid, str(rid))
+    if off == 0 and size == 32:
+        return f"hwreg({name})"
+    return f"hwreg({name}, {off}, {size})"
+
+
+_QUAD = "quad_perm:[{},{},{},{}]"
+
+
+def dpp16(f: dict[str, int]) -> list[str]:
+    c = f["dpp"]
+    if c <= 0xFF:
+        ctl = _QUAD.format(c & 3, (c >> 2) & 3, (c >> 4) & 3, (c >> 6) & 3)
+    elif 0x101 <= c <= 0x10F:
+        ctl = f"row_shl:{c & 0xF}"
+    elif 0x111 <= c <= 0x11F:
+        ctl = f"row_shr:{c & 0xF}"
+    elif 0x121 <= c <= 0x12F:
+        ctl = f"row_ror:{c & 0xF}"
+    elif c == 0x140:
+        ctl = "row_mirror"
+    elif c == 0x141:
+        ctl = "row_half_mirror"
+    elif 0x150 <= c <= 0x15F:
+        ctl = f"row_share:{c & 0xF}"
+    elif 0x160 <= c <= 0x16F:
+        ctl = f"row_xmask:{c & 0xF}"
+    else:
+        ctl = f"dpp_ctrl:0x{c:x}"
+    out = [ctl, f"row_mask:0x{f['row_mask']:x}", f"bank_mask:0x{f['bank_mask']:x}"]
+    if f.get("bc"):
+        out.append("bound_ctrl:1")
+    if f.get("fi"):
+        out.append("fi:1")
+    return out
+
+
+def dpp8(f: dict[str, int], src0: int) -> list[str]:
+    sel = [f[f"lane_sel_{i}"] for i in range(8)]
+    out = [f"dpp8:[{','.join(map(str, sel))}]"]
+    if src0 == 234:
+        out.append("fi:1")
+    return out
+
+
+_TH = {0: "", 1: "TH_NT", 2: "TH_HT", 3: "TH_BYPASS", 4: "TH_NT_RT", 5: "TH_RT_NT", 6: "TH_NT_HT", 7: "TH_RT_WB"}
+_TH_ATOMIC = {1: "TH_ATOMIC_RETURN", 2: "TH_ATOMIC_NT", 3: "TH_ATOMIC_NT_RETURN", 4: "TH_ATOMIC_CASCADE_RT",
+              6: "TH_ATOMIC_CASCADE_NT"}
+_SCOPE = ("", "SCOPE_SE", "SCOPE_DEV", "SCOPE_SYS")
+
+
+def th_scope(inst: Inst) -> list[str]:
+    """RDNA4 temporal hint and scope of memory instructions."""
+    f = inst.fields
+    th, scope = f.get("th", 0), f.get("scope", 0)
+    names = _TH_ATOMIC if "_ATOMIC" in inst.op.name else _TH
+    out = []
+    if th:
+        out.append(f"th:{names.get(th, th)}")
+    if scope:
+        out.append(f"scope:{_SCOPE[scope]}")
+    return out

@@ -1,0 +1,204 @@
+"""AMD GPU instruction decoder: code bytes -> `Inst`, table-driven from the vendor ISA tables (emu.amd.isa).
+
+API (stable; the wave executor consumes it):
+
+- `decode(code, arch, pc=0) -> list[Inst]` decodes a code stream in order. It never raises: bytes that are
+  not a valid instruction (unknown encoding or opcode, truncated tail) become an `Inst` with `op is None`,
+  `enc == 'INVALID'`, 4 bytes (or the truncated remainder) long, printing as `<unknown>`-like text.
+- `Inst`: `pc`, `size` (bytes, literal included), `raw` (its bytes), `enc` (encoding name as in emu.amd.isa,
+  e.g. 'VOP3_DPP16', 'SOP2_LIT'), `base` ('VOP3'), `op` (isa.Op or None), `name` (LLVM mnemonic, e.g.
+  'v_add_f32_e64'), `fields` (every field of the encoding: name -> int), `operands` (field name -> `Operand`;
+  register/constant operands only, with the width the opcode gives them), `literal` (32-bit literal or None);
+  `str(inst)` is the instruction in LLVM's syntax, as llvm-objdump-19 prints it.
+- `Operand`: `kind` in sgpr, vgpr, agpr, ttmp, special (vcc_lo, exec, m0, null, scc, ...; `name` says which),
+  inline (inline constant; `value` = its bits for the operand's width), literal (`value` = the 32 literal bits),
+  invalid; `index` (first register number, or the encoded operand value for inline/special/literal), `count`
+  (number of 32-bit registers), `valid`.
+
+How an encoding is found: every encoding's fixed fields in the first dword form a (mask, value) matcher; the
+most specific match wins. Among the encodings sharing a matcher (VOP3 / VOP3SD / VOP3_SDST, VOP3P / MFMA, ...)
+the one whose opcode set holds the op field is taken. Then the source operand values select the variant:
+DPP16 (250), DPP8 (233/234), SDWA (249, CDNA) and LIT (255 in any source, or an opcode only the literal
+variant admits, such as v_fmamk_f32).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from emu.amd import isa
+from emu.amd.isa import Encoding, Op
+
+from emu.amd.asm_operands import DPP8, DPP8FI, DPP16, LITERAL, SDWA, Operand, mnemonic, operands
+
+_SRC_FIELDS = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")  # may hold the literal marker 255
+# Encodings whose identifying bits are not in the first dword (CDNA4's 128-bit VOP3PX2, unknown to LLVM 19).
+_UNMATCHED = ("VOP3PX2",)
+
+
+@dataclass(eq=False, slots=True)
+class Inst:
+    pc: int
+    size: int
+    raw: bytes
+    enc: str
+    base: str
+    op: Op | None
+    name: str
+    fields: dict[str, int]
+    operands: dict[str, Operand]
+    family: str
+    literal: int | None = None
+    _text: str | None = field(default=None, repr=False)
+
+    @property
+    def valid(self) -> bool:
+        return self.op is not None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            from emu.amd.asm_text import render
+            self._text = render(self)
+        return self._text
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Encodings sharing one first-dword matcher, with the modifier variants of each."""
+    mask: int
+    value: int
+    size0: int  # bytes of the basic form
+    forms: tuple[Encoding, ...]  # basic forms (no LIT/DPP/SDWA), the plain one first
+    variants: dict[tuple[str, str], Encoding]  # (form name, modifier) -> encoding
+    literal_ops: dict[str, frozenset[int]]  # form name -> opcodes that always carry a literal
+    op_field: tuple[int, int]  # lo, width
+
+
+_MODIFIERS = ("LIT", "DPP16", "DPP8", "SDWA")
+
+
+def _modifier(e: Encoding) -> str:
+    return next((m for m in _MODIFIERS if m in e.variant.split("_")), "")
+
+
+class Decoder:
+    """Precomputed matchers for one family."""
+
+    def __init__(self, fam: str):
+        self.family = fam
+        self.isa = isa.load(fam)
+        encs = self.isa.encodings
+        by_key: dict[tuple[int, int], list[Encoding]] = {}
+        for e in encs.values():
+            if e.base in _UNMATCHED or not e.fixed or any(f.hi >= 32 for f in e.fixed):
+                continue
+            mask = value = 0
+            for f in e.fixed:
+                mask |= ((1 << f.width) - 1) << f.lo
+                value |= f.value << f.lo
+            by_key.setdefault((mask, value), []).append(e)
+        groups = []
+        for (mask, value), es in by_key.items():
+            forms = sorted((e for e in es if not _modifier(e)), key=lambda e: (e.variant != "", e.name))
+            if not forms:
+                continue
+            variants, literal_ops = {}, {}
+            for e in es:
+                mod = _modifier(e)
+                if not mod:
+                    continue
+                form = e.name.replace("_" + mod, "")
+                variants[(form, mod)] = e
+            for f in forms:
+                lit = variants.get((f.name, "LIT"))
+                if lit is not None and lit.ops is not None:
+                    others = frozenset().union(*(g.ops or () for g in forms))
+                    literal_ops[f.name] = lit.ops - others
+            opf = forms[0].field("op")
+            groups.append(_Group(mask, value, forms[0].size, tuple(forms), variants, literal_ops,
+                                 (opf.lo, opf.width) if opf else (0, 0)))
+        groups.sort(key=lambda g: -bin(g.mask).count("1"))
+        self.groups = tuple(groups)
+
+    def match(self, word: int) -> _Group | None:
+        for g in self.groups:
+            if word & g.mask == g.value:
+                return g
+        return None
+
+    def decode_one(self, code: bytes, off: int, pc: int) -> Inst:
+        avail = len(code) - off
+        if avail < 4:
+            return self._invalid(code[off:], pc)
+        word0 = int.from_bytes(code[off:off + 4], "little")
+        g = self.match(word0)
+        if g is None or g.size0 > avail:
+            return self._invalid(code[off:off + min(4, avail)], pc)
+        word = int.from_bytes(code[off:off + g.size0], "little")
+        opv = (word >> g.op_field[0]) & ((1 << g.op_field[1]) - 1) if g.op_field[1] else None
+        form = next((f for f in g.forms if f.ops is None or opv in f.ops or opv in g.literal_ops.get(f.name, ())),
+                    None)
+        if form is None:
+            return self._invalid(code[off:off + 4], pc)
+        enc = self._variant(g, form, word, opv)
+        if enc.size > avail:
+            return self._invalid(code[off:off + 4], pc)
+        raw = code[off:off + enc.size]
+        word = int.from_bytes(raw, "little")
+        fields = {f.name: f.get(word) for f in enc.fields}
+        space = enc.space or enc.base  # VOPD: the X opcode stands for the pair
+        if opv is None and "opx" in fields:
+            opv = fields["opx"]
+        op = self.isa.op(space, opv) if opv is not None else Op(space, "EXP", 0)  # EXP has no opcode field
+        if op is None or (enc.base == "VOPD" and self.isa.op(space, fields["opy"]) is None):
+            return self._invalid(raw[:4], pc)
+        ops = operands(self, enc, op, fields)
+        return Inst(pc, enc.size, bytes(raw), enc.name, enc.base, op, mnemonic(self, enc, op, fields), fields, ops,
+                    self.family, fields.get("literal"))
+
+    def _variant(self, g: _Group, form: Encoding, word: int, opv: int | None) -> Encoding:
+        src0 = form.field("src0") or form.field("srcx0")
+        mod = ""
+        if src0 is not None:
+            s = src0.get(word)
+            if s == DPP16:
+                mod = "DPP16"
+            elif s in (DPP8, DPP8FI) and self.family != "cdna":
+                mod = "DPP8"
+            elif s == SDWA and self.family == "cdna":
+                mod = "SDWA"
+        if not mod:
+            lit = opv in g.literal_ops.get(form.name, ())
+            lit = lit or any(f.get(word) == LITERAL for f in form.fields
+                             if f.name in _SRC_FIELDS and f.kind in ("src", "ssrc"))
+            mod = "LIT" if lit else ""
+        if not mod:
+            return form
+        for name in (form.name, form.base):
+            e = g.variants.get((name, mod))
+            if e is not None:
+                return e
+        sdst = [e for (n, m), e in g.variants.items() if m == mod and n.startswith(form.base)]
+        return sdst[0] if sdst else form
+
+    def _invalid(self, raw: bytes, pc: int) -> Inst:
+        return Inst(pc, len(raw), bytes(raw), "INVALID", "INVALID", None, "<unknown>", {}, {}, self.family)
+
+
+@functools.cache
+def decoder(arch: str) -> Decoder:
+    return Decoder(isa.family(arch))
+
+
+def decode(code: bytes, arch: str, pc: int = 0) -> list[Inst]:
+    """Decode a code stream in order; never raises on any bytes (raises isa.UnknownArch for an unknown arch)."""
+    d = decoder(arch)
+    out, off, code = [], 0, bytes(code)
+    while off < len(code):
+        try:
+            inst = d.decode_one(code, off, pc + off)
+        except Exception:  # a table gap must not crash the host: report the word as undecodable
+            inst = d._invalid(code[off:off + 4], pc + off)
+        out.append(inst)
+        off += inst.size
+    return out

@@ -1,0 +1,84 @@
+"""Disassemble HSA code objects or raw bytes in LLVM's syntax.
+
+    python -m emu.amd.disasm --arch gfx1100 kernel.hsaco
+    python -m emu.amd.disasm --arch gfx1100 --hex "01 05 00 06"
+
+Bad input (not an ELF, unknown arch, unreadable file, bad hex) prints one line on stderr and exits with 2.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import sys
+
+from emu.amd import isa
+from emu.amd.decode import Inst, decode
+
+
+class DisasmError(ValueError):
+    pass
+
+
+def code_object_instructions(data: bytes, arch: str) -> list[tuple[str, list[Inst]]]:
+    """(symbol, instructions) for every function symbol (kernels included) in the .text of a code object."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    try:
+        elf = ELFFile(io.BytesIO(data))
+        text = elf.get_section_by_name(".text")
+        symtab = elf.get_section_by_name(".symtab")
+        if text is None:
+            raise DisasmError("no .text section")
+        base, body = text["sh_addr"], text.data()
+        syms = sorted({(s["st_value"], s.name) for s in (symtab.iter_symbols() if symtab else ())
+                       if s["st_info"]["type"] == "STT_FUNC" and base <= s["st_value"] < base + len(body)})
+    except ELFError as e:
+        raise DisasmError(f"not a valid ELF code object: {e}") from None
+    out = []
+    for i, (addr, name) in enumerate(syms):
+        end = syms[i + 1][0] if i + 1 < len(syms) else base + len(body)  # as llvm-objdump: up to the next symbol
+        out.append((name, decode(body[addr - base:end - base], arch, pc=addr)))
+    return out
+
+
+def format_insts(insts: list[Inst]) -> str:
+    return "".join(f"  {i.pc:08x}: {i.raw.hex(' '):<36} {i}\n" for i in insts)
+
+
+def parse_hex(s: str) -> bytes:
+    try:
+        return bytes(int(t, 16) for t in s.replace(",", " ").split())
+    except ValueError:
+        raise DisasmError(f"--hex: not a list of hex bytes: {s!r}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m emu.amd.disasm", description="AMD GPU disassembler (LLVM syntax)")
+    ap.add_argument("--arch", required=True, help="gfx name or family (rdna3, rdna4, cdna)")
+    ap.add_argument("--hex", help="raw little-endian bytes, e.g. '01 05 00 06'")
+    ap.add_argument("file", nargs="?", help="HSA code object (ELF)")
+    a = ap.parse_args(argv)
+    try:
+        isa.family(a.arch)
+        if a.hex is not None:
+            sys.stdout.write(format_insts(decode(parse_hex(a.hex), a.arch)))
+            return 0
+        if a.file is None:
+            raise DisasmError("give a code object FILE or --hex BYTES")
+        try:
+            with open(a.file, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise DisasmError(f"cannot read {a.file}: {e.strerror}") from None
+        if data[:4] != b"\x7fELF":
+            raise DisasmError(f"{a.file}: not an ELF file")
+        for name, insts in code_object_instructions(data, a.arch):
+            sys.stdout.write(f"{insts[0].pc if insts else 0:016x} <{name}>:\n{format_insts(insts)}\n")
+    except (DisasmError, isa.UnknownArch) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
