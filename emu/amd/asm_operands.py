@@ -129,7 +129,12 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
             n = max(1, n // 2)  # table fixup: compare-swap returns one value, its data operand is a pair
         v = fields[f.name]
         fb = info.bits if info is not None else 32
-        if f.kind == "vgpr":
+        ok = info.kind if info is not None else ""
+        if f.kind == "vgpr" and (ok.startswith("SREG") or ok == "SDST"):  # VOP3 writing an SGPR (v_readlane)
+            o = scalar(fam, v, n)
+        elif f.kind == "vgpr" and ok == "ACCVGPR" or (f.kind == "src" and v >= 256 and ok == "SRC_ACCVGPR"):
+            o = Operand("agpr", v & 0xFF, n)
+        elif f.kind == "vgpr":
             o = Operand("vgpr", v, n)
         elif f.kind == "vdsty":
             o = Operand("vgpr", (v << 1) | ((fields["vdstx"] & 1) ^ 1), n)
@@ -156,15 +161,20 @@ def vop12c_twin(d: Decoder, op: Op) -> bool:
     return any((s, op.name) in d.isa.by_name for s in ("VOP1", "VOP2", "VOPC"))
 
 
+# Vendor opcode names that LLVM spells differently.
+RENAMES = {"V_ACCVGPR_READ": "v_accvgpr_read_b32", "V_ACCVGPR_WRITE": "v_accvgpr_write_b32"}
+
+
 def mnemonic(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -> str:
     if op is None:
         return "<unknown>"
-    name = op.name.lower()
+    name = RENAMES.get(op.name) or op.name.lower()
     mod = enc.variant
     if enc.base == "VOPD":
         return name
     if enc.base in ("VOP1", "VOP2", "VOPC"):
-        if "SDST" in mod:  # v_readfirstlane_b32 has no VOP3 form in LLVM
+        vdst = op.operands.get("vdst")
+        if "SDST" in mod or (vdst is not None and vdst.kind.startswith("SREG")):  # v_readfirstlane_b32: no VOP3
             return name
         if "DPP" in mod:
             return name + "_dpp"

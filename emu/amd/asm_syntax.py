@@ -147,3 +147,7 @@ def th_scope(inst: Inst) -> list[str]:
     if scope:
         out.append(f"scope:{_SCOPE[scope]}")
     return out
+
+
+def gpr_idx(v: int) -> str:
+    return f"gpr_idx({','.join(n for i, n in enumerate(('SRC0', 'SRC1', 'SRC2', 'DST')) if v >> i & 1)})"

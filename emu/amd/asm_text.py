@@ -105,6 +105,9 @@ def _generic(inst: Inst, d) -> str:
 
 def _sop(inst: Inst, d) -> str:
     ops = [_src(inst, d, n, False) for n in ("sdst", "ssrc0", "ssrc1")]
+    info = inst.op.operands.get("ssrc1")
+    if info is not None and info.kind == "SIMM4":
+        ops[2] = syn.gpr_idx(inst.fields["ssrc1"])
     return _join(inst.name, ops)
 
 
@@ -249,8 +252,6 @@ def _flat(inst: Inst, d) -> str:
     if _returns(inst):
         ops.append(_src(inst, d, "vdst", False))
     if seg == "SCRATCH" and not f.get("sve", 1 if inst.family == "cdna" and f.get("addr") is not None else 0):
-        ops.append("off")
-    elif seg == "SCRATCH" and inst.family == "cdna" and saddr_on:
         ops.append("off")
     else:
         a = inst.operands.get(addr_name)

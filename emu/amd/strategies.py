@@ -42,12 +42,13 @@ class _Regs:
     m0: int
     null: int | None
     vgpr_align64: bool  # VGPR tuples of 64 bits and more start at an even register (gfx90a+)
+    saddr_off: int  # FLAT/GLOBAL/SCRATCH saddr value for "no scalar address"
 
 
 _REGS = {
-    "rdna3": _Regs(106, 106, 126, 125, 124, False),
-    "rdna4": _Regs(106, 106, 126, 125, 124, False),
-    "cdna": _Regs(102, 106, 126, 124, None, True),
+    "rdna3": _Regs(106, 106, 126, 125, 124, False, 124),
+    "rdna4": _Regs(106, 106, 126, 125, 124, False, 124),
+    "cdna": _Regs(102, 106, 126, 124, None, True, 127),
 }
 
 # Opcodes the vendor tables admit that LLVM 19 does not decode: (arch, encoding, opcode) regexes and why.
@@ -60,6 +61,8 @@ _LLVM_LACKS = (
     (r".*", r"V?FLAT", r"GLOBAL_\w+", "GLOBAL opcodes the table also lists under FLAT"),
     (r"gfx11\d\d", r"GLOBAL|SCRATCH", r"\w+_LOAD_LDS_\w+", "LDS-DMA loads are not in LLVM 19 for gfx11"),
     (r"gfx11\d\d", r"VOPD(_LIT)?", r"V_DUAL_DOT2ACC_F32_BF16", "not in LLVM 19's gfx11 VOPD table"),
+    (r"gfx12\d\d", r"VOPD(_LIT)?", r"V_DUAL_DOT2ACC_\w+", "not in LLVM 19's gfx12 VOPD table"),
+    (r"gfx1\d+", r"MIMG|VIMAGE", r"IMAGE_BVH\w*", "address size depends on a16 / BVH8 rules the table lacks"),
     (r".*", r"VOP1_DPP\w*", r"V_(SWAP|SWAPREL)_B\d+|V_PERMLANE64_B32", "no DPP form"),
     (r".*", r"VOP2_DPP\w*", r"V_FMAC_DX9_ZERO_F32", "no DPP form"),
     (r".*", r"VOP3_DPP\w*", r"V_PERMLANE(X)?16_B32", "no DPP form"),
@@ -199,8 +202,11 @@ class _Gen:
             return f.value or 0
         if operand is not None and operand.kind.startswith("SIMM"):  # an immediate in a register field
             return draw(st.integers(0, (1 << min(f.width, int(operand.kind[4:]))) - 1))
-        if self.dpp and f.name == "src1" and operand is not None:  # DPP: the second source is a VGPR
+        if self.dpp and f.name in ("src1", "src2") and operand is not None:  # DPP: the other sources are VGPRs
             return VGPR_BASE + self.vgpr(draw, _width(operand.bits))
+        if f.name == "saddr":
+            off = self.regs.saddr_off
+            return self.sgpr(draw, _width(operand.bits)) if operand and draw(st.booleans()) else off
         if f.kind in ("vgpr", "src", "ssrc", "sgpr"):
             return self.source(draw, operand, f, lit) if operand else (f.value or 0)
         if f.kind == "sbase":
@@ -213,6 +219,8 @@ class _Gen:
             return draw(st.sampled_from(_DPP_CTRL[self.fam]))
         if f.name == "simm16":
             return self.simm16(draw, operand) if operand else 0
+        if f.name in ("dfmt", "nfmt") and op is not None and op.name.startswith("TBUFFER"):
+            return draw(st.integers(f.name == "dfmt", (1 << f.width) - 1))  # dfmt 0 is invalid
         if f.name == "format":  # buffer data format; 0 is BUF_FMT_INVALID
             return draw(st.integers(1, 63)) if op is not None and op.name.startswith("TBUFFER") else 0
         if _CACHE_BITS.fullmatch(f.name):

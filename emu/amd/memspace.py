@@ -1,0 +1,122 @@
+"""The memory spaces a wave's instructions address, each with the lane-access interface the pcode uses:
+`load(addr, bits, active) -> uint64[lanes]` and `store(addr, bits, value, active)`.
+
+- `LDS`: the workgroup's local data share; accesses past its size read 0 and drop writes, as hardware does.
+- `Scratch`: one wave's private memory, lane-interleaved dword by dword in the VM (the ISA's scratch swizzle:
+  dword d of lane l lives at base + (d * lanes + l) * 4).
+- `Flat`: the flat address space: the shared and private apertures route to LDS and scratch, the rest to the VM.
+- `Buffer`: lanes outside a buffer resource's range read 0 and drop their writes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from emu.amd.operands import APERTURE_SIZE, PRIVATE_APERTURE, SHARED_APERTURE
+
+U64 = np.uint64
+
+
+class LDS:
+    def __init__(self, size: int):
+        self.size = size
+        self.mem = np.zeros(max(size, 4) + 8, np.uint8)  # slack so a straddling access never indexes past
+
+    def _ok(self, addr: np.ndarray, nbytes: int, active: np.ndarray | None) -> np.ndarray:
+        ok = addr.astype(np.int64) + nbytes <= self.size
+        return ok if active is None else ok & active
+
+    def load(self, addr, bits: int, active=None) -> np.ndarray:
+        addr = np.asarray(addr, U64).reshape(-1) & U64(0xFFFFFFFF)
+        n = bits // 8
+        ok = self._ok(addr, n, active)
+        a = np.where(ok, addr, 0).astype(np.intp)
+        raw = self.mem[a[:, None] + np.arange(n)]
+        out = raw.view(f"<u{n}")[:, 0].astype(U64)
+        return np.where(ok, out, U64(0))
+
+    def store(self, addr, bits: int, value, active=None) -> None:
+        addr = np.asarray(addr, U64).reshape(-1) & U64(0xFFFFFFFF)
+        n = bits // 8
+        ok = self._ok(addr, n, active)
+        lanes = np.flatnonzero(ok)
+        v = np.broadcast_to(np.asarray(value, U64), addr.shape).astype("<u8")
+        data = v.view(np.uint8).reshape(-1, 8)[:, :n]
+        for lane in lanes:  # lane order: the highest lane wins a conflict
+            a = int(addr[lane])
+            self.mem[a:a + n] = data[lane]
+
+
+class Scratch:
+    """Private memory of one wave through the VM, lane-interleaved per dword."""
+
+    def __init__(self, vm, base: int, lanes: int, size_per_lane: int):
+        self.vm, self.base, self.lanes, self.size = vm, base, lanes, size_per_lane
+        self.lane = np.arange(lanes, dtype=U64)
+
+    def _phys(self, off: np.ndarray) -> np.ndarray:
+        return U64(self.base) + ((off >> U64(2)) * U64(self.lanes) + self.lane[:off.size]) * U64(4) + (off & U64(3))
+
+    def load(self, addr, bits: int, active=None) -> np.ndarray:
+        off = np.asarray(addr, U64).reshape(-1) & U64(0xFFFFFFFF)
+        if bits <= 32:
+            return self.vm.load(self._phys(off), bits, active)
+        out = np.zeros(off.size, U64)
+        for i in range(bits // 32):
+            out |= self.vm.load(self._phys(off + U64(4 * i)), 32, active) << U64(32 * i)
+        return out
+
+    def store(self, addr, bits: int, value, active=None) -> None:
+        off = np.asarray(addr, U64).reshape(-1) & U64(0xFFFFFFFF)
+        value = np.broadcast_to(np.asarray(value, U64), off.shape)
+        if bits <= 32:
+            self.vm.store(self._phys(off), bits, value, active)
+            return
+        for i in range(bits // 32):
+            self.vm.store(self._phys(off + U64(4 * i)), 32, value >> U64(32 * i), active)
+
+
+class Flat:
+    """Flat addresses: the shared aperture goes to LDS, the private aperture to scratch, the rest to the VM."""
+
+    def __init__(self, vm, lds: LDS | None, scratch: Scratch | None):
+        self.vm, self.lds, self.scratch = vm, lds, scratch
+
+    def _split(self, addr, active):
+        addr = np.asarray(addr, U64).reshape(-1)
+        act = np.ones(addr.size, bool) if active is None else np.asarray(active, bool)
+        shared = act & (addr >= U64(SHARED_APERTURE)) & (addr < U64(SHARED_APERTURE + APERTURE_SIZE))
+        private = act & (addr >= U64(PRIVATE_APERTURE)) & (addr < U64(PRIVATE_APERTURE + APERTURE_SIZE))
+        return addr, act & ~shared & ~private, shared, private
+
+    def load(self, addr, bits: int, active=None) -> np.ndarray:
+        addr, glob, shared, private = self._split(addr, active)
+        out = self.vm.load(addr, bits, glob) if glob.any() else np.zeros(addr.size, U64)
+        if shared.any():
+            out = np.where(shared, self.lds.load(addr, bits, shared), out)
+        if private.any():
+            out = np.where(private, self.scratch.load(addr, bits, private), out)
+        return out
+
+    def store(self, addr, bits: int, value, active=None) -> None:
+        addr, glob, shared, private = self._split(addr, active)
+        if glob.any():
+            self.vm.store(addr, bits, value, glob)
+        if shared.any():
+            self.lds.store(addr, bits, value, shared)
+        if private.any():
+            self.scratch.store(addr, bits, value, private)
+
+
+class Buffer:
+    """A space whose lanes outside [0, in_range) read 0 and drop writes (buffer resource range checking)."""
+
+    def __init__(self, space, in_range: np.ndarray):
+        self.space, self.in_range = space, in_range
+
+    def load(self, addr, bits: int, active=None) -> np.ndarray:
+        act = self.in_range if active is None else self.in_range & active
+        return np.where(act, self.space.load(addr, bits, act), U64(0))
+
+    def store(self, addr, bits: int, value, active=None) -> None:
+        act = self.in_range if active is None else self.in_range & active
+        self.space.store(addr, bits, value, act)

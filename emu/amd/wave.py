@@ -1,0 +1,150 @@
+"""One wave: its architectural state in flat arrays and its execution.
+
+State: SGPRs as a uint32 array indexed by operand code, VGPRs as ONE contiguous uint32 array [regs, lanes]
+(ACC VGPRs likewise on CDNA), EXEC/VCC/SCC/M0/MODE/TRAPSTS/PC as Python ints.
+
+Execution: code is decoded once and every instruction gets an execution plan on first use (emu.amd.plan): a
+closure holding its operand fetchers, the compiled pcode semantics and its result writers. The hot loop only
+looks up the step for the PC and calls it. A step returns 0, or BARRIER / END to suspend / finish the wave.
+Faults raised while a step runs are completed with the wave's identity, PC, instruction text and active lanes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from emu.amd import isa
+from emu.amd.memory import VM, FaultRecord, GPUFault
+from emu.amd.operands import lanes_to_mask, mask_to_lanes
+
+END, BARRIER = 1, 2
+DEFAULT_LIMIT = 50_000_000  # instructions per wave before the watchdog stops a runaway wave
+
+
+class WaveState:
+    """Registers and memory spaces of one wave."""
+
+    def __init__(self, family: str, lanes: int, vgprs: int = 256, agprs: int = 0):
+        self.family, self.lanes = family, lanes
+        self.full = (1 << lanes) - 1
+        self.sgpr = np.zeros(128, np.uint32)
+        self.vgpr = np.zeros((vgprs, lanes), np.uint32)
+        self.agpr = np.zeros((agprs, lanes), np.uint32) if agprs else None
+        self.exec, self.active = self.full, np.ones(lanes, bool)
+        self.vcc = self.scc = self.m0 = self.mode = self.trapsts = self.pc = 0
+        self.vm: VM | None = None
+        self.lds = self.scratch = self.flat = None
+        self.dispatch: int | None = None
+        self.workgroup: tuple[int, int, int] | None = None
+        self.wave_id: int | None = None
+        self.executed = 0  # instructions executed (wave-instructions)
+        self.lane_ops = 0  # lane-instructions: active lanes summed over vector instructions
+
+    def set_exec(self, value: int) -> None:
+        value &= self.full
+        if value != self.exec:
+            self.exec = value
+            self.active = mask_to_lanes(value, self.lanes)
+
+
+class Program:
+    """Decoded code with lazily built execution plans, for one family and wave size."""
+
+    def __init__(self, family: str, lanes: int, fetch):
+        """`fetch(pc, n) -> bytes` reads up to n bytes of code at pc (raises GPUFault when unmapped)."""
+        from emu.amd.plan import Planner
+        self.family, self.lanes = family, lanes
+        self.fetch = fetch
+        self.steps: dict[int, object] = {}
+        self.insts: dict[int, object] = {}
+        self.planner = Planner(family, lanes)
+
+    def predecode(self, code: bytes, base: int) -> None:
+        from emu.amd.decode import decode
+        for inst in decode(code, self.family, base):
+            self.insts[inst.pc] = inst
+
+    def inst(self, pc: int):
+        i = self.insts.get(pc)
+        if i is None:
+            from emu.amd.decode import decoder
+            d = decoder(self.family)
+            raw = self.fetch(pc, 16)
+            i = d.decode_one(raw, 0, pc)
+            self.insts[pc] = i
+        return i
+
+    def build(self, pc: int):
+        s = self.planner.plan(self.inst(pc))
+        self.steps[pc] = s
+        return s
+
+
+def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
+    """Run `w` until it reaches s_barrier (returns BARRIER) or s_endpgm (returns END)."""
+    steps = prog.steps
+    n = 0
+    try:
+        while True:
+            s = steps.get(w.pc)
+            if s is None:
+                s = prog.build(w.pc)
+            r = s(w)
+            n += 1
+            if r:
+                return r
+            if n >= limit:
+                raise GPUFault(FaultRecord("watchdog", detail=f"wave ran {n} instructions without ending"))
+    except GPUFault as e:
+        _complete(e.record, w, prog)
+        raise
+    except Exception as e:  # an emulator gap must not take the host down: report it as a fault of this wave
+        rec = FaultRecord("emulator-error", detail=f"{type(e).__name__}: {e}")
+        _complete(rec, w, prog)
+        raise GPUFault(rec) from e
+    finally:
+        w.executed += n
+
+
+def _complete(rec: FaultRecord, w: WaveState, prog: Program) -> None:
+    rec.dispatch = rec.dispatch if rec.dispatch is not None else w.dispatch
+    rec.workgroup = rec.workgroup or w.workgroup
+    rec.wave = rec.wave if rec.wave is not None else w.wave_id
+    if rec.pc is None:
+        rec.pc = w.pc
+        i = prog.insts.get(w.pc)
+        rec.instruction = str(i) if i is not None else None
+    if rec.active_lanes is None:
+        rec.active_lanes = tuple(int(x) for x in np.flatnonzero(w.active))
+
+
+class Wave(WaveState):
+    """A free-standing wave for running register-only instruction snippets, e.g. to fuzz semantics:
+
+        w = Wave("gfx1100"); w.vgpr[1] = ...; w.run(code_bytes); w.vgpr[0]
+
+    `run` executes until s_endpgm or the end of the code; memory instructions fault (nothing is mapped)."""
+
+    def __init__(self, arch: str, wave_size: int | None = None):
+        fam = isa.family(arch)
+        super().__init__(fam, wave_size or isa.WAVE_SIZE[fam], agprs=256 if fam == "cdna" else 0)
+        self.vm = VM()
+
+    def run(self, code: bytes, pc: int = 0, limit: int = 1_000_000) -> None:
+        code = bytes(code)
+        end = pc + len(code)
+
+        def fetch(at: int, n: int) -> bytes:
+            if not pc <= at < end:
+                raise GPUFault(FaultRecord("illegal-instruction", detail=f"pc {at:#x} outside the snippet"))
+            return code[at - pc:at - pc + n]
+        prog = Program(self.family, self.lanes, fetch)
+        prog.predecode(code, pc)
+        from emu.amd.plan import end_step
+        prog.steps[end] = end_step
+        self.exec &= self.full  # registers may have been set directly: resync the derived lane mask
+        self.active = mask_to_lanes(self.exec, self.lanes)
+        self.pc = pc
+        run(self, prog, limit)
+
+
+__all__ = ["Wave", "WaveState", "Program", "run", "END", "BARRIER", "lanes_to_mask"]
