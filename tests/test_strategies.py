@@ -69,7 +69,7 @@ def test_llvm_accepts_drawn_instructions(arch):
     flat = [(name, i) for name, insts in draws.items() for i in insts]
     results = llvm_decode(arch, [i for _, i in flat])
     bad: dict[str, list[str]] = defaultdict(list)
-    for (name, inst), asm in zip(flat, results):
+    for (name, inst), asm in zip(flat, results, strict=True):
         if asm is None:
             bad[name].append(inst.hex())
     low = {name: f"{1 - len(b) / len(draws[name]):.0%} e.g. {b[:3]}" for name, b in bad.items()

@@ -42,22 +42,34 @@ class _Regs:
     m0: int
     null: int | None
     vgpr_align64: bool  # VGPR tuples of 64 bits and more start at an even register (gfx90a+)
-    saddr_off: int  # FLAT/GLOBAL/SCRATCH saddr value for "no scalar address"
+    saddr_off: int  # GLOBAL/SCRATCH saddr value for "no scalar address"
+    saddr_none: int  # saddr value of opcodes without a scalar address (FLAT)
 
 
 _REGS = {
-    "rdna3": _Regs(106, 106, 126, 125, 124, False, 124),
-    "rdna4": _Regs(106, 106, 126, 125, 124, False, 124),
-    "cdna": _Regs(102, 106, 126, 124, None, True, 127),
+    "rdna3": _Regs(106, 106, 126, 125, 124, False, 124, 124),
+    "rdna4": _Regs(106, 106, 126, 125, 124, False, 124, 124),
+    "cdna": _Regs(102, 106, 126, 124, None, True, 127, 0),
 }
 
 # Opcodes the vendor tables admit that LLVM 19 does not decode: (arch, encoding, opcode) regexes and why.
 _LLVM_LACKS = (
     (r"gfx110\d", r"SOP[12C](_LIT)?", r"S_\w*F(16|32)\w*", "scalar floating point is gfx1150+"),
     (r"gfx11\d\d", r"DS", r"DS_GWS_SEMA_P|DS_(ADD|SUB)_GS_REG_RTN", "not in LLVM 19's gfx11 DS table"),
-    (r"gfx11\d\d", r"DS", r"DS_GWS_\w+|DS_ORDERED_COUNT", "LLVM wants the gds bit, the table does not say so"),
-    (r"gfx11\d\d", r"VOP1\w*", r"V_SWAP_B16", "not in LLVM 19 (true16 only)"),
-    (r"gfx12\d\d", r"SOP1\w*", r"S_ALLOC_VGPR", "not in LLVM 19"),
+    (r".*", r"DS", r"DS_GWS_\w+|DS_ORDERED_COUNT", "LLVM wants the gds bit, the table does not say so"),
+    (r"gfx1\d+", r"VOP1\w*", r"V_SWAP_B16", "not in LLVM 19 (true16 only)"),
+    (r"gfx11\d\d", r".*", r"FLAT_ATOMIC_CSUB_U32|S_ENDPGM_ORDERED_PS_DONE", "not in LLVM 19 for gfx11"),
+    (r"gfx12\d\d", r".*", r"S_ALLOC_VGPR|DS_BPERMUTE_FI_B32|DS_BVH_STACK_PUSH\w+", "not in LLVM 19 for gfx12"),
+    (r"gfx942", r".*", r"DS_READ_B\d+_TR_B\d+|S_SET_VALU_COEXEC_MODE|V_ASHR_PK_[IU]8_I32|V_BITOP3_B(16|32)|"
+     r"V_CVT_PK_(BF16|F16)_F32|V_CVT_SCALEF32_\w+|V_CVT_SR_(BF16|F16)_F32|V_CVT_F32_BF16|V_DOT2C?_F32_BF16|"
+     r"V_PERMLANE(16|32)_SWAP_B32|V_PK_(MAXIMUM|MINIMUM)3_F16|V_(MAXIMUM|MINIMUM)3_F32|V_PRNG_B32|"
+     r"BUFFER_ATOMIC_PK_ADD_BF16|GLOBAL_LOAD_LDS_DWORDX[34]|V_MFMA_\w+_F8F6F4|V_MFMA_(LD_)?SCALE_\w+|"
+     r"V_MFMA_F32_(16X16X32|32X32X16)_B?F16|V_MFMA_I32_(16X16X64|32X32X32)_I8|"
+     r"V_SMFMAC_[FI]32_(16X16X128|32X32X64)_\w+|V_SMFMAC_F32_(16X16X64|32X32X32)_B?F16",
+     "CDNA4 (gfx950) additions: the vendor table is CDNA4's"),
+    (r"gfx942", r".*", r"V_MAD_MIX\w*", "gfx940 has V_FMA_MIX, not V_MAD_MIX"),
+    (r"gfx9\d+", r".*", r"V_MFMA_F32_\w+_XF32", "the table lists no operands for it"),
+    (r"gfx9\d+", r"VOP[12]_SDWA\w*", r"V_ACCVGPR_MOV_B32|V_DOT\w+|V_MAC_F16|V_FMAC_F32|V_PK_FMAC_F16", "no SDWA form"),
     (r".*", r"V?FLAT", r"GLOBAL_\w+", "GLOBAL opcodes the table also lists under FLAT"),
     (r"gfx11\d\d", r"GLOBAL|SCRATCH", r"\w+_LOAD_LDS_\w+", "LDS-DMA loads are not in LLVM 19 for gfx11"),
     (r"gfx11\d\d", r"VOPD(_LIT)?", r"V_DUAL_DOT2ACC_F32_BF16", "not in LLVM 19's gfx11 VOPD table"),
@@ -65,7 +77,9 @@ _LLVM_LACKS = (
     (r"gfx1\d+", r"MIMG|VIMAGE", r"IMAGE_BVH\w*", "address size depends on a16 / BVH8 rules the table lacks"),
     (r".*", r"VOP1_DPP\w*", r"V_(SWAP|SWAPREL)_B\d+|V_PERMLANE64_B32", "no DPP form"),
     (r".*", r"VOP2_DPP\w*", r"V_FMAC_DX9_ZERO_F32", "no DPP form"),
-    (r".*", r"VOP3_DPP\w*", r"V_PERMLANE(X)?16_B32", "no DPP form"),
+    (r".*", r"VOP3_DPP\w*", r"V_(FMAC?_DX9_ZERO_F32|DIV_FIXUP_F32|DIV_FMAS_F32|M?QSAD\w+|PERMLANEX?16\w*|"
+     r"MUL_LO_U32|MUL_HI_[IU]32|READLANE_B32|WRITELANE_B32)", "no e64_dpp form in LLVM 19"),
+    (r"gfx1\d+", r"VOP3\w*", r"V_MOV_B16", "no e64 form in LLVM 19 (true16 only)"),
     (r".*", r"VOP3SD_DPP\w*", r"V_DIV_SCALE_F32", "no DPP form"),
     (r".*", r"VOP3P_DPP\w*", r"(?!V_DOT2_F32_F16|V_FMA_MIX|V_DOT4_F32_).*", "only these VOP3P opcodes have DPP forms"),
 )
@@ -202,11 +216,12 @@ class _Gen:
             return f.value or 0
         if operand is not None and operand.kind.startswith("SIMM"):  # an immediate in a register field
             return draw(st.integers(0, (1 << min(f.width, int(operand.kind[4:]))) - 1))
-        if self.dpp and f.name in ("src1", "src2") and operand is not None:  # DPP: the other sources are VGPRs
+        if self.dpp and f.name in ("src1", "src2") and operand is not None and operand.fmt != "NUM_M64":  # DPP: VGPRs
             return VGPR_BASE + self.vgpr(draw, _width(operand.bits))
         if f.name == "saddr":
-            off = self.regs.saddr_off
-            return self.sgpr(draw, _width(operand.bits)) if operand and draw(st.booleans()) else off
+            if operand is None:
+                return self.regs.saddr_none
+            return self.sgpr(draw, _width(operand.bits)) if draw(st.booleans()) else self.regs.saddr_off
         if f.kind in ("vgpr", "src", "ssrc", "sgpr"):
             return self.source(draw, operand, f, lit) if operand else (f.value or 0)
         if f.kind == "sbase":
@@ -265,9 +280,10 @@ class _Gen:
 
 
 def _dpp_capable(op: isa.Op) -> bool:
-    """DPP and SDWA apply to opcodes with a source and only 32-bit-or-narrower operands."""
-    return any(k.startswith(("src", "vsrc")) for k in op.operands) and \
-        all(o.bits <= 32 or o.fmt == "NUM_M64" for o in op.operands.values())  # lane masks do not count
+    """DPP and SDWA apply to opcodes with a source, a VGPR result, and only 32-bit-or-narrower operands."""
+    vdst = op.operands.get("vdst")
+    return any(k.startswith(("src", "vsrc")) for k in op.operands) and (vdst is None or _ACCEPTS[vdst.kind] == "v") \
+        and all(o.bits <= 32 or o.fmt == "NUM_M64" for o in op.operands.values())  # lane masks do not count
 
 
 @functools.cache
@@ -294,6 +310,9 @@ def _plan(arch: str, name: str) -> _Enc:
         literal_only = frozenset(o.name for o in ops if o.value not in plain)
         base = t.encodings[name.removesuffix("_LIT")]
         ops = [o for o in ops if o.name in literal_only or base.ops is None or o.value in base.ops]
+    vdst = enc.field("vdst")
+    if vdst is not None and vdst.kind == "vgpr":  # opcodes that write an SGPR have their own encoding (.._SDST)
+        ops = [o for o in ops if "vdst" not in o.operands or _ACCEPTS.get(o.operands["vdst"].kind) == "v"]
     if enc.variant.startswith(("DPP", "SDWA")):
         ops = [o for o in ops if _dpp_capable(o)]
     e = _Enc(enc, tuple(ops), (), literal_only)
