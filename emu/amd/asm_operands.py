@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from emu.amd.isa import Encoding, Op
+from emu.amd.isa import Operand as IsaOperand
 
 if TYPE_CHECKING:
     from emu.amd.decode import Decoder
@@ -31,13 +32,13 @@ class Operand:
 _SPECIAL_COMMON = {106: ("vcc_lo", "vcc"), 107: ("vcc_hi", None), 126: ("exec_lo", "exec"), 127: ("exec_hi", None),
                    235: ("src_shared_base", "src_shared_base"), 236: ("src_shared_limit", "src_shared_limit"),
                    237: ("src_private_base", "src_private_base"), 238: ("src_private_limit", "src_private_limit"),
-                   251: ("src_vccz", "src_vccz"), 252: ("src_execz", "src_execz"), 253: ("src_scc", "src_scc")}
+                   251: ("src_vccz", "src_vccz"), 252: ("src_execz", "src_execz"), 253: ("src_scc", "src_scc"),
+                   239: ("src_pops_exiting_wave_id", "src_pops_exiting_wave_id"), 254: ("src_lds_direct", None)}
 SPECIALS = {
     "rdna3": {**_SPECIAL_COMMON, 124: ("null", "null"), 125: ("m0", None)},
     "rdna4": {**_SPECIAL_COMMON, 124: ("null", "null"), 125: ("m0", None)},
     "cdna": {**_SPECIAL_COMMON, 102: ("flat_scratch_lo", "flat_scratch"), 103: ("flat_scratch_hi", None),
-             104: ("xnack_mask_lo", "xnack_mask"), 105: ("xnack_mask_hi", None), 124: ("m0", None),
-             239: ("src_pops_exiting_wave_id", "src_pops_exiting_wave_id"), 254: ("src_lds_direct", None)},
+             104: ("xnack_mask_lo", "xnack_mask"), 105: ("xnack_mask_hi", None), 124: ("m0", None)},
 }
 NUM_SGPRS = {"rdna3": 106, "rdna4": 106, "cdna": 102}
 TTMP = range(108, 124)
@@ -87,10 +88,18 @@ def scalar(fam: str, v: int, count: int, fmt_bits: int = 32) -> Operand:
 _WIDTH_FIELDS = {"vdstx": "vdsty", "srcx0": "srcy0", "vsrcx1": "vsrcy1"}  # VOPD X operands typed like Y's
 
 
+# Operands the vendor tables omit: (opcode space, name) -> operands
+OPERAND_FIXUPS = {("SOPK", n): {"sdst": IsaOperand("NUM_B32", 32, "SDST"), "simm16": IsaOperand("NUM_I16", 16, "LABEL")}
+                  for n in ("S_SUBVECTOR_LOOP_BEGIN", "S_SUBVECTOR_LOOP_END")}
+
+
 def op_info(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int], name: str):
     """The vendor operand description of field `name` (VOPD: the X/Y op that owns it)."""
     if op is None:
         return None
+    fix = OPERAND_FIXUPS.get((op.enc, op.name))
+    if fix and name in fix:
+        return fix[name]
     if enc.base == "VOPD":
         which = "opy" if name in ("srcy0", "vsrcy1", "vdsty") else "opx"
         o = d.isa.op("VOPD", fields[which])
@@ -116,8 +125,9 @@ def width(d: Decoder, info) -> int:
 def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -> dict[str, Operand]:
     out: dict[str, Operand] = {}
     fam = d.family
+    dpp_src = "vsrc0" in fields  # DPP/SDWA: the vsrc0 field holds src0 (src0 itself holds the DPP/SDWA marker)
     for f in enc.fields:
-        if f.kind not in ("vgpr", "sgpr", "ssrc", "src", "sbase", "srsrc", "vdsty"):
+        if f.kind not in ("vgpr", "sgpr", "ssrc", "src", "sbase", "srsrc", "vdsty") or (dpp_src and f.name == "vsrc0"):
             continue
         info = op_info(d, enc, op, fields, f.name)
         if info is None and enc.base != "VOPD":
@@ -127,7 +137,11 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
         n = width(d, info)
         if f.name in ("vdst", "vdata") and op is not None and "CMPSWAP" in op.name and "_ATOMIC" in op.name:
             n = max(1, n // 2)  # table fixup: compare-swap returns one value, its data operand is a pair
+        if f.name == "vdata" and fields.get("tfe"):
+            n += 1  # texture-fail-enable returns one more dword
         v = fields[f.name]
+        if dpp_src and f.name == "src0":
+            v = fields["vsrc0"] + (0 if fields.get("s0") else 256)
         fb = info.bits if info is not None else 32
         ok = info.kind if info is not None else ""
         if f.kind == "vgpr" and (ok.startswith("SREG") or ok == "SDST"):  # VOP3 writing an SGPR (v_readlane)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from emu.amd import asm_names as names
+
 if TYPE_CHECKING:
     from emu.amd.decode import Inst
 
@@ -13,7 +15,9 @@ OMOD = {1: "mul:2", 2: "mul:4", 3: "div:2"}
 
 def simm16(inst: Inst, kind: str) -> str:
     v = inst.fields["simm16"]
-    if kind == "LABEL" or inst.op.name in _DECIMAL:
+    if kind in ("LABEL", "VERSION"):
+        return str(v)
+    if inst.op.name in _DECIMAL and v <= 64:
         return str(v)
     if kind == "WAITCNT":
         return waitcnt(inst.family, v)
@@ -69,23 +73,14 @@ def delay_alu(v: int) -> str:
     return " | ".join(out) if out else "0"
 
 
-_MSG = {"rdna3": {1: "MSG_INTERRUPT", 2: "MSG_GS", 3: "MSG_GS_DONE", 3 + 1: "MSG_SAVEWAVE"}}
-
-
 def sendmsg(inst: Inst, v: int) -> str:
-    from emu.amd.decode import decoder
-    names = {1: "MSG_INTERRUPT", 3: "MSG_DEALLOC_VGPRS" if inst.family != "cdna" else "MSG_GS_DONE",
-             **decoder(inst.family).isa.enums.get("MSG", {})}
-    msg = names.get(v & 0xFF)
-    if msg is None or v >> 8:
-        return f"sendmsg({v & 0xFF}, {(v >> 4) & 7}, {(v >> 8) & 3})" if False else f"0x{v:x}"
-    return f"sendmsg({msg})"
+    msg = names.SENDMSG[inst.family].get(v)
+    return f"sendmsg({msg})" if msg else str(v)
 
 
 def hwreg(inst: Inst, v: int) -> str:
-    from emu.amd.decode import decoder
     rid, off, size = v & 0x3F, (v >> 6) & 0x1F, ((v >> 11) & 0x1F) + 1
-    name = decoder(inst.family).isa.enums["HWREG"].get(rid, str(rid))
+    name = names.HWREG[inst.family].get(rid, str(rid))
     if off == 0 and size == 32:
         return f"hwreg({name})"
     return f"hwreg({name}, {off}, {size})"
@@ -151,3 +146,17 @@ def th_scope(inst: Inst) -> list[str]:
 
 def gpr_idx(v: int) -> str:
     return f"gpr_idx({','.join(n for i, n in enumerate(('SRC0', 'SRC1', 'SRC2', 'DST')) if v >> i & 1)})"
+
+
+def buffer_format(inst: Inst) -> str:
+    f = inst.fields
+    if "format" in f:
+        v = f["format"]
+    elif "dfmt" in f:
+        v = f["dfmt"] | f["nfmt"] << 4
+    else:
+        return ""
+    if v == 1:  # the default format is not printed
+        return ""
+    name = names.BUFFER_FORMAT[inst.family].get(v)
+    return f"format:[{name}]" if name else f"format:{v}"

@@ -4,8 +4,10 @@ Printing is per encoding and per operand kind; opcodes are never special-cased b
 `asm_syntax` tables (symbolic immediates, LLVM spellings that differ from the vendor's)."""
 from __future__ import annotations
 
+import re
 import struct
 
+from emu.amd import asm_names as names
 from emu.amd import asm_syntax as syn
 from emu.amd.asm_operands import INLINE_FLOAT, Operand, op_info
 from emu.amd.decode import Inst, decoder
@@ -27,12 +29,15 @@ def _float(bits: int, width: int) -> str | None:
     return None
 
 
-def literal_text(v: int, bits: int = 32) -> str:
-    """A 32-bit literal as LLVM prints it: as the inline constant it equals, else in hex."""
-    sv = v - (1 << 32) if v >> 31 else v
+def literal_text(v: int, bits: int = 32, fp: bool = False) -> str:
+    """A 32-bit literal as LLVM prints it: as the inline constant it equals, else in hex (16-bit operands: the
+    low half)."""
+    if bits == 16:
+        v &= 0xFFFF
+    sv = v - (1 << bits) if v >> (bits - 1) and bits <= 32 else v
     if -16 <= sv <= 64:
         return str(sv)
-    f = _float(v, 32)
+    f = _float(v, bits if bits == 16 else 32)
     return f if f is not None else f"0x{v:x}"
 
 
@@ -57,7 +62,7 @@ def operand_text(inst: Inst, o: Operand, info=None) -> str:
             return syn.INV2PI.get(64 if bits == 64 else 16 if bits == 16 and "F" in fmt else 32)
         return repr(INLINE_FLOAT[o.index])
     if k == "literal":
-        return literal_text(o.value or 0, bits)
+        return literal_text(o.value or 0, bits, "F" in fmt)
     return f"<invalid operand {o.index}>"
 
 
@@ -77,15 +82,29 @@ def _src(inst: Inst, d, name: str, mods: bool = True) -> str | None:
     enc = d.isa.encodings[inst.enc]
     info = op_info(d, enc, inst.op, inst.fields, name)
     t = operand_text(inst, o, info)
-    if mods:
-        i = {"src0": 0, "src1": 1, "src2": 2}.get(name)
+    if o.kind == "vgpr" and o.index >= 128 and info is not None and info.bits == 16 and inst.family != "cdna" \
+            and inst.base in ("VOP1", "VOP2", "VOPC"):  # 16-bit VALU e32/DPP operands reach only v0..v127
+        cls = "VS_32_Lo128" if name == "src0" and "vsrc0" not in inst.fields else "VGPR_32_Lo128"
+        t += f"/*Invalid register, operand has '{cls}' register class*/"
+    elif o.kind == "special" and o.index == 254 and inst.base.startswith("SOP"):
+        t += "/*Invalid register, operand has 'SReg_32' register class*/"
+    i = {"src0": 0, "src1": 1, "vsrc1": 1, "src2": 2}.get(name)
+    if mods and i is not None and _fp(inst, info):
         f = inst.fields
-        if i is not None:
-            if (f.get("abs", 0) >> i) & 1 or f.get(f"src{i}_abs", 0):
-                t = f"|{t}|"
-            if (f.get("neg", 0) >> i) & 1 or f.get(f"src{i}_neg", 0):
-                t = f"-{t}"
+        mix = "_MIX" in inst.op.name
+        absv = (f.get("neg_hi" if mix else "abs", 0) >> i) & 1 or f.get(f"src{i}_abs", 0)
+        if absv:
+            t = f"|{t}|"
+        if (f.get("neg", 0) >> i) & 1 or f.get(f"src{i}_neg", 0):
+            t = f"-{t}" if absv or o.kind not in ("inline", "literal") else f"neg({t})"
     return t
+
+
+def _fp(inst: Inst, info) -> bool:
+    """Whether an operand takes float source modifiers (neg, abs): float-typed operands and the fma_mix ops."""
+    if inst.base == "VOP3P":
+        return "_MIX" in inst.op.name
+    return info is not None and bool(re.search(r"(^|_)B?F\d", info.fmt))
 
 
 def _join(name: str, ops: list[str | None], mods: list[str] = ()) -> str:
@@ -112,11 +131,12 @@ def _sop(inst: Inst, d) -> str:
 
 
 def _sopk(inst: Inst, d) -> str:
-    info = inst.op.operands.get("simm16")
+    info = op_info(d, d.isa.encodings[inst.enc], inst.op, inst.fields, "simm16")
     imm = syn.simm16(inst, info.kind if info else "SIMM16")
     dst = _src(inst, d, "sdst", False)
     if info is not None and info.kind == "HWREG" and "setreg" in inst.name:
-        return _join(inst.name, [imm, dst])
+        lit = inst.fields.get("literal")
+        return _join(inst.name, [imm, dst if lit is None else literal_text(lit)])
     return _join(inst.name, [dst, imm])
 
 
@@ -194,13 +214,46 @@ def _vop3(inst: Inst, d) -> str:
         mods.append("clamp")
     if f.get("omod"):
         mods.append(syn.OMOD[f["omod"]])
-    if inst.base == "VOP3" and f.get("opsel"):
-        mods.append(f"op_sel:[{','.join(str((f['opsel'] >> i) & 1) for i in range(len(names) - (names[0] in ('vdst',))))}]")
+    if f.get("opsel"):
+        nsrc = sum(n.startswith("src") for n in names)
+        bits = [(f["opsel"] >> i) & 1 for i in range(nsrc)] + [(f["opsel"] >> 3) & 1]
+        mods.insert(0, f"op_sel:[{','.join(map(str, bits))}]")
     return _join(inst.name, ops, mods + _vop_mods(inst))
 
 
+def _bits(v: int, n: int) -> str:
+    return f"[{','.join(str((v >> i) & 1) for i in range(n))}]"
+
+
+def _vop3p(inst: Inst, d) -> str:
+    f = inst.fields
+    names = [n for n in ("vdst", "src0", "src1", "src2") if n in inst.operands]
+    ops = [_src(inst, d, n) for n in names]
+    n = len(names) - 1
+    mix = "_MIX" in inst.op.name
+    hi = f.get("opsel_hi", 0) | f.get("opsel_hi2", 0) << 2
+    mods = []
+    if f.get("opsel"):
+        mods.append(f"op_sel:{_bits(f['opsel'], n)}")
+    if (hi if mix else hi & ((1 << n) - 1) != (1 << n) - 1) and "WMMA" not in inst.op.name:
+        mods.append(f"op_sel_hi:{_bits(hi, n)}")
+    if not mix:
+        mods += [f"neg_lo:{_bits(f['neg'], n)}" if f.get("neg") else "",
+                 f"neg_hi:{_bits(f['neg_hi'], n)}" if f.get("neg_hi") else ""]
+    mods.append("clamp" if f.get("clmp") else "")
+    return _join(inst.name, ops, mods + _vop_mods(inst))
+
+
+def _vinterp(inst: Inst, d) -> str:
+    f = inst.fields
+    ops = [_src(inst, d, n) for n in ("vdst", "src0", "src1", "src2")]
+    mods = [f"op_sel:{_bits(f['opsel'], 4)}" if f.get("opsel") else "", "clamp" if f.get("clmp") else "",
+            f"wait_exp:{f['waitexp']}" if f.get("waitexp") else ""]
+    return _join(inst.name, ops, mods)
+
+
 _RENDER = {"SOP1": _sop, "SOP2": _sop, "SOPC": _sop, "SOPK": _sopk, "SOPP": _sopp, "VOP1": _vop1, "VOP2": _vop2,
-           "VOPC": _vopc, "VOP3": _vop3, "VOP3SD": _vop3}
+           "VOPC": _vopc, "VOP3": _vop3, "VOP3SD": _vop3, "VOP3P": _vop3p, "VINTERP": _vinterp}
 
 
 def _vopd(inst: Inst, d) -> str:
@@ -218,15 +271,6 @@ def _vopd(inst: Inst, d) -> str:
             ops.append(_src(inst, d, s1, False))
         halves.append(_join(op.name.lower(), ops))
     return " :: ".join(halves)
-
-
-def _flat_cache(inst: Inst) -> list[str]:
-    f = inst.fields
-    if inst.family == "rdna4":
-        return syn.th_scope(inst)
-    if inst.family == "cdna":
-        return [n for n in ("sc0", "sc1", "nt") if f.get(n)]
-    return [n for n in ("glc", "slc", "dlc") if f.get(n)]
 
 
 def _returns(inst: Inst) -> bool:
@@ -248,7 +292,7 @@ def _flat(inst: Inst, d) -> str:
     data_name = "vsrc" if "vsrc" in f else "data"
     ops = []
     if not inst.op.operands:  # cache control (global_wb, global_inv): modifiers only
-        return _join(inst.name, [], _flat_cache(inst))
+        return _join(inst.name, [], _cache(inst))
     if _returns(inst):
         ops.append(_src(inst, d, "vdst", False))
     if seg == "SCRATCH" and not f.get("sve", 1 if inst.family == "cdna" and f.get("addr") is not None else 0):
@@ -257,6 +301,8 @@ def _flat(inst: Inst, d) -> str:
         a = inst.operands.get(addr_name)
         n = 1 if (saddr_on or seg == "SCRATCH") else 2
         ops.append(reg("v", a.index if a else f[addr_name], n))
+    if addr_name not in inst.op.operands and "addr" not in inst.op.operands:
+        ops.pop()  # no address operand (global_load_addtid_b32)
     if data_name in inst.op.operands:
         ops.append(_src(inst, d, data_name, False))
     if seg != "FLAT":
@@ -271,7 +317,7 @@ def _flat(inst: Inst, d) -> str:
         bits = 12
     if off >> (bits - 1) and seg != "FLAT":
         off -= 1 << bits
-    mods = [f"offset:{off}" if off else ""] + _flat_cache(inst)
+    mods = [f"offset:{off}" if off else ""] + _cache(inst)
     return _join(inst.name, ops, mods)
 
 
@@ -306,11 +352,12 @@ def _smem(inst: Inst, d) -> str:
         bits = 24 if key == "ioffset" else 21
         off = f[key] - (1 << bits) if f[key] >> (bits - 1) else f[key]
         so = f.get("soffset", null)
+        hexoff = f"0x{off:x}" if off >= 0 else f"-0x{-off:x}"
         if so != null or (not off and inst.family == "rdna3"):
             ops.append(operand_text(inst, inst.operands["soffset"]) if "soffset" in inst.operands else f"s{so}")
-            mods = [f"offset:0x{off & ((1 << bits) - 1):x}" if off else ""]
+            mods = [f"offset:{hexoff}" if off else ""]
         else:
-            ops.append(f"0x{off & ((1 << bits) - 1):x}" if off >= 0 else f"-0x{-off:x}")
+            ops.append(hexoff)
             mods = []
         mods += syn.th_scope(inst) if inst.family == "rdna4" else [n for n in ("glc", "dlc") if f.get(n)]
     return _join(inst.name, ops, mods)
@@ -318,3 +365,50 @@ def _smem(inst: Inst, d) -> str:
 
 _RENDER.update({"VOPD": _vopd, "FLAT": _flat, "GLOBAL": _flat, "SCRATCH": _flat, "VFLAT": _flat, "VGLOBAL": _flat,
                 "VSCRATCH": _flat, "DS": _ds, "SMEM": _smem})
+
+
+def _exp(inst: Inst, d) -> str:
+    f = inst.fields
+    tgt = names.EXPORT_TARGET[inst.family].get(f["target"], f"invalid_target_{f['target']}")
+    srcs = [f"v{f[f'vsrc{i}']}" if f["en"] >> i & 1 else "off" for i in range(4)]
+    return _join(f"{inst.name} {tgt}", srcs, ["done" if f["done"] else "", "row_en" if f["row"] else ""])
+
+
+def _buffer(inst: Inst, d) -> str:
+    f = inst.fields
+    ops = []
+    if _returns(inst) or "vdata" in inst.op.operands:
+        ops.append(_src(inst, d, "vdata", False))
+    n = f["idxen"] + f["offen"]
+    ops.append(reg("v", f["vaddr"], n) if n else "off")
+    ops.append(_src(inst, d, "srsrc" if "srsrc" in inst.operands else "rsrc", False))
+    ops.append(_src(inst, d, "soffset", False))
+    mods = [syn.buffer_format(inst)]
+    mods += ["idxen" if f["idxen"] else "", "offen" if f["offen"] else ""]
+    off = f.get("offset", f.get("ioffset", 0))
+    mods.append(f"offset:{off}" if off else "")
+    mods += _cache(inst)
+    mods += ["lds" if f.get("lds") else "", "tfe" if f.get("tfe") else ""]
+    return _join(inst.name, ops, mods)
+
+
+def _cache(inst: Inst) -> list[str]:
+    f = inst.fields
+    if inst.family == "rdna4":
+        return syn.th_scope(inst)
+    if inst.family == "cdna":
+        return [n for n in ("sc0", "nt", "sc1") if f.get(n)]
+    return [n for n in ("glc", "slc", "dlc") if f.get(n)]
+
+
+def _ldsdir(inst: Inst, d) -> str:
+    f = inst.fields
+    ops = [f"v{f['vdst']}"]
+    if "PARAM" in inst.op.name:
+        ops.append(f"attr{f['attr']}.{'xyzw'[f['attr_chan']]}")
+    wait = [(k, f[k]) for k in ("wait_vdst", "wait_va_vdst", "wait_vm_vsrc") if k in f]
+    return _join(inst.name, ops, [f"{k}:{v}" for k, v in wait])
+
+
+_RENDER.update({"EXP": _exp, "VEXPORT": _exp, "MUBUF": _buffer, "MTBUF": _buffer, "VBUFFER": _buffer, "LDSDIR": _ldsdir,
+                "VDSDIR": _ldsdir})

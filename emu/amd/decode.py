@@ -149,7 +149,7 @@ class Decoder:
         space = enc.space or enc.base  # VOPD: the X opcode stands for the pair
         if opv is None and "opx" in fields:
             opv = fields["opx"]
-        op = self.isa.op(space, opv) if opv is not None else Op(space, "EXP", 0)  # EXP has no opcode field
+        op = self.isa.op(space, opv) if opv is not None else Op(space, "EXP" if space == "EXP" else "EXPORT", 0)  # EXP has no opcode field
         if op is None or (enc.base == "VOPD" and self.isa.op(space, fields["opy"]) is None):
             return self._invalid(raw[:4], pc)
         ops = operands(self, enc, op, fields)
@@ -168,7 +168,7 @@ class Decoder:
             elif s == SDWA and self.family == "cdna":
                 mod = "SDWA"
         if not mod:
-            lit = opv in g.literal_ops.get(form.name, ())
+            lit = opv in g.literal_ops.get(form.name, ()) or (form.base == "VOPD" and self._vopd_literal(word))
             lit = lit or any(f.get(word) == LITERAL for f in form.fields
                              if f.name in _SRC_FIELDS and f.kind in ("src", "ssrc"))
             mod = "LIT" if lit else ""
@@ -180,6 +180,11 @@ class Decoder:
                 return e
         sdst = [e for (n, m), e in g.variants.items() if m == mod and n.startswith(form.base)]
         return sdst[0] if sdst else form
+
+    def _vopd_literal(self, word: int) -> bool:
+        """VOPD pairs whose X or Y is v_dual_fmaak/fmamk carry a literal (the VOPD tables do not say so)."""
+        return any("_FMAAK_" in o.name or "_FMAMK_" in o.name for o in
+                   (self.isa.op("VOPD", (word >> 22) & 0xF), self.isa.op("VOPD", (word >> 17) & 0x1F)) if o)
 
     def _invalid(self, raw: bytes, pc: int) -> Inst:
         return Inst(pc, len(raw), bytes(raw), "INVALID", "INVALID", None, "<unknown>", {}, {}, self.family)

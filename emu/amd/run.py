@@ -1,0 +1,127 @@
+"""Run a kernel of an HSA code object on an emulated GPU from the command line.
+
+    python -m emu.amd.run K.hsaco --kernel NAME --grid X[,Y,Z] --block X[,Y,Z] \\
+        --arg buf:in:f32:FILE.npy --arg buf:out:f32:N --arg f32:2.5 --arg i32:7 [--arch gfx1100] [--out DIR]
+
+Arguments, in the kernel's order:
+  buf:in:TYPE:FILE.npy   a buffer initialised from a .npy file (converted to TYPE)
+  buf:out:TYPE:N         a zeroed buffer of N elements, written to DIR/argK.npy after the run
+  buf:inout:TYPE:FILE    initialised from FILE and written back to DIR/argK.npy
+  TYPE:VALUE             a scalar (TYPE in i8 i16 i32 i64 u8 u16 u32 u64 f16 f32 f64)
+The arch defaults to the code object's. Bad input is reported on stderr with exit status 2; a GPU fault with
+exit status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+TYPES = {t: np.dtype(t.replace("i", "int").replace("u", "uint").replace("f", "float"))
+         for t in ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64")}
+
+
+class UsageError(ValueError):
+    pass
+
+
+def _dims(text: str, what: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(f"--{what} {text!r}: expected X[,Y[,Z]] positive integers") from None
+    if not 1 <= len(dims) <= 3 or min(dims) < 1:
+        raise UsageError(f"--{what} {text!r}: expected 1 to 3 positive integers")
+    return dims
+
+
+def _dtype(t: str, spec: str) -> np.dtype:
+    if t not in TYPES:
+        raise UsageError(f"--arg {spec!r}: unknown type {t!r} (known: {', '.join(TYPES)})")
+    return TYPES[t]
+
+
+def parse_arg(spec: str):
+    """('buf', mode, dtype, array or count) or ('scalar', numpy scalar)."""
+    parts = spec.split(":")
+    if parts[0] == "buf":
+        if len(parts) != 4 or parts[1] not in ("in", "out", "inout"):
+            raise UsageError(f"--arg {spec!r}: expected buf:in|out|inout:TYPE:FILE.npy or buf:out:TYPE:N")
+        dt = _dtype(parts[2], spec)
+        if parts[1] == "out":
+            try:
+                n = int(parts[3])
+            except ValueError:
+                raise UsageError(f"--arg {spec!r}: element count {parts[3]!r} is not an integer") from None
+            if n < 1:
+                raise UsageError(f"--arg {spec!r}: element count must be positive")
+            return ("buf", "out", dt, np.zeros(n, dt))
+        try:
+            data = np.load(parts[3], allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise UsageError(f"--arg {spec!r}: cannot read {parts[3]}: {e}") from None
+        return ("buf", parts[1], dt, np.ascontiguousarray(data, dt).reshape(-1))
+    if len(parts) != 2:
+        raise UsageError(f"--arg {spec!r}: expected TYPE:VALUE or buf:...")
+    dt = _dtype(parts[0], spec)
+    try:
+        v = float(parts[1]) if dt.kind == "f" else int(parts[1], 0)
+        return ("scalar", np.array(v).astype(dt)[()] if dt.kind == "f" else np.array(v, dt)[()])
+    except (ValueError, OverflowError):
+        raise UsageError(f"--arg {spec!r}: {parts[1]!r} is not a valid {parts[0]}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m emu.amd.run", description=__doc__.split("\n")[0])
+    ap.add_argument("code_object", type=Path)
+    ap.add_argument("--kernel", required=True)
+    ap.add_argument("--grid", default="1", help="workgroups per dimension X[,Y,Z]")
+    ap.add_argument("--block", default="1", help="work-items per workgroup X[,Y,Z]")
+    ap.add_argument("--arg", action="append", default=[], help="kernel argument (see the module help)")
+    ap.add_argument("--arch", help="GPU to emulate (default: the code object's)")
+    ap.add_argument("--out", type=Path, default=Path("."), help="directory for output .npy files (default: .)")
+    a = ap.parse_args(argv)
+    from emu.amd import GPU, GPUFault
+    from emu.amd.codeobj import CodeObject, CodeObjectError
+    try:
+        grid, block = _dims(a.grid, "grid"), _dims(a.block, "block")
+        specs = [parse_arg(s) for s in a.arg]
+        try:
+            data = a.code_object.read_bytes()
+        except OSError as e:
+            raise UsageError(f"cannot read {a.code_object}: {e}") from None
+        co = CodeObject.parse(data)
+        gpu = GPU(a.arch or co.arch)
+        prog = gpu.load(data)
+        args, outs = [], []
+        for i, s in enumerate(specs):
+            if s[0] == "scalar":
+                args.append(s[1])
+                continue
+            _, mode, dt, arr = s
+            buf = gpu.alloc(max(arr.nbytes, 1))
+            gpu.write(buf, arr)
+            args.append(buf)
+            if mode != "in":
+                outs.append((i, buf, dt, arr.size))
+        stats = gpu.launch(prog, a.kernel, grid=grid, block=block, args=args)
+    except (UsageError, CodeObjectError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except GPUFault as e:
+        print(f"GPU fault: {e}", file=sys.stderr)
+        return 1
+    a.out.mkdir(parents=True, exist_ok=True)
+    for i, buf, dt, n in outs:
+        path = a.out / f"arg{i}.npy"
+        np.save(path, np.frombuffer(gpu.read(buf), dt)[:n])
+        print(f"arg {i}: wrote {path}")
+    print(f"{stats.waves} waves, {stats.wave_instructions} wave-instructions, "
+          f"{stats.lane_instructions} lane-instructions")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
