@@ -1,0 +1,122 @@
+"""The pseudocode's library functions, typed: each call becomes an IR op with explicit argument and result types.
+
+Op names and meaning (all backends implement them):
+  fabs sqrt trunc floor fract exp2 log2 sin cos (radians) : float -> same float
+  fma(a, b, c) pow(a, b) fmin/fmax (plain IEEE) : float -> same float;  ldexp(x, n: i32)
+  signbit isnan issnan isqnan is_even isdenorm : float -> bool;  quiet : float -> quiet NaN of it
+  exponent : float -> biased exponent field (i32);  mantissa : float -> frexp mantissa in [0.5, 1)
+  iabs : signed int;  popcount -> u32;  bitrev;  ff1 -> index of the lowest 1 bit or -1 (i32)
+  sext_from(x, n) : sign-extend x from bit n-1;  sat(x) : integer clamp to the result type
+  snorm / unorm : float -> 16-bit normalized integer
+  fconv itof ftoi : conversions (attr = rounding mode variable present: the op's second arg)
+"""
+from __future__ import annotations
+
+import re
+
+from emu.pcode.ir import BOOL, I32, U32, Const, Expr, Op, Ty
+from emu.pcode.lower import Unsupported, bitcast_to_int, concrete, convert, reinterpret, unify
+
+_SAME_FLOAT = {"sqrt": "sqrt", "trunc": "trunc", "floor": "floor", "fract": "fract", "log2": "log2",
+               "sin": "sin", "cos": "cos", "exp2": "exp2", "ceil": "ceil"}
+_FLOAT_PRED = {"isNAN": "isnan", "isSignalNAN": "issnan", "isQuietNAN": "isqnan", "isEven": "is_even",
+               "isDENORM": "isdenorm", "isINF": "isinf"}
+_CVT = re.compile(r"^(f16|f32|f64|bf16|i32|u32|i16|u16|u8|i8|u4|i4)_to_(f16|f32|f64|bf16|i32|u32|i16|u16|u8|i8)$")
+_TY = {"f16": Ty("f", 16), "f32": Ty("f", 32), "f64": Ty("f", 64), "bf16": Ty("bf", 16), "i32": I32, "u32": U32,
+       "i16": Ty("i", 16), "u16": Ty("u", 16), "u8": Ty("u", 8), "i8": Ty("i", 8), "u4": Ty("u", 4),
+       "i4": Ty("i", 4)}
+
+
+def _float(x: Expr) -> Expr:
+    x = concrete(x)
+    if not x.ty.is_float:
+        raise Unsupported(f"float function applied to {x.ty}")
+    return x
+
+
+def call(name: str, args: list[Expr], lw) -> Expr:
+    """IR for the library function `name` applied to typed args (lw: the Lowerer, for state such as MODE)."""
+    n = len(args)
+    if name in _SAME_FLOAT and n == 1:
+        x = _float(args[0])
+        return Op(_SAME_FLOAT[name], (x,), x.ty)
+    if name in _FLOAT_PRED and n == 1:
+        return Op(_FLOAT_PRED[name], (_float(args[0]),), BOOL)
+    if name == "abs" and n == 1:
+        x = concrete(args[0])
+        if x.ty.is_float:
+            return Op("fabs", (x,), x.ty)
+        return Op("iabs", (x,), x.ty)
+    if name == "sign" and n == 1:
+        x = concrete(args[0])
+        if x.ty.is_float:
+            return Op("signbit", (x,), BOOL)
+        return Op("lt", (reinterpret(x, Ty("i", x.ty.bits)), Const(0, Ty("i", x.ty.bits))), BOOL)
+    if name == "cvtToQuietNAN" and n == 1:
+        x = _float(args[0])
+        return Op("quiet", (x,), x.ty)
+    if name == "exponent" and n == 1:
+        return Op("exponent", (_float(args[0]),), I32)
+    if name == "mantissa" and n == 1:
+        x = _float(args[0])
+        return Op("mantissa", (x,), x.ty)
+    if name == "fma" and n == 3:
+        a, b = unify(args[0], args[1])
+        a, c = unify(a, args[2])
+        a, b, c = (convert(concrete(v), concrete(a).ty) for v in (a, b, c))
+        return Op("fma", (a, b, c), _float(a).ty)
+    if name == "pow" and n == 2:
+        base, x = args
+        if isinstance(base, Const) and base.value == 2.0:
+            x = _float(convert(x, base.ty) if base.ty.is_float else x)
+            return Op("exp2", (x,), x.ty)
+        a, b = unify(base, x)
+        a = _float(a)
+        return Op("pow", (a, convert(b, a.ty)), a.ty)
+    if name == "ldexp" and n == 2:
+        x = _float(args[0])
+        return Op("ldexp", (x, convert(concrete(args[1]), I32)), x.ty)
+    if name in ("signext",) and n == 1:
+        x = concrete(bitcast_to_int(args[0]))
+        return convert(reinterpret(x, Ty("i", x.ty.bits)), Ty("i", 64))
+    if name == "signext_from_bit" and n == 2:
+        x = concrete(args[0])
+        return Op("sext_from", (x, convert(concrete(args[1]), U32)), x.ty)
+    if name in ("count_ones", "countbits", "bitCount") and n == 1:
+        return Op("popcount", (concrete(bitcast_to_int(args[0])),), U32)
+    if name == "reverse_bits" and n == 1:
+        x = concrete(args[0])
+        return Op("bitrev", (x,), x.ty)
+    if name in ("s_ff1_i32_b32", "s_ff1_i32_b64") and n == 1:
+        bits = 32 if name.endswith("32") else 64
+        return Op("ff1", (convert(concrete(args[0]), Ty("u", bits)),), I32)
+    if name == "MIN" and n == 2:
+        a, b = unify(args[0], args[1])
+        a, b = concrete(a), concrete(b)
+        return Op("select", (Op("lt", (a, b), BOOL), a, b), a.ty)
+    if name in ("f16_to_snorm", "f32_to_snorm", "f16_to_unorm", "f32_to_unorm") and n == 1:
+        return Op(name[-5:], (_float(args[0]),), Ty("i" if name.endswith("snorm") else "u", 16))
+    m = _CVT.match(name)
+    if m and n == 1:
+        return conversion(_TY[m.group(1)], _TY[m.group(2)], args[0], lw)
+    raise Unsupported(f"unknown function {name}/{n}")
+
+
+def conversion(src: Ty, dst: Ty, x: Expr, lw) -> Expr:
+    """src_to_dst(x): floats round (by ROUND_MODE when the pcode sets it), float->int saturates, int->int
+    narrowing saturates, widening extends by src's signedness."""
+    x = concrete(x)
+    if src.is_float:
+        x = convert(x, src) if x.ty.is_float else reinterpret(x, src)
+    else:
+        x = reinterpret(bitcast_to_int(x), src)
+    if src.is_float and dst.is_float:
+        rm = (lw.round_mode(),) if "ROUND_MODE" in lw.f.vars else ()
+        return Op("fconv", (x, *rm), dst)
+    if src.is_float:
+        return Op("ftoi", (x,), dst)
+    if dst.is_float:
+        return Op("itof", (x,), dst)
+    if dst.bits < src.bits:
+        return Op("sat", (x,), dst)
+    return convert(x, dst)

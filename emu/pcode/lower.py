@@ -1,0 +1,833 @@
+"""Front end, second half: syntax tree -> typed IR (emu.pcode.ir).
+
+Typing follows the pseudocode's C/Verilog flavour: `x.T` reinterprets bits, `N'T(x)` converts (an integer
+given to `N'F` is a bit pattern), + - * / promote to at least 32 bits, mixed int/float arithmetic is done in
+float, unsized literals take their partner's type. Lambdas and calls of other instructions (`v_min_f32(a, b)`)
+are inlined; library functions become IR ops.
+"""
+from __future__ import annotations
+
+import math
+import operator
+import re
+from collections.abc import Callable
+
+from emu.pcode import syntax as S
+from emu.pcode.ir import BOOL, I32, U32, U64, Assign, Break, Const, Expr, Func, If, Loop, Op, SetLaneBit, Store, \
+    Ty, Var, uint
+
+
+class Unsupported(Exception):
+    """The instruction's semantics cannot be compiled; the message says why."""
+
+
+LIT = Ty("int", 0)  # an unsized integer literal: takes its partner's type
+FLIT = Ty("flt", 0)  # an unsuffixed float literal
+_TYPE = re.compile(r"^(bf|[uibf])(\d+)$")
+REGFILES = {"VGPR": 2, "SGPR": 1, "HW_REGISTERS": 1, "TTMP": 1}
+MEMORIES = ("MEM", "LDS")
+MASK_NAMES = ("EXEC", "VCC")
+LOCAL_NAMES = ("ROUND_MODE",)
+STATE_NAMES = frozenset("""S0 S1 S2 S3 D0 D1 SCC VCC EXEC M0 PC MODE SIMM16 SIMM32 ADDR ADDR_BASE DATA DATA0 DATA1
+    DATA2 OFFSET OFFSET0 OFFSET1 RETURN_DATA VDATA SDATA VDST SRC0 SRC1 SRC2 DST OPSEL OPSEL_HI NEG NEG_HI TBA TMA
+    SDST""".split())  # upper-case names that are local variables, not state
+ADDR_FUNCS = ("CalcDsAddr", "CalcGlobalAddr", "CalcFlatAddr", "CalcScratchAddr", "CalcBufferAddr",
+              "CalcScalarGlobalAddr", "CalcScalarBufferAddr", "CalcScalarScratchAddr")
+FCONST = {"PI": math.pi, "INF": math.inf, "NAN": math.nan}
+ICONST = {"TRUE": (1, BOOL), "FALSE": (0, BOOL), "ROUND_NEAREST_EVEN": (0, U32), "ROUND_TOWARD_ZERO": (3, U32)}
+MODE_FIELDS = {"IEEE": (9, 1), "DX10_CLAMP": (8, 1)}  # WAVE_MODE.<field>: bit offset, width in MODE
+# float constants given by name and type: OVERFLOW = largest finite, UNDERFLOW = smallest denormal
+_NAMED_FLOAT = {"OVERFLOW": lambda t: _fmax(t), "UNDERFLOW": lambda t: _fmin(t), "MAX_FLOAT": lambda t: _fmax(t)}
+
+
+def _fmax(t: Ty) -> float:
+    return {16: 65504.0, 32: 3.4028234663852886e38, 64: 1.7976931348623157e308}[t.bits]
+
+
+def _fmin(t: Ty) -> float:
+    return {16: 2.0 ** -24, 32: 2.0 ** -149, 64: 5e-324}[t.bits]
+
+
+def type_name(name: str) -> Ty | None:
+    """Ty of a typed-access suffix ('u32', 'b64', 'f16', 'bf16', 'i24'), None for other names."""
+    m = _TYPE.match(name)
+    if not m:
+        return None
+    kind, bits = m.group(1), int(m.group(2))
+    if kind in ("f", "bf") and bits not in ((16, 32, 64) if kind == "f" else (16,)):
+        return None
+    return Ty("u" if kind == "b" else kind, bits)
+
+
+def mask(bits: int) -> int:
+    return (1 << bits) - 1
+
+
+class Lowerer:
+    def __init__(self, name: str, vector: bool, find_op: Callable[[str], str | None]):
+        self.f = Func(name, vector, ())
+        self.find_op = find_op  # instruction name -> its pcode (for inlined calls)
+        self.out: list = []  # statements of the block being built
+        self.depth = 0  # nesting of conditional blocks
+        self.written: set[str] = set()  # state names written unconditionally in full so far
+        self.state_bits: dict[str, int] = {}
+        self.lambdas: dict[str, S.Lambda] = {}
+        self.scopes: list[dict[str, Expr | str]] = [{}]  # name -> bound value or renamed variable
+        self.ninline = 0
+        self.masks: set[str] = set()
+        self.files: set[str] = set()
+        self.file_writes: set[str] = set()
+        self.lambda_result: list[str] = []
+        self.locals: set[str] = set(LOCAL_NAMES)
+
+    # ---- entry ------------------------------------------------------------------------------------------------
+    def run(self, tree: tuple) -> Func:
+        self.prescan(tree)
+        body = self.block(tree)
+        f = self.f
+        f.body = body
+        f.masks = frozenset(self.masks)
+        f.files, f.file_writes = frozenset(self.files), frozenset(self.file_writes)
+        return f
+
+    def prescan(self, tree) -> None:
+        """Widths of state names from their typed accesses and slices; which names are wave masks."""
+        def visit(n):
+            if isinstance(n, S.Field) and isinstance(n.x, S.Name) and (t := type_name(n.name)):
+                self.widen(n.x.id, t.bits)
+            if isinstance(n, S.Slice) and isinstance(n.x, S.Name | S.Field):
+                base = n.x.x if isinstance(n.x, S.Field) else n.x
+                hi = _const(n.hi)
+                if isinstance(base, S.Name) and hi is not None:
+                    self.widen(base.id, hi + 1)
+            if isinstance(n, S.Index) and self.f.vector and _is_lane(n.i):
+                base = n.x.x if isinstance(n.x, S.Field) else n.x
+                if isinstance(base, S.Name):
+                    self.masks.add(base.id)
+            if isinstance(n, S.Declare) and n.count is None:
+                self.widen(n.name, n.bits)
+            for v in getattr(n, "__dict__", {}).values():
+                for c in (v if isinstance(v, tuple) else (v,)):
+                    if isinstance(c, tuple):
+                        for cc in c:
+                            visit(cc)
+                    elif isinstance(c, S.Node):
+                        visit(c)
+        for st in tree:
+            visit(st)
+        if self.f.vector:
+            self.masks |= {n for n in MASK_NAMES}
+        for m in self.masks:
+            self.state_bits[m] = 64
+
+    def widen(self, name: str, bits: int) -> None:
+        self.state_bits[name] = max(self.state_bits.get(name, 0), bits)
+
+    # ---- statements -------------------------------------------------------------------------------------------
+    def block(self, stmts: tuple) -> tuple:
+        saved, self.out = self.out, []
+        for st in stmts:
+            self.stmt(st)
+        out, self.out = tuple(self.out), saved
+        return out
+
+    def cond_block(self, stmts: tuple) -> tuple:
+        self.depth += 1
+        try:
+            return self.block(stmts)
+        finally:
+            self.depth -= 1
+
+    def stmt(self, st: S.Node) -> None:
+        if isinstance(st, S.Assign):
+            if isinstance(st.value, S.Lambda):
+                if not isinstance(st.target, S.Name):
+                    raise Unsupported("lambda bound to a non-name")
+                self.lambdas[st.target.id] = st.value
+                return
+            value = st.value
+            if isinstance(value, S.Assign):  # a = b = expr
+                self.stmt(value)
+                value = value.target
+            if st.op != "=":
+                value = S.Binary(st.op[:-1], st.target, value)
+            self.assign(st.target, self.expr(value))
+        elif isinstance(st, S.If):
+            self.if_stmt(list(st.arms), st.orelse)
+        elif isinstance(st, S.For):
+            lo, hi = concrete(self.expr(st.lo)), concrete(self.expr(st.hi))
+            var = self.local(st.var)
+            self.f.vars.setdefault(var, lo.ty)
+            hi = convert(hi, self.f.vars[var])
+            lo = convert(lo, self.f.vars[var])
+            self.out.append(Loop(var, lo, hi, self.cond_block(st.body)))
+        elif isinstance(st, S.Declare):
+            if st.count is not None:
+                var = self.local(st.name, new=True)
+                self.f.arrays[var] = st.count
+                self.f.vars[var] = Ty("u" if st.kind == "b" else st.kind, st.bits)
+            elif not self.state_name(st.name):  # a typed local; state names only get their width
+                self.f.vars[self.local(st.name, new=True)] = Ty("u" if st.kind == "b" else st.kind, st.bits)
+        elif isinstance(st, S.Break):
+            self.out.append(Break())
+        elif isinstance(st, S.Return):
+            if not self.lambda_result:
+                raise Unsupported("return outside a lambda")
+            v = self.expr(st.value)
+            r = self.lambda_result[-1]
+            if r not in self.f.vars:
+                self.f.vars[r] = _concrete(v.ty)
+            self.out.append(Assign(r, convert(v, self.f.vars[r])))
+        elif isinstance(st, S.ExprStmt):
+            x = st.x
+            if isinstance(x, S.Str) or (isinstance(x, S.Call) and x.name in ("nop", "s_nop")):
+                return  # a remark or an explicit no-op
+            raise Unsupported(f"statement without effect: {_show(x)}")
+        else:
+            raise Unsupported(f"statement {type(st).__name__}")
+
+    def if_stmt(self, arms: list, orelse: tuple) -> None:
+        cond, body = arms[0]
+        c = to_bool(self.expr(cond))
+        then = self.cond_block(body)
+        if len(arms) > 1:
+            saved, self.out = self.out, []
+            self.depth += 1
+            self.if_stmt(arms[1:], orelse)
+            self.depth -= 1
+            other, self.out = tuple(self.out), saved
+        else:
+            other = self.cond_block(orelse)
+        if isinstance(c, Const):
+            self.out.extend(then if c.value else other)
+        else:
+            self.out.append(If(c, then, other))
+
+    # ---- assignment -------------------------------------------------------------------------------------------
+    def assign(self, target: S.Node, v: Expr) -> None:
+        if isinstance(target, S.Field) and (t := type_name(target.name)):
+            inner = target.x
+            if isinstance(inner, S.Index) and isinstance(inner.x, S.Name) and inner.x.id in MEMORIES:
+                return self.store_mem(inner.x.id, inner.i, convert(v, t), t.bits)
+            if isinstance(inner, S.Index) and self.regfile(inner):
+                return self.store_reg(inner, convert(v, t), t.bits)
+            bits = bitcast_to_int(convert(v, t))
+            if isinstance(inner, S.Name):
+                var, vty = self.target_var(inner.id, bits.ty)
+                if vty.bits == t.bits or self.is_state(inner.id):
+                    return self.set_var(var, convert_bits(bits, vty))
+                return self.set_bits(var, Const(0, U32), t.bits, bits)
+            return self.assign(inner, bits)
+        if isinstance(target, S.Name):
+            var, vty = self.target_var(target.id, v.ty)
+            if self.is_state(target.id) and v.ty.is_float:
+                v = bitcast_to_int(v)
+            return self.set_var(var, convert(v, vty) if not self.is_state(target.id) else convert_bits(v, vty))
+        if isinstance(target, S.Slice):
+            lo = convert(self.expr(target.lo), U32)
+            width = _width(target.hi, target.lo)
+            base = target.x
+            if isinstance(base, S.Field) and type_name(base.name):
+                base = base.x
+            if not isinstance(base, S.Name):
+                raise Unsupported(f"slice assignment to {_show(target.x)}")
+            var, _ = self.target_var(base.id, uint(_const(target.hi) + 1 if _const(target.hi) is not None else 32))
+            return self.set_bits(var, lo, width, convert_bits(bitcast_to_int(v), uint(width)))
+        if isinstance(target, S.Index):
+            if isinstance(target.x, S.Name) and target.x.id in MEMORIES:
+                return self.store_mem(target.x.id, target.i, v, 32)
+            if self.regfile(target):
+                return self.store_reg(target, v, 32)
+            base = target.x.x if isinstance(target.x, S.Field) else target.x
+            if not isinstance(base, S.Name):
+                raise Unsupported(f"indexed assignment to {_show(target.x)}")
+            if base.id in self.masks and self.f.vector and _is_lane(target.i):
+                self.target_var(base.id, U64)
+                self.note_partial(base.id)
+                self.out.append(SetLaneBit(base.id, to_bool(v)))
+                return
+            var = self.lookup_var(base.id)
+            if var in self.f.arrays:
+                self.out.append(Assign(var, convert(v, self.f.vars[var]), index=self.expr(target.i)))
+                return
+            var, _ = self.target_var(base.id, U32)
+            return self.set_bits(var, self.expr(target.i), 1, convert_bits(bitcast_to_int(v), uint(1)))
+        raise Unsupported(f"assignment to {_show(target)}")
+
+    def is_state(self, var: str) -> bool:
+        return var not in self.locals
+
+    def lookup_var(self, name: str) -> str:
+        for sc in reversed(self.scopes):
+            if name in sc:
+                b = sc[name]
+                if isinstance(b, str):
+                    return b
+                raise Unsupported(f"assignment to lambda parameter {name}")
+        return name
+
+    def local(self, name: str, new: bool = False) -> str:
+        """The variable of a local name (renamed inside inlined code)."""
+        r = self.lookup_var(name)
+        if r != name and not new:
+            return r
+        if len(self.scopes) > 1:
+            r = f"{name}_{self.ninline}"
+            self.scopes[-1][name] = r
+        self.locals.add(r)
+        return r
+
+    def state_name(self, name: str) -> bool:
+        return name in STATE_NAMES or "." in name or name in self.f.inputs
+
+    def target_var(self, name: str, ty: Ty) -> tuple[str, Ty]:
+        var = self.lookup_var(name)
+        if var == name and var not in self.locals and not self.state_name(name):
+            var = self.local(name)
+        if var not in self.f.vars:
+            if self.is_state(var):
+                self.f.vars[var] = uint(max(self.state_bits.get(var, 0), ty.bits if ty.kind != "int" else 32, 1))
+            else:
+                t = _concrete(ty)
+                wide = self.state_bits.get(name, 0)
+                self.f.vars[var] = uint(wide) if wide > t.bits and t.is_int else t
+        if self.is_state(var):
+            self.f.outputs[var] = self.f.vars[var].bits
+        return var, self.f.vars[var]
+
+    def note_partial(self, var: str) -> None:
+        if self.is_state(var) and var not in self.written:
+            self.f.inputs[var] = self.f.vars[var].bits
+
+    def set_var(self, var: str, v: Expr) -> None:
+        if self.is_state(var):
+            if self.depth:
+                self.note_partial(var)
+            else:
+                self.written.add(var)
+        self.out.append(Assign(var, v))
+
+    def set_bits(self, var: str, lo: Expr, width: int, v: Expr) -> None:
+        if self.f.vars[var].is_float:
+            raise Unsupported(f"bit assignment into float variable {var}")
+        self.note_partial(var)
+        self.out.append(Assign(var, v, lo=lo, width=width))
+
+    def store_mem(self, file: str, addr: S.Node, v: Expr, bits: int) -> None:
+        self.files.add(file)
+        self.file_writes.add(file)
+        self.out.append(Store(file, (convert(self.expr(addr), U64),), bitcast_to_int(v), bits))
+
+    def regfile(self, n: S.Index) -> str | None:
+        base = n
+        while isinstance(base, S.Index):
+            base = base.x
+        return base.id if isinstance(base, S.Name) and base.id in REGFILES else None
+
+    def reg_index(self, n: S.Index) -> tuple[str, tuple]:
+        file = self.regfile(n)
+        idx = []
+        while isinstance(n, S.Index):
+            idx.insert(0, convert(self.expr(n.i), U32))
+            n = n.x
+        if len(idx) != REGFILES[file]:
+            raise Unsupported(f"{file} takes {REGFILES[file]} indices")
+        self.files.add(file)
+        return file, tuple(idx)
+
+    def store_reg(self, n: S.Index, v: Expr, bits: int) -> None:
+        file, idx = self.reg_index(n)
+        self.file_writes.add(file)
+        self.out.append(Store(file, idx, convert_bits(bitcast_to_int(v), uint(bits)), bits))
+
+    # ---- expressions ------------------------------------------------------------------------------------------
+    def expr(self, n: S.Node) -> Expr:
+        m = getattr(self, "x_" + type(n).__name__, None)
+        if m is None:
+            raise Unsupported(f"expression {type(n).__name__}")
+        return m(n)
+
+    def x_Num(self, n: S.Num) -> Expr:
+        if n.kind == "f" or isinstance(n.value, float):
+            return Const(float(n.value), Ty("f", n.bits) if n.bits else FLIT)
+        if n.kind is None:
+            return Const(n.value, Ty("int", n.bits or 0))
+        t = Ty(n.kind, n.bits)
+        return Const(n.value & mask(t.bits), t)
+
+    def x_Str(self, n: S.Str) -> Expr:
+        raise Unsupported(f"string {n.text!r} used as a value")
+
+    def x_Name(self, n: S.Name) -> Expr:
+        name = n.id
+        for sc in reversed(self.scopes):
+            if name in sc:
+                b = sc[name]
+                return Var(b, self.f.vars[b]) if isinstance(b, str) else b
+        if name in self.locals:
+            if name in self.f.arrays:
+                raise Unsupported(f"array {name} used as a value")
+            return Var(name, self.f.vars[name])
+        if name in FCONST:
+            return Const(FCONST[name], FLIT)
+        if name in ICONST:
+            v, t = ICONST[name]
+            return Const(v, t)
+        if name in ("laneId", "laneID"):
+            return Op("lane_id", (), U32)
+        if name in ("WAVE64", "WAVE32"):
+            w = Op("wave64", (), BOOL)
+            return w if name == "WAVE64" else Op("lnot", (w,), BOOL)
+        if name in ("EXEC_LO", "VCC_LO"):
+            return Op("resize", (self.state(name[:-3]),), U32)
+        if name in ("EXEC_HI", "VCC_HI"):
+            return Op("resize", (Op("shr", (self.state(name[:-3]), Const(32, U32)), U64),), U32)
+        if name in ("VCCZ", "EXECZ"):
+            return Op("eq", (self.state(name[:-1]), Const(0, U64)), BOOL)
+        if name == "ROUND_MODE":
+            return self.round_mode()
+        if not name.isupper() and name not in STATE_NAMES:
+            raise Unsupported(f"{name} read before it is assigned")
+        if name in REGFILES or name in MEMORIES:
+            raise Unsupported(f"{name} used without an index")
+        return self.state(name)
+
+    def round_mode(self) -> Expr:
+        """The f32 rounding mode: MODE.FP_ROUND[1:0] until the pcode assigns ROUND_MODE."""
+        if "ROUND_MODE" not in self.f.vars:
+            self.f.vars["ROUND_MODE"] = U32
+            self.out.append(Assign("ROUND_MODE", convert(extract(self.state("MODE"), Const(0, U32), 2), U32)))
+        return Var("ROUND_MODE", U32)
+
+    def state(self, name: str) -> Expr:
+        if name not in self.f.vars:
+            self.f.vars[name] = uint(max(self.state_bits.get(name, 0), 1) if name in self.state_bits else 32)
+        if name not in self.written:
+            self.f.inputs[name] = self.f.vars[name].bits
+        return Var(name, self.f.vars[name])
+
+    def x_Field(self, n: S.Field) -> Expr:
+        t = type_name(n.name)
+        if t is None:
+            if isinstance(n.x, S.Name) and n.x.id == "WAVE_MODE" and n.name in MODE_FIELDS:
+                off, w = MODE_FIELDS[n.name]
+                return extract(self.state("MODE"), Const(off, U32), w)
+            if isinstance(n.x, S.Name) and n.x.id in ("OVERFLOW", "UNDERFLOW", "INF", "NAN"):
+                raise Unsupported(f"{n.x.id}.{n.name}")
+            if isinstance(n.x, S.Name) and n.x.id.isupper():
+                return self.state(f"{n.x.id}.{n.name}")
+            raise Unsupported(f"field .{n.name} of {_show(n.x)}")
+        if isinstance(n.x, S.Name) and n.x.id in ("INF", "NAN") and t.is_float:
+            return Const(FCONST[n.x.id], t)
+        if isinstance(n.x, S.Unary) and n.x.op == "-" and isinstance(n.x.x, S.Name) and n.x.x.id == "INF":
+            return Const(-math.inf, t)
+        if isinstance(n.x, S.Index) and isinstance(n.x.x, S.Name) and n.x.x.id in MEMORIES:
+            return self.load(n.x.x.id, n.x.i, t)
+        if isinstance(n.x, S.Index) and self.regfile(n.x):
+            file, idx = self.reg_index(n.x)
+            return reinterpret(Op("reg_read", idx, U32, file), t)
+        return reinterpret(self.expr(n.x), t)
+
+    def load(self, file: str, addr: S.Node, t: Ty) -> Expr:
+        self.files.add(file)
+        return reinterpret(Op("load", (convert(self.expr(addr), U64),), uint(t.bits), file), t)
+
+    def x_Index(self, n: S.Index) -> Expr:
+        if isinstance(n.x, S.Name) and n.x.id in MEMORIES:
+            return self.load(n.x.id, n.i, U32)
+        if self.regfile(n):
+            file, idx = self.reg_index(n)
+            return Op("reg_read", idx, U32, file)
+        if isinstance(n.x, S.Name):
+            var = self.lookup_var(n.x.id)
+            if var in self.f.arrays:
+                return Op("elem", (Var(var, self.f.vars[var]), convert(self.expr(n.i), U32)), self.f.vars[var])
+        x = self.expr(n.x)
+        return extract(bitcast_to_int(x), convert(self.expr(n.i), U32), 1)
+
+    def x_Slice(self, n: S.Slice) -> Expr:
+        x = bitcast_to_int(self.expr(n.x))
+        return extract(x, convert(self.expr(n.lo), U32), _width(n.hi, n.lo))
+
+    def x_PartSelect(self, n: S.PartSelect) -> Expr:
+        w = _const(n.width)
+        if w is None:
+            raise Unsupported("part-select with a variable width")
+        return extract(bitcast_to_int(self.expr(n.x)), convert(self.expr(n.base), U32), w)
+
+    def x_Unary(self, n: S.Unary) -> Expr:
+        x = self.expr(n.x)
+        if n.op == "!":
+            return lnot(to_bool(x))
+        if n.op == "~":
+            if x.ty.kind == "bool":
+                return lnot(x)
+            x = concrete(x)
+            return Op("not", (x,), x.ty)
+        if n.op == "-":
+            if isinstance(x, Const) and x.ty.kind in ("int", "flt"):
+                return Const(-x.value, x.ty)
+            if x.ty.kind == "bool":
+                x = convert(x, I32)
+            x = promote(concrete(x))
+            return Op("neg", (x,), x.ty)
+        raise Unsupported(f"unary {n.op}")
+
+    def x_Binary(self, n: S.Binary) -> Expr:
+        return binary(n.op, self.expr(n.a), self.expr(n.b))
+
+    def x_Ternary(self, n: S.Ternary) -> Expr:
+        c = to_bool(self.expr(n.cond))
+        a, b = unify(self.expr(n.a), self.expr(n.b))
+        if isinstance(c, Const):
+            return a if c.value else b
+        a, b = concrete(a), concrete(b)
+        return Op("select", (c, a, b), a.ty)
+
+    def x_Cast(self, n: S.Cast) -> Expr:
+        x = self.expr(n.x)
+        if n.kind in ("f", "bf"):
+            t = Ty(n.kind, n.bits)
+            if t.kind == "f" and t.bits not in (16, 32, 64):
+                raise Unsupported(f"{n.bits}'F")
+            if x.ty.is_float or x.ty.kind == "flt":
+                return convert(x, t)
+            return Op("bitcast", (convert_bits(concrete(x), uint(t.bits)),), t)
+        t = Ty("u" if n.kind == "b" else n.kind, n.bits)
+        if x.ty.is_float:
+            x = bitcast_to_int(x)
+        return convert(x, t) if x.ty.kind != "flt" else Const(int(x.value) & mask(t.bits), t)
+
+    def x_Concat(self, n: S.Concat) -> Expr:
+        parts = []
+        for p in n.parts:
+            x = self.expr(p)
+            if x.ty.kind == "int":
+                if not x.ty.bits:
+                    raise Unsupported("unsized literal in a concatenation")
+                x = Const(x.value & mask(x.ty.bits), uint(x.ty.bits))
+            parts.append(convert_bits(bitcast_to_int(x), uint(x.ty.bits)))
+        return Op("concat", tuple(parts), uint(sum(p.ty.bits for p in parts)))
+
+    def x_Call(self, n: S.Call) -> Expr:
+        if n.name in self.lambdas:
+            return self.inline_lambda(self.lambdas[n.name], n.args)
+        if n.name in ADDR_FUNCS:
+            return self.state("ADDR") if self.f.vector or n.name.startswith("CalcScalar") else self.state("ADDR")
+        args = [self.expr(a) for a in n.args]
+        if n.name.startswith("v_") or n.name.startswith("s_") and self.find_op(n.name.upper()):
+            return self.inline_op(n.name.upper(), args)
+        from emu.pcode.library import call
+        return call(n.name, args, self)
+
+    def inline_lambda(self, lam: S.Lambda, args: tuple) -> Expr:
+        if len(args) != len(lam.params):
+            raise Unsupported(f"lambda takes {len(lam.params)} arguments, got {len(args)}")
+        vals = [self.expr(a) for a in args]
+        self.ninline += 1
+        self.scopes.append(dict(zip(lam.params, vals, strict=True)))
+        try:
+            if isinstance(lam.body, S.Node):
+                return self.expr(lam.body)
+            res = f"ret_{self.ninline}"
+            self.lambda_result.append(res)
+            self.depth += 1
+            for st in lam.body:
+                self.stmt(st)
+            self.depth -= 1
+            self.lambda_result.pop()
+            return Var(res, self.f.vars[res])
+        finally:
+            self.scopes.pop()
+
+    def inline_op(self, name: str, args: list[Expr]) -> Expr:
+        text = self.find_op(name)
+        if text is None:
+            raise Unsupported(f"calls {name.lower()}, which has no pcode")
+        self.ninline += 1
+        k = self.ninline
+        scope: dict = {f"S{i}": a for i, a in enumerate(args)}
+        for st in ("D0", "D1"):
+            scope[st] = f"{st}_{k}"
+            self.locals.add(scope[st])
+        self.scopes.append(scope)
+        saved_lambdas = dict(self.lambdas)
+        try:
+            tree = S.parse(text)
+            dty = _d0_type(tree)
+            self.f.vars[f"D0_{k}"] = uint(dty.bits)
+            self.depth += 1
+            for st in tree:
+                self.stmt(st)
+            self.depth -= 1
+            return reinterpret(Var(f"D0_{k}", uint(dty.bits)), dty)
+        finally:
+            self.scopes.pop()
+            self.lambdas = saved_lambdas
+
+
+def _d0_type(tree: tuple) -> Ty:
+    found = []
+
+    def visit(n):
+        if isinstance(n, S.Assign) and isinstance(n.target, S.Field) and isinstance(n.target.x, S.Name) \
+                and n.target.x.id == "D0" and (t := type_name(n.target.name)):
+            found.append(t)
+        for v in getattr(n, "__dict__", {}).values():
+            for c in (v if isinstance(v, tuple) else (v,)):
+                for cc in (c if isinstance(c, tuple) else (c,)):
+                    if isinstance(cc, S.Node):
+                        visit(cc)
+    for st in tree:
+        visit(st)
+    if not found:
+        raise Unsupported("called instruction has no typed D0")
+    return found[0]
+
+
+# ---- typing helpers ---------------------------------------------------------------------------------------------
+
+def _is_lane(n: S.Node) -> bool:
+    return isinstance(n, S.Name) and n.id in ("laneId", "laneID")
+
+
+def _const(n: S.Node, env: dict | None = None) -> int | None:
+    """Value of a constant integer expression (names looked up in env), else None."""
+    if isinstance(n, S.Num) and isinstance(n.value, int):
+        return n.value
+    if isinstance(n, S.Name) and env and n.id in env:
+        return env[n.id]
+    if isinstance(n, S.Field) and type_name(n.name):
+        return _const(n.x, env)
+    if isinstance(n, S.Binary) and n.op in ("+", "-", "*"):
+        a, b = _const(n.a, env), _const(n.b, env)
+        if a is None or b is None:
+            return None
+        return a + b if n.op == "+" else a - b if n.op == "-" else a * b
+    return None
+
+
+def _names(n: S.Node) -> set[str]:
+    if isinstance(n, S.Name):
+        return {n.id}
+    out: set[str] = set()
+    for v in getattr(n, "__dict__", {}).values():
+        if isinstance(v, S.Node):
+            out |= _names(v)
+    return out
+
+
+def _width(hi: S.Node, lo: S.Node) -> int:
+    """Width of x[hi : lo]: constant, or hi - lo constant for every value of the names in them."""
+    names = _names(hi) | _names(lo)
+    widths = set()
+    for val in (0, 1, 5):
+        env = {k: val for k in names}
+        h, lo_ = _const(hi, env), _const(lo, env)
+        if h is None or lo_ is None:
+            raise Unsupported("bit slice of variable width")
+        widths.add(h - lo_ + 1)
+    if len(widths) != 1 or min(widths) < 1:
+        raise Unsupported("bit slice of variable width")
+    return widths.pop()
+
+
+def _concrete(t: Ty) -> Ty:
+    if t.kind == "int":
+        return Ty("i", max(t.bits, 32))
+    if t.kind == "flt":
+        return Ty("f", 64)
+    return t
+
+
+def concrete(x: Expr) -> Expr:
+    return convert(x, _concrete(x.ty)) if x.ty.kind in ("int", "flt") else x
+
+
+def _show(n: S.Node) -> str:
+    return type(n).__name__ + (f" {n.id}" if isinstance(n, S.Name) else "")
+
+
+def lnot(x: Expr) -> Expr:
+    if isinstance(x, Const):
+        return Const(not x.value, BOOL)
+    return Op("lnot", (x,), BOOL)
+
+
+def to_bool(x: Expr) -> Expr:
+    if x.ty.kind == "bool":
+        return x
+    if isinstance(x, Const):
+        return Const(bool(x.value), BOOL)
+    return Op("tobool", (x,), BOOL)
+
+
+def extract(x: Expr, lo: Expr, width: int) -> Expr:
+    x = concrete(x)
+    if x.ty.kind == "bool":
+        x = convert(x, uint(1))
+    return Op("extract", (x, lo), uint(width), width)
+
+
+def bitcast_to_int(x: Expr) -> Expr:
+    if x.ty.is_float:
+        return Op("bitcast", (x,), uint(x.ty.bits))
+    if x.ty.kind == "flt":
+        return bitcast_to_int(convert(x, Ty("f", 64)))
+    return x
+
+
+def convert_bits(x: Expr, t: Ty) -> Expr:
+    """Raw-bit resize (no value conversion) of an integer or bool to t."""
+    if x.ty == t:
+        return x
+    if x.ty.kind == "bool":
+        return Op("frombool", (x,), t)
+    if x.ty.kind == "int":
+        return Const(x.value & mask(t.bits), t)
+    return Op("resize", (x,), t)
+
+
+def reinterpret(x: Expr, t: Ty) -> Expr:
+    """x.T: the bits of x read as type t (narrowed or extended by x's own signedness)."""
+    if x.ty == t:
+        return x
+    x = bitcast_to_int(x)
+    if x.ty.kind == "int":
+        return convert(x, t) if not t.is_float else Op("bitcast", (Const(x.value & mask(t.bits), uint(t.bits)),), t)
+    if t.is_float:
+        return Op("bitcast", (convert_bits(x, uint(t.bits)),), t)
+    return convert_bits(x, t) if x.ty.kind == "bool" else Op("resize", (x,), t) if x.ty != t else x
+
+
+def convert(x: Expr, t: Ty) -> Expr:
+    """Implicit (value-preserving, C-like) conversion of x to t."""
+    s = x.ty
+    if s == t:
+        return x
+    if s.kind == "int":
+        if t.is_float:
+            return Const(float(x.value), t)
+        if t.kind == "bool":
+            return Const(bool(x.value), BOOL)
+        return Const(x.value & mask(t.bits), t)
+    if s.kind == "flt":
+        if t.is_float:
+            return Const(x.value, t)
+        if t.kind == "bool":
+            return Const(bool(x.value), BOOL)
+        return convert(Const(x.value, Ty("f", 64)), t)
+    if t.kind == "bool":
+        return to_bool(x)
+    if s.kind == "bool":
+        return Op("frombool", (x,), t) if t.is_int else Op("itof", (Op("frombool", (x,), U32),), t)
+    if s.is_int and t.is_int:
+        return Op("resize", (x,), t)
+    if s.is_int and t.is_float:
+        return Op("itof", (x,), t)
+    if s.is_float and t.is_float:
+        return Op("fconv", (x,), t)
+    return Op("ftoi", (x,), t)
+
+
+def promote(x: Expr) -> Expr:
+    if x.ty.is_int and x.ty.bits < 32:
+        return convert(x, Ty(x.ty.kind, 32))
+    return x
+
+
+def unify(a: Expr, b: Expr) -> tuple[Expr, Expr]:
+    """Both operands converted to their common type."""
+    ta, tb = a.ty, b.ty
+    if ta == tb:
+        return a, b
+    lits = ("int", "flt")
+    if ta.kind in lits and tb.kind in lits:
+        if "flt" in (ta.kind, tb.kind):
+            return Const(float(a.value), FLIT), Const(float(b.value), FLIT)
+        return Const(a.value, LIT), Const(b.value, LIT)
+    if ta.kind in lits:
+        if tb.kind == "bool" and ta.kind == "int":
+            return convert(a, BOOL if a.value in (0, 1) else I32), (b if a.value in (0, 1) else convert(b, I32))
+        return convert(a, tb if not (ta.kind == "flt" and tb.is_int) else Ty("f", 64)), \
+            b if not (ta.kind == "flt" and tb.is_int) else convert(b, Ty("f", 64))
+    if tb.kind in lits:
+        b2, a2 = unify(b, a)
+        return a2, b2
+    if ta.kind == "bool" or tb.kind == "bool":
+        if ta.kind == tb.kind:
+            return a, b
+        t = tb if ta.kind == "bool" else ta
+        return convert(a, t), convert(b, t)
+    if ta.is_float or tb.is_float:
+        if ta.is_float and tb.is_float:
+            t = ta if ta.bits > tb.bits or (ta.bits == tb.bits and ta.kind == "f") else tb
+        else:
+            t = ta if ta.is_float else tb
+        return convert(a, t), convert(b, t)
+    bits = max(ta.bits, tb.bits)
+    if ta.kind == tb.kind:
+        kind = ta.kind
+    else:  # mixed signedness: the wider operand's signedness wins, unsigned on a tie
+        wider = ta if ta.bits > tb.bits else tb if tb.bits > ta.bits else None
+        kind = wider.kind if wider else "u"
+    t = Ty(kind, bits)
+    return convert(a, t), convert(b, t)
+
+
+_ARITH = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod"}
+_BITOP = {"&": "and", "|": "or", "^": "xor"}
+_CMP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
+
+
+_FOLD = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+         ">=": operator.ge, "+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_,
+         "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift, "**": operator.pow}
+
+
+def _fold(op: str, a, b):
+    """Value of an operation on two literals (C semantics)."""
+    if op == "/":
+        return a / b if isinstance(a, float) or isinstance(b, float) else int(a / b)
+    if op == "%":
+        return a % b if b else 0
+    if op in ("&", "|", "^", "<<", ">>") and (isinstance(a, float) or isinstance(b, float)):
+        raise Unsupported(f"bitwise {op} of float literals")
+    return _FOLD[op](a, b)
+
+
+def binary(op: str, a: Expr, b: Expr) -> Expr:
+    lits = ("int", "flt")
+    if isinstance(a, Const) and isinstance(b, Const) and a.ty.kind in lits and b.ty.kind in lits:
+        v = _fold(op, a.value, b.value)
+        return Const(v, BOOL if isinstance(v, bool) else FLIT if isinstance(v, float) else LIT)
+    if op in ("&&", "||"):
+        return Op("land" if op == "&&" else "lor", (to_bool(a), to_bool(b)), BOOL)
+    if op in ("<<", ">>"):
+        a = concrete(a)
+        if a.ty.kind == "bool":
+            a = convert(a, U32)
+        if a.ty.is_float:
+            raise Unsupported("shift of a float")
+        return Op("shl" if op == "<<" else "shr", (a, convert(concrete(b), U32)), a.ty)
+    if op == "**":
+        a = concrete(a)
+        if not a.ty.is_float:
+            raise Unsupported("integer power")
+        if isinstance(a, Const) and a.value == 2.0:
+            return Op("ldexp", (Const(1.0, a.ty), convert(concrete(b), I32)), a.ty)
+        return Op("pow", (a, convert(b, a.ty)), a.ty)
+    a, b = unify(a, b)
+    a, b = concrete(a), concrete(b)
+    if op in _CMP:
+        return Op(_CMP[op], (a, b), BOOL)
+    if op in _BITOP:
+        if a.ty.is_float:
+            raise Unsupported(f"bitwise {op} of floats")
+        return Op(_BITOP[op], (a, b), a.ty)
+    if op in _ARITH:
+        if a.ty.kind == "bool":
+            a, b = convert(a, U32), convert(b, U32)
+        a, b = promote(a), promote(b)
+        return Op(_ARITH[op], (a, b), a.ty)
+    raise Unsupported(f"operator {op}")

@@ -1,0 +1,358 @@
+"""Reference backend: IR -> Python source over numpy (lanes at once) -> one compiled function per instruction.
+
+The generated function `f(st, lanes)` loads its inputs from `st`, runs the body under predicates (an `If`
+narrows the lane mask, a `Break` removes lanes from its loop) and returns the outputs; the helpers it calls
+live in emu.pcode.runtime (imported as `L`). Nothing here knows any particular instruction.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from emu.pcode import runtime
+from emu.pcode.ir import Assign, Break, Const, Expr, Func, If, Loop, Op, SetLaneBit, Store, Ty, Var
+from emu.pcode.lower import Unsupported
+
+_FDT = {16: np.float16, 32: np.float32, 64: np.float64}
+_ARITH = {"add": "+", "sub": "-", "mul": "*"}
+_BIT = {"and": "&", "or": "|", "xor": "^"}
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_NP1 = {"sqrt": "np.sqrt", "trunc": "np.trunc", "floor": "np.floor", "ceil": "np.ceil", "fabs": "np.abs",
+        "signbit": "np.signbit", "isnan": "np.isnan", "isinf": "np.isinf", "fract": "L.fract", "log2": "L.log2",
+        "exp2": "L.exp2", "sin": "L.sin", "cos": "L.cos", "mantissa": "L.mantissa", "is_even": "L.is_even"}
+_ROUNDS = {"add", "sub", "mul", "div", "fma", "sqrt", "exp2", "log2", "sin", "cos", "pow", "ldexp", "fract"}
+
+
+def _m(bits: int) -> int:
+    return (1 << bits) - 1
+
+
+def _bf(t: Ty) -> bool:
+    return t.kind == "bf"
+
+
+def _fbits(t: Ty) -> int:
+    return 32 if t.kind == "bf" else t.bits
+
+
+def pyname(var: str) -> str:
+    return "v_" + re.sub(r"\W", "_", var)
+
+
+class Gen:
+    def __init__(self, f: Func):
+        self.f = f
+        self.lines: list[str] = []
+        self.consts: list = []
+        self.n = 0
+        self.loops: list[str] = []
+
+    def fresh(self, base: str) -> str:
+        self.n += 1
+        return f"{base}{self.n}"
+
+    def const(self, value) -> str:
+        self.consts.append(value)
+        return f"K[{len(self.consts) - 1}]"
+
+    def emit(self, line: str, ind: int) -> None:
+        self.lines.append("    " * ind + line)
+
+    # ---- expressions ----------------------------------------------------------------------------------------------
+    def ex(self, e: Expr, m: str) -> str:
+        if isinstance(e, Const):
+            t = e.ty
+            if t.kind == "bool":
+                return repr(bool(e.value))
+            if t.is_float:
+                return self.const(_FDT[_fbits(t)](runtime.bf16(np.float32(e.value)) if _bf(t) else e.value))
+            if t.is_int:
+                return repr(int(e.value) & _m(t.bits))
+            raise Unsupported(f"untyped constant {e.value!r}")
+        if isinstance(e, Var):
+            return pyname(e.name)
+        if not isinstance(e, Op):
+            raise Unsupported(f"IR node {type(e).__name__}")
+        a = [self.ex(x, m) for x in e.args]
+        t = e.ty
+        fn = getattr(self, "op_" + e.op, None)
+        if fn is not None:
+            return fn(e, a, m)
+        if e.op in _NP1:
+            return self.round(t, f"{_NP1[e.op]}({a[0]})", e.op)
+        raise Unsupported(f"no backend for op {e.op}")
+
+    def round(self, t: Ty, code: str, op: str) -> str:
+        return f"L.bf16({code})" if _bf(t) and op in _ROUNDS else code
+
+    def arith(self, e: Op, a, sym: str) -> str:
+        t = e.ty
+        if t.is_float:
+            return self.round(t, f"({a[0]} {sym} {a[1]})", e.op)
+        return f"(({a[0]} {sym} {a[1]}) & {_m(t.bits)})"
+
+    def op_add(self, e, a, m):
+        return self.arith(e, a, "+")
+
+    def op_sub(self, e, a, m):
+        return self.arith(e, a, "-")
+
+    def op_mul(self, e, a, m):
+        return self.arith(e, a, "*")
+
+    def op_div(self, e, a, m):
+        if e.ty.is_float:
+            return self.round(e.ty, f"({a[0]} / {a[1]})", "div")
+        return f"L.idiv({a[0]}, {a[1]}, {e.ty.bits}, {e.ty.kind == 'i'})"
+
+    def op_mod(self, e, a, m):
+        if e.ty.is_float:
+            raise Unsupported("float remainder")
+        return f"L.idiv({a[0]}, {a[1]}, {e.ty.bits}, {e.ty.kind == 'i'}, True)"
+
+    def op_neg(self, e, a, m):
+        return f"(-{a[0]})" if e.ty.is_float else f"((-{a[0]}) & {_m(e.ty.bits)})"
+
+    def op_not(self, e, a, m):
+        return f"((~{a[0]}) & {_m(e.ty.bits)})"
+
+    def _bitop(self, e, a, m):
+        return f"({a[0]} {_BIT[e.op]} {a[1]})"
+
+    op_and = op_or = op_xor = _bitop
+
+    def _cmp(self, e, a, m):
+        t = e.args[0].ty
+        if t.kind == "i":
+            a = [f"L.sx({x}, {t.bits})" for x in a]
+        return f"({a[0]} {_CMP[e.op]} {a[1]})"
+
+    op_eq = op_ne = op_lt = op_le = op_gt = op_ge = _cmp
+
+    def op_land(self, e, a, m):
+        return f"({a[0]} & {a[1]})"
+
+    def op_lor(self, e, a, m):
+        return f"({a[0]} | {a[1]})"
+
+    def op_lnot(self, e, a, m):
+        return f"L.lnot({a[0]})"
+
+    def op_select(self, e, a, m):
+        return f"L.sel({a[0]}, {a[1]}, {a[2]})"
+
+    def op_shl(self, e, a, m):
+        return f"L.shl({a[0]}, {a[1]}, {e.ty.bits})"
+
+    def op_shr(self, e, a, m):
+        return f"L.shr({a[0]}, {a[1]}, {e.ty.bits}, {e.ty.kind == 'i'})"
+
+    def op_tobool(self, e, a, m):
+        return f"({a[0]} != 0)"
+
+    def op_frombool(self, e, a, m):
+        return f"L.b2i({a[0]})"
+
+    def op_resize(self, e, a, m):
+        s, t = e.args[0].ty, e.ty
+        if s.bits > 64 or t.bits > 64:
+            return f"L.wresize({a[0]}, {s.bits}, {s.kind == 'i'}, {t.bits})"
+        if t.bits > s.bits and s.kind == "i":
+            return f"L.sext({a[0]}, {s.bits}, {t.bits})"
+        if t.bits < s.bits:
+            return f"({a[0]} & {_m(t.bits)})"
+        return a[0]
+
+    def op_bitcast(self, e, a, m):
+        s, t = e.args[0].ty, e.ty
+        if t.is_float:
+            return f"L.i2f({a[0]}, {t.bits}, {_bf(t)})"
+        return f"L.f2i({a[0]}, {s.bits}, {_bf(s)})"
+
+    def op_fconv(self, e, a, m):
+        rm = a[1] if len(a) > 1 else "0"
+        return f"L.fconv({a[0]}, {_fbits(e.ty)}, {_bf(e.ty)}, {rm})"
+
+    def op_itof(self, e, a, m):
+        s = e.args[0].ty
+        return f"L.itof({a[0]}, {s.bits}, {s.kind == 'i'}, {_fbits(e.ty)}, {_bf(e.ty)})"
+
+    def op_ftoi(self, e, a, m):
+        return f"L.ftoi({a[0]}, {e.ty.bits}, {e.ty.kind == 'i'})"
+
+    def op_extract(self, e, a, m):
+        return f"L.ext({a[0]}, {a[1]}, {e.attr})"
+
+    def op_concat(self, e, a, m):
+        return "L.cat(" + ", ".join(f"({x}, {p.ty.bits})" for x, p in zip(a, e.args, strict=True)) + ")"
+
+    def op_lane_id(self, e, a, m):
+        return "lane"
+
+    def op_wave64(self, e, a, m):
+        return "wave64"
+
+    def op_elem(self, e, a, m):
+        return f"L.aget({a[0]}, {a[1]})"
+
+    def op_load(self, e, a, m):
+        return f"L.load(st, {e.attr!r}, {a[0]}, {e.ty.bits}, {m}, lanes)"
+
+    def op_reg_read(self, e, a, m):
+        return f"L.rget(st, {e.attr!r}, {', '.join(a)})"
+
+    def op_fma(self, e, a, m):
+        return self.round(e.ty, f"L.fma({a[0]}, {a[1]}, {a[2]})", "fma")
+
+    def op_pow(self, e, a, m):
+        return self.round(e.ty, f"L.pow_({a[0]}, {a[1]})", "pow")
+
+    def op_ldexp(self, e, a, m):
+        return self.round(e.ty, f"L.ldexp({a[0]}, {a[1]})", "ldexp")
+
+    def _fclass(self, e, a, m):
+        t = e.args[0].ty
+        return f"L.{e.op}({a[0]}, {_fbits(t) if not _bf(t) else 16}, {_bf(t)})"
+
+    op_issnan = op_isqnan = op_isdenorm = op_exponent = _fclass
+
+    def op_quiet(self, e, a, m):
+        return f"L.quiet({a[0]}, {e.ty.bits}, {_bf(e.ty)})"
+
+    def op_iabs(self, e, a, m):
+        return f"L.iabs({a[0]}, {e.ty.bits})"
+
+    def op_popcount(self, e, a, m):
+        return f"L.popcount({a[0]})"
+
+    def op_bitrev(self, e, a, m):
+        return f"L.bitrev({a[0]}, {e.ty.bits})"
+
+    def op_ff1(self, e, a, m):
+        return f"L.ff1({a[0]}, {e.args[0].ty.bits})"
+
+    def op_sext_from(self, e, a, m):
+        return f"L.sext_from({a[0]}, {a[1]}, {e.ty.bits})"
+
+    def op_sat(self, e, a, m):
+        s = e.args[0].ty
+        return f"L.sat({a[0]}, {s.bits}, {s.kind == 'i'}, {e.ty.bits}, {e.ty.kind == 'i'})"
+
+    def op_snorm(self, e, a, m):
+        return f"L.norm({a[0]}, True)"
+
+    def op_unorm(self, e, a, m):
+        return f"L.norm({a[0]}, False)"
+
+    # ---- statements -----------------------------------------------------------------------------------------------
+    def block(self, stmts: tuple, m: str, ind: int) -> None:
+        if not stmts:
+            self.emit("pass", ind)
+        for s in stmts:
+            self.stmt(s, m, ind)
+
+    def stmt(self, s, m: str, ind: int) -> None:
+        if isinstance(s, Assign):
+            v, val = pyname(s.var), self.ex(s.value, m)
+            if s.index is not None:
+                self.emit(f"L.aset({v}, {self.ex(s.index, m)}, {val}, {m})", ind)
+            elif s.width is not None:
+                bits = self.f.vars[s.var].bits
+                self.emit(f"{v} = L.setbits({v}, {self.ex(s.lo, m)}, {s.width}, {val}, {m}, {bits})", ind)
+            elif m == "True":
+                self.emit(f"{v} = {val}", ind)
+            else:
+                self.emit(f"{v} = L.sel({m}, {val}, {v})", ind)
+        elif isinstance(s, SetLaneBit):
+            v = pyname(s.var)
+            self.emit(f"{v} = L.setlane({v}, {self.ex(s.value, m)}, {m}, lanes)", ind)
+        elif isinstance(s, Store):
+            idx = [self.ex(x, m) for x in s.addr]
+            val = self.ex(s.value, m)
+            if s.file in ("MEM", "LDS"):
+                self.emit(f"L.store(st, {s.file!r}, {idx[0]}, {val}, {s.bits}, {m}, lanes)", ind)
+            else:
+                self.emit(f"L.rset(st, {s.file!r}, ({', '.join(idx)},), {val}, {m}, lanes)", ind)
+        elif isinstance(s, If):
+            c = self.fresh("c")
+            self.emit(f"{c} = {self.ex(s.cond, m)}", ind)
+            for body, cond in ((s.then, c), (s.orelse, f"L.lnot({c})")):
+                if not body:
+                    continue
+                mm = self.fresh("m")
+                self.emit(f"{mm} = L.land({m}, {cond})", ind)
+                self.emit(f"if L.any_({mm}):", ind)
+                self.block(body, mm, ind + 1)
+        elif isinstance(s, Loop):
+            mb = self.fresh("mb")
+            self.emit(f"{mb} = {m}", ind)
+            lo, hi = self.ex(s.lo, m), self.ex(s.hi, m)
+            self.emit(f"for {pyname(s.var)} in range(L.uniform({lo}), L.uniform({hi}) + 1):", ind)
+            self.loops.append(mb)
+            self.block(s.body, mb, ind + 1)
+            self.loops.pop()
+            self.emit(f"if not L.any_({mb}):", ind + 1)
+            self.emit("break", ind + 2)
+        elif isinstance(s, Break):
+            if not self.loops:
+                raise Unsupported("break outside a loop")
+            mb = self.loops[-1]
+            self.emit(f"{mb} = L.land({mb}, L.lnot({m}))", ind)
+        else:
+            raise Unsupported(f"statement {type(s).__name__}")
+
+    # ---- the function ---------------------------------------------------------------------------------------------
+    def function(self) -> str:
+        f = self.f
+        self.emit("def sem(st, lanes):", 0)
+        self.emit("lane = L.lane_ids(lanes)" if f.vector else "lane = 0", 1)
+        self.emit("wave64 = lanes == 64", 1)
+        loops = _loop_vars(f.body)
+        for var, t in f.vars.items():
+            if var in loops:
+                continue
+            v = pyname(var)
+            if var in f.inputs:
+                self.emit(f"{v} = L.inp(st[{var!r}], {f.inputs[var]})", 1)
+            elif var in f.arrays:
+                self.emit(f"{v} = [{self.zero(t)}] * {f.arrays[var]}", 1)
+            else:
+                self.emit(f"{v} = {self.zero(t)}", 1)
+        self.block(f.body, "True", 1)
+        outs = []
+        for name, bits in f.outputs.items():
+            v = pyname(name)
+            if name in f.masks or not f.vector:
+                outs.append(f"{name!r}: L.out_scalar({v}, {bits})")
+            else:
+                outs.append(f"{name!r}: L.out_lanes({v}, {bits}, lanes)")
+        self.emit("return {" + ", ".join(outs) + "}", 1)
+        return "\n".join(self.lines) + "\n"
+
+    def zero(self, t: Ty) -> str:
+        if t.kind == "bool":
+            return "False"
+        if t.is_float:
+            return self.const(_FDT[_fbits(t)](0))
+        return "0"
+
+
+def _loop_vars(body: tuple) -> set[str]:
+    out: set[str] = set()
+    for s in body:
+        if isinstance(s, Loop):
+            out.add(s.var)
+            out |= _loop_vars(s.body)
+        elif isinstance(s, If):
+            out |= _loop_vars(s.then) | _loop_vars(s.orelse)
+    return out
+
+
+def build(f: Func):
+    """(python function, its source) for an IR function."""
+    g = Gen(f)
+    src = g.function()
+    ns = {"L": runtime, "np": np, "K": g.consts}
+    exec(compile(src, f"<pcode {f.name}>", "exec"), ns)
+    return ns["sem"], src

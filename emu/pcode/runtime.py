@@ -1,0 +1,572 @@
+"""numpy helpers called by the code the reference backend generates (emu.pcode.pyback).
+
+Value representation: integers of <= 64 bits are raw bits, either non-negative Python ints (uniform values) or
+numpy uint64 arrays over lanes; wider integers are Python ints or object arrays of them. Floats are numpy float16 /
+float32 / float64 arrays or scalars (bfloat16 values are held exactly in float32). Booleans are Python or numpy
+bools. Predicates (masks) are True or numpy bool arrays over lanes.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+U64 = np.uint64
+FDT = {16: np.float16, 32: np.float32, 64: np.float64}
+UDT = {16: np.uint16, 32: np.uint32, 64: np.uint64}
+MANT = {16: 10, 32: 23, 64: 52}
+
+
+def _m(bits: int) -> int:
+    return (1 << bits) - 1
+
+
+def arr(x):
+    """x as a uint64 array (Python ints and 0-d arrays included)."""
+    return np.asarray(x, dtype=U64)
+
+
+# ---- predication -------------------------------------------------------------------------------------------------
+
+def land(a, b):
+    if a is True:
+        return b
+    if b is True:
+        return a
+    return np.logical_and(a, b)
+
+
+def lnot(a):
+    return np.logical_not(a)
+
+
+def any_(m) -> bool:
+    return bool(np.any(m))
+
+
+def sel(c, a, b):
+    """c ? a : b, lane-wise."""
+    if isinstance(c, bool | np.bool_) or np.ndim(c) == 0:
+        return a if c else b
+    r = np.where(c, a, b)
+    return r.astype(U64) if r.dtype == np.int64 else r
+
+
+def uniform(x) -> int:
+    """A loop bound or index that must be the same in every lane, as a Python int."""
+    if isinstance(x, int):
+        return x
+    a = np.asarray(x)
+    if a.ndim and a.size > 1 and np.any(a != a.flat[0]):
+        raise ValueError("loop bound differs between lanes")
+    return int(a.flat[0]) if a.ndim else int(a)
+
+
+# ---- integers ----------------------------------------------------------------------------------------------------
+
+def sx(x, bits: int):
+    """Raw bits -> signed value (int64 array or Python int)."""
+    if isinstance(x, int):
+        return x - (1 << bits) if x >> (bits - 1) & 1 else x
+    a = arr(x)
+    if bits == 64:
+        return a.view(np.int64)
+    sh = U64(64 - bits)
+    return (a << sh).view(np.int64) >> np.int64(64 - bits)
+
+
+def sext(x, frm: int, to: int):
+    """Sign-extend raw bits from width frm to width to."""
+    if isinstance(x, int):
+        return sx(x, frm) & _m(to)
+    if to > 64:
+        return _wide(x, frm, True) & _m(to)
+    return sx(x, frm).view(U64) & U64(_m(to)) if to < 64 else sx(x, frm).view(U64)
+
+
+def _wide(x, bits: int, signed: bool):
+    if isinstance(x, int):
+        return sx(x, bits) if signed else x
+    a = np.asarray(x)
+    if a.dtype == object:
+        return np.array([sx(int(v), bits) if signed else int(v) for v in a.flat], dtype=object).reshape(a.shape)
+    return np.array([int(v) for v in (sx(a, bits) if signed else a).flat], dtype=object).reshape(a.shape)
+
+
+def wresize(x, frm: int, signed: bool, to: int):
+    """Resize involving more than 64 bits."""
+    v = _wide(x, frm, signed)
+    if to > 64:
+        return v & _m(to) if isinstance(v, int) else np.bitwise_and(v, _m(to))
+    if isinstance(v, int):
+        return v & _m(to)
+    return np.array([int(e) & _m(to) for e in v.flat], dtype=U64).reshape(v.shape)
+
+
+def shl(x, s, bits: int):
+    if isinstance(x, int) and isinstance(s, int):
+        return (x << s) & _m(bits) if s < bits else 0
+    if bits > 64:
+        return _wide(x, bits, False) << s & _m(bits)
+    s = arr(s)
+    r = arr(x) << np.minimum(s, U64(63))
+    r = np.where(s >= bits, U64(0), r)
+    return r & U64(_m(bits)) if bits < 64 else r
+
+
+def shr(x, s, bits: int, signed: bool):
+    if isinstance(x, int) and isinstance(s, int):
+        v = sx(x, bits) if signed else x
+        return (v >> min(s, bits)) & _m(bits)
+    if bits > 64:
+        return (_wide(x, bits, signed) >> s) & _m(bits)
+    s = np.minimum(arr(s), U64(63))
+    if signed:
+        r = (sx(x, bits) >> s.astype(np.int64)).view(U64)
+        return r & U64(_m(bits)) if bits < 64 else r
+    r = arr(x) >> s
+    return np.where(s >= bits, U64(0), r) if bits == 64 else r
+
+
+def idiv(a, b, bits: int, signed: bool, mod: bool = False):
+    """Integer division truncating toward zero; x / 0 gives all ones (quotient) or x (remainder)."""
+    if isinstance(a, int) and isinstance(b, int):
+        x, y = (sx(a, bits), sx(b, bits)) if signed else (a, b)
+        if y == 0:
+            return a if mod else _m(bits)
+        q = abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)
+        return (x - q * y if mod else q) & _m(bits)
+    x, y = (sx(a, bits), sx(b, bits)) if signed else (arr(a), arr(b))
+    x, y = np.broadcast_arrays(x, y)
+    safe = np.where(y == 0, 1, y)
+    if signed:
+        q = np.abs(x) // np.abs(safe) * np.where((x < 0) == (safe < 0), 1, -1)
+        r = (x - q * safe) if mod else q
+        r = np.where(y == 0, x if mod else -1, r).view(U64)
+    else:
+        r = x % safe if mod else x // safe
+        r = np.where(y == 0, x if mod else U64(_m(bits)), r)
+    return r & U64(_m(bits)) if bits < 64 else r
+
+
+def ext(x, lo, width: int):
+    """Bits lo .. lo+width-1 of x."""
+    if isinstance(x, int) and isinstance(lo, int):
+        return (x >> lo) & _m(width)
+    a = np.asarray(x)
+    if a.dtype == object:
+        r = (a >> lo) & _m(width)
+        return r.astype(U64) if width <= 64 else r
+    lo = arr(lo)
+    r = (arr(x) >> np.minimum(lo, U64(63))) & U64(_m(width))
+    return np.where(lo >= 64, U64(0), r)
+
+
+def setbits(x, lo, width: int, v, m, bits: int):
+    """x with bits lo .. lo+width-1 replaced by v, in the lanes of m."""
+    fm = _m(width)
+    if bits > 64 or (isinstance(x, int) and isinstance(lo, int) and isinstance(v, int)):
+        x, v = _wide(x, bits, False), _wide(v, width, False)
+        r = (x & ~(fm << lo) | (v & fm) << lo) & _m(bits)
+    else:
+        lo = arr(lo)
+        f = np.where(lo >= 64, U64(0), U64(fm) << np.minimum(lo, U64(63)))
+        r = (arr(x) & ~f) | ((arr(v) << np.minimum(lo, U64(63))) & f)
+    return r if m is True else sel(m, r, x)
+
+
+def cat(*parts):
+    """Concatenation of (value, width) pairs, most significant first."""
+    total = sum(w for _, w in parts)
+    if total > 64 or all(isinstance(v, int) for v, _ in parts):
+        r, sh = 0, 0
+        for v, w in reversed(parts):
+            r = r + (_wide(v, w, False) << sh)
+            sh += w
+        return r
+    r, sh = U64(0), 0
+    for v, w in reversed(parts):
+        r = r | (arr(v) << U64(sh))
+        sh += w
+    return r
+
+
+def b2i(x):
+    return int(x) if isinstance(x, bool | np.bool_) else np.asarray(x).astype(U64)
+
+
+def popcount(x):
+    if isinstance(x, int):
+        return bin(x).count("1")
+    a = arr(x)
+    return np.bitwise_count(a).astype(U64)
+
+
+def bitrev(x, bits: int):
+    if isinstance(x, int):
+        return int(f"{x:0{bits}b}"[::-1], 2)
+    a = arr(x)
+    r = np.zeros_like(a)
+    for i in range(bits):
+        r |= ((a >> U64(i)) & U64(1)) << U64(bits - 1 - i)
+    return r
+
+
+def ff1(x, bits: int):
+    """Index of the least significant 1 bit, or -1 (as 32-bit raw bits)."""
+    if isinstance(x, int):
+        return ((x & -x).bit_length() - 1) & 0xFFFFFFFF if x else 0xFFFFFFFF
+    a = arr(x)
+    low = a & (~a + U64(1))
+    idx = np.where(a == 0, U64(0xFFFFFFFF), np.log2(np.maximum(low, U64(1)).astype(np.float64)).astype(U64))
+    return idx
+
+
+def iabs(x, bits: int):
+    v = sx(x, bits)
+    return abs(v) & _m(bits) if isinstance(v, int) else np.abs(v).view(U64) & U64(_m(bits))
+
+
+def sext_from(x, n, bits: int):
+    """Sign-extend x from bit n-1 (n = 0 gives 0)."""
+    if isinstance(x, int) and isinstance(n, int):
+        if n == 0:
+            return 0
+        v = x & _m(n)
+        return (v - (1 << n) if v >> (n - 1) & 1 else v) & _m(bits)
+    a, n = np.broadcast_arrays(arr(x), arr(n))
+    sh = U64(64) - np.clip(n, 1, 64).astype(U64)
+    r = ((a << sh).view(np.int64) >> sh.astype(np.int64)).view(U64)
+    r = np.where(n == 0, U64(0), r)
+    return r & U64(_m(bits)) if bits < 64 else r
+
+
+def sat(x, src_bits: int, signed: bool, dst_bits: int, dst_signed: bool):
+    """Clamp an integer to the range of the destination type."""
+    v = sx(x, src_bits) if signed else x
+    lo, hi = (-(1 << dst_bits - 1), (1 << dst_bits - 1) - 1) if dst_signed else (0, _m(dst_bits))
+    if isinstance(v, int):
+        return min(max(v, lo), hi) & _m(dst_bits)
+    v = np.clip(v if signed else arr(v), lo if signed else max(lo, 0), hi)
+    return v.astype(np.int64).view(U64) & U64(_m(dst_bits))
+
+
+# ---- floats ------------------------------------------------------------------------------------------------------
+
+def i2f(x, bits: int, bf: bool = False):
+    """Raw bits -> float value."""
+    a = arr(x)
+    if bf:
+        return ((a & U64(0xFFFF)).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    if bits == 64:
+        return a.view(np.float64)
+    return a.astype(UDT[bits]).view(FDT[bits])
+
+
+def f2i(x, bits: int, bf: bool = False):
+    """Float value -> raw bits."""
+    if bf:
+        return (np.asarray(x, np.float32).view(np.uint32) >> np.uint32(16)).astype(U64)
+    return np.asarray(x, FDT[bits]).view(UDT[bits]).astype(U64)
+
+
+def bf16(x):
+    """Round float32 values to bfloat16 (nearest even), kept as float32."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    r = (u + U64(0x7FFF) + ((u >> U64(16)) & U64(1))) >> U64(16)
+    r = np.where(np.isnan(np.asarray(x, np.float32)), (u >> U64(16)) | U64(0x40), r)
+    return ((r & U64(0xFFFF)).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def fconv(x, bits: int, bf: bool = False, rm=0):
+    """Float -> float of another format; rm: 0 nearest even, 1 +inf, 2 -inf, 3 toward zero."""
+    if bf:
+        y = bf16(np.asarray(x, np.float32))
+    else:
+        y = np.asarray(x).astype(FDT[bits])
+    if isinstance(rm, int) and rm == 0:
+        return y
+    xd, yd = np.asarray(x, np.float64), y.astype(np.float64)
+    fin = np.isfinite(xd)
+    rm = arr(rm)
+    if bf:
+        step_dn = i2f(f2i(y, 16, True) - U64(1), 16, True)  # magnitude one ulp smaller
+    else:
+        step_dn = np.nextafter(y, np.zeros_like(y))
+    too_big = fin & (np.abs(yd) > np.abs(xd))
+    up = fin & (yd < xd)
+    dn = fin & (yd > xd)
+    r = np.where((rm == 3) & too_big, step_dn, y)
+    if not bf:
+        inf = np.array(np.inf, y.dtype)
+        r = np.where((rm == 1) & up, np.nextafter(y, inf), r)
+        r = np.where((rm == 2) & dn, np.nextafter(y, -inf), r)
+    return r.astype(y.dtype)
+
+
+def itof(x, src_bits: int, signed: bool, bits: int, bf: bool = False):
+    v = sx(x, src_bits) if signed else arr(x)
+    if bf:
+        return bf16(np.asarray(v, np.float64).astype(np.float32))
+    return np.asarray(v).astype(FDT[bits])
+
+
+def ftoi(x, bits: int, signed: bool):
+    """Float -> integer, truncating, saturating to the type's range; NaN gives 0."""
+    lo, hi = (-(1 << bits - 1), (1 << bits - 1) - 1) if signed else (0, _m(bits))
+    d = np.asarray(x, np.float64)
+    t = np.trunc(np.nan_to_num(d, nan=0.0))
+    if bits < 64:
+        v = np.clip(t, lo, hi).astype(np.int64)
+        return v.view(U64) & U64(_m(bits))
+    big = t >= 2.0 ** 63
+    v = np.where(big, 0, np.clip(t, lo, min(hi, 2.0 ** 63 - 1))).astype(np.int64).view(U64)
+    return np.where(big, U64(_m(64)) if not signed else U64(hi), v) if not signed else v
+
+
+def _pow2(n, dt):
+    return np.ldexp(np.ones_like(np.asarray(n, np.float64)), n).astype(dt)
+
+
+def fma(a, b, c):
+    a, b, c = np.broadcast_arrays(np.asarray(a), np.asarray(b), np.asarray(c))
+    dt = a.dtype
+    if dt == np.float64:
+        out = np.empty(a.shape, np.float64)
+        for i, (x, y, z) in enumerate(zip(a.flat, b.flat, c.flat, strict=True)):
+            x, y, z = float(x), float(y), float(z)
+            if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+                out.flat[i] = x * y + z
+                continue
+            exact = Fraction(x) * Fraction(y) + Fraction(z)
+            out.flat[i] = float(exact) if exact != 0 else x * y + z
+        return out
+    # binary16/32: the product is exact in binary64; the sum is rounded to odd (TwoSum error term) so that the
+    # final rounding to the narrow type is the single correct rounding
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c64 = c.astype(np.float64)
+    s = p + c64
+    bv = s - p
+    err = (p - (s - bv)) + (c64 - bv)
+    even = (s.view(np.uint64) & U64(1)) == 0
+    fix = (err != 0) & np.isfinite(err) & even
+    s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(dt)
+
+
+def ldexp(x, n):
+    x = np.asarray(x)
+    n = np.clip(sx(n, 32), -10000, 10000)
+    return np.ldexp(x.astype(np.float64), n).astype(x.dtype) if x.dtype != np.float64 else np.ldexp(x, n)
+
+
+def exponent(x, bits: int, bf: bool = False):
+    raw = f2i(x, bits, bf)
+    m = 7 if bf else MANT[bits]
+    ebits = (16 if bf else bits) - m - 1
+    return (raw >> U64(m)) & U64(_m(ebits))
+
+
+def mantissa(x):
+    x = np.asarray(x)
+    return np.frexp(x)[0].astype(x.dtype)
+
+
+def signbit(x):
+    return np.signbit(x)
+
+
+def isnan(x):
+    return np.isnan(x)
+
+
+def isinf(x):
+    return np.isinf(x)
+
+
+def _quiet_bit(x, bits: int, bf: bool):
+    m = 7 if bf else MANT[bits]
+    return (f2i(x, bits, bf) >> U64(m - 1)) & U64(1)
+
+
+def issnan(x, bits: int, bf: bool = False):
+    return np.isnan(x) & (_quiet_bit(x, bits, bf) == 0)
+
+
+def isqnan(x, bits: int, bf: bool = False):
+    return np.isnan(x) & (_quiet_bit(x, bits, bf) == 1)
+
+
+def quiet(x, bits: int, bf: bool = False):
+    m = 7 if bf else MANT[bits]
+    raw = f2i(x, bits, bf)
+    return i2f(np.where(np.isnan(x), raw | U64(1 << (m - 1)), raw), bits, bf)
+
+
+def isdenorm(x, bits: int, bf: bool = False):
+    return (exponent(x, bits, bf) == 0) & (np.asarray(x) != 0)
+
+
+def is_even(x):
+    x = np.asarray(x, np.float64)
+    return np.isfinite(x) & (np.fmod(x, 2.0) == 0)
+
+
+def fract(x):
+    x = np.asarray(x)
+    return x - np.floor(x)
+
+
+def exp2(x):
+    x = np.asarray(x)
+    return np.exp2(x.astype(np.float64)).astype(x.dtype)
+
+
+def log2(x):
+    x = np.asarray(x)
+    return np.log2(x.astype(np.float64)).astype(x.dtype)
+
+
+def sin(x):
+    x = np.asarray(x)
+    return np.sin(x.astype(np.float64)).astype(x.dtype)
+
+
+def cos(x):
+    x = np.asarray(x)
+    return np.cos(x.astype(np.float64)).astype(x.dtype)
+
+
+def pow_(a, b):
+    a = np.asarray(a)
+    return np.power(a.astype(np.float64), np.asarray(b, np.float64)).astype(a.dtype)
+
+
+def norm(x, signed: bool):
+    """Float -> 16-bit normalized integer (round to nearest, clamped; NaN gives 0)."""
+    d = np.nan_to_num(np.asarray(x, np.float64), nan=0.0)
+    if signed:
+        v = np.rint(np.clip(d, -1.0, 1.0) * 32767.0).astype(np.int64)
+    else:
+        v = np.rint(np.clip(d, 0.0, 1.0) * 65535.0).astype(np.int64)
+    return v.view(U64) & U64(0xFFFF)
+
+
+# ---- arrays, memories, register files ---------------------------------------------------------------------------
+
+def aget(a: list, i):
+    if isinstance(i, int) or np.ndim(i) == 0 or np.size(i) == 1:
+        return a[uniform(i)]
+    i = arr(i)
+    vals = np.stack(np.broadcast_arrays(*[np.asarray(v) for v in a], i)[:-1])
+    return vals[np.minimum(i, U64(len(a) - 1)).astype(np.intp), np.arange(i.size)]
+
+
+def aset(a: list, i, v, m) -> None:
+    if isinstance(i, int) or np.ndim(i) == 0 or np.size(i) == 1:
+        k = uniform(i)
+        a[k] = v if m is True else sel(m, v, a[k])
+        return
+    for k in range(len(a)):
+        a[k] = sel(land(m, arr(i) == k), v, a[k])
+
+
+def _active(st: dict, m, lanes: int):
+    act = st.get("ACTIVE", True)
+    act = land(act, m)
+    if act is True:
+        return np.ones(lanes, bool)
+    return np.broadcast_to(np.asarray(act, bool), (lanes,))
+
+
+def load(st: dict, file: str, addr, bits: int, m, lanes: int):
+    act = _active(st, m, lanes)
+    addr = np.broadcast_to(arr(addr), (lanes,))
+    mem = st[file]
+    if bits <= 64:
+        return mem.load(addr, bits, act)
+    r = 0
+    for k in range(0, bits, 32):
+        r = r + (_wide(mem.load(addr + U64(k // 8), 32, act), 32, False) << k)
+    return r
+
+
+def store(st: dict, file: str, addr, v, bits: int, m, lanes: int) -> None:
+    act = _active(st, m, lanes)
+    addr = np.broadcast_to(arr(addr), (lanes,))
+    mem = st[file]
+    if bits <= 64:
+        mem.store(addr, bits, np.broadcast_to(arr(v), (lanes,)), act)
+        return
+    for k in range(0, bits, 32):
+        mem.store(addr + U64(k // 8), 32, np.broadcast_to(ext(v, k, 32), (lanes,)), act)
+
+
+def rget(st: dict, file: str, *idx):
+    regs = st[file]
+    idx = tuple(np.asarray(i).astype(np.intp) if not isinstance(i, int) else i for i in idx)
+    return np.asarray(regs[idx]).astype(U64)
+
+
+def rset(st: dict, file: str, idx: tuple, v, m, lanes: int) -> None:
+    regs = st[file]
+    per_lane = any(np.size(i) > 1 for i in idx) or np.size(v) > 1
+    if per_lane:
+        act = _active(st, m, lanes)
+        full = np.broadcast_arrays(*[np.asarray(i).astype(np.intp) for i in idx], arr(v),
+                                   np.empty(lanes))[:-1]
+        sel_ = act
+        regs[tuple(f[sel_] for f in full[:-1])] = full[-1][sel_]
+    elif m is True or any_(m):
+        regs[tuple(uniform(i) for i in idx)] = uniform(v)
+
+
+def setlane(mask_val, v, m, lanes: int) -> int:
+    """Wave mask with bit l set to v[l] for the lanes l in m."""
+    bits = np.broadcast_to(np.asarray(v, bool), (lanes,))
+    sel_ = np.ones(lanes, bool) if m is True else np.broadcast_to(np.asarray(m, bool), (lanes,))
+    old = int(mask_val)
+    on = int.from_bytes(np.packbits(bits & sel_, bitorder="little").tobytes(), "little")
+    touched = int.from_bytes(np.packbits(sel_, bitorder="little").tobytes(), "little")
+    return (old & ~touched) | on
+
+
+# ---- entry and exit ----------------------------------------------------------------------------------------------
+
+def inp(x, bits: int):
+    """A caller's value as the generated code holds it."""
+    if isinstance(x, int | np.integer):
+        return int(x) & _m(bits)
+    if isinstance(x, bool | np.bool_):
+        return int(x)
+    a = np.asarray(x)
+    if bits > 64:
+        if a.ndim == 2:  # (dwords, lanes)
+            return np.array([sum(int(a[k, j]) << (32 * k) for k in range(a.shape[0])) for j in range(a.shape[1])],
+                            dtype=object)
+        return a.astype(object)
+    return a.astype(U64) & U64(_m(bits)) if bits < 64 else a.astype(U64)
+
+
+def out_scalar(x, bits: int) -> int:
+    return int(np.asarray(x).flat[0]) & _m(bits) if not isinstance(x, int) else x & _m(bits)
+
+
+def out_lanes(x, bits: int, lanes: int):
+    if bits > 64:
+        v = np.broadcast_to(np.asarray(x, dtype=object), (lanes,))
+        return np.array([[(int(e) >> (32 * k)) & 0xFFFFFFFF for e in v] for k in range((bits + 31) // 32)], U64)
+    return np.broadcast_to(arr(x), (lanes,)).copy()
+
+
+_LANES: dict[int, np.ndarray] = {}
+
+
+def lane_ids(lanes: int) -> np.ndarray:
+    """laneId: 0 .. lanes-1 (uint64), shared read-only."""
+    a = _LANES.get(lanes)
+    if a is None:
+        a = _LANES[lanes] = np.arange(lanes, dtype=U64)
+        a.flags.writeable = False
+    return a
