@@ -4,6 +4,7 @@ import re
 import shutil
 import struct
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -258,3 +259,27 @@ def test_mutated_code_objects_raise_only_code_object_error(data):
             image = co.image(0x1000)
             for k in co.kernels.values():
                 assert len(k.code) == 0 or k.entry + len(k.code) <= len(image)
+
+
+CORPUS = sorted((Path(__file__).parent / "kernels" / "run").glob("*.cl"))
+
+
+@pytest.mark.parametrize("arch, opt", CONFIGS, ids=["-".join(c) for c in CONFIGS])
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_corpus_kernels_compile(path, arch, opt):
+    """Every execution-corpus source compiles for every family at -O0 and -O3 into the kernels it declares."""
+    src = path.read_text()
+    assert src.startswith("//"), f"{path.name} needs a header comment saying what it computes"
+    code = "\n".join(line for line in src.splitlines() if not line.endswith("\\"))  # macro bodies aside
+    names = re.findall(r"kernel\s+(?:__attribute__\(\(.*?\)\)\s+)?void\s+(\w+)", code)
+    names += re.findall(r"^ROUNDING\((\w+),", src, re.M)
+    co = CodeObject.parse(opencl.compile_cl(src, arch, opt))
+    assert names and sorted(co.kernels) == sorted(names)
+    header = "".join(line for line in src.splitlines(keepends=True) if line.startswith("//"))
+    for name in names:
+        assert re.search(rf"\b{name}\b", header), f"the header comment of {path.name} does not describe {name}"
+    if path.stem == "private_scratch":
+        k = co.kernels["spill"]
+        assert k.metadata[".vgpr_spill_count"] > 0 and k.private_segment_fixed_size > 0
+        assert k.descriptor.rsrc2.enable_private_segment
+        assert co.kernels["private_index"].private_segment_fixed_size > 0
