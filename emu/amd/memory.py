@@ -150,7 +150,7 @@ class VM:
         raise ValueError(f"unmap: no mapping starts at {va:#x}")
 
     def mapping(self, va: int) -> Mapping | None:
-        i = bisect.bisect_right([m.va for m in self._maps], va) - 1
+        i = bisect.bisect_right(self._vas, va) - 1
         return self._maps[i] if i >= 0 and va < self._maps[i].end else None
 
     @property
@@ -158,6 +158,7 @@ class VM:
         return tuple(self._maps)
 
     def _reindex(self) -> None:
+        self._vas = [m.va for m in self._maps]
         self._starts = np.array([m.va for m in self._maps], np.uint64)
         self._ends = np.array([m.end for m in self._maps], np.uint64)
         self._writable = np.array([m.writable for m in self._maps], bool)
@@ -175,16 +176,11 @@ class VM:
 
         `offsets` is [lanes, nbytes] host offsets into the mapping(s). Raises GPUFault naming every bad lane."""
         addr = np.asarray(addr, np.uint64).reshape(-1)
-        lanes = np.arange(addr.size) if active is None else np.flatnonzero(np.asarray(active, bool).reshape(-1))
+        lanes = _lanes(addr, active)
         a = addr[lanes]
         byte = a[:, None] + np.arange(nbytes, dtype=np.uint64)  # wraps at 2**64: the lane's first byte then faults
-        if a.size:  # fast path: all bytes in one mapping
-            lo, hi = int(a.min()), int(a.max()) + nbytes - 1
-            if hi < VA_LIMIT:
-                ends = self._find(np.array([lo, hi], np.uint64))
-                if ends[0] >= 0 and ends[0] == ends[1] and (self._writable[ends[0]] or not write):
-                    m = int(ends[0])
-                    return lanes, m, byte - np.uint64(self._maps[m].va)
+        if (m := self._one_mapping(a, nbytes, write)) is not None:
+            return lanes, m, byte - np.uint64(self._maps[m].va)
         which = self._find(byte.reshape(-1)).reshape(byte.shape)
         bad = (which < 0).any(axis=1)
         kind = "unmapped"
@@ -195,6 +191,31 @@ class VM:
             raise GPUFault(FaultRecord(kind, tuple(int(x) for x in a[bad]), tuple(int(x) for x in lanes[bad]),
                                        nbytes * 8, write))
         return lanes, which, byte - self._starts[which]
+
+    def _one_mapping(self, a: np.ndarray, nbytes: int, write: bool) -> int | None:
+        """Index of the mapping holding every byte of every access when one does (the common case), else None."""
+        if not a.size:
+            return None
+        lo, hi = int(a.min()), int(a.max()) + nbytes - 1
+        i = bisect.bisect_right(self._vas, lo) - 1
+        if i >= 0 and hi < self._maps[i].end and (self._maps[i].writable or not write):
+            return i
+        return None
+
+    def _aligned(self, addr, nbytes: int, active, write: bool):
+        """(lanes, mapping, element indices) when all active lanes hit one mapping at multiples of nbytes, else None:
+        then the access is one typed numpy gather/scatter."""
+        addr = np.asarray(addr, np.uint64).reshape(-1)
+        lanes = _lanes(addr, active)
+        a = addr[lanes]
+        i = self._one_mapping(a, nbytes, write)
+        if i is None:
+            return None
+        m = self._maps[i]
+        off = a - np.uint64(m.va)
+        if (off & np.uint64(nbytes - 1)).any():
+            return None
+        return lanes, m.buf.view(f"<u{nbytes}"), (off >> np.uint64(nbytes.bit_length() - 1)).astype(np.intp)
 
     def _segments(self, which, off):
         """(mapping, selector) pairs covering a translated access."""
@@ -225,13 +246,23 @@ class VM:
 
     def load(self, addr: np.ndarray, bits: int, active: np.ndarray | None = None) -> np.ndarray:
         """Little-endian loads of `bits` (8/16/32/64) per lane, zero-extended to uint64 (0 for inactive lanes)."""
-        raw = self.gather(addr, _nbytes(bits), active)
-        return raw.view(f"<u{raw.shape[1]}")[:, 0].astype(np.uint64)
+        n = _nbytes(bits)
+        if (fast := self._aligned(addr, n, active, write=False)) is not None:
+            lanes, mem, idx = fast
+            out = np.zeros(np.asarray(addr).size, np.uint64)
+            out[lanes] = mem[idx]
+            return out
+        raw = self.gather(addr, n, active)
+        return raw.view(f"<u{n}")[:, 0].astype(np.uint64)
 
     def store(self, addr: np.ndarray, bits: int, value: np.ndarray, active: np.ndarray | None = None) -> None:
         """Little-endian stores of the low `bits` (8/16/32/64) of each lane's value."""
         n = _nbytes(bits)
         v = np.ascontiguousarray(np.broadcast_to(np.asarray(value).astype("<u8"), np.asarray(addr).shape).ravel())
+        if (fast := self._aligned(addr, n, active, write=True)) is not None:
+            lanes, mem, idx = fast
+            mem[idx] = v[lanes].astype(f"<u{n}")
+            return
         self.scatter(addr, v.view(np.uint8).reshape(-1, 8)[:, :n], active)
 
     def atomic(self, addr: np.ndarray, bits: int, active: np.ndarray | None,
@@ -243,7 +274,7 @@ class VM:
         addr = np.asarray(addr, np.uint64).reshape(-1)
         self._translate(addr, _nbytes(bits), active, write=True)  # fault before anything changes
         old = np.zeros(addr.size, np.uint64)
-        todo = np.arange(addr.size) if active is None else np.flatnonzero(np.asarray(active, bool).reshape(-1))
+        todo = _lanes(addr, active)
         while todo.size:
             _, first = np.unique(addr[todo], return_index=True)  # first lane of each address this round
             now = todo[np.sort(first)]
@@ -286,6 +317,16 @@ class VM:
             else:
                 m.buf[o:o + k] = src[p:p + k]
         return out
+
+
+def _lanes(addr: np.ndarray, active: np.ndarray | None) -> np.ndarray:
+    """Indices of the active lanes (all lanes when active is None)."""
+    if active is None:
+        return np.arange(addr.size)
+    active = np.asarray(active, bool).reshape(-1)
+    if active.size != addr.size:
+        raise ValueError(f"{active.size} active flags for {addr.size} lane addresses")
+    return np.flatnonzero(active)
 
 
 def _nbytes(bits: int) -> int:
