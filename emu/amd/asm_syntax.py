@@ -15,7 +15,7 @@ OMOD = {1: "mul:2", 2: "mul:4", 3: "div:2"}
 
 def simm16(inst: Inst, kind: str) -> str:
     v = inst.fields["simm16"]
-    if kind in ("LABEL", "VERSION"):
+    if kind == "LABEL":
         return str(v)
     if inst.op.name in _DECIMAL and v <= 64:
         return str(v)
@@ -30,7 +30,7 @@ def simm16(inst: Inst, kind: str) -> str:
     return f"0x{v:x}"
 
 
-_DECIMAL = {"S_NOP", "S_SLEEP", "S_SETPRIO", "S_SETKILL", "S_SETHALT", "S_TRAP"}
+_DECIMAL = {"S_NOP", "S_SLEEP", "S_SETPRIO", "S_SETKILL", "S_SETHALT", "S_TRAP", "S_VERSION"}
 # waitcnt counter fields: name -> list of (lo, width) pieces of the counter value
 _WAITCNT = {
     "cdna": (("vmcnt", ((0, 4), (14, 2))), ("expcnt", ((4, 3),)), ("lgkmcnt", ((8, 4),))),
@@ -125,20 +125,31 @@ def dpp8(f: dict[str, int], src0: int) -> list[str]:
     return out
 
 
-_TH = {0: "", 1: "TH_NT", 2: "TH_HT", 3: "TH_BYPASS", 4: "TH_NT_RT", 5: "TH_RT_NT", 6: "TH_NT_HT", 7: "TH_RT_WB"}
-_TH_ATOMIC = {1: "TH_ATOMIC_RETURN", 2: "TH_ATOMIC_NT", 3: "TH_ATOMIC_NT_RETURN", 4: "TH_ATOMIC_CASCADE_RT",
-              6: "TH_ATOMIC_CASCADE_NT"}
+_TH = {1: "NT", 2: "HT", 4: "NT_RT", 5: "RT_NT", 6: "NT_HT", 7: "NT_WB"}
 _SCOPE = ("", "SCOPE_SE", "SCOPE_DEV", "SCOPE_SYS")
 
 
 def th_scope(inst: Inst) -> list[str]:
-    """RDNA4 temporal hint and scope of memory instructions."""
+    """RDNA4 temporal hint (named by access kind: load, store, atomic) and scope of memory instructions."""
     f = inst.fields
     th, scope = f.get("th", 0), f.get("scope", 0)
-    names = _TH_ATOMIC if "_ATOMIC" in inst.op.name else _TH
+    name = inst.op.name
     out = []
-    if th:
-        out.append(f"th:{names.get(th, th)}")
+    if th and "_ATOMIC" in name:
+        if th & 4:
+            t = f"CASCADE_{'NT' if th & 2 else 'RT'}" if scope >= 2 else f"0x{th:x}"
+        elif th & 2:
+            t = "NT_RETURN" if th & 1 else "NT"
+        else:
+            t = "RETURN"
+        out.append(f"th:TH_ATOMIC_{t}")
+    elif th:
+        store = "STORE" in name
+        if th == 7 and not store:
+            out.append("th:0x7")
+        else:
+            t = ("BYPASS" if scope == 3 else "RT_WB" if store else "LU") if th == 3 else _TH[th]
+            out.append(f"th:TH_{'STORE' if store else 'LOAD'}_{t}")
     if scope:
         out.append(f"scope:{_SCOPE[scope]}")
     return out
@@ -156,7 +167,7 @@ def buffer_format(inst: Inst) -> str:
         v = f["dfmt"] | f["nfmt"] << 4
     else:
         return ""
-    if v == 1:  # the default format is not printed
+    if v == 1 or not inst.op.name.startswith("TBUFFER"):  # the default format is not printed
         return ""
     name = names.BUFFER_FORMAT[inst.family].get(v)
     return f"format:[{name}]" if name else f"format:{v}"

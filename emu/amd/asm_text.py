@@ -37,7 +37,7 @@ def literal_text(v: int, bits: int = 32, fp: bool = False) -> str:
     sv = v - (1 << bits) if v >> (bits - 1) and bits <= 32 else v
     if -16 <= sv <= 64:
         return str(sv)
-    f = _float(v, bits if bits == 16 else 32)
+    f = _float(v, 32) if bits == 32 else None
     return f if f is not None else f"0x{v:x}"
 
 
@@ -124,6 +124,8 @@ def _generic(inst: Inst, d) -> str:
 
 def _sop(inst: Inst, d) -> str:
     ops = [_src(inst, d, n, False) for n in ("sdst", "ssrc0", "ssrc1")]
+    if inst.enc.endswith("LIT") and inst.op.value in _literal_ops(d, inst):  # s_fmamk/s_fmaak
+        ops.insert(3 if "FMAAK" in inst.op.name else 2, f"0x{inst.fields['literal']:x}")
     info = inst.op.operands.get("ssrc1")
     if info is not None and info.kind == "SIMM4":
         ops[2] = syn.gpr_idx(inst.fields["ssrc1"])
@@ -165,7 +167,7 @@ def _vop2(inst: Inst, d) -> str:
     if twin is not None and "sdst" in twin.operands:
         ops.append(vcc)
     src0 = _src(inst, d, "src0")
-    if inst.enc.endswith("LIT") and inst.op.value in _literal_ops(d, inst):
+    if inst.enc.endswith("LIT") and inst.op.value in _literal_ops(d, inst):  # v_fmamk/v_fmaak
         lit = f"0x{f['literal']:x}"
         if "MK" in inst.op.name:
             ops += [src0, lit, _src(inst, d, "vsrc1")]
@@ -381,11 +383,11 @@ def _buffer(inst: Inst, d) -> str:
         ops.append(_src(inst, d, "vdata", False))
     n = f["idxen"] + f["offen"]
     ops.append(reg("v", f["vaddr"], n) if n else "off")
-    ops.append(_src(inst, d, "srsrc" if "srsrc" in inst.operands else "rsrc", False))
+    ops.append(_src(inst, d, "srsrc", False) if "srsrc" in inst.operands else reg("s", f["rsrc"], 4))
     ops.append(_src(inst, d, "soffset", False))
     mods = [syn.buffer_format(inst)]
     mods += ["idxen" if f["idxen"] else "", "offen" if f["offen"] else ""]
-    off = f.get("offset", f.get("ioffset", 0))
+    off = f["offset"] if "offset" in f else f["ioffset"] - (f["ioffset"] >> 23 << 24)
     mods.append(f"offset:{off}" if off else "")
     mods += _cache(inst)
     mods += ["lds" if f.get("lds") else "", "tfe" if f.get("tfe") else ""]
@@ -412,3 +414,56 @@ def _ldsdir(inst: Inst, d) -> str:
 
 _RENDER.update({"EXP": _exp, "VEXPORT": _exp, "MUBUF": _buffer, "MTBUF": _buffer, "VBUFFER": _buffer, "LDSDIR": _ldsdir,
                 "VDSDIR": _ldsdir})
+
+
+_DIMS = ("1D", "2D", "3D", "CUBE", "1D_ARRAY", "2D_ARRAY", "2D_MSAA", "2D_MSAA_ARRAY")
+_DIM_COORDS = (1, 2, 3, 3, 2, 3, 3, 4)
+_DIM_GRADIENTS = (2, 4, 6, 4, 2, 4, 4, 4)
+_VREG_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16)
+
+
+def image_address_words(name: str, dim: int, a16: bool) -> int:
+    """Address dwords of an image opcode, from the addressing parts its name lists (_C compare, _O offset,
+    _B bias, _D/_CD derivatives, _L/_CL/_MIP lod or clamp, _G16 16-bit derivatives) and the dimension."""
+    parts = set(name.split("_")[2:])
+    if "RESINFO" in parts:
+        return 1
+    extra = len(parts & {"O", "B", "C"})
+    comps = _DIM_COORDS[dim] + (1 if parts & {"L", "CL", "MIP"} else 0)
+    words = extra + ((comps + 1) // 2 if a16 else comps)
+    if parts & {"D", "CD"}:
+        g = _DIM_GRADIENTS[dim]
+        words += (g // 2 + 1) // 2 * 2 if "G16" in parts else g
+    return words
+
+
+def _mimg(inst: Inst, d) -> str:
+    f = inst.fields
+    name = inst.op.name
+    dmask = f.get("dmask", 0)
+    n = 4 if "GATHER4" in name else max(1, bin(dmask).count("1"))
+    if f.get("d16"):
+        n = (n + 1) // 2
+    n += 1 if f.get("tfe") else 0
+    if n == 3 and "GATHER4" in name:  # LLVM has no 3-dword gather4 variant (d16 + tfe) and keeps 4
+        n = 4
+    ops = [reg("v", f["vdata"], n)]
+    words = image_address_words(name, f["dim"], bool(f.get("a16")))
+    if "vaddr1" in f:
+        k = min(words, 5)
+        addrs = [reg("v", f["vaddr"] if i == 0 else f[f"vaddr{i}"], 1 if i < k - 1 else words - k + 1) for i in range(k)]
+        ops.append(f"[{', '.join(addrs)}]")
+        name_sep = "  "
+    else:
+        ops.append(reg("v", f["vaddr"], next(s for s in _VREG_SIZES if s >= words)))
+        name_sep = " "
+    ops.append(_src(inst, d, "srsrc", False))
+    if "ssamp" in inst.op.operands:
+        ops.append(_src(inst, d, "ssamp", False))
+    mods = [f"dmask:0x{dmask:x}" if dmask else "", f"dim:SQ_RSRC_IMG_{_DIMS[f['dim']]}",
+            "unorm" if f.get("unrm") else ""] + _cache(inst)
+    mods += [m for m in ("r128", "a16", "tfe", "lwe", "d16") if f.get(m)]
+    return _join(inst.name, ops, mods).replace(" ", name_sep, 1)
+
+
+_RENDER.update({"MIMG": _mimg})

@@ -141,11 +141,14 @@ class Decoder:
         if form is None:
             return self._invalid(code[off:off + 4], pc)
         enc = self._variant(g, form, word, opv)
-        if enc.size > avail:
+        size = enc.size + (4 if enc.base == "MIMG" and word & 1 else 0)  # RDNA3 MIMG NSA: vaddr1..4 in dword 2
+        if size > avail:
             return self._invalid(code[off:off + 4], pc)
-        raw = code[off:off + enc.size]
+        raw = code[off:off + size]
         word = int.from_bytes(raw, "little")
         fields = {f.name: f.get(word) for f in enc.fields}
+        if size > enc.size:
+            fields.update({f"vaddr{i}": (word >> (56 + 8 * i)) & 0xFF for i in range(1, 5)})
         space = enc.space or enc.base  # VOPD: the X opcode stands for the pair
         if opv is None and "opx" in fields:
             opv = fields["opx"]
@@ -153,7 +156,7 @@ class Decoder:
         if op is None or (enc.base == "VOPD" and self.isa.op(space, fields["opy"]) is None):
             return self._invalid(raw[:4], pc)
         ops = operands(self, enc, op, fields)
-        return Inst(pc, enc.size, bytes(raw), enc.name, enc.base, op, mnemonic(self, enc, op, fields), fields, ops,
+        return Inst(pc, size, bytes(raw), enc.name, enc.base, op, mnemonic(self, enc, op, fields), fields, ops,
                     self.family, fields.get("literal"))
 
     def _variant(self, g: _Group, form: Encoding, word: int, opv: int | None) -> Encoding:

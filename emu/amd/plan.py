@@ -15,10 +15,11 @@ import numpy as np
 from emu.amd import isa
 from emu.amd.lanes import dpp8, dpp16, dpp_write_mask, sdwa_extract, sdwa_place
 from emu.amd.memory import FaultRecord, GPUFault
-from emu.amd.memspace import Buffer
+from emu.amd.memspace import Buffer, HighBits
 from emu.amd.operands import (
     OperandError,
     is_float,
+    lanes_to_mask,
     m0_null,
     modifier,
     scalar_reader,
@@ -132,11 +133,10 @@ class Planner:
 
     # -- common pieces -----------------------------------------------------------------------------------------
     def _width(self, sem, name: str, op: isa.Op, fld: str | None, default: int = 32) -> int:
-        b = sem.widths.get(name) if hasattr(sem, "widths") else None
-        if b:
-            return b
+        """Bits of an operand: the wider of the pcode's typing (S0[5:0] reads 6) and the operand table's."""
+        b = sem.widths.get(name, 0)
         o = op.operands.get(fld) if fld else None
-        return o.bits if o is not None else default
+        return max(b, o.bits if o is not None else 0) or default
 
     @staticmethod
     def _fmt(op: isa.Op, fld: str | None) -> str:
@@ -148,7 +148,7 @@ class Planner:
 
     def _mask_writer(self, code: int) -> Callable:
         wr = scalar_writer(code, self.mask_bits, self.fam)
-        return lambda w, v: wr(w, int(v) & w.exec)
+        return lambda w, v: wr(w, _mask(v) & w.exec)
 
     def _common_reads(self, n: str, inst) -> Callable | None:
         """Readers of state names every encoding may use."""
@@ -217,6 +217,8 @@ class Planner:
         nxt = inst.pc + inst.size
         lanes = self.lanes
         branch = "PC" in sem.writes
+        # the program counter is 48 bits; pcode that types PC narrower keeps the instruction's upper bits
+        pc_keep = ~((1 << sem.widths.get("PC", 64)) - 1) & inst.pc
 
         def step(w):
             out = sem({n: r(w) for n, r in reads}, lanes)
@@ -225,7 +227,7 @@ class Planner:
                 if v is not None:
                     wr(w, v)
             pc = out.get("PC") if branch else None
-            w.pc = nxt if pc is None else int(pc) & 0xFFFFFFFFFFFF
+            w.pc = nxt if pc is None else (int(pc) | pc_keep) & 0xFFFFFFFFFFFF
             return 0
         return step
 
@@ -372,8 +374,11 @@ class Planner:
                 idx = dpp8([f[f"lane_sel_{k}"] for k in range(8)], self.lanes)
                 r = _dpp8_fetch(r, idx, inst.fields.get("src0", 0) == 234)
             reads.append((n, r))
+        mask_code = 106 if base == "VOPC" and not (sdwa and f.get("sd")) else f.get("sdst" if sdwa else "vdst")
         for n in sorted(sem.reads - {"S0", "S1", "S2"}):
-            if n == "D0":
+            if n == "D0" and scalar_dst:
+                reads.append((n, self._mask_reader(mask_code)))
+            elif n == "D0":
                 hi = bool(opsel >> 3 & 1) if vop3 and not cdna else False
                 reg = f["vdst"]
                 if dst_bits <= 16 and not vop3 and not cdna and reg >= 128:
@@ -394,9 +399,7 @@ class Planner:
         for n in sorted(sem.writes):
             if n == "D0":
                 if scalar_dst:
-                    code = 106 if base == "VOPC" and not sdwa else f["vdst"]
-                    if sdwa and f.get("sd"):
-                        code = f["sdst"]
+                    code = mask_code
                     if dst_fmt == _MASK_FMT or base == "VOPC" or "CMP" in op.name:
                         mw = self._mask_writer(code)
                         writes.append((n, lambda w, v, act, mw=mw: mw(w, v)))
@@ -417,9 +420,9 @@ class Planner:
                 mw = self._mask_writer(f["sdst"])
                 writes.append((n, lambda w, v, act, mw=mw: mw(w, v)))
             elif n == "VCC":
-                writes.append((n, lambda w, v, act: setattr(w, "vcc", int(v) & w.exec)))
+                writes.append((n, lambda w, v, act: setattr(w, "vcc", _mask(v) & w.exec)))
             elif n == "EXEC":
-                writes.append((n, lambda w, v, act: w.set_exec(int(v) & w.exec)))
+                writes.append((n, lambda w, v, act: w.set_exec(_mask(v) & w.exec)))
             else:
                 sw = self._state_writer(n)
                 if sw is None:
@@ -536,7 +539,8 @@ class Planner:
             vr = vgpr_reader(vaddr, 64)
             addr = lambda w: vr(w) + U64(off & 0xFFFFFFFFFFFFFFFF)  # noqa: E731
             space = (lambda w: w.flat) if base == "FLAT" else (lambda w: w.vm)
-        reads = [("MEM", space), ("ADDR", addr)]
+        narrow = base != "SCRATCH" and sem.widths.get("ADDR", 64) < 64
+        reads = []
         for n in sorted(sem.reads - {"MEM", "ADDR"}):
             if n in ("DATA", "VDATA") and "vdst" in op.operands and n == "VDATA":
                 reads.append((n, _wide_reader(f["vdst"], self._width(sem, n, op, "vdst"))))
@@ -552,7 +556,10 @@ class Planner:
         names = ("VDATA",) + (("RETURN_DATA",) if returns else ())
         writes = [x for x in self._vmem_writes(sem, op, f["vdst"], names + ("RETURN_DATA",))
                   if x[0] != "RETURN_DATA" or returns]
-        return _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
+        step = _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
+        if narrow:  # pcode typing ADDR narrower than 64 bits: supply the upper address bits through the space
+            return lambda w: step(w, {"ADDR": (a := addr(w)), "MEM": HighBits(space(w), a)})
+        return lambda w: step(w, {"ADDR": addr(w), "MEM": space(w)})
 
     def _returns(self, op, f) -> bool:
         """Whether an atomic returns the pre-op value (glc / sc0 / th bit 0)."""
@@ -600,7 +607,7 @@ class Planner:
                 reads.append((n, r))
         returns = self._returns(op, f) or "STORE" not in op.name and "ATOMIC" not in op.name
         writes = [x for x in self._vmem_writes(sem, op, vdata, ("VDATA", "RETURN_DATA")) if returns]
-        inner = _mem_step(sem, reads[1:], writes, inst.pc + inst.size, self.lanes, extra=True)
+        inner = _mem_step(sem, reads[1:], writes, inst.pc + inst.size, self.lanes)
 
         def step(w):
             a, ok = addr_range(w)
@@ -622,6 +629,11 @@ def _dpp8_fetch(r: Callable, idx: np.ndarray, fi: bool) -> Callable:
 
 def _sdwa_writer(vw: Callable, rd: Callable, sel: int, unused: int) -> Callable:
     return lambda w, v, act: vw(w, sdwa_place(v, rd(w), sel, unused), act)
+
+
+def _mask(v) -> int:
+    """A wave mask from a mask int or from per-lane values (lane i's bit set where nonzero)."""
+    return lanes_to_mask(v != 0) if isinstance(v, np.ndarray) else int(v)
 
 
 def _as_int(v) -> int:
@@ -678,7 +690,7 @@ def _valu_step(sem, reads, writes, wmask, post, nxt: int, lanes: int) -> Callabl
     return step
 
 
-def _mem_step(sem, reads, writes, nxt: int, lanes: int, extra: bool = False) -> Callable:
+def _mem_step(sem, reads, writes, nxt: int, lanes: int) -> Callable:
     def step(w, more=None):
         st = {n: r(w) for n, r in reads}
         if more:

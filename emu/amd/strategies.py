@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import re
+import struct
 from dataclasses import dataclass
 
 from hypothesis import strategies as st
@@ -29,7 +30,8 @@ from emu.amd import isa
 
 LITERAL = 255  # source-field value that selects the 32-bit literal after the instruction
 VGPR_BASE = 256  # 9-bit source fields: 256 + n selects vN
-INLINE = (*range(128, 209), *range(240, 249))  # integers 0..64, -1..-16, float constants 0.5 .. 1/(2*pi)
+INLINE_INT = tuple(range(128, 209))  # inline integers 0..64, -1..-16
+INLINE = (*INLINE_INT, *range(240, 249))  # and the float constants 0.5 .. 1/(2*pi)
 DPP16, DPP8, DPP8_FI, SDWA = 250, 233, 234, 249  # src0 values that announce the DPP / SDWA dword
 
 
@@ -69,7 +71,9 @@ _LLVM_LACKS = (
      "CDNA4 (gfx950) additions: the vendor table is CDNA4's"),
     (r"gfx942", r".*", r"V_MAD_MIX\w*", "gfx940 has V_FMA_MIX, not V_MAD_MIX"),
     (r"gfx9\d+", r".*", r"V_MFMA_F32_\w+_XF32", "the table lists no operands for it"),
-    (r"gfx9\d+", r"VOP[12]_SDWA\w*", r"V_ACCVGPR_MOV_B32|V_DOT\w+|V_MAC_F16|V_FMAC_F32|V_PK_FMAC_F16", "no SDWA form"),
+    (r"gfx9\d+", r"VOP3", r"V_ACCVGPR_MOV_B32", "LLVM 19 decodes only its VOP1 form"),
+    (r"gfx9\d+", r"VOP[12]_SDWA\w*", r"V_ACCVGPR_MOV_B32|V_DOT\w+|V_MAC_F16|V_FMAC_F32|V_PK_FMAC_F16|V_SWAP_B32", "no SDWA form"),
+    (r"gfx9\d+", r"VOP1_SDWA", r"V_CVT_F32_(FP8|BF8)", "LLVM 19 rejects most of their SDWA encodings"),
     (r".*", r"V?FLAT", r"GLOBAL_\w+", "GLOBAL opcodes the table also lists under FLAT"),
     (r"gfx11\d\d", r"GLOBAL|SCRATCH", r"\w+_LOAD_LDS_\w+", "LDS-DMA loads are not in LLVM 19 for gfx11"),
     (r"gfx11\d\d", r"VOPD(_LIT)?", r"V_DUAL_DOT2ACC_F32_BF16", "not in LLVM 19's gfx11 VOPD table"),
@@ -111,6 +115,20 @@ _DATA = ("sdata", "vdata", "data", "data0", "vdst", "vsrc")
 # Modifier / control fields whose every value is valid.
 _FREE_BITS = re.compile(r"offset\d?|ioffset|lane_sel_\d|row_mask|bank_mask|bc|fi|"
                         r"done|en|attr|attr_chan|wait_vdst|wait_va_vdst|wait_vm_vsrc|waitexp")
+
+
+def _inline_patterns() -> frozenset[int]:
+    """32-bit literal values LLVM would re-encode as inline constants (integers, f32/f16/bf16/f64-high floats)."""
+    ints = {*range(65), *range(2**32 - 16, 2**32)}
+    floats = [0.5, 1.0, 2.0, 4.0]
+    f32 = {struct.unpack("<I", struct.pack("<f", s * x))[0] for x in floats for s in (1, -1)} | {0x3E22F983}
+    f16 = {struct.unpack("<H", struct.pack("<e", s * x))[0] for x in floats for s in (1, -1)} | {0x3118}
+    bf16 = {x >> 16 for x in f32}
+    f64 = {struct.unpack("<Q", struct.pack("<d", s * x))[0] >> 32 for x in floats for s in (1, -1)}
+    return frozenset(ints | f32 | f16 | bf16 | f64)
+
+
+_LITERALS = st.integers(0, 2**32 - 1).filter(lambda x, inl=_inline_patterns(): x not in inl)
 
 
 def _width(bits: int) -> int:
@@ -156,6 +174,8 @@ class _Gen:
 
     def source(self, draw, operand: isa.Operand, field: isa.Field, literal: bool) -> int:
         """A value for a register/source field that the operand kind accepts."""
+        if operand.kind == "EXEC":
+            return self.regs.exec
         accepts = _ACCEPTS.get(operand.kind, "")
         n = _width(operand.bits)
         limit = 128 if self.short and operand.bits == 16 else 256
@@ -169,8 +189,8 @@ class _Gen:
         k = draw(st.sampled_from(kinds))
         if k == "v":
             return VGPR_BASE + self.vgpr(draw, n, limit)
-        if k == "i":
-            return draw(st.sampled_from(INLINE))
+        if k == "i":  # LLVM prints float constants for 16-bit integer operands as literals
+            return draw(st.sampled_from(INLINE_INT if re.search(r"[IU]16", operand.fmt) else INLINE))
         if k == "l":
             return LITERAL
         return self.scalar(draw, n, accepts)
@@ -190,7 +210,7 @@ class _Gen:
             elif f.name in ops:
                 v[f.name] = ops[f.name].value
             elif f.name == "literal":
-                v[f.name] = draw(st.integers(0, 2**32 - 1))
+                v[f.name] = draw(_LITERALS)
             else:
                 op, operand = self.operand(ops, f.name)
                 v[f.name] = self.field(draw, op, operand, f, lit)
@@ -213,9 +233,9 @@ class _Gen:
 
     def field(self, draw, op: isa.Op | None, operand: isa.Operand | None, f: isa.Field, lit: bool) -> int:
         if op is not None and not op.operands:
-            return f.value or 0
-        if operand is not None and operand.kind.startswith("SIMM"):  # an immediate in a register field
-            return draw(st.integers(0, (1 << min(f.width, int(operand.kind[4:]))) - 1))
+            return 0
+        if operand is not None and operand.kind.startswith("SIMM"):  # an immediate in a register field;
+            return draw(st.integers(0, 31))  # LLVM 19 decodes 5 bits of it on RDNA4 (SIMM8 of S_ATC_PROBE)
         if self.dpp and f.name in ("src1", "src2") and operand is not None and operand.fmt != "NUM_M64":  # DPP: VGPRs
             return VGPR_BASE + self.vgpr(draw, _width(operand.bits))
         if f.name == "saddr":
@@ -241,6 +261,8 @@ class _Gen:
         if _CACHE_BITS.fullmatch(f.name):
             data = op is not None and any(not o.kind.startswith("SIMM") for n, o in op.operands.items() if n in _DATA)
             return draw(st.integers(0, (1 << f.width) - 1)) if data else 0
+        if f.name.startswith("attr") and (op is None or "attr" not in op.operands):
+            return 0
         if _FREE_BITS.fullmatch(f.name):
             return draw(st.integers(0, (1 << f.width) - 1))
         return f.value or 0
@@ -263,6 +285,23 @@ class _Gen:
             v["src0"] = DPP8
         elif variant.startswith("SDWA"):
             v["src0"] = SDWA
+        if v.get("offen") == v.get("idxen") == 0:  # buffer access without VGPR offset or index
+            v["vaddr"] = 0
+        if self.e.enc.base in ("SCRATCH", "VSCRATCH"):  # the VGPR address is used only with sve
+            v["sve"] = draw(st.integers(0, 1))
+            v["addr" if "addr" in v else "vaddr"] *= v["sve"]
+        op = ops.get("op")
+        ret = next((n for n in ("glc", "sc0", "th") if n in v), None)
+        if op is not None and "_ATOMIC_" in op.name and "vdst" in op.operands and ret and not v[ret] & 1:
+            v["vdst"] = 0  # an atomic without return (GLC / SC0 / TH_ATOMIC_RETURN clear) writes no VGPR
+        if op is not None and "_LOAD_LDS_" in op.name and "vdst" in v:
+            v["vdst"] = 0  # loads into LDS write no VGPR, though the table lists one
+        if "imm" in v and op is not None and op.operands:  # GFX9 SMEM: offset is an immediate or an SGPR number
+            v["imm"] = draw(st.integers(0, 1))
+            if not v["imm"]:
+                v["offset"] = self.sgpr(draw, 1)
+        if v.get("soffset_en") == 0:
+            v["soffset"] = 0
         if lit and not any(op.name in self.e.literal_only for op in ops.values()):
             fields = self.literal_fields(ops)
             if not any(v[f] == LITERAL for f in fields):

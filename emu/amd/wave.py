@@ -10,6 +10,8 @@ Faults raised while a step runs are completed with the wave's identity, PC, inst
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from emu.amd import isa
@@ -74,9 +76,24 @@ class Program:
         return i
 
     def build(self, pc: int):
-        s = self.planner.plan(self.inst(pc))
+        inst = self.inst(pc)
+        s = self.planner.plan(inst)
+        if TRACE:
+            s = _traced(s, inst)
         self.steps[pc] = s
         return s
+
+
+TRACE = bool(os.environ.get("HWEMU_TRACE"))  # print every executed instruction and the registers it left
+
+
+def _traced(step, inst):
+    def run_traced(w):
+        r = step(w)
+        print(f"w{w.wave_id} {inst.pc:#x} {inst}  exec={w.exec:#x} vcc={w.vcc:#x} scc={w.scc} "
+              f"s0..15={[hex(x) for x in w.sgpr[:16]]} v={w.vgpr[:14, :2].T.tolist()}")
+        return r
+    return run_traced
 
 
 def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
