@@ -72,7 +72,8 @@ _LLVM_LACKS = (
     (r"gfx942", r".*", r"V_MAD_MIX\w*", "gfx940 has V_FMA_MIX, not V_MAD_MIX"),
     (r"gfx9\d+", r".*", r"V_MFMA_F32_\w+_XF32", "the table lists no operands for it"),
     (r"gfx9\d+", r"VOP3", r"V_ACCVGPR_MOV_B32", "LLVM 19 decodes only its VOP1 form"),
-    (r"gfx9\d+", r"VOP[12]_SDWA\w*", r"V_ACCVGPR_MOV_B32|V_DOT\w+|V_MAC_F16|V_FMAC_F32|V_PK_FMAC_F16|V_SWAP_B32", "no SDWA form"),
+    (r"gfx9\d+", r"VOP[12]_SDWA\w*", r"V_ACCVGPR_MOV_B32|V_DOT\w+|V_MAC_F16|V_FMAC_F32|V_PK_FMAC_F16|V_SWAP_B32",
+     "no SDWA form"),
     (r"gfx9\d+", r"VOP1_SDWA", r"V_CVT_F32_(FP8|BF8)", "LLVM 19 rejects most of their SDWA encodings"),
     (r".*", r"V?FLAT", r"GLOBAL_\w+", "GLOBAL opcodes the table also lists under FLAT"),
     (r"gfx11\d\d", r"GLOBAL|SCRATCH", r"\w+_LOAD_LDS_\w+", "LDS-DMA loads are not in LLVM 19 for gfx11"),
@@ -128,7 +129,8 @@ def _inline_patterns() -> frozenset[int]:
     return frozenset(ints | f32 | f16 | bf16 | f64)
 
 
-_LITERALS = st.integers(0, 2**32 - 1).filter(lambda x, inl=_inline_patterns(): x not in inl)
+_INLINE_PATTERNS = _inline_patterns()
+_LITERALS = st.integers(0, 2**32 - 1).filter(lambda x: x not in _INLINE_PATTERNS)
 
 
 def _width(bits: int) -> int:
@@ -232,8 +234,8 @@ class _Gen:
         return op, o.get(name) or o.get(alias.get(name, ""))
 
     def field(self, draw, op: isa.Op | None, operand: isa.Operand | None, f: isa.Field, lit: bool) -> int:
-        if op is not None and not op.operands:
-            return 0
+        if op is not None and not op.operands:  # e.g. S_DCACHE_INV, GLOBAL_WB
+            return self.regs.saddr_none if f.name == "saddr" else 0
         if operand is not None and operand.kind.startswith("SIMM"):  # an immediate in a register field;
             return draw(st.integers(0, 31))  # LLVM 19 decodes 5 bits of it on RDNA4 (SIMM8 of S_ATC_PROBE)
         if self.dpp and f.name in ("src1", "src2") and operand is not None and operand.fmt != "NUM_M64":  # DPP: VGPRs
