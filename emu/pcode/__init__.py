@@ -100,12 +100,12 @@ class Semantics:
 def pcode_of(arch: str, space: str, name: str) -> tuple[str | None, str | None]:
     """(pcode text after fixups, fixup reason or None) of an instruction."""
     fam = _isa.family(arch)
-    fx = fixup(fam, name)
-    if fx is not None:
-        return fx.pcode, fx.reason
     op = _isa.load(fam).by_name.get((space, name))
     if op is None:
         raise Unsupported(f"{fam} has no instruction {space} {name}")
+    fx = fixup(fam, name)
+    if fx is not None:
+        return fx.apply(op.pcode), fx.reason
     return op.pcode, None
 
 

@@ -1,21 +1,68 @@
 """The one table of corrections: instructions whose vendor pcode is absent, prose, or wrong.
 
-Each entry maps an instruction name (optionally per family) to `Fixup(pcode, reason)`: `pcode` replaces the
-vendor text (None: the instruction is unsupported, `reason` says why). Keep it small.
+`FIXUPS[name]` (or `FAMILY_FIXUPS[(family, name)]`, which wins) is a `Fixup(pcode, reason)`: `pcode` is the
+replacement text, or a function of the vendor text returning it (for a local edit), or None when the
+instruction stays unsupported, `reason` saying why. Keep it small.
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class Fixup:
-    pcode: str | None
+    pcode: str | Callable[[str], str] | None
     reason: str
 
+    def apply(self, text: str | None) -> str | None:
+        if callable(self.pcode):
+            return self.pcode(text or "")
+        return self.pcode
 
-FIXUPS: dict[str, Fixup] = {}
-FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {}  # (family, name) -> Fixup, wins over FIXUPS
+
+_TIMING = "scheduling or cache hint only; the emulator executes in order with coherent memory, so no state changes"
+_NOP = Fixup("nop()", _TIMING)
+
+
+def _div_scale(text: str) -> str:
+    # VCC is written per lane (the vendor text assigns the whole mask inside per-lane conditions), and a lane
+    # that needs no scaling returns S0 unchanged (the text leaves D0 unassigned there).
+    ty = "f64" if "f64" in text.split("\n", 2)[1] else "f32"
+    text = re.sub(r"\bVCC = 0x([01])LL", r"VCC.u64[laneId] = 1'\1U", text)
+    return f"D0.{ty} = S0.{ty};\n" + text
+
+
+def _fma_mix(text: str) -> str:
+    # the text's S[] array stands for the three sources but is never filled
+    return text.replace("declare S : 32'B[3];", "declare S : 32'B[3];\nS[0] = S0.b32;\nS[1] = S1.b32;\nS[2] = S2.b32;")
+
+
+def _cvt_pk_16(kind: str) -> Fixup:
+    return Fixup(f"declare tmp : 32'B;\ntmp[31 : 16] = 16'B(f32_to_{kind}16(S1.f32));\n"
+                 f"tmp[15 : 0] = 16'B(f32_to_{kind}16(S0.f32));\nD0 = tmp.b32",
+                 f"calls v_cvt_{kind}16_f32, an instruction this family does not have; same conversion inlined")
+
+
+FIXUPS: dict[str, Fixup] = {
+    **{n: _NOP for n in ("S_WAITCNT", "S_WAITCNT_VSCNT", "S_WAITCNT_VMCNT", "S_WAITCNT_EXPCNT", "S_WAITCNT_LGKMCNT",
+                         "S_SLEEP", "S_DELAY_ALU", "S_CODE_END", "S_SETPRIO", "S_PREFETCH_INST",
+                         "S_PREFETCH_INST_PC_REL", "S_PREFETCH_DATA", "S_BUFFER_PREFETCH_DATA",
+                         "S_PREFETCH_DATA_PC_REL")},
+    "V_DIV_SCALE_F32": Fixup(_div_scale, "VCC assigned as a whole inside per-lane conditions; D0 unassigned when "
+                                         "no scaling is needed (hardware returns S0)"),
+    "V_DIV_SCALE_F64": Fixup(_div_scale, "VCC assigned as a whole inside per-lane conditions; D0 unassigned when "
+                                         "no scaling is needed (hardware returns S0)"),
+    "V_FMA_MIXLO_F16": Fixup(_fma_mix, "array S[] of the three sources is read but never filled"),
+    "V_FMA_MIXHI_F16": Fixup(_fma_mix, "array S[] of the three sources is read but never filled"),
+    "V_FMA_MIX_F32": Fixup(_fma_mix, "array S[] of the three sources is read but never filled"),
+    "V_CVT_PK_I16_F32": _cvt_pk_16("i"),
+    "V_CVT_PK_U16_F32": _cvt_pk_16("u"),
+    "V_CVT_OFF_F32_I4": Fixup("D0.f32 = i32_to_f32(signext_from_bit(S0.u32[3 : 0].i32, 4U)) * 0.0625F",
+                              "its table CVT_OFF_TABLE is given in prose: entry i is the 4-bit signed i / 16"),
+}
+FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {}
 
 
 def fixup(family: str, name: str) -> Fixup | None:

@@ -36,8 +36,8 @@ ADDR_FUNCS = ("CalcDsAddr", "CalcGlobalAddr", "CalcFlatAddr", "CalcScratchAddr",
 FCONST = {"PI": math.pi, "INF": math.inf, "NAN": math.nan}
 ICONST = {"TRUE": (1, BOOL), "FALSE": (0, BOOL), "ROUND_NEAREST_EVEN": (0, U32), "ROUND_TOWARD_ZERO": (3, U32)}
 MODE_FIELDS = {"IEEE": (9, 1), "DX10_CLAMP": (8, 1)}  # WAVE_MODE.<field>: bit offset, width in MODE
-# float constants given by name and type: OVERFLOW = largest finite, UNDERFLOW = smallest denormal
-_NAMED_FLOAT = {"OVERFLOW": lambda t: _fmax(t), "UNDERFLOW": lambda t: _fmin(t), "MAX_FLOAT": lambda t: _fmax(t)}
+# float constants named with their type: OVERFLOW / MAX_FLOAT = largest finite, UNDERFLOW = smallest denormal
+_NAMED_FLOAT = re.compile(r"^(OVERFLOW|UNDERFLOW|MAX_FLOAT)_F(16|32|64)$")
 
 
 def _fmax(t: Ty) -> float:
@@ -79,11 +79,15 @@ class Lowerer:
         self.file_writes: set[str] = set()
         self.lambda_result: list[str] = []
         self.locals: set[str] = set(LOCAL_NAMES)
+        self.arrays_set: set[str] = set()
+        self.arrays_read: set[str] = set()
 
     # ---- entry ------------------------------------------------------------------------------------------------
     def run(self, tree: tuple) -> Func:
         self.prescan(tree)
         body = self.block(tree)
+        if unset := self.arrays_read - self.arrays_set:
+            raise Unsupported(f"array {', '.join(sorted(unset))} is read but never assigned")
         f = self.f
         f.body = body
         f.masks = frozenset(self.masks)
@@ -218,6 +222,10 @@ class Lowerer:
                     return self.set_var(var, convert_bits(bits, vty))
                 return self.set_bits(var, Const(0, U32), t.bits, bits)
             return self.assign(inner, bits)
+        if isinstance(target, S.Field) and isinstance(target.x, S.Name) and target.x.id.isupper():
+            target = S.Name(f"{target.x.id}.{target.name}")  # a named field of a state register
+        if isinstance(target, S.Concat):
+            return self.assign_concat(target.parts, v)
         if isinstance(target, S.Name):
             var, vty = self.target_var(target.id, v.ty)
             if self.is_state(target.id) and v.ty.is_float:
@@ -235,6 +243,12 @@ class Lowerer:
             return self.set_bits(var, lo, width, convert_bits(bitcast_to_int(v), uint(width)))
         if isinstance(target, S.Index):
             if isinstance(target.x, S.Name) and target.x.id in MEMORIES:
+                if isinstance(v, Op) and v.op == "fmt_encode":  # MEM[..] = ConvertToFormat(x)
+                    self.files.update(("MEM", "FORMAT"))
+                    self.file_writes.add("MEM")
+                    addr = convert(self.expr(target.i), U64)
+                    self.out.append(Store("FORMAT", (addr,), v.args[0], _channel(target.i)))
+                    return None
                 return self.store_mem(target.x.id, target.i, v, 32)
             if self.regfile(target):
                 return self.store_reg(target, v, 32)
@@ -243,16 +257,34 @@ class Lowerer:
                 raise Unsupported(f"indexed assignment to {_show(target.x)}")
             if base.id in self.masks and self.f.vector and _is_lane(target.i):
                 self.target_var(base.id, U64)
-                self.note_partial(base.id)
+                if self.depth:  # lanes not assigned keep their bit
+                    self.note_partial(base.id)
+                else:  # every lane assigned: a full write
+                    self.written.add(base.id)
                 self.out.append(SetLaneBit(base.id, to_bool(v)))
                 return
             var = self.lookup_var(base.id)
             if var in self.f.arrays:
+                self.arrays_set.add(var)
                 self.out.append(Assign(var, convert(v, self.f.vars[var]), index=self.expr(target.i)))
                 return
             var, _ = self.target_var(base.id, U32)
             return self.set_bits(var, self.expr(target.i), 1, convert_bits(bitcast_to_int(v), uint(1)))
         raise Unsupported(f"assignment to {_show(target)}")
+
+    def assign_concat(self, parts: tuple, v: Expr) -> None:
+        """{ hi, ..., lo } = v: each part (typed) gets its bits of v."""
+        widths = []
+        for p in parts:
+            t = type_name(p.name) if isinstance(p, S.Field) else None
+            if t is None:
+                raise Unsupported("concatenation target part without a type")
+            widths.append(t.bits)
+        v = convert_bits(bitcast_to_int(concrete(v)), uint(sum(widths)))
+        lo = 0
+        for p, w in reversed(list(zip(parts, widths, strict=True))):
+            self.assign(p, extract(v, Const(lo, U32), w))
+            lo += w
 
     def is_state(self, var: str) -> bool:
         return var not in self.locals
@@ -364,6 +396,11 @@ class Lowerer:
             if name in sc:
                 b = sc[name]
                 return Var(b, self.f.vars[b]) if isinstance(b, str) else b
+        if name == "ROUND_MODE":
+            return self.round_mode()
+        if m := _NAMED_FLOAT.match(name):
+            t = Ty("f", int(m.group(2)))
+            return Const(_fmin(t) if m.group(1) == "UNDERFLOW" else _fmax(t), t)
         if name in self.locals:
             if name in self.f.arrays:
                 raise Unsupported(f"array {name} used as a value")
@@ -375,9 +412,9 @@ class Lowerer:
             return Const(v, t)
         if name in ("laneId", "laneID"):
             return Op("lane_id", (), U32)
-        if name in ("WAVE64", "WAVE32"):
+        if name in ("WAVE64", "WAVE32", "wave64", "wave32"):
             w = Op("wave64", (), BOOL)
-            return w if name == "WAVE64" else Op("lnot", (w,), BOOL)
+            return w if name.upper() == "WAVE64" else Op("lnot", (w,), BOOL)
         if name in ("EXEC_LO", "VCC_LO"):
             return Op("resize", (self.state(name[:-3]),), U32)
         if name in ("EXEC_HI", "VCC_HI"):
@@ -414,6 +451,10 @@ class Lowerer:
                 return extract(self.state("MODE"), Const(off, U32), w)
             if isinstance(n.x, S.Name) and n.x.id in ("OVERFLOW", "UNDERFLOW", "INF", "NAN"):
                 raise Unsupported(f"{n.x.id}.{n.name}")
+            if isinstance(n.x, S.Name) and n.x.id == "TADDR" and n.name in ("X", "Y", "Z", "W"):
+                self.files.add("FORMAT")  # the address of one channel of a formatted buffer element
+                off = Op("fmt_offset", (), U64, "XYZW".index(n.name))
+                return Op("add", (convert(self.state("ADDR"), U64), off), U64)
             if isinstance(n.x, S.Name) and n.x.id.isupper():
                 return self.state(f"{n.x.id}.{n.name}")
             raise Unsupported(f"field .{n.name} of {_show(n.x)}")
@@ -441,12 +482,16 @@ class Lowerer:
         if isinstance(n.x, S.Name):
             var = self.lookup_var(n.x.id)
             if var in self.f.arrays:
+                self.arrays_read.add(var)
                 return Op("elem", (Var(var, self.f.vars[var]), convert(self.expr(n.i), U32)), self.f.vars[var])
         x = self.expr(n.x)
         return extract(bitcast_to_int(x), convert(self.expr(n.i), U32), 1)
 
     def x_Slice(self, n: S.Slice) -> Expr:
         x = bitcast_to_int(self.expr(n.x))
+        hi, lo = _const(n.hi), _const(n.lo)
+        if hi is not None and lo is not None and hi < lo:  # x[0 : 31]: the bits in reverse order
+            return Op("bitrev", (extract(x, Const(hi, U32), lo - hi + 1),), uint(lo - hi + 1))
         return extract(x, convert(self.expr(n.lo), U32), _width(n.hi, n.lo))
 
     def x_PartSelect(self, n: S.PartSelect) -> Expr:
@@ -474,6 +519,10 @@ class Lowerer:
         raise Unsupported(f"unary {n.op}")
 
     def x_Binary(self, n: S.Binary) -> Expr:
+        for x, y in ((n.a, n.b), (n.b, n.a)):  # `x == DENORM.f32`: x is a denormal number
+            if n.op == "==" and isinstance(y, S.Field) and isinstance(y.x, S.Name) and y.x.id == "DENORM":
+                from emu.pcode.library import call
+                return call("isDENORM", [self.expr(x)], self)
         return binary(n.op, self.expr(n.a), self.expr(n.b))
 
     def x_Ternary(self, n: S.Ternary) -> Expr:
@@ -512,6 +561,17 @@ class Lowerer:
     def x_Call(self, n: S.Call) -> Expr:
         if n.name in self.lambdas:
             return self.inline_lambda(self.lambdas[n.name], n.args)
+        if n.name in ("ChannelOffsetX", "ChannelOffsetY", "ChannelOffsetZ", "ChannelOffsetW") and not n.args:
+            self.files.add("FORMAT")
+            return Op("fmt_offset", (), U64, "XYZW".index(n.name[-1]))
+        if n.name == "ConvertToFormat" and len(n.args) == 1:
+            return Op("fmt_encode", (convert(concrete(self.expr(n.args[0])), U32),), U32)
+        if n.name == "ConvertFromFormat" and len(n.args) == 1:
+            a = n.args[0]
+            if not (isinstance(a, S.Index) and isinstance(a.x, S.Name) and a.x.id == "MEM"):
+                raise Unsupported("ConvertFromFormat of something other than MEM[...]")
+            self.files.update(("MEM", "FORMAT"))
+            return Op("fmt_load", (convert(self.expr(a.i), U64),), U32, _channel(a.i))
         if n.name in ADDR_FUNCS:
             return self.state("ADDR") if self.f.vector or n.name.startswith("CalcScalar") else self.state("ADDR")
         args = [self.expr(a) for a in n.args]
@@ -564,6 +624,18 @@ class Lowerer:
         finally:
             self.scopes.pop()
             self.lambdas = saved_lambdas
+
+
+def _channel(n: S.Node) -> int:
+    """The channel (0..3 = X..W) a formatted-buffer address expression names."""
+    if isinstance(n, S.Call) and n.name.startswith("ChannelOffset"):
+        return "XYZW".index(n.name[-1])
+    if isinstance(n, S.Field) and isinstance(n.x, S.Name) and n.x.id == "TADDR":
+        return "XYZW".index(n.name)
+    for v in getattr(n, "__dict__", {}).values():
+        if isinstance(v, S.Node) and (c := _channel(v)) >= 0:
+            return c
+    return -1
 
 
 def _d0_type(tree: tuple) -> Ty:

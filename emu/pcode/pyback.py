@@ -199,6 +199,12 @@ class Gen:
     def op_load(self, e, a, m):
         return f"L.load(st, {e.attr!r}, {a[0]}, {e.ty.bits}, {m}, lanes)"
 
+    def op_fmt_offset(self, e, a, m):
+        return f"st['FORMAT'].offset({e.attr})"
+
+    def op_fmt_load(self, e, a, m):
+        return f"L.fmt_load(st, {a[0]}, {e.attr}, {m}, lanes)"
+
     def op_reg_read(self, e, a, m):
         return f"L.rget(st, {e.attr!r}, {', '.join(a)})"
 
@@ -270,7 +276,9 @@ class Gen:
         elif isinstance(s, Store):
             idx = [self.ex(x, m) for x in s.addr]
             val = self.ex(s.value, m)
-            if s.file in ("MEM", "LDS"):
+            if s.file == "FORMAT":
+                self.emit(f"L.fmt_store(st, {idx[0]}, {val}, {s.bits}, {m}, lanes)", ind)
+            elif s.file in ("MEM", "LDS"):
                 self.emit(f"L.store(st, {s.file!r}, {idx[0]}, {val}, {s.bits}, {m}, lanes)", ind)
             else:
                 self.emit(f"L.rset(st, {s.file!r}, ({', '.join(idx)},), {val}, {m}, lanes)", ind)

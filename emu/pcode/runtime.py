@@ -503,6 +503,18 @@ def store(st: dict, file: str, addr, v, bits: int, m, lanes: int) -> None:
         mem.store(addr + U64(k // 8), 32, np.broadcast_to(ext(v, k, 32), (lanes,)), act)
 
 
+def fmt_load(st: dict, addr, ch: int, m, lanes: int):
+    """Channel ch of a formatted buffer element: st['FORMAT'] sizes and decodes it."""
+    fmt = st["FORMAT"]
+    raw = load(st, "MEM", addr, fmt.bits(ch), m, lanes)
+    return arr(fmt.decode(raw, ch)) & U64(0xFFFFFFFF)
+
+
+def fmt_store(st: dict, addr, v, ch: int, m, lanes: int) -> None:
+    fmt = st["FORMAT"]
+    store(st, "MEM", addr, arr(fmt.encode(np.broadcast_to(arr(v), (lanes,)), ch)), fmt.bits(ch), m, lanes)
+
+
 def rget(st: dict, file: str, *idx):
     regs = st[file]
     idx = tuple(np.asarray(i).astype(np.intp) if not isinstance(i, int) else i for i in idx)
