@@ -9,24 +9,23 @@ from emu.amd.memory import PAGE, VA_LIMIT, VM, FaultRecord, GPUFault
 CANARY = 0xA5
 
 
+LAYOUT = [(0x10000, 1, 2, True), (0x11000, 3, 5, True), (0x13000, 6, 7, False), (0x7FFF_FFFF_0000, 9, 10, True)]
+MODEL = {va + k: (lo * PAGE + k, w) for va, lo, hi, w in LAYOUT for k in range((hi - lo) * PAGE)}  # va -> (host, w)
+
+
 def _arena():
-    """A VM with four mappings cut from one host arena: A|B adjacent (accesses straddle them), C read-only
-    after a one-page hole, D far away. The arena's gaps hold canary bytes that must never change."""
+    """A VM with four mappings cut from one host arena (LAYOUT: va, first and end page in the arena, writable):
+    A|B adjacent (accesses straddle them), C read-only after a one-page hole, D far away. The arena's gaps hold
+    canary bytes that must never change."""
     host = np.full(16 * PAGE, CANARY, np.uint8)
     vm = VM()
-    layout = [(0x10000, 1, 2, True), (0x11000, 3, 5, True), (0x13000, 6, 7, False), (0x7FFF_FFFF_0000, 9, 10, True)]
-    for va, lo, hi, w in layout:
+    for va, lo, hi, w in LAYOUT:
         host[lo * PAGE:hi * PAGE] = np.arange((hi - lo) * PAGE) % 251
         vm.map(va, host[lo * PAGE:hi * PAGE], writable=w, name=hex(va))
-    model = {}  # va -> (host index, writable) for every mapped byte
-    for va, lo, hi, w in layout:
-        for k in range((hi - lo) * PAGE):
-            model[va + k] = (lo * PAGE + k, w)
-    return host, vm, model
+    return host, vm
 
 
-HOST0, _, MODEL = _arena()
-MAPPED = np.zeros(HOST0.size, bool)
+MAPPED = np.zeros(16 * PAGE, bool)
 MAPPED[[i for i, _ in MODEL.values()]] = True
 EDGES = [0x10000, 0x11000, 0x13000, 0x14000, 0x7FFF_FFFF_0000, 0x7FFF_FFFF_1000]
 
@@ -49,11 +48,31 @@ def _expect_fault(model, addrs, active, nbytes, write):
     return False
 
 
+inside = st.one_of(st.integers(0x10000, 0x12FF8), st.builds(lambda d: 0x11000 + d, st.integers(-8, 8)))  # A|B
+lane_lists = st.one_of(*(st.lists(st.tuples(s, st.booleans()), min_size=1, max_size=k)
+                         for s, k in ((addresses, 16), (inside, 16), (_near_edge(), 3))))
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(addresses, st.booleans()), min_size=1, max_size=16), st.sampled_from([8, 16, 32, 64]),
+@given(lane_lists, st.sampled_from([8, 16, 32, 64]),
        st.booleans(), st.integers(0, (1 << 64) - 1))
 def test_lane_accesses_match_model_and_never_escape(lanes, bits, write, seed):
-    host, vm, model = _arena()
+    _check(lanes, bits, write, seed)
+
+
+def test_every_access_around_every_mapping_edge():
+    for edge in EDGES:
+        for d in range(-8, 8):
+            for bits in (8, 16, 32, 64):
+                for write in (False, True):
+                    _check([((edge + d) % (1 << 64), True)], bits, write, edge + d)
+                    _check([((edge + d) % (1 << 64), True), (0x10010, True), (EDGES[0] - 1, False)], bits, write, d)
+
+
+def _check(lanes, bits, write, seed):
+    """One access against the byte model: same data, same faults, nothing outside the mappings touched."""
+    host, vm = _arena()
+    model = MODEL
     addrs = [a for a, _ in lanes]
     active = np.array([on for _, on in lanes])
     addr = np.array(addrs, np.uint64)
