@@ -89,8 +89,14 @@ _WIDTH_FIELDS = {"vdstx": "vdsty", "srcx0": "srcy0", "vsrcx1": "vsrcy1"}  # VOPD
 
 
 # Operands the vendor tables omit: (opcode space, name) -> operands
-OPERAND_FIXUPS = {("SOPK", n): {"sdst": IsaOperand("NUM_B32", 32, "SDST"), "simm16": IsaOperand("NUM_I16", 16, "LABEL")}
-                  for n in ("S_SUBVECTOR_LOOP_BEGIN", "S_SUBVECTOR_LOOP_END")}
+_SDST, _SSRC = IsaOperand("NUM_B32", 32, "SDST"), IsaOperand("NUM_B32", 32, "SSRC")
+OPERAND_FIXUPS = {
+    **{("SOPK", n): {"sdst": _SDST, "simm16": IsaOperand("NUM_I16", 16, "LABEL")}
+       for n in ("S_SUBVECTOR_LOOP_BEGIN", "S_SUBVECTOR_LOOP_END")},
+    ("SOPP", "S_WAITCNT"): {"simm16": IsaOperand("NUM_B16", 16, "WAITCNT")},
+    ("SOP1", "S_BARRIER_INIT"): {"ssrc0": _SSRC},
+    ("SOP1", "S_GET_BARRIER_STATE"): {"sdst": _SDST, "ssrc0": _SSRC},
+}
 
 
 def op_info(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int], name: str):
@@ -135,15 +141,18 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
         if enc.base == "VOPD" and op_info(d, enc, op, fields, f.name) is None and f.name not in ("vdstx", "srcx0", "vsrcx1"):
             continue
         n = width(d, info)
+        v = fields[f.name]
         if f.name in ("vdst", "vdata") and op is not None and "CMPSWAP" in op.name and "_ATOMIC" in op.name:
             n = max(1, n // 2)  # table fixup: compare-swap returns one value, its data operand is a pair
         if f.name == "vdata" and fields.get("tfe"):
             n += 1  # texture-fail-enable returns one more dword
-        v = fields[f.name]
         if dpp_src and f.name == "src0":
             v = fields["vsrc0"] + (0 if fields.get("s0") else 256)
         fb = info.bits if info is not None else 32
         ok = info.kind if info is not None else ""
+        if ok.startswith("SIMM"):  # an immediate in a register field (s_atc_probe, s_prefetch_data)
+            out[f.name] = Operand("imm", v, value=v)
+            continue
         if f.kind == "vgpr" and (ok.startswith("SREG") or ok == "SDST"):  # VOP3 writing an SGPR (v_readlane)
             o = scalar(fam, v, n)
         elif f.kind == "vgpr" and ok == "ACCVGPR" or (f.kind == "src" and v >= 256 and ok == "SRC_ACCVGPR"):

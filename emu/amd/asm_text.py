@@ -9,7 +9,7 @@ import struct
 
 from emu.amd import asm_names as names
 from emu.amd import asm_syntax as syn
-from emu.amd.asm_operands import INLINE_FLOAT, Operand, op_info
+from emu.amd.asm_operands import INLINE_FLOAT, Operand, op_info, scalar
 from emu.amd.decode import Inst, decoder
 
 
@@ -53,6 +53,8 @@ def operand_text(inst: Inst, o: Operand, info=None) -> str:
         return reg("ttmp", o.index, o.count)
     if k == "special":
         return o.name
+    if k == "imm":
+        return str(o.value)
     fmt = info.fmt if info is not None else "NUM_B32"
     bits = info.bits if info is not None else 32
     if k == "inline":
@@ -86,6 +88,8 @@ def _src(inst: Inst, d, name: str, mods: bool = True) -> str | None:
             and inst.base in ("VOP1", "VOP2", "VOPC"):  # 16-bit VALU e32/DPP operands reach only v0..v127
         cls = "VS_32_Lo128" if name == "src0" and "vsrc0" not in inst.fields else "VGPR_32_Lo128"
         t += f"/*Invalid register, operand has '{cls}' register class*/"
+    elif inst.base == "VINTERP" and o.kind in ("sgpr", "ttmp", "special"):
+        t += "/*Invalid register, operand has 'VGPR_32' register class*/"
     elif o.kind == "special" and o.index == 254 and inst.base.startswith("SOP"):
         t += "/*Invalid register, operand has 'SReg_32' register class*/"
     i = {"src0": 0, "src1": 1, "vsrc1": 1, "src2": 2}.get(name)
@@ -338,6 +342,13 @@ def _ds(inst: Inst, d) -> str:
 
 def _smem(inst: Inst, d) -> str:
     f = inst.fields
+    if "ioffset" in inst.op.operands:  # s_prefetch_*: [sbase,] offset, soffset, sdata as an immediate
+        off = f["ioffset"] - (f["ioffset"] >> 23 << 24)
+        ops = [_src(inst, d, "sbase", False), f"0x{off:x}" if off >= 0 else f"-0x{-off:x}",
+               _src(inst, d, "soffset", False), _src(inst, d, "sdata", False)]
+        return _join(inst.name, ops)
+    if not inst.op.operands:
+        return inst.name
     ops = [_src(inst, d, "sdata", False), _src(inst, d, "sbase", False)]
     null = 124 if inst.family != "cdna" else 0x7F
     if inst.family == "cdna":
@@ -378,12 +389,15 @@ def _exp(inst: Inst, d) -> str:
 
 def _buffer(inst: Inst, d) -> str:
     f = inst.fields
+    if not inst.op.operands:  # cache invalidation (buffer_gl0_inv, buffer_wbl2)
+        return _join(inst.name, [], _cache(inst))
     ops = []
     if _returns(inst) or "vdata" in inst.op.operands:
         ops.append(_src(inst, d, "vdata", False))
     n = f["idxen"] + f["offen"]
     ops.append(reg("v", f["vaddr"], n) if n else "off")
-    ops.append(_src(inst, d, "srsrc", False) if "srsrc" in inst.operands else reg("s", f["rsrc"], 4))
+    ops.append(_src(inst, d, "srsrc", False) if "srsrc" in inst.operands else
+               operand_text(inst, scalar(inst.family, f["rsrc"], 4)))
     ops.append(_src(inst, d, "soffset", False))
     mods = [syn.buffer_format(inst)]
     mods += ["idxen" if f["idxen"] else "", "offen" if f["offen"] else ""]

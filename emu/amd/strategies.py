@@ -130,6 +130,7 @@ def _inline_patterns() -> frozenset[int]:
 
 
 _INLINE_PATTERNS = _inline_patterns()
+_FLOAT = re.compile(r"F16|F32|F64")  # float operand formats (NUM_F32, NUM_PK2_F16, NUM_BF16, ...)
 _LITERALS = st.integers(0, 2**32 - 1).filter(lambda x: x not in _INLINE_PATTERNS)
 
 
@@ -304,10 +305,57 @@ class _Gen:
                 v["offset"] = self.sgpr(draw, 1)
         if v.get("soffset_en") == 0:
             v["soffset"] = 0
+        if op is not None:
+            self.modifiers(draw, op, v)
         if lit and not any(op.name in self.e.literal_only for op in ops.values()):
             fields = self.literal_fields(ops)
             if not any(v[f] == LITERAL for f in fields):
                 v[draw(st.sampled_from(fields))] = LITERAL
+
+    def modifiers(self, draw, op: isa.Op, v: dict[str, int]) -> None:
+        """Source/result modifiers where the operand types take them: neg/abs on float sources, clamp and
+        omod on float results, op_sel on 16-bit operands, SDWA selects."""
+        def mask(pred) -> int:
+            return sum(1 << i for i in range(3) if (o := self.operand({"op": op}, f"src{i}")[1]) and pred(o))
+
+        def some(m: int) -> int:
+            return draw(st.integers(0, 7)) & m
+
+        vdst = op.operands.get("vdst")
+        fres = vdst is not None and bool(_FLOAT.search(vdst.fmt))
+        fsrc = mask(lambda o: bool(_FLOAT.search(o.fmt)))
+        base = self.e.enc.base
+        if base == "VOP3P":
+            packed = mask(lambda o: o.fmt.startswith("NUM_PK2"))
+            for name in ("neg", "neg_hi"):
+                if name in v:
+                    v[name] = some(fsrc & packed)
+            if "opsel" in v:
+                v["opsel"] = some(packed)
+                v["opsel_hi"] = (v["opsel_hi"] & ~packed) | (some(packed) & 3)
+                v["opsel_hi2"] = (v["opsel_hi2"] & ~(packed >> 2)) | (some(packed) >> 2)
+        elif base in ("VOP3", "VOP3SD", "VINTERP"):
+            for name in ("neg", "abs"):
+                if name in v:
+                    v[name] = some(fsrc)
+            if "opsel" in v:
+                v["opsel"] = some(mask(lambda o: o.bits == 16)) | (8 * draw(st.integers(0, 1)) if vdst and vdst.bits == 16 else 0)
+        elif self.dpp and base in ("VOP1", "VOP2", "VOPC") or self.e.enc.variant.startswith("SDWA"):
+            for i in range(2):
+                for m in ("neg", "abs"):
+                    if f"src{i}_{m}" in v:
+                        v[f"src{i}_{m}"] = some(fsrc >> i & 1)
+        if self.e.enc.variant.startswith("SDWA"):
+            for name, hi in (("dst_sel", 6), ("dst_unused", 2), ("src0_sel", 6), ("src1_sel", 6)):
+                if name in v:
+                    v[name] = draw(st.integers(0, hi))
+            for i in range(2):
+                if f"src{i}_sext" in v:
+                    v[f"src{i}_sext"] = some(~fsrc >> i & 1)
+        if fres:
+            for name, hi in (("clmp", 1), ("omod", 3)):
+                if name in v:
+                    v[name] = draw(st.integers(0, hi))
 
     def literal_fields(self, ops: dict[str, isa.Op]) -> list[str]:
         """Source fields that may select the literal."""
