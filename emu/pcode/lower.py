@@ -13,8 +13,25 @@ import re
 from collections.abc import Callable
 
 from emu.pcode import syntax as S
-from emu.pcode.ir import BOOL, I32, U32, U64, Assign, Break, Const, Expr, Func, If, Loop, Op, SetLaneBit, Store, \
-    Ty, Var, uint
+from emu.pcode.ir import (
+    BOOL,
+    I32,
+    U32,
+    U64,
+    Assign,
+    Break,
+    Const,
+    Expr,
+    Func,
+    If,
+    Loop,
+    Op,
+    SetLaneBit,
+    Store,
+    Ty,
+    Var,
+    uint,
+)
 
 
 class Unsupported(Exception):
