@@ -1,5 +1,7 @@
 """HSA code objects: our parser against llvm-objdump-19 / llvm-readelf-19 on real clang-19 output."""
 import functools
+import io
+import random
 import re
 import shutil
 import struct
@@ -8,10 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emu.amd.codeobj import CodeObject, CodeObjectError, pack_kernargs
+from emu.amd.codeobj import CodeObject, CodeObjectError, KernelDescriptor, pack_kernargs
 from stack.codegen import opencl
 
 TOOLS = opencl.available() and shutil.which("llvm-objdump-19") and shutil.which("llvm-readelf-19")
@@ -283,3 +286,61 @@ def test_corpus_kernels_compile(path, arch, opt):
         assert k.metadata[".vgpr_spill_count"] > 0 and k.private_segment_fixed_size > 0
         assert k.descriptor.rsrc2.enable_private_segment
         assert co.kernels["private_index"].private_segment_fixed_size > 0
+
+
+def _random_directives(arch: str, rng: random.Random) -> dict[str, int]:
+    """A random but valid `.amdhsa_kernel` block for `arch` (what llvm-mc accepts there)."""
+    b = lambda: rng.randint(0, 1)  # noqa: E731
+    d = {"group_segment_fixed_size": rng.randint(0, 65536), "private_segment_fixed_size": rng.randint(0, 1 << 16),
+         "kernarg_size": rng.randint(0, 4096), "user_sgpr_dispatch_ptr": b(), "user_sgpr_queue_ptr": b(),
+         "user_sgpr_kernarg_segment_ptr": b(), "user_sgpr_dispatch_id": b(), "user_sgpr_private_segment_size": b(),
+         "uses_dynamic_stack": b(), "enable_private_segment": b(), "system_sgpr_workgroup_id_x": b(),
+         "system_sgpr_workgroup_id_y": b(), "system_sgpr_workgroup_id_z": b(), "system_sgpr_workgroup_info": b(),
+         "system_vgpr_workitem_id": rng.randint(0, 2), "next_free_vgpr": rng.randint(1, 256),
+         "float_round_mode_32": rng.randint(0, 3), "float_round_mode_16_64": rng.randint(0, 3),
+         "float_denorm_mode_32": rng.randint(0, 3), "float_denorm_mode_16_64": rng.randint(0, 3),
+         "fp16_overflow": b(), "reserve_vcc": 0, "next_free_sgpr": rng.randint(1, 100),
+         **{f"exception_{e}": b() for e in ("fp_ieee_invalid_op", "fp_denorm_src", "fp_ieee_div_zero",
+                                            "fp_ieee_overflow", "fp_ieee_underflow", "fp_ieee_inexact",
+                                            "int_div_zero")}}
+    if arch == "gfx942":
+        d["accum_offset"] = 4 * rng.randint(1, d["next_free_vgpr"] // 4 or 1)
+        d["next_free_vgpr"] = max(d["next_free_vgpr"], d["accum_offset"])
+        if d["user_sgpr_kernarg_segment_ptr"]:
+            d["user_sgpr_kernarg_preload_length"] = rng.randint(0, 4)
+            d["user_sgpr_kernarg_preload_offset"] = rng.randint(0, 20)
+    else:
+        d |= {"workgroup_processor_mode": b(), "memory_ordered": b(), "forward_progress": b(),
+              "wavefront_size32": b()}
+    if arch == "gfx1201":
+        d["round_robin_scheduling"] = b()
+    else:
+        d |= {"dx10_clamp": b(), "ieee_mode": b()}
+    implied = 2 * (d["user_sgpr_dispatch_ptr"] + d["user_sgpr_queue_ptr"] + d["user_sgpr_kernarg_segment_ptr"]
+                   + d["user_sgpr_dispatch_id"]) + d["user_sgpr_private_segment_size"]
+    d["user_sgpr_count"] = implied + d.get("user_sgpr_kernarg_preload_length", 0) + rng.randint(0, 2)
+    return d
+
+
+@pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19")
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+def test_descriptor_fields_against_llvm_mc_encoding(arch, tmp_path):
+    """llvm-mc encodes random `.amdhsa_*` settings; we must decode every one of them back."""
+    rng = random.Random(arch)
+    for _ in range(4):
+        want = _random_directives(arch, rng)
+        body = "\n".join(f"  .amdhsa_{k} {v}" for k, v in want.items())
+        src = tmp_path / "kd.s"
+        src.write_text(f'.amdgcn_target "amdgcn-amd-amdhsa--{arch}"\n.text\n.p2align 8\nk:\n  s_endpgm\n.rodata\n'
+                       f".p2align 6\n.amdhsa_kernel k\n{body}\n.end_amdhsa_kernel\n")
+        obj = tmp_path / "kd.o"
+        _tool("llvm-mc-19", "-triple=amdgcn-amd-amdhsa", f"-mcpu={arch}", "-filetype=obj", str(src), "-o", str(obj))
+        elf = ELFFile(io.BytesIO(obj.read_bytes()))
+        sym = next(s for s in elf.get_section_by_name(".symtab").iter_symbols() if s.name == "k.kd")
+        raw = elf.get_section(sym["st_shndx"]).data()[sym["st_value"]:sym["st_value"] + 64]
+        d = KernelDescriptor.parse(raw, arch)
+        ours = _ours(d)
+        granule = 4 if arch != "gfx942" and not want.get("wavefront_size32") else 8
+        want["next_free_vgpr"] = -(-want["next_free_vgpr"] // granule) * granule
+        checked = set(want) - {"reserve_vcc", "next_free_sgpr"}  # assembler inputs the descriptor does not hold as is
+        assert {k: ours[k] for k in checked} == {k: want[k] for k in checked}

@@ -179,7 +179,9 @@ class KernelDescriptor:
 
     @property
     def sgprs(self) -> int:
-        """SGPRs the descriptor asks for (gfx9; gfx10+ ignore the field and give every wave 106)."""
+        """(granulated_wavefront_sgpr_count + 1) * 8, as LLVM's disassembler shows it (.amdhsa_next_free_sgpr).
+
+        Only gfx9 uses the field (gfx10+ give every wave 106 SGPRs and require it to be 0)."""
         return (self.rsrc1.granulated_wavefront_sgpr_count + 1) * 8
 
     @property
