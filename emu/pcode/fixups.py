@@ -39,6 +39,26 @@ def _fma_mix(text: str) -> str:
     return text.replace("declare S : 32'B[3];", "declare S : 32'B[3];\nS[0] = S0.b32;\nS[1] = S1.b32;\nS[2] = S2.b32;")
 
 
+def _two_over_pi_bits(n: int) -> int:
+    """floor(2/pi * 2**n), from pi by Machin's formula in integers with guard bits."""
+    g = n + 64
+    one = 1 << g
+
+    def atan_inv(x: int) -> int:
+        total, term, k, sign = 0, one // x, 1, 1
+        while term:
+            total += sign * term // k
+            term //= x * x
+            k, sign = k + 2, -sign
+        return total
+    pi = 16 * atan_inv(5) - 4 * atan_inv(239)
+    return (2 * one * one // pi) >> (g - n)
+
+
+def _trig_preop(text: str) -> str:
+    return text.replace("1201'B(2.0 / PI)", f"1201'B({_two_over_pi_bits(1201):#x})")
+
+
 def _cvt_pk_16(kind: str) -> Fixup:
     return Fixup(f"declare tmp : 32'B;\ntmp[31 : 16] = 16'B(f32_to_{kind}16(S1.f32));\n"
                  f"tmp[15 : 0] = 16'B(f32_to_{kind}16(S0.f32));\nD0 = tmp.b32",
@@ -59,6 +79,8 @@ FIXUPS: dict[str, Fixup] = {
     "V_FMA_MIX_F32": Fixup(_fma_mix, "array S[] of the three sources is read but never filled"),
     "V_CVT_PK_I16_F32": _cvt_pk_16("i"),
     "V_CVT_PK_U16_F32": _cvt_pk_16("u"),
+    "V_TRIG_PREOP_F64": Fixup(_trig_preop, "1201'B(2.0 / PI) stands for the first 1201 fraction bits of 2/pi, "
+                                           "which no floating-point literal holds"),
     "V_CVT_OFF_F32_I4": Fixup("D0.f32 = i32_to_f32(signext_from_bit(S0.u32[3 : 0].i32, 4U)) * 0.0625F",
                               "its table CVT_OFF_TABLE is given in prose: entry i is the 4-bit signed i / 16"),
 }

@@ -560,6 +560,8 @@ class Lowerer:
                 return convert(x, t)
             return Op("bitcast", (convert_bits(concrete(x), uint(t.bits)),), t)
         t = Ty("u" if n.kind == "b" else n.kind, n.bits)
+        if x.ty.kind == "flt" and n.bits > 64:
+            raise Unsupported(f"{n.bits}-bit integer cast of a real number")
         if x.ty.is_float:
             x = bitcast_to_int(x)
         return convert(x, t) if x.ty.kind != "flt" else Const(int(x.value) & mask(t.bits), t)

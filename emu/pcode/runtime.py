@@ -94,6 +94,11 @@ def _wide(x, bits: int, signed: bool):
     return np.array([int(v) for v in (sx(a, bits) if signed else a).flat], dtype=object).reshape(a.shape)
 
 
+def _objs(s):
+    """A shift amount usable with Python ints."""
+    return s if isinstance(s, int) else np.asarray(s).astype(object)
+
+
 def wresize(x, frm: int, signed: bool, to: int):
     """Resize involving more than 64 bits."""
     v = _wide(x, frm, signed)
@@ -108,7 +113,7 @@ def shl(x, s, bits: int):
     if isinstance(x, int) and isinstance(s, int):
         return (x << s) & _m(bits) if s < bits else 0
     if bits > 64:
-        return _wide(x, bits, False) << s & _m(bits)
+        return _wide(x, bits, False) << _objs(s) & _m(bits)
     s = arr(s)
     r = arr(x) << np.minimum(s, U64(63))
     r = np.where(s >= bits, U64(0), r)
@@ -120,7 +125,7 @@ def shr(x, s, bits: int, signed: bool):
         v = sx(x, bits) if signed else x
         return (v >> min(s, bits)) & _m(bits)
     if bits > 64:
-        return (_wide(x, bits, signed) >> s) & _m(bits)
+        return (_wide(x, bits, signed) >> _objs(s)) & _m(bits)
     s = np.minimum(arr(s), U64(63))
     if signed:
         r = (sx(x, bits) >> s.astype(np.int64)).view(U64)
@@ -340,7 +345,10 @@ def fma(a, b, c):
                 out.flat[i] = x * y + z
                 continue
             exact = Fraction(x) * Fraction(y) + Fraction(z)
-            out.flat[i] = float(exact) if exact != 0 else x * y + z
+            try:
+                out.flat[i] = float(exact) if exact != 0 else x * y + z
+            except OverflowError:
+                out.flat[i] = math.copysign(math.inf, exact)
         return out
     # binary16/32: the product is exact in binary64; the sum is rounded to odd (TwoSum error term) so that the
     # final rounding to the narrow type is the single correct rounding
@@ -515,10 +523,21 @@ def fmt_store(st: dict, addr, v, ch: int, m, lanes: int) -> None:
     store(st, "MEM", addr, arr(fmt.encode(np.broadcast_to(arr(v), (lanes,)), ch)), fmt.bits(ch), m, lanes)
 
 
+class RegisterIndexError(IndexError):
+    """A register-file index out of range (e.g. a relative move past the last register)."""
+
+
+def _reg_index(regs, file: str, idx: tuple) -> tuple:
+    out = tuple(np.asarray(i).astype(np.intp) if not isinstance(i, int) else i for i in idx)
+    for k, (i, n) in enumerate(zip(out, np.shape(regs), strict=False)):
+        if np.any(np.asarray(i) >= n) or np.any(np.asarray(i) < 0):
+            raise RegisterIndexError(f"{file} index {k} out of range 0..{n - 1}: {np.max(i)}")
+    return out
+
+
 def rget(st: dict, file: str, *idx):
     regs = st[file]
-    idx = tuple(np.asarray(i).astype(np.intp) if not isinstance(i, int) else i for i in idx)
-    return np.asarray(regs[idx]).astype(U64)
+    return np.asarray(regs[_reg_index(regs, file, idx)]).astype(U64)
 
 
 def rset(st: dict, file: str, idx: tuple, v, m, lanes: int) -> None:
@@ -528,10 +547,10 @@ def rset(st: dict, file: str, idx: tuple, v, m, lanes: int) -> None:
         act = _active(st, m, lanes)
         full = np.broadcast_arrays(*[np.asarray(i).astype(np.intp) for i in idx], arr(v),
                                    np.empty(lanes))[:-1]
-        sel_ = act
-        regs[tuple(f[sel_] for f in full[:-1])] = full[-1][sel_]
+        where = _reg_index(regs, file, tuple(f[act] for f in full[:-1]))
+        regs[where] = full[-1][act]
     elif m is True or any_(m):
-        regs[tuple(uniform(i) for i in idx)] = uniform(v)
+        regs[_reg_index(regs, file, tuple(uniform(i) for i in idx))] = uniform(v)
 
 
 def setlane(mask_val, v, m, lanes: int) -> int:
