@@ -348,7 +348,7 @@ def fma(a, b, c):
             try:
                 out.flat[i] = float(exact) if exact != 0 else x * y + z
             except OverflowError:
-                out.flat[i] = math.copysign(math.inf, exact)
+                out.flat[i] = math.inf if exact > 0 else -math.inf
         return out
     # binary16/32: the product is exact in binary64; the sum is rounded to odd (TwoSum error term) so that the
     # final rounding to the narrow type is the single correct rounding
