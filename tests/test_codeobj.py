@@ -171,6 +171,7 @@ def test_entry_code_and_image_match_the_elf(probe):
     base = 0x7000_0000
     image = co.image(base)
     assert bytes(image[k.entry:k.entry + len(k.code)]) == k.code
+    assert co.text[k.entry - co.text_address:][:len(k.code)] == k.code
     assert struct.unpack_from("<q", image, k.descriptor_address + 16)[0] == k.entry - k.descriptor_address
     first = _tool("llvm-objdump-19", "-d", f"--start-address={k.entry}", f"--stop-address={k.entry + 8}", str(path))
     word = re.search(r"// [0-9A-F]+: ([0-9A-F]{8})", first)[1]

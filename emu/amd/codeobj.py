@@ -8,6 +8,7 @@ is wrong and where.
   co.arch ('gfx1100'), co.target ('amdgcn-amd-amdhsa--gfx1100'), co.version (4, 5 or 6)
   k = co.kernels['name']          # Kernel: descriptor (KernelDescriptor), args (KernArg), metadata fields,
                                   # entry (vaddr of the first instruction), descriptor_address, code (bytes)
+  co.text, co.text_address         # the .text section and its vaddr
   co.image_size, co.image(base)   # the PT_LOAD segments placed at their vaddrs (+ base), relocations applied;
                                   # map it at page-aligned `base`: kernel code then starts at base + k.entry
   pack_kernargs(k, args, hidden)  # the kernarg segment bytes
@@ -20,7 +21,6 @@ from dataclasses import dataclass, field, fields
 
 import msgpack
 import numpy as np
-from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
 EM_AMDGPU = 224
@@ -269,6 +269,8 @@ class CodeObject:
     kernels: dict[str, Kernel]
     segments: tuple[Segment, ...]
     relocations: tuple[tuple[int, int, int], ...]  # (vaddr, type, addend + symbol value)
+    text: bytes  # the .text section (all kernels' and functions' code)
+    text_address: int  # its vaddr
     metadata: dict = field(repr=False, compare=False)
 
     @property
@@ -290,7 +292,7 @@ class CodeObject:
             return _parse(bytes(data))
         except CodeObjectError:
             raise
-        except (ELFError, Exception) as e:  # pyelftools/construct report truncation in many ways
+        except Exception as e:  # pyelftools/construct report damaged tables in many ways
             raise CodeObjectError(f"malformed code object: {type(e).__name__}: {e}") from e
 
 
@@ -334,14 +336,15 @@ def _parse(data: bytes) -> CodeObject:
                 raise CodeObjectError(f"PT_LOAD segment {i} at {p['p_vaddr']:#x} is implausibly large")
             segments.append(Segment(p["p_vaddr"], p["p_memsz"], data[p["p_offset"]:p["p_offset"] + p["p_filesz"]],
                                     p["p_flags"]))
-    co_segments = tuple(segments)
-    image_size = max((s.vaddr + s.memsz for s in co_segments), default=0)
+    segments = tuple(segments)
     kernels = {}
     for km in _field(meta, "amdhsa.kernels", list, "metadata"):
-        k = _kernel(km, symbols, sections, co_segments, arch)
+        k = _kernel(km, symbols, segments, arch)
         kernels[k.name] = k
-    relocs = tuple(_relocations(sections, symbols, image_size))
-    return CodeObject(arch, target, version, h.e_flags, kernels, co_segments, relocs, meta)
+    relocs = tuple(_relocations(sections, max((s.vaddr + s.memsz for s in segments), default=0)))
+    text = next((s for s in sections if s.name == ".text"), None)
+    return CodeObject(arch, target, version, h.e_flags, kernels, segments, relocs,
+                      text.data() if text else b"", text["sh_addr"] if text else 0, meta)
 
 
 def _checked(section, data: bytes):
@@ -388,7 +391,7 @@ def _field(m: dict, key: str, typ: type, where: str, default=None):
     return v
 
 
-def _kernel(km, symbols, sections, segments, arch) -> Kernel:
+def _kernel(km, symbols, segments, arch) -> Kernel:
     if not isinstance(km, dict):
         raise CodeObjectError("amdhsa.kernels holds a non-map entry")
     name = _field(km, ".name", str, "kernel")
@@ -434,7 +437,7 @@ def _read(segments, vaddr: int, n: int, what: str) -> bytes:
     raise CodeObjectError(f"{what}: [{vaddr:#x}, {vaddr + n:#x}) is not inside the file data of a PT_LOAD segment")
 
 
-def _relocations(sections, symbols, image_size: int):
+def _relocations(sections, image_size: int):
     """Dynamic relocations as (vaddr, type, value relative to the load base)."""
     for s in sections:
         if s["sh_type"] != "SHT_RELA" or not s["sh_flags"] & 2:  # SHF_ALLOC: the dynamic ones
