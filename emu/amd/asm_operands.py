@@ -38,7 +38,8 @@ SPECIALS = {
     "rdna3": {**_SPECIAL_COMMON, 124: ("null", "null"), 125: ("m0", None)},
     "rdna4": {**_SPECIAL_COMMON, 124: ("null", "null"), 125: ("m0", None)},
     "cdna": {**_SPECIAL_COMMON, 102: ("flat_scratch_lo", "flat_scratch"), 103: ("flat_scratch_hi", None),
-             104: ("xnack_mask_lo", "xnack_mask"), 105: ("xnack_mask_hi", None), 124: ("m0", None)},
+             104: ("xnack_mask_lo", "xnack_mask"), 105: ("xnack_mask_hi", None), 124: ("m0", None),
+             125: ("null", "null")},
 }
 NUM_SGPRS = {"rdna3": 106, "rdna4": 106, "cdna": 102}
 TTMP = range(108, 124)
@@ -142,7 +143,7 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
             continue
         n = width(d, info)
         v = fields[f.name]
-        if f.name in ("vdst", "vdata") and op is not None and "CMPSWAP" in op.name and "_ATOMIC" in op.name:
+        if f.name == "vdst" and op is not None and "CMPSWAP" in op.name and "_ATOMIC" in op.name:
             n = max(1, n // 2)  # table fixup: compare-swap returns one value, its data operand is a pair
         if f.name == "vdata" and fields.get("tfe"):
             n += 1  # texture-fail-enable returns one more dword
@@ -157,6 +158,8 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
             o = scalar(fam, v, n)
         elif f.kind == "vgpr" and ok == "ACCVGPR" or (f.kind == "src" and v >= 256 and ok == "SRC_ACCVGPR"):
             o = Operand("agpr", v & 0xFF, n)
+        elif f.kind == "vgpr" and f.name == "vsrc1" and fields.get("s1"):  # SDWA: an SGPR source 1
+            o = scalar(fam, v, n, fb)
         elif f.kind == "vgpr":
             o = Operand("vgpr", v, n)
         elif f.kind == "vdsty":
@@ -171,8 +174,22 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
             o = scalar(fam, v, n, fb)
             if o.kind == "literal":
                 o = Operand("literal", v, n, value=fields.get("literal"))
+        if o.kind == "vgpr" and _is_acc(enc, fields, f.name):
+            o = Operand("agpr", o.index, o.count)
         out[f.name] = o
     return out
+
+
+_ACC_DATA = ("vdst", "vdata", "data", "data0", "data1")
+
+
+def _is_acc(enc: Encoding, fields: dict[str, int], name: str) -> bool:
+    """CDNA: whether a VGPR-field names an accumulation register (AGPR)."""
+    if enc.variant.startswith("MFMA"):
+        if name in ("vdst", "src2"):
+            return bool(fields.get("acc_cd"))
+        return bool(fields.get("acc", 0) >> ("src0", "src1").index(name) & 1) if name in ("src0", "src1") else False
+    return name in _ACC_DATA and bool(fields.get("acc"))
 
 
 def vop3_twin(d: Decoder, op: Op) -> bool:
@@ -184,8 +201,11 @@ def vop12c_twin(d: Decoder, op: Op) -> bool:
     return any((s, op.name) in d.isa.by_name for s in ("VOP1", "VOP2", "VOPC"))
 
 
+# VOP1 opcodes that LLVM defines without a VOP3 form (no _e32 suffix) although the vendor tables list one.
+NO_E32 = {"V_SWAP_B32"}
 # Vendor opcode names that LLVM spells differently.
-RENAMES = {"V_ACCVGPR_READ": "v_accvgpr_read_b32", "V_ACCVGPR_WRITE": "v_accvgpr_write_b32"}
+RENAMES = {"V_ACCVGPR_READ": "v_accvgpr_read_b32", "V_ACCVGPR_WRITE": "v_accvgpr_write_b32",
+           "V_MAD_MIX_F32": "v_fma_mix_f32", "V_MAD_MIXLO_F16": "v_fma_mixlo_f16", "V_MAD_MIXHI_F16": "v_fma_mixhi_f16"}
 
 
 def mnemonic(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -> str:
@@ -203,7 +223,7 @@ def mnemonic(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
             return name + "_dpp"
         if "SDWA" in mod:
             return name + "_sdwa"
-        return name + "_e32" if vop3_twin(d, op) else name
+        return name + "_e32" if vop3_twin(d, op) and op.name not in NO_E32 else name
     if enc.base in ("VOP3", "VOP3SD"):
         e64 = vop12c_twin(d, op)
         if "DPP" in mod:

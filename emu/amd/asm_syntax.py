@@ -156,6 +156,8 @@ def th_scope(inst: Inst) -> list[str]:
 
 
 def gpr_idx(v: int) -> str:
+    if v > 15:
+        return f"0x{v:x}"
     return f"gpr_idx({','.join(n for i, n in enumerate(('SRC0', 'SRC1', 'SRC2', 'DST')) if v >> i & 1)})"
 
 
@@ -171,3 +173,24 @@ def buffer_format(inst: Inst) -> str:
         return ""
     name = names.BUFFER_FORMAT[inst.family].get(v)
     return f"format:[{name}]" if name else f"format:{v}"
+
+
+_SDWA_SEL = ("BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3", "WORD_0", "WORD_1", "DWORD")
+_SDWA_UNUSED = ("UNUSED_PAD", "UNUSED_SEXT", "UNUSED_PRESERVE")
+
+
+def _sel(v: int) -> str:
+    return _SDWA_SEL[v] if v < len(_SDWA_SEL) else str(v)
+
+
+def sdwa(inst: Inst) -> list[str]:
+    """SDWA modifiers, all printed (CDNA): clamp, omod, dst_sel, dst_unused, src0_sel, src1_sel."""
+    f = inst.fields
+    out = ["clamp" if f.get("clmp") else "", OMOD.get(f.get("omod", 0), "")]
+    if "dst_sel" in f:
+        unused = _SDWA_UNUSED[f["dst_unused"]] if f["dst_unused"] < 3 else str(f["dst_unused"])
+        out += [f"dst_sel:{_sel(f['dst_sel'])}", f"dst_unused:{unused}"]
+    out.append(f"src0_sel:{_sel(f['src0_sel'])}")
+    if inst.base != "VOP1":
+        out.append(f"src1_sel:{_sel(f['src1_sel'])}")
+    return out

@@ -41,18 +41,26 @@ def literal_text(v: int, bits: int = 32, fp: bool = False) -> str:
     return f if f is not None else f"0x{v:x}"
 
 
+def _bad_class(count: int) -> str:
+    return f"/*Invalid register, operand has 'SReg_{32 * count}' register class*/"
+
+
 def operand_text(inst: Inst, o: Operand, info=None) -> str:
     k = o.kind
     if k == "vgpr":
         return reg("v", o.index, o.count)
     if k == "agpr":
         return reg("a", o.index, o.count)
+    if k in ("sgpr", "ttmp") and o.count > 1 and o.index % (2 if o.count == 2 else 4):  # misaligned tuple
+        if inst.base.startswith("SOP"):
+            return f"{o.index + (108 if k == 'ttmp' else 0)}/*Invalid immediate*/"
+        return f"{'s' if k == 'sgpr' else 'ttmp'}{o.index}" + _bad_class(o.count)
     if k == "sgpr":
         return reg("s", o.index, o.count)
     if k == "ttmp":
         return reg("ttmp", o.index, o.count)
     if k == "special":
-        return o.name
+        return o.name + (_bad_class(o.count) if o.count > 2 and o.name != "null" else "")
     if k == "imm":
         return str(o.value)
     fmt = info.fmt if info is not None else "NUM_B32"
@@ -88,11 +96,13 @@ def _src(inst: Inst, d, name: str, mods: bool = True) -> str | None:
             and inst.base in ("VOP1", "VOP2", "VOPC"):  # 16-bit VALU e32/DPP operands reach only v0..v127
         cls = "VS_32_Lo128" if name == "src0" and "vsrc0" not in inst.fields else "VGPR_32_Lo128"
         t += f"/*Invalid register, operand has '{cls}' register class*/"
-    elif inst.base == "VINTERP" and o.kind in ("sgpr", "ttmp", "special"):
+    elif inst.base == "VINTERP" and o.kind in ("sgpr", "ttmp"):
         t += "/*Invalid register, operand has 'VGPR_32' register class*/"
-    elif o.kind == "special" and o.index == 254 and inst.base.startswith("SOP"):
+    elif o.kind == "special" and o.index == 254 and not inst.base.startswith("V"):
         t += "/*Invalid register, operand has 'SReg_32' register class*/"
     i = {"src0": 0, "src1": 1, "vsrc1": 1, "src2": 2}.get(name)
+    if mods and i is not None and inst.fields.get(f"src{i}_sext"):
+        t = f"sext({t})"
     if mods and i is not None and _fp(inst, info):
         f = inst.fields
         mix = "_MIX" in inst.op.name
@@ -147,9 +157,9 @@ def _sopk(inst: Inst, d) -> str:
 
 
 def _sopp(inst: Inst, d) -> str:
-    info = inst.op.operands.get("simm16")
-    if info is None:
-        return inst.name
+    info = op_info(d, d.isa.encodings[inst.enc], inst.op, inst.fields, "simm16")
+    if info is None:  # LLVM still shows a nonzero immediate (s_endpgm 3)
+        return _join(inst.name, [str(inst.fields["simm16"]) if inst.fields["simm16"] else None])
     return _join(inst.name, [syn.simm16(inst, info.kind)])
 
 
@@ -192,7 +202,9 @@ def _literal_ops(d, inst):
 def _vopc(inst: Inst, d) -> str:
     twin, vcc = _vop_dst_vcc(inst, d)
     ops = []
-    if twin is not None and "vdst" in twin.operands and twin.operands["vdst"].kind != "EXEC":
+    if "SDWA" in inst.enc:
+        ops.append(operand_text(inst, scalar(inst.family, inst.fields["sdst"], 2)) if inst.fields["sd"] else vcc)
+    elif twin is not None and "vdst" in twin.operands and twin.operands["vdst"].kind != "EXEC":
         ops.append(vcc)
     ops += [_src(inst, d, "src0"), _src(inst, d, "vsrc1")]
     return _join(inst.name, ops, _vop_mods(inst))
@@ -201,6 +213,8 @@ def _vopc(inst: Inst, d) -> str:
 def _vop_mods(inst: Inst) -> list[str]:
     f = inst.fields
     mods = []
+    if "SDWA" in inst.enc:
+        return syn.sdwa(inst)
     if "DPP16" in inst.enc:
         mods += syn.dpp16(f)
     elif "DPP8" in inst.enc:
@@ -232,6 +246,8 @@ def _bits(v: int, n: int) -> str:
 
 
 def _vop3p(inst: Inst, d) -> str:
+    if inst.enc.startswith("VOP3P_MFMA"):
+        return _mfma(inst, d)
     f = inst.fields
     names = [n for n in ("vdst", "src0", "src1", "src2") if n in inst.operands]
     ops = [_src(inst, d, n) for n in names]
@@ -299,7 +315,7 @@ def _flat(inst: Inst, d) -> str:
     ops = []
     if not inst.op.operands:  # cache control (global_wb, global_inv): modifiers only
         return _join(inst.name, [], _cache(inst))
-    if _returns(inst):
+    if _returns(inst) and "_LOAD_LDS_" not in inst.op.name:
         ops.append(_src(inst, d, "vdst", False))
     if seg == "SCRATCH" and not f.get("sve", 1 if inst.family == "cdna" and f.get("addr") is not None else 0):
         ops.append("off")
@@ -350,15 +366,24 @@ def _smem(inst: Inst, d) -> str:
     if not inst.op.operands:
         return inst.name
     ops = [_src(inst, d, "sdata", False), _src(inst, d, "sbase", False)]
+    sdata = inst.operands.get("sdata")
+    if sdata is not None and sdata.kind == "special" and sdata.name in ("m0", "exec"):  # not a valid destination
+        ops[0] += f"/*Invalid register, operand has 'SReg_{32 * sdata.count}_XM0_XEXEC' register class*/" \
+            if sdata.name == "m0" else "/*Invalid register, operand has 'SReg_64_XEXEC' register class*/"
     null = 124 if inst.family != "cdna" else 0x7F
     if inst.family == "cdna":
+        off = f["offset"] - (f["offset"] >> 20 << 21)
+        hexoff = f"0x{off:x}" if off >= 0 else f"-0x{-off:x}"
         soff = _src(inst, d, "soffset", False) if f.get("soffset_en") else None
-        if f.get("imm"):
-            ops += [soff, f"0x{f['offset']:x}"] if not soff else [soff]
-            mods = [f"offset:0x{f['offset']:x}"] if soff else []
-        else:
-            ops.append(_src(inst, d, "soffset", False) if soff else f"s{f['offset'] & 0x7F}")
+        if not f.get("imm"):  # the offset field names an SGPR
+            soff = soff or operand_text(inst, scalar("cdna", f["offset"] & 0xFF, 1))
+            ops.append(soff)
             mods = []
+        else:
+            ops.append(soff or hexoff)
+            mods = [f"offset:{hexoff}"] if soff else []
+        if "sbase" not in inst.op.operands:
+            ops = ops[:1]
         mods.append("glc" if f.get("glc") else "")
     else:
         key = "ioffset" if "ioffset" in f else "offset"
@@ -392,7 +417,7 @@ def _buffer(inst: Inst, d) -> str:
     if not inst.op.operands:  # cache invalidation (buffer_gl0_inv, buffer_wbl2)
         return _join(inst.name, [], _cache(inst))
     ops = []
-    if _returns(inst) or "vdata" in inst.op.operands:
+    if (_returns(inst) or "vdata" in inst.op.operands) and not f.get("lds"):
         ops.append(_src(inst, d, "vdata", False))
     n = f["idxen"] + f["offen"]
     ops.append(reg("v", f["vaddr"], n) if n else "off")
@@ -481,3 +506,11 @@ def _mimg(inst: Inst, d) -> str:
 
 
 _RENDER.update({"MIMG": _mimg})
+
+
+def _mfma(inst: Inst, d) -> str:
+    f = inst.fields
+    ops = [_src(inst, d, n, False) for n in ("vdst", "src0", "src1", "src2")]
+    mods = [f"cbsz:{f['cbsz']}" if f.get("cbsz") else "", f"abid:{f['abid']}" if f.get("abid") else "",
+            f"blgp:{f['blgp']}" if f.get("blgp") else ""]
+    return _join(inst.name, ops, mods)

@@ -58,7 +58,10 @@ class Inst:
     def __str__(self) -> str:
         if self._text is None:
             from emu.amd.asm_text import render
-            self._text = render(self)
+            try:
+                self._text = render(self)
+            except Exception as e:  # a printer gap must not crash a disassembly listing
+                self._text = f"{self.name} <operands not printable: {type(e).__name__}>"
         return self._text
 
 

@@ -71,7 +71,7 @@ _LLVM_LACKS = (
      "CDNA4 (gfx950) additions: the vendor table is CDNA4's"),
     (r"gfx942", r".*", r"V_MAD_MIX\w*", "gfx940 has V_FMA_MIX, not V_MAD_MIX"),
     (r"gfx9\d+", r".*", r"V_MFMA_F32_\w+_XF32", "the table lists no operands for it"),
-    (r"gfx9\d+", r"VOP3", r"V_ACCVGPR_MOV_B32", "LLVM 19 decodes only its VOP1 form"),
+    (r"gfx9\d+", r"VOP3", r"V_ACCVGPR_MOV_B32|V_SWAP_B32", "LLVM 19 decodes only its VOP1 form"),
     (r"gfx9\d+", r"VOP[12]_SDWA\w*", r"V_ACCVGPR_MOV_B32|V_DOT\w+|V_MAC_F16|V_FMAC_F32|V_PK_FMAC_F16|V_SWAP_B32",
      "no SDWA form"),
     (r"gfx9\d+", r"VOP1_SDWA", r"V_CVT_F32_(FP8|BF8)", "LLVM 19 rejects most of their SDWA encodings"),
@@ -84,7 +84,7 @@ _LLVM_LACKS = (
     (r".*", r"VOP2_DPP\w*", r"V_FMAC_DX9_ZERO_F32", "no DPP form"),
     (r".*", r"VOP3_DPP\w*", r"V_(FMAC?_DX9_ZERO_F32|DIV_FIXUP_F32|DIV_FMAS_F32|M?QSAD\w+|PERMLANEX?16\w*|"
      r"MUL_LO_U32|MUL_HI_[IU]32|READLANE_B32|WRITELANE_B32)", "no e64_dpp form in LLVM 19"),
-    (r"gfx1\d+", r"VOP3\w*", r"V_MOV_B16", "no e64 form in LLVM 19 (true16 only)"),
+    (r"gfx1\d+", r"VOP3\w*", r"V_MOV_B16|V_READFIRSTLANE_B32", "no e64 form in LLVM 19"),
     (r".*", r"VOP3SD_DPP\w*", r"V_DIV_SCALE_F32", "no DPP form"),
     (r".*", r"VOP3P_DPP\w*", r"(?!V_DOT2_F32_F16|V_FMA_MIX|V_DOT4_F32_).*", "only these VOP3P opcodes have DPP forms"),
 )
@@ -113,6 +113,7 @@ _DPP_CTRL["rdna4"] = _DPP_CTRL["rdna3"]
 # Cache-policy fields: any value, for opcodes that move data.
 _CACHE_BITS = re.compile(r"glc|slc|dlc|sc0|sc1|nt|scope|th")
 _DATA = ("sdata", "vdata", "data", "data0", "vdst", "vsrc")
+_ADDRESS = ("sbase", "addr", "vaddr", "saddr", "srsrc", "rsrc")
 # Modifier / control fields whose every value is valid.
 _FREE_BITS = re.compile(r"offset\d?|ioffset|lane_sel_\d|row_mask|bank_mask|bc|fi|"
                         r"done|en|attr|attr_chan|wait_vdst|wait_va_vdst|wait_vm_vsrc|waitexp")
@@ -130,8 +131,9 @@ def _inline_patterns() -> frozenset[int]:
 
 
 _INLINE_PATTERNS = _inline_patterns()
+_INLINE16 = frozenset(x for x in _INLINE_PATTERNS if x < 0x10000) | frozenset(range(0xFFF0, 0x10000))
 _FLOAT = re.compile(r"F16|F32|F64")  # float operand formats (NUM_F32, NUM_PK2_F16, NUM_BF16, ...)
-_LITERALS = st.integers(0, 2**32 - 1).filter(lambda x: x not in _INLINE_PATTERNS)
+_LITERALS = st.integers(0, 2**32 - 1).filter(lambda x: x not in _INLINE_PATTERNS and x & 0xFFFF not in _INLINE16)
 
 
 def _width(bits: int) -> int:
@@ -262,10 +264,13 @@ class _Gen:
         if f.name == "format":  # buffer data format; 0 is BUF_FMT_INVALID
             return draw(st.integers(1, 63)) if op is not None and op.name.startswith("TBUFFER") else 0
         if _CACHE_BITS.fullmatch(f.name):
-            data = op is not None and any(not o.kind.startswith("SIMM") for n, o in op.operands.items() if n in _DATA)
+            data = op is not None and any(not o.kind.startswith("SIMM") for n, o in op.operands.items() if n in _DATA) \
+                and any(n in op.operands for n in _ADDRESS)
             return draw(st.integers(0, (1 << f.width) - 1)) if data else 0
         if f.name.startswith("attr") and (op is None or "attr" not in op.operands):
             return 0
+        if f.name in ("offset", "ioffset") and op is not None and not any(n in op.operands for n in _ADDRESS):
+            return 0  # S_MEMTIME and friends
         if _FREE_BITS.fullmatch(f.name):
             return draw(st.integers(0, (1 << f.width) - 1))
         return f.value or 0
@@ -299,7 +304,7 @@ class _Gen:
             v["vdst"] = 0  # an atomic without return (GLC / SC0 / TH_ATOMIC_RETURN clear) writes no VGPR
         if op is not None and "_LOAD_LDS_" in op.name and "vdst" in v:
             v["vdst"] = 0  # loads into LDS write no VGPR, though the table lists one
-        if "imm" in v and op is not None and op.operands:  # GFX9 SMEM: offset is an immediate or an SGPR number
+        if "imm" in v and op is not None and "sbase" in op.operands:  # GFX9 SMEM: offset is an immediate or an SGPR
             v["imm"] = draw(st.integers(0, 1))
             if not v["imm"]:
                 v["offset"] = self.sgpr(draw, 1)
@@ -322,11 +327,11 @@ class _Gen:
             return draw(st.integers(0, 7)) & m
 
         vdst = op.operands.get("vdst")
-        fres = vdst is not None and bool(_FLOAT.search(vdst.fmt))
-        fsrc = mask(lambda o: bool(_FLOAT.search(o.fmt)))
+        fres = vdst is not None and vdst.fmt.startswith("NUM_") and bool(_FLOAT.search(vdst.fmt))
+        fsrc = mask(lambda o: bool(_FLOAT.search(o.fmt))) & (1 if "_CLASS_" in op.name else 7)  # class: src1 is a mask
         base = self.e.enc.base
+        packed = mask(lambda o: o.fmt.startswith("NUM_PK2"))
         if base == "VOP3P":
-            packed = mask(lambda o: o.fmt.startswith("NUM_PK2"))
             for name in ("neg", "neg_hi"):
                 if name in v:
                     v[name] = some(fsrc & packed)
@@ -335,24 +340,23 @@ class _Gen:
                 v["opsel_hi"] = (v["opsel_hi"] & ~packed) | (some(packed) & 3)
                 v["opsel_hi2"] = (v["opsel_hi2"] & ~(packed >> 2)) | (some(packed) >> 2)
         elif base in ("VOP3", "VOP3SD", "VINTERP"):
-            for name in ("neg", "abs"):
+            for name, m in (("neg", fsrc), ("abs", 0 if packed else fsrc)):  # packed operations have no abs
                 if name in v:
-                    v[name] = some(fsrc)
-            if "opsel" in v:
-                v["opsel"] = some(mask(lambda o: o.bits == 16)) | (8 * draw(st.integers(0, 1)) if vdst and vdst.bits == 16 else 0)
+                    v[name] = some(m)
         elif self.dpp and base in ("VOP1", "VOP2", "VOPC") or self.e.enc.variant.startswith("SDWA"):
-            for i in range(2):
-                for m in ("neg", "abs"):
-                    if f"src{i}_{m}" in v:
-                        v[f"src{i}_{m}"] = some(fsrc >> i & 1)
-        if self.e.enc.variant.startswith("SDWA"):
-            for name, hi in (("dst_sel", 6), ("dst_unused", 2), ("src0_sel", 6), ("src1_sel", 6)):
+            sdwa = self.e.enc.variant.startswith("SDWA")
+            for i in range(2):  # the DPP16 / SDWA dword's per-source modifiers, for the sources the opcode has
+                if self.operand({"op": op}, f"src{i}")[1] is None:
+                    continue
+                fs = fsrc & ~packed
+                for name, value in (("neg", fs >> i & 1), ("abs", fs >> i & 1), ("sext", ~fsrc >> i & 1),
+                                    ("sel", 6 if sdwa else 0)):  # sel: BYTE_0 .. DWORD
+                    if f"src{i}_{name}" in v:
+                        v[f"src{i}_{name}"] = draw(st.integers(0, value))
+            for name, hi in (("dst_sel", 6), ("dst_unused", 2)):
                 if name in v:
                     v[name] = draw(st.integers(0, hi))
-            for i in range(2):
-                if f"src{i}_sext" in v:
-                    v[f"src{i}_sext"] = some(~fsrc >> i & 1)
-        if fres:
+        if fres and (base != "VOP3P" or packed):
             for name, hi in (("clmp", 1), ("omod", 3)):
                 if name in v:
                     v[name] = draw(st.integers(0, hi))
