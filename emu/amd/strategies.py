@@ -81,7 +81,7 @@ _LLVM_LACKS = (
     (r"gfx12\d\d", r"VOPD(_LIT)?", r"V_DUAL_DOT2ACC_\w+", "not in LLVM 19's gfx12 VOPD table"),
     (r"gfx1\d+", r"MIMG|VIMAGE", r"IMAGE_BVH\w*", "address size depends on a16 / BVH8 rules the table lacks"),
     (r".*", r"VOP1_DPP\w*", r"V_(SWAP|SWAPREL)_B\d+|V_PERMLANE64_B32", "no DPP form"),
-    (r".*", r"VOP2_DPP\w*", r"V_FMAC_DX9_ZERO_F32", "no DPP form"),
+    (r".*", r"VOP2_DPP\w*", r"V_FMAC_DX9_ZERO_F32|V_PK_FMAC_F16", "no DPP form"),
     (r".*", r"VOP3_DPP\w*", r"V_(FMAC?_DX9_ZERO_F32|DIV_FIXUP_F32|DIV_FMAS_F32|M?QSAD\w+|PERMLANEX?16\w*|"
      r"MUL_LO_U32|MUL_HI_[IU]32|READLANE_B32|WRITELANE_B32)", "no e64_dpp form in LLVM 19"),
     (r"gfx1\d+", r"VOP3\w*", r"V_MOV_B16|V_READFIRSTLANE_B32", "no e64 form in LLVM 19"),
@@ -356,7 +356,7 @@ class _Gen:
             for name, hi in (("dst_sel", 6), ("dst_unused", 2)):
                 if name in v:
                     v[name] = draw(st.integers(0, hi))
-        if fres and (base != "VOP3P" or packed):
+        if fres and (base == "VOP3P") == bool(packed):  # clamp/omod: VOP3P packed math, other non-packed math
             for name, hi in (("clmp", 1), ("omod", 3)):
                 if name in v:
                     v[name] = draw(st.integers(0, hi))
