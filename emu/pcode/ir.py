@@ -28,8 +28,14 @@ class Ty:
         return self.kind in ("f", "bf")
 
     @property
-    def is_int(self) -> bool:
-        return self.kind in ("u", "i")
+    def is_int(self) -> bool:  # minifloats (fp8 bf8 fp6 bf6 fp4) are held as their raw bits
+        return self.kind in ("u", "i") or self.kind in MINIFLOATS
+
+
+# small float formats, held as raw bits: exponent bits, mantissa bits, bias, special values
+# ('ieee': inf and NaN at the top exponent, 'nan': only all-ones is NaN, 'none': all codes finite)
+MINIFLOATS = {"fp8": (4, 3, 7, "nan"), "bf8": (5, 2, 15, "ieee"), "fp6": (2, 3, 1, "none"),
+              "bf6": (3, 2, 3, "none"), "fp4": (2, 1, 1, "none")}
 
 
 BOOL = Ty("bool", 1)
@@ -60,7 +66,7 @@ class Var(Expr):
 class Op(Expr):
     """An operation. Arithmetic/logic: add sub mul div mod neg and or xor not shl shr (arithmetic for signed ty)
     eq ne lt le gt ge (on the operand type) land lor lnot select; conversions: resize bitcast fconv itof ftoi
-    tobool frombool; bits: extract(x, lo, width) concat(hi..lo); state: lane_id wave64 elem(array, index)
+    tobool frombool; bits: extract(x, lo) insert(x, lo, v) (attr: width) concat(hi..lo); state: lane_id wave64 elem(array, index)
     load(addr) reg_read(file, lane, reg); library: fma sqrt ... (see the backend's table)."""
     op: str
     args: tuple

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from emu.pcode.ir import BOOL, I32, U32, Const, Expr, Op, Ty
+from emu.pcode.ir import BOOL, I32, MINIFLOATS, U32, Const, Expr, Op, Ty
 from emu.pcode.lower import Unsupported, bitcast_to_int, concrete, convert, reinterpret, unify
 
 _SAME_FLOAT = {"sqrt": "sqrt", "trunc": "trunc", "floor": "floor", "fract": "fract", "log2": "log2",
@@ -90,16 +90,54 @@ def call(name: str, args: list[Expr], lw) -> Expr:
     if name in ("s_ff1_i32_b32", "s_ff1_i32_b64") and n == 1:
         bits = 32 if name.endswith("32") else 64
         return Op("ff1", (convert(concrete(args[0]), Ty("u", bits)),), I32)
+    if name == "float32" and n == 3:  # float32(sign, exponent, mantissa) from its fields
+        s, e, mt = (convert(concrete(a), U32) for a in args)
+        parts = (Op("resize", (s,), Ty("u", 1)), Op("resize", (e,), Ty("u", 8)), Op("resize", (mt,), Ty("u", 23)))
+        return Op("bitcast", (Op("concat", parts, U32),), Ty("f", 32))
     if name == "MIN" and n == 2:
         a, b = unify(args[0], args[1])
         a, b = concrete(a), concrete(b)
         return Op("select", (Op("lt", (a, b), BOOL), a, b), a.ty)
     if name in ("f16_to_snorm", "f32_to_snorm", "f16_to_unorm", "f32_to_unorm") and n == 1:
         return Op(name[-5:], (_float(args[0]),), Ty("i" if name.endswith("snorm") else "u", 16))
+    m = _MINI_CVT.match(name)
+    if m and (m.group(1) in MINIFLOATS or m.group(2) in MINIFLOATS) and n == 1 + bool(m.group(3)) + bool(m.group(4)):
+        return minifloat_conversion(m, args)
     m = _CVT.match(name)
     if m and n == 1:
         return conversion(_TY[m.group(1)], _TY[m.group(2)], args[0], lw)
     raise Unsupported(f"unknown function {name}/{n}")
+
+
+_MINI_CVT = re.compile(r"^(f32|f16|bf16|fp8|bf8|fp6|bf6|fp4)_to_(f32|f16|bf16|fp8|bf8|fp6|bf6|fp4)(_sr)?(_scale)?$")
+
+
+def minifloat_conversion(m: re.Match, args: list[Expr]) -> Expr:
+    """Conversions between IEEE floats and the small formats, optionally scaled by 2**(scale - 127)
+    (scale an 8-bit biased exponent: decoding multiplies by it, encoding divides). Stochastic rounding
+    (_sr) is not modelled."""
+    src, dst = m.group(1), m.group(2)
+    if m.group(3):
+        raise Unsupported("stochastic rounding conversion")
+    x = args[0]
+    scale = convert(concrete(args[1]), U32) if m.group(4) else None
+    if src in MINIFLOATS and dst in _TY:
+        x = convert(concrete(x), Ty(src, MINIFLOATS[src][0] + MINIFLOATS[src][1] + 1))
+        v = Op("mf_decode", (x,), Ty("f", 64), src)
+        if scale is not None:
+            v = Op("ldexp", (v, Op("sub", (convert(scale, I32), Const(127, I32)), I32)), v.ty)
+        return convert(v, _TY[dst])
+    if src in _TY and dst in MINIFLOATS:
+        v = convert(conversion_src(x, _TY[src]), Ty("f", 64))
+        if scale is not None:
+            v = Op("ldexp", (v, Op("sub", (Const(127, I32), convert(scale, I32)), I32)), v.ty)
+        return Op("mf_encode", (v,), Ty(dst, MINIFLOATS[dst][0] + MINIFLOATS[dst][1] + 1), dst)
+    raise Unsupported(f"conversion {m.group(0)}")
+
+
+def conversion_src(x: Expr, src: Ty) -> Expr:
+    x = concrete(x)
+    return convert(x, src) if x.ty.is_float else reinterpret(x, src)
 
 
 def conversion(src: Ty, dst: Ty, x: Expr, lw) -> Expr:

@@ -41,14 +41,15 @@ class Unsupported(Exception):
 LIT = Ty("int", 0)  # an unsized integer literal: takes its partner's type
 FLIT = Ty("flt", 0)  # an unsuffixed float literal
 _TYPE = re.compile(r"^(bf|[uibf])(\d+)$")
+_MINI = {"fp8": 8, "bf8": 8, "fp6": 6, "bf6": 6, "fp4": 4}
 REGFILES = {"VGPR": 2, "SGPR": 1, "HW_REGISTERS": 1, "TTMP": 1}
 MEMORIES = ("MEM", "LDS")
 MASK_NAMES = ("EXEC", "VCC")
-LOCAL_NAMES = ("ROUND_MODE",)
+LOCAL_NAMES = ("ROUND_MODE",)  # upper-case names that are local variables, not state
 STATE_NAMES = frozenset("""S0 S1 S2 S3 D0 D1 SCC VCC EXEC M0 PC MODE SIMM16 SIMM32 ADDR ADDR_BASE DATA DATA0 DATA1
     DATA2 OFFSET OFFSET0 OFFSET1 RETURN_DATA VDATA SDATA VDST SRC0 SRC1 SRC2 DST OPSEL OPSEL_HI NEG NEG_HI TBA TMA
-    SDST""".split())  # upper-case names that are local variables, not state
-ADDR_FUNCS = ("CalcDsAddr", "CalcGlobalAddr", "CalcFlatAddr", "CalcScratchAddr", "CalcBufferAddr",
+    SDST""".split())
+ADDR_FUNCS = ("CalcImageAddr", "CalcDsAddr", "CalcGlobalAddr", "CalcFlatAddr", "CalcScratchAddr", "CalcBufferAddr",
               "CalcScalarGlobalAddr", "CalcScalarBufferAddr", "CalcScalarScratchAddr")
 FCONST = {"PI": math.pi, "INF": math.inf, "NAN": math.nan}
 ICONST = {"TRUE": (1, BOOL), "FALSE": (0, BOOL), "ROUND_NEAREST_EVEN": (0, U32), "ROUND_TOWARD_ZERO": (3, U32)}
@@ -67,6 +68,8 @@ def _fmin(t: Ty) -> float:
 
 def type_name(name: str) -> Ty | None:
     """Ty of a typed-access suffix ('u32', 'b64', 'f16', 'bf16', 'i24'), None for other names."""
+    if name in _MINI:
+        return Ty(name, _MINI[name])
     m = _TYPE.match(name)
     if not m:
         return None
@@ -254,6 +257,13 @@ class Lowerer:
             base = target.x
             if isinstance(base, S.Field) and type_name(base.name):
                 base = base.x
+            if isinstance(base, S.Index) and self.regfile(base):  # VGPR[l][r][hi : lo] = v: read-modify-write
+                file, idx = self.reg_index(base)
+                old = Op("reg_read", idx, U32, file)
+                new = Op("insert", (old, lo, convert_bits(bitcast_to_int(v), uint(width))), U32, width)
+                self.file_writes.add(file)
+                self.out.append(Store(file, idx, new, 32))
+                return None
             if not isinstance(base, S.Name):
                 raise Unsupported(f"slice assignment to {_show(target.x)}")
             var, _ = self.target_var(base.id, uint(_const(target.hi) + 1 if _const(target.hi) is not None else 32))
@@ -554,6 +564,8 @@ class Lowerer:
         x = self.expr(n.x)
         if n.kind in ("f", "bf"):
             t = Ty(n.kind, n.bits)
+            if x.ty.kind in _MINI:
+                return Op("mf_decode", (x,), t, x.ty.kind)
             if t.kind == "f" and t.bits not in (16, 32, 64):
                 raise Unsupported(f"{n.bits}'F")
             if x.ty.is_float or x.ty.kind == "flt":

@@ -184,6 +184,9 @@ class Gen:
     def op_extract(self, e, a, m):
         return f"L.ext({a[0]}, {a[1]}, {e.attr})"
 
+    def op_insert(self, e, a, m):
+        return f"L.setbits({a[0]}, {a[1]}, {e.attr}, {a[2]}, True, {e.ty.bits})"
+
     def op_concat(self, e, a, m):
         return "L.cat(" + ", ".join(f"({x}, {p.ty.bits})" for x, p in zip(a, e.args, strict=True)) + ")"
 
@@ -204,6 +207,12 @@ class Gen:
 
     def op_fmt_load(self, e, a, m):
         return f"L.fmt_load(st, {a[0]}, {e.attr}, {m}, lanes)"
+
+    def op_mf_decode(self, e, a, m):
+        return f"L.mf_decode({a[0]}, {e.attr!r}, {_fbits(e.ty)}, {_bf(e.ty)})"
+
+    def op_mf_encode(self, e, a, m):
+        return f"L.mf_encode({a[0]}, {e.attr!r})"
 
     def op_reg_read(self, e, a, m):
         return f"L.rget(st, {e.attr!r}, {', '.join(a)})"

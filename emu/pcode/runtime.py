@@ -601,3 +601,59 @@ def lane_ids(lanes: int) -> np.ndarray:
         a = _LANES[lanes] = np.arange(lanes, dtype=U64)
         a.flags.writeable = False
     return a
+
+
+# ---- small float formats (emu.pcode.ir.MINIFLOATS) ---------------------------------------------------------------
+
+_MF: dict[str, tuple] = {}
+
+
+def _mf_table(kind: str):
+    """(value of every code, sorted finite non-negative values, their codes, largest finite, overflow code)."""
+    if kind not in _MF:
+        from emu.pcode.ir import MINIFLOATS
+        eb, mb, bias, special = MINIFLOATS[kind]
+        n = 1 + eb + mb
+        vals = np.empty(1 << n)
+        for code in range(1 << n):
+            s, e, m = code >> (n - 1), (code >> mb) & ((1 << eb) - 1), code & ((1 << mb) - 1)
+            v = (m / (1 << mb)) * 2.0 ** (1 - bias) if e == 0 else (1 + m / (1 << mb)) * 2.0 ** (e - bias)
+            if special == "ieee" and e == (1 << eb) - 1:
+                v = math.inf if m == 0 else math.nan
+            if special == "nan" and e == (1 << eb) - 1 and m == (1 << mb) - 1:
+                v = math.nan
+            vals[code] = -v if s else v
+        pos = [c for c in range(1 << (n - 1)) if np.isfinite(vals[c])]
+        fin = vals[pos]
+        over = {"ieee": (((1 << eb) - 1) << mb), "nan": (1 << (n - 1)) - 1, "none": pos[-1]}[special]
+        _MF[kind] = (vals, fin, np.array(pos, U64), fin[-1], over, n)
+    return _MF[kind]
+
+
+def mf_decode(x, kind: str, bits: int, bf: bool = False):
+    vals = _mf_table(kind)[0]
+    v = vals[arr(x).astype(np.intp) & (len(vals) - 1)]
+    return bf16(v.astype(np.float32)) if bf else v.astype(FDT[bits])
+
+
+def mf_encode(x, kind: str):
+    """Round to nearest even; beyond the largest finite value: inf, NaN or saturation as the format has."""
+    vals, fin, codes, top, over, n = _mf_table(kind)
+    d = np.asarray(x, np.float64)
+    a = np.abs(np.nan_to_num(d, nan=0.0, posinf=np.inf))
+    i = np.clip(np.searchsorted(fin, a), 1, len(fin) - 1)
+    lo, hi = fin[i - 1], fin[i]
+    pick_hi = (a - lo > hi - a) | ((a - lo == hi - a) & ((codes[i] & U64(1)) == 0))
+    code = np.where(pick_hi, codes[i], codes[i - 1])
+    ulp = fin[-1] - fin[-2]
+    code = np.where(a >= top + ulp / 2, U64(over), np.where(a > top, codes[-1], code))
+    nan = ({"ieee": (((1 << (n - 1)) - 1)), "nan": (1 << (n - 1)) - 1}.get(_spec(kind)))
+    if nan is not None:
+        code = np.where(np.isnan(d), U64(nan), code)
+    sign = np.where(np.signbit(d) & ~np.isnan(d), U64(1 << (n - 1)), U64(0))
+    return code | sign
+
+
+def _spec(kind: str) -> str:
+    from emu.pcode.ir import MINIFLOATS
+    return MINIFLOATS[kind][3]
