@@ -35,7 +35,9 @@ ALLOC_BASE = 0x1_0000_0000  # VM.alloc never hands out the low 4 GiB, so small i
 
 @dataclass
 class FaultRecord:
-    """What went wrong, where. Memory fills kind..write; the wave executor fills the rest it knows."""
+    """What went wrong, where. The VM fills kind..write; whoever catches the GPUFault on its way out (the wave
+    executor, the dispatcher) assigns the fields it knows (dispatch, workgroup, wave, pc, instruction, active_lanes)
+    before re-raising it."""
     kind: str  # 'unmapped', 'read-only' (memory); executors add their own ('illegal-instruction', 'trap', ...)
     addresses: tuple[int, ...] = ()  # the faulting address of each faulting lane
     lanes: tuple[int, ...] = ()  # the faulting lanes (indices into the access's lane arrays)
@@ -114,7 +116,7 @@ class VM:
             raise ValueError(f"map {name!r}: [{va:#x}, {va + size:#x}) is outside the {VA_BITS}-bit VA space")
         if not mem.flags.writeable:
             raise ValueError(f"map {name!r}: backing buffer is not writable host memory")
-        i = bisect.bisect_right([m.va for m in self._maps], va)
+        i = bisect.bisect_right(self._vas, va)
         if (i and self._maps[i - 1].end > va) or (i < len(self._maps) and self._maps[i].va < va + size):
             raise ValueError(f"map {name!r}: [{va:#x}, {va + size:#x}) overlaps an existing mapping")
         m = Mapping(va, size, mem, writable, name)
