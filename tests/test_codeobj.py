@@ -14,7 +14,7 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emu.amd.codeobj import CodeObject, CodeObjectError, KernelDescriptor, pack_kernargs
+from emu.amd.codeobj import CodeObject, CodeObjectError, KernelDescriptor, hidden_args, pack_kernargs
 from stack.codegen import opencl
 
 TOOLS = opencl.available() and shutil.which("llvm-objdump-19") and shutil.which("llvm-readelf-19")
@@ -220,6 +220,24 @@ def test_pack_kernargs():
         pack_kernargs(k, [Buf(), 2.5, np.float16(1.5), 1.0, 1, 1, 0], {})
     with pytest.raises(ValueError, match="is 2 bytes, the value is 4"):
         pack_kernargs(k, [Buf(), 2.5, np.float32(1.5), 1, 1, 1, 0], {})
+
+
+def test_hidden_args_follow_the_dispatch_shape():
+    h = hidden_args((100,), (64,))  # one full workgroup and a partial one of 36 work-items
+    assert (h["hidden_block_count_x"], h["hidden_group_size_x"], h["hidden_remainder_x"]) == (2, 64, 36)
+    assert (h["hidden_block_count_y"], h["hidden_group_size_y"], h["hidden_remainder_y"]) == (1, 1, 0)
+    assert h["hidden_grid_dims"] == 1 and h["hidden_global_offset_z"] == 0
+    h = hidden_args((48, 10), (16, 4), dynamic_lds_size=512)
+    assert [h[f"hidden_block_count_{a}"] for a in "xyz"] == [3, 3, 1]
+    assert [h[f"hidden_remainder_{a}"] for a in "xyz"] == [0, 2, 0]
+    assert h["hidden_grid_dims"] == 2 and h["hidden_dynamic_lds_size"] == 512
+    k = CodeObject.parse(_compiled("gfx942", "-O0")).kernels["probe"]
+    raw = pack_kernargs(k, [0, 0.0, 0.0, 0, 0, 0, 0], h)
+    at = {a.value_kind: a for a in k.args}
+    for kind in ("hidden_block_count_y", "hidden_group_size_x", "hidden_remainder_y", "hidden_grid_dims"):
+        assert int.from_bytes(raw[at[kind].offset:at[kind].offset + at[kind].size], "little") == h[kind]
+    with pytest.raises(ValueError, match="bad dispatch shape"):
+        hidden_args((0,), (64,))
 
 
 def _with(data: bytes, at: int, new: bytes) -> bytes:

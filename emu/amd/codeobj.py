@@ -12,6 +12,7 @@ is wrong and where.
   co.image_size, co.image(base)   # the PT_LOAD segments placed at their vaddrs (+ base), relocations applied;
                                   # map it at page-aligned `base`: kernel code then starts at base + k.entry
   pack_kernargs(k, args, hidden)  # the kernarg segment bytes
+  hidden_args(grid_size, block)   # values of the dispatch-shape hidden arguments, for pack_kernargs
 """
 from __future__ import annotations
 
@@ -461,6 +462,22 @@ def _relocations(sections, image_size: int):
 
 # -- kernarg segment -------------------------------------------------------------------------------------------------
 FLOAT_FORMATS = {2: "<e", 4: "<f", 8: "<d"}
+
+
+def hidden_args(grid_size: tuple[int, ...], block: tuple[int, ...], dynamic_lds_size: int = 0) -> dict[str, int]:
+    """The hidden arguments a dispatch's shape determines, as AMDGPUUsage defines them (code object v5).
+
+    `grid_size` counts work-items per dimension (as the AQL packet does; HIP's gridDim times blockDim), `block` is
+    the workgroup size; shorter tuples mean the remaining dimensions are 1. A partial last workgroup is allowed:
+    hidden_remainder_* is its size (0 when the grid is a multiple of the block). Global offsets are 0."""
+    if not 1 <= len(grid_size) <= 3 or len(block) > 3 or min(*grid_size, *block, 1) < 1:
+        raise ValueError(f"bad dispatch shape: grid size {grid_size}, block {block}")
+    g, b = (*grid_size, 1, 1)[:3], (*block, 1, 1, 1)[:3]
+    out = {"hidden_grid_dims": len(grid_size), "hidden_dynamic_lds_size": dynamic_lds_size}
+    for axis, n, k in zip("xyz", g, b, strict=True):
+        out |= {f"hidden_block_count_{axis}": -(-n // k), f"hidden_group_size_{axis}": k,
+                f"hidden_remainder_{axis}": n % k, f"hidden_global_offset_{axis}": 0}
+    return out
 
 
 def pack_kernargs(kernel: Kernel, args, hidden: dict[str, int] | None = None) -> bytes:
