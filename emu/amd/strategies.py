@@ -157,6 +157,7 @@ class _Gen:
         self.fam, self.t, self.e, self.regs = fam, t, e, _REGS[fam]
         self.short = e.enc.base in ("VOP1", "VOP2", "VOPC")  # 32-bit encodings: 16-bit VGPR operands are v0..v127
         self.dpp = e.enc.variant.startswith("DPP")
+        self.promoted = e.enc.base in ("VOP3", "VOP3SD") and not self.dpp  # VOP3 forms of 32-bit opcodes
 
     # -- registers ----------------------------------------------------------------------------------------
     def sgpr(self, draw, n: int) -> int:
@@ -194,8 +195,9 @@ class _Gen:
         k = draw(st.sampled_from(kinds))
         if k == "v":
             return VGPR_BASE + self.vgpr(draw, n, limit)
-        if k == "i":  # LLVM prints float constants for 16-bit integer operands as literals
-            return draw(st.sampled_from(INLINE_INT if re.search(r"[IU]16", operand.fmt) else INLINE))
+        if k == "i":  # LLVM turns float constants into literals for 16-bit integer and SALU operands
+            ints = operand.bits == 16 and (field.kind == "ssrc" or re.search(r"[IU]16", operand.fmt))
+            return draw(st.sampled_from(INLINE_INT if ints else INLINE))
         if k == "l":
             return LITERAL
         return self.scalar(draw, n, accepts)
@@ -234,7 +236,19 @@ class _Gen:
             return None, None
         o = op.operands
         alias = {"src0": "vsrc0", "vsrc0": "src0", "src1": "vsrc1", "vsrc1": "src1"}
-        return op, o.get(name) or o.get(alias.get(name, ""))
+        operand = o.get(name) or o.get(alias.get(name, ""))
+        if self.promoted and name in ("src0", "src1") and operand is not None and _ACCEPTS[operand.kind] == "v":
+            operand = self.vop3_source(op, operand)
+        return op, operand
+
+    def vop3_source(self, op: isa.Op, operand: isa.Operand) -> isa.Operand:
+        """The VOP3 form of a VOP1/VOP2/VOPC opcode takes in src0/src1 whatever its 32-bit form's src0 takes;
+        the table types them after the 32-bit form's VGPR-only fields."""
+        for space in ("VOP1", "VOP2", "VOPC"):
+            e32 = self.t.by_name.get((space, op.name))
+            if e32 is not None and (src0 := e32.operands.get("src0")) is not None:
+                return isa.Operand(operand.fmt, operand.bits, src0.kind) if "s" in _ACCEPTS[src0.kind] else operand
+        return operand
 
     def field(self, draw, op: isa.Op | None, operand: isa.Operand | None, f: isa.Field, lit: bool) -> int:
         if op is not None and not op.operands:  # e.g. S_DCACHE_INV, GLOBAL_WB
@@ -329,6 +343,7 @@ class _Gen:
         vdst = op.operands.get("vdst")
         fres = vdst is not None and vdst.fmt.startswith("NUM_") and bool(_FLOAT.search(vdst.fmt))
         fsrc = mask(lambda o: bool(_FLOAT.search(o.fmt))) & (1 if "_CLASS_" in op.name else 7)  # class: src1 is a mask
+        isrc = mask(lambda o: bool(re.match(r"NUM_[IU]\d", o.fmt)))
         base = self.e.enc.base
         packed = mask(lambda o: o.fmt.startswith("NUM_PK2"))
         if base == "VOP3P":
@@ -349,7 +364,7 @@ class _Gen:
                 if self.operand({"op": op}, f"src{i}")[1] is None:
                     continue
                 fs = fsrc & ~packed
-                for name, value in (("neg", fs >> i & 1), ("abs", fs >> i & 1), ("sext", ~fsrc >> i & 1),
+                for name, value in (("neg", fs >> i & 1), ("abs", fs >> i & 1), ("sext", isrc >> i & 1),
                                     ("sel", 6 if sdwa else 0)):  # sel: BYTE_0 .. DWORD
                     if f"src{i}_{name}" in v:
                         v[f"src{i}_{name}"] = draw(st.integers(0, value))
