@@ -71,7 +71,7 @@ _LLVM_LACKS = (
      "CDNA4 (gfx950) additions: the vendor table is CDNA4's"),
     (r"gfx942", r".*", r"V_MAD_MIX\w*", "gfx940 has V_FMA_MIX, not V_MAD_MIX"),
     (r"gfx9\d+", r".*", r"V_MFMA_F32_\w+_XF32", "the table lists no operands for it"),
-    (r"gfx9\d+", r"VOP3", r"V_ACCVGPR_MOV_B32|V_SWAP_B32", "LLVM 19 decodes only its VOP1 form"),
+    (r"gfx9\d+", r"VOP3|VOP1_DPP16", r"V_ACCVGPR_MOV_B32|V_SWAP_B32", "LLVM 19 decodes only its VOP1 form"),
     (r"gfx9\d+", r"VOP[12]_SDWA\w*", r"V_ACCVGPR_MOV_B32|V_DOT\w+|V_MAC_F16|V_FMAC_F32|V_PK_FMAC_F16|V_SWAP_B32",
      "no SDWA form"),
     (r"gfx9\d+", r"VOP1_SDWA", r"V_CVT_F32_(FP8|BF8)", "LLVM 19 rejects most of their SDWA encodings"),
@@ -133,6 +133,7 @@ def _inline_patterns() -> frozenset[int]:
 _INLINE_PATTERNS = _inline_patterns()
 _INLINE16 = frozenset(x for x in _INLINE_PATTERNS if x < 0x10000) | frozenset(range(0xFFF0, 0x10000))
 _FLOAT = re.compile(r"F16|F32|F64")  # float operand formats (NUM_F32, NUM_PK2_F16, NUM_BF16, ...)
+_INT_SRC1 = re.compile(r"_CLASS_|_LDEXP_")  # src1 is a class mask / an exponent, though typed as a float
 _LITERALS = st.integers(0, 2**32 - 1).filter(lambda x: x not in _INLINE_PATTERNS and x & 0xFFFF not in _INLINE16)
 
 
@@ -342,7 +343,7 @@ class _Gen:
 
         vdst = op.operands.get("vdst")
         fres = vdst is not None and vdst.fmt.startswith("NUM_") and bool(_FLOAT.search(vdst.fmt))
-        fsrc = mask(lambda o: bool(_FLOAT.search(o.fmt))) & (1 if "_CLASS_" in op.name else 7)  # class: src1 is a mask
+        fsrc = mask(lambda o: bool(_FLOAT.search(o.fmt))) & (1 if _INT_SRC1.search(op.name) else 7)
         isrc = mask(lambda o: bool(re.match(r"NUM_[IU]\d", o.fmt)))
         base = self.e.enc.base
         packed = mask(lambda o: o.fmt.startswith("NUM_PK2"))
