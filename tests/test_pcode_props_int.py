@@ -9,11 +9,24 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from pcode_refs import LANES, MASKS, SEEDS, check, compiled, gen_int, lane_bits, lane_ints, run, sext, u64
+from hypothesis import given
+from pcode_refs import (
+    KNOWN_PROPS,
+    LANES,
+    MASKS,
+    PROPS,
+    SEEDS,
+    check,
+    compiled,
+    gen_int,
+    lane_bits,
+    lane_ints,
+    run,
+    sext,
+    u64,
+)
 
 M16, M32, M64 = (1 << 16) - 1, (1 << 32) - 1, (1 << 64) - 1
-PROPS = settings(max_examples=200, deadline=None)
 
 
 @dataclass(frozen=True)
@@ -169,7 +182,7 @@ def test_vector_int(fam: str, seed: int, vcc: int):
 
 @pytest.mark.parametrize("fam,name", [pytest.param(*k, marks=pytest.mark.xfail(reason=r, strict=True))
                                       for k, r in KNOWN.items()])
-@PROPS
+@KNOWN_PROPS
 @given(seed=SEEDS, vcc=MASKS)
 def test_vector_int_known_bugs(fam: str, name: str, seed: int, vcc: int):
     case = next(c for c in cases_of(fam) if c.name_in(fam) == name)
