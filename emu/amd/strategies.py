@@ -109,6 +109,8 @@ _DPP_CTRL = {
              0x130, 0x134, 0x138, 0x13C, 0x140, 0x141, 0x142, 0x143),
 }
 _DPP_CTRL["rdna4"] = _DPP_CTRL["rdna3"]
+# Export targets (RDNA): mrt0..7, mrtz, pos0..4, prim, dual_src_blend0/1.
+_EXP_TARGETS = (*range(0, 9), *range(12, 17), 20, 21, 22)
 
 # Cache-policy fields: any value, for opcodes that move data.
 _CACHE_BITS = re.compile(r"glc|slc|dlc|sc0|sc1|nt|scope|th")
@@ -305,9 +307,13 @@ class _Gen:
         if variant.startswith("DPP16"):
             v["src0"] = DPP16
         elif variant.startswith("DPP8"):
-            v["src0"] = DPP8
+            v["src0"] = draw(st.sampled_from((DPP8, DPP8_FI)))
         elif variant.startswith("SDWA"):
             v["src0"] = SDWA
+        if "target" in v:  # export: a target, and a VGPR for each enabled channel
+            v["target"] = draw(st.sampled_from(_EXP_TARGETS))
+            for i in range(4):
+                v[f"vsrc{i}"] = self.vgpr(draw, 1) if v["en"] >> i & 1 else 0
         if v.get("offen") == v.get("idxen") == 0:  # buffer access without VGPR offset or index
             v["vaddr"] = 0
         if self.e.enc.base in ("SCRATCH", "VSCRATCH"):  # the VGPR address is used only with sve
