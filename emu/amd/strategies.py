@@ -303,13 +303,17 @@ class _Gen:
 
     def fixup(self, draw, ops: dict[str, isa.Op], v: dict[str, int], lit: bool) -> None:
         """Cross-field rules: DPP/SDWA markers in src0, a literal-selecting source in _LIT variants."""
-        variant = self.e.enc.variant
+        variant, op = self.e.enc.variant, ops.get("op")
         if variant.startswith("DPP16"):
             v["src0"] = DPP16
         elif variant.startswith("DPP8"):
             v["src0"] = draw(st.sampled_from((DPP8, DPP8_FI)))
         elif variant.startswith("SDWA"):
             v["src0"] = SDWA
+        if self.e.enc.variant == "MFMA":  # matrix ops: broadcast controls, AGPR selects for A/B and C/D
+            for name in ("cbsz", "abid", "acc_cd", "acc", "blgp"):
+                if name != "blgp" or not op.name.startswith("V_SMFMAC"):  # sparse MFMA has no B-lane group pattern
+                    v[name] = draw(st.integers(0, (1 << self.e.enc.field(name).width) - 1))
         if "target" in v:  # export: a target, and a VGPR for each enabled channel
             v["target"] = draw(st.sampled_from(_EXP_TARGETS))
             for i in range(4):
@@ -319,7 +323,6 @@ class _Gen:
         if self.e.enc.base in ("SCRATCH", "VSCRATCH"):  # the VGPR address is used only with sve
             v["sve"] = draw(st.integers(0, 1))
             v["addr" if "addr" in v else "vaddr"] *= v["sve"]
-        op = ops.get("op")
         ret = next((n for n in ("glc", "sc0", "th") if n in v), None)
         if op is not None and "_ATOMIC_" in op.name and "vdst" in op.operands and ret and not v[ret] & 1:
             v["vdst"] = 0  # an atomic without return (GLC / SC0 / TH_ATOMIC_RETURN clear) writes no VGPR
