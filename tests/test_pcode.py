@@ -1,4 +1,6 @@
 """emu.pcode: front end, coverage of the vendor tables, and representative semantics checked against numpy."""
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,13 @@ def bits32(x: np.ndarray) -> np.ndarray:
 
 def f32(x: np.ndarray) -> np.ndarray:
     return np.asarray(x).astype(np.uint32).view(np.float32)
+
+
+def round_f32(x: Fraction) -> np.float32:
+    """x rounded to the nearest float32, ties to even (independent of numpy's casts)."""
+    c = np.float32(float(x))
+    cands = [np.nextafter(c, np.float32(-np.inf)), c, np.nextafter(c, np.float32(np.inf))]
+    return min(cands, key=lambda v: (abs(Fraction(float(v)) - x), int(np.float32(v).view(np.uint32)) & 1))
 
 
 def lane_mask(b: np.ndarray) -> int:
@@ -165,8 +174,9 @@ def test_v_fma_f32_single_rounding():
     a[0], b[0], c[0] = np.float32(1 + 2 ** -12), np.float32(1 + 2 ** -12), np.float32(-1.0)
     sem = compile_op("rdna3", "VOP3", "V_FMA_F32")
     got = f32(sem({"S0": bits32(a), "S1": bits32(b), "S2": bits32(c)}, LANES)["D0"])
-    exact = [float(np.float32(x)) * float(np.float32(y)) + float(np.float32(z)) for x, y, z in zip(a, b, c)]
-    np.testing.assert_array_equal(got, np.array(exact, np.float64).astype(np.float32))
+    expect = [round_f32(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))) for x, y, z in zip(a, b, c,
+                                                                                                     strict=True)]
+    np.testing.assert_array_equal(got, np.array(expect, np.float32))
     assert got[0] != np.float32(a[0] * b[0]) + c[0]
 
 

@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from emu.pcode import matrix
+
 
 @dataclass(frozen=True)
 class Fixup:
@@ -65,6 +67,22 @@ def _cvt_pk_16(kind: str) -> Fixup:
                  f"calls v_cvt_{kind}16_f32, an instruction this family does not have; same conversion inlined")
 
 
+def _minmax3(kind: str, ty: str, packed: bool) -> Fixup:
+    """IEEE 754-2019 minimum/maximum: NaN if either is NaN, -0 < +0."""
+    op, neg0 = ("<", "sign(a) && !sign(b)") if kind == "minimum" else (">", "!sign(a) && sign(b)")
+    lam = (f"PICK = lambda(a, b) (isNAN(64'F(a)) ? 64'F(cvtToQuietNAN(64'F(a))) : isNAN(64'F(b)) ? "
+           f"64'F(cvtToQuietNAN(64'F(b))) : ((a {op} b) || ((64'F(a) == 0.0) && (64'F(b) == 0.0) && {neg0})) ? "
+           f"64'F(a) : 64'F(b));\n")
+    bits = ty[1:]
+    if not packed:
+        body = f"D0.{ty} = {bits}'F(PICK({bits}'F(PICK(S0.{ty}, S1.{ty})), S2.{ty}))"
+    else:
+        body = "".join(f"tmp[{h} : {lo}].{ty} = {bits}'F(PICK({bits}'F(PICK(S0[{h} : {lo}].{ty}, S1[{h} : {lo}].{ty}))"
+                       f", S2[{h} : {lo}].{ty}));\n" for h, lo in ((31, 16), (15, 0))) + "D0.b32 = tmp.b32"
+    return Fixup(lam + body, f"calls v_{kind}{'3' if packed else ''}_{ty}, which this family does not have; "
+                              "IEEE 754-2019 " + kind + " written out")
+
+
 FIXUPS: dict[str, Fixup] = {
     **{n: _NOP for n in ("S_WAITCNT", "S_WAITCNT_VSCNT", "S_WAITCNT_VMCNT", "S_WAITCNT_EXPCNT", "S_WAITCNT_LGKMCNT",
                          "S_SLEEP", "S_DELAY_ALU", "S_CODE_END", "S_SETPRIO", "S_PREFETCH_INST",
@@ -74,9 +92,16 @@ FIXUPS: dict[str, Fixup] = {
                                          "no scaling is needed (hardware returns S0)"),
     "V_DIV_SCALE_F64": Fixup(_div_scale, "VCC assigned as a whole inside per-lane conditions; D0 unassigned when "
                                          "no scaling is needed (hardware returns S0)"),
-    "V_FMA_MIXLO_F16": Fixup(_fma_mix, "array S[] of the three sources is read but never filled"),
-    "V_FMA_MIXHI_F16": Fixup(_fma_mix, "array S[] of the three sources is read but never filled"),
-    "V_FMA_MIX_F32": Fixup(_fma_mix, "array S[] of the three sources is read but never filled"),
+    **{n: Fixup(_fma_mix, "array S[] of the three sources is read but never filled")
+       for n in ("V_FMA_MIXLO_F16", "V_FMA_MIXHI_F16")},
+    **{n: Fixup(_fma_mix, "array S[] of the three sources is read but never filled")
+       for n in ("V_FMA_MIX_F32", "V_MAD_MIX_F32", "V_MAD_MIXLO_F16", "V_MAD_MIXHI_F16")},
+    "V_MINIMUM3_F32": _minmax3("minimum", "f32", False),
+    "V_MAXIMUM3_F32": _minmax3("maximum", "f32", False),
+    "V_PK_MINIMUM3_F16": _minmax3("minimum", "f16", True),
+    "V_PK_MAXIMUM3_F16": _minmax3("maximum", "f16", True),
+    "V_PK_MOV_B32": Fixup(lambda t: t.replace("S0.u32[", "S0.u64[").replace("S1.u32[", "S1.u64["),
+                          "selects a 32-bit half of 64-bit sources but slices their 32-bit view"),
     "V_CVT_PK_I16_F32": _cvt_pk_16("i"),
     "V_CVT_PK_U16_F32": _cvt_pk_16("u"),
     "V_TRIG_PREOP_F64": Fixup(_trig_preop, "1201'B(2.0 / PI) stands for the first 1201 fraction bits of 2/pi, "
@@ -87,5 +112,20 @@ FIXUPS: dict[str, Fixup] = {
 FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {}
 
 
+_MATRIX = ("the vendor entry is prose (D = A * B + C); pcode generated from the shape and types in the name "
+           "with the lane/register layout of AMD's matrix instruction calculator (emu.pcode.matrix)")
+
+
+def _matrix(family: str, name: str) -> Fixup | None:
+    if not name.startswith(("V_MFMA", "V_SMFMAC", "V_WMMA", "V_SWMMAC")):
+        return None
+    if name.startswith(("V_SMFMAC", "V_SWMMAC")):
+        return Fixup(None, "prose: sparse matrix multiply (structured-sparsity index data) is not modelled")
+    try:
+        return Fixup(matrix.mfma(name) if family == "cdna" else matrix.wmma(name, family), _MATRIX)
+    except matrix.NotMatrix as e:
+        return Fixup(None, f"prose: matrix op not modelled ({e})")
+
+
 def fixup(family: str, name: str) -> Fixup | None:
-    return FAMILY_FIXUPS.get((family, name)) or FIXUPS.get(name)
+    return FAMILY_FIXUPS.get((family, name)) or FIXUPS.get(name) or _matrix(family, name)

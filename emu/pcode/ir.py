@@ -66,8 +66,9 @@ class Var(Expr):
 class Op(Expr):
     """An operation. Arithmetic/logic: add sub mul div mod neg and or xor not shl shr (arithmetic for signed ty)
     eq ne lt le gt ge (on the operand type) land lor lnot select; conversions: resize bitcast fconv itof ftoi
-    tobool frombool; bits: extract(x, lo) insert(x, lo, v) (attr: width) concat(hi..lo); state: lane_id wave64 elem(array, index)
-    load(addr) reg_read(file, lane, reg); library: fma sqrt ... (see the backend's table)."""
+    tobool frombool; bits: extract(x, lo) insert(x, lo, v) (attr: width) concat(hi..lo); state: lane_id wave64
+    elem(array, index) load(addr) reg_read(file, lane, reg) fmt_offset fmt_load; library: fma sqrt ... (see
+    emu.pcode.library); small floats: mf_decode mf_encode (attr: format)."""
     op: str
     args: tuple
     ty: Ty

@@ -293,7 +293,7 @@ class Lowerer:
             var = self.lookup_var(base.id)
             if var in self.f.arrays:
                 self.arrays_set.add(var)
-                self.out.append(Assign(var, convert(v, self.f.vars[var]), index=self.expr(target.i)))
+                self.out.append(Assign(var, convert(v, self.f.vars[var]), index=convert(self.expr(target.i), U32)))
                 return
             var, _ = self.target_var(base.id, U32)
             return self.set_bits(var, self.expr(target.i), 1, convert_bits(bitcast_to_int(v), uint(1)))
@@ -702,11 +702,11 @@ def _const(n: S.Node, env: dict | None = None) -> int | None:
         return env[n.id]
     if isinstance(n, S.Field) and type_name(n.name):
         return _const(n.x, env)
-    if isinstance(n, S.Binary) and n.op in ("+", "-", "*"):
+    if isinstance(n, S.Binary) and n.op in ("+", "-", "*", "/", "%"):
         a, b = _const(n.a, env), _const(n.b, env)
-        if a is None or b is None:
+        if a is None or b is None or (n.op in "/%" and b == 0):
             return None
-        return a + b if n.op == "+" else a - b if n.op == "-" else a * b
+        return {"+": a + b, "-": a - b, "*": a * b, "/": a // b, "%": a % b}[n.op]
     return None
 
 
@@ -722,6 +722,8 @@ def _names(n: S.Node) -> set[str]:
 
 def _width(hi: S.Node, lo: S.Node) -> int:
     """Width of x[hi : lo]: constant, or hi - lo constant for every value of the names in them."""
+    if isinstance(hi, S.Binary) and hi.op == "+" and hi.a == lo and isinstance(hi.b, S.Num):  # [x + c : x]
+        return hi.b.value + 1
     names = _names(hi) | _names(lo)
     widths = set()
     for val in (0, 1, 5):

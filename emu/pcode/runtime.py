@@ -647,7 +647,7 @@ def mf_encode(x, kind: str):
     code = np.where(pick_hi, codes[i], codes[i - 1])
     ulp = fin[-1] - fin[-2]
     code = np.where(a >= top + ulp / 2, U64(over), np.where(a > top, codes[-1], code))
-    nan = ({"ieee": (((1 << (n - 1)) - 1)), "nan": (1 << (n - 1)) - 1}.get(_spec(kind)))
+    nan = ({"ieee": ((1 << (n - 1)) - 1), "nan": (1 << (n - 1)) - 1}.get(_spec(kind)))
     if nan is not None:
         code = np.where(np.isnan(d), U64(nan), code)
     sign = np.where(np.signbit(d) & ~np.isnan(d), U64(1 << (n - 1)), U64(0))
