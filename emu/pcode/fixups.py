@@ -83,7 +83,30 @@ def _minmax3(kind: str, ty: str, packed: bool) -> Fixup:
                               "IEEE 754-2019 " + kind + " written out")
 
 
+_SWIZZLE = """offset = { OFFSET1.u8, OFFSET0.u8 };
+if offset >= 16'0xe000U then
+unsupported("ds_swizzle FFT and rotate modes")
+elsif offset[15] then
+src = (laneId & 0xfffffffcU) + 32'U(offset[(laneId[1 : 0].u32 * 2U) +: 2]);
+RETURN_DATA.b32 = EXEC[src].u1 ? VGPR[src][DATA0.u32].b32 : 0U
+else
+src = (laneId & 0x20U) | ((((laneId & 32'U(offset[4 : 0])) | 32'U(offset[9 : 5])) ^ 32'U(offset[14 : 10])) & 0x1fU);
+RETURN_DATA.b32 = EXEC[src].u1 ? VGPR[src][DATA0.u32].b32 : 0U
+endif"""
+
+
+def _prose(what: str) -> Fixup:
+    return Fixup(None, f"prose: {what}")
+
+
 FIXUPS: dict[str, Fixup] = {
+    "DS_SWIZZLE_B32": Fixup(_SWIZZLE, "prose (mode table); quad-permute and bit-mask modes written out, the source "
+                                      "lane's DATA0 register read like DS_BPERMUTE (FFT and rotate modes fail)"),
+    **{n: _prose("wave-level LDS/GDS counter, also needs the GDS") for n in ("DS_APPEND", "DS_CONSUME")},
+    **{n: _prose("GS register file (graphics)") for n in ("DS_ADD_GS_REG_RTN", "DS_SUB_GS_REG_RTN")},
+    "DS_BVH_STACK_RTN_B32": _prose("ray-tracing BVH stack"),
+    "LDS_DIRECT_LOAD": _prose("field list of the encoding, no semantics (graphics parameter load)"),
+    "IMAGE_GET_LOD": _prose("texture level-of-detail query (graphics)"),
     **{n: _NOP for n in ("S_WAITCNT", "S_WAITCNT_VSCNT", "S_WAITCNT_VMCNT", "S_WAITCNT_EXPCNT", "S_WAITCNT_LGKMCNT",
                          "S_SLEEP", "S_DELAY_ALU", "S_CODE_END", "S_SETPRIO", "S_PREFETCH_INST",
                          "S_PREFETCH_INST_PC_REL", "S_PREFETCH_DATA", "S_BUFFER_PREFETCH_DATA",

@@ -125,6 +125,12 @@ class Break(Stmt):
     pass
 
 
+@dataclass(frozen=True)
+class Fail(Stmt):
+    """Lanes reaching this statement raise Unsupported(reason) (a case the semantics do not model)."""
+    reason: str
+
+
 @dataclass
 class Func:
     name: str

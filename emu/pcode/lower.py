@@ -22,6 +22,7 @@ from emu.pcode.ir import (
     Break,
     Const,
     Expr,
+    Fail,
     Func,
     If,
     Loop,
@@ -206,6 +207,9 @@ class Lowerer:
             x = st.x
             if isinstance(x, S.Str) or (isinstance(x, S.Call) and x.name in ("nop", "s_nop")):
                 return  # a remark or an explicit no-op
+            if isinstance(x, S.Call) and x.name == "unsupported" and len(x.args) == 1 and isinstance(x.args[0], S.Str):
+                self.out.append(Fail(x.args[0].text))  # fixup text: this case is not modelled
+                return
             raise Unsupported(f"statement without effect: {_show(x)}")
         else:
             raise Unsupported(f"statement {type(st).__name__}")

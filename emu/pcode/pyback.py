@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from emu.pcode import runtime
-from emu.pcode.ir import Assign, Break, Const, Expr, Func, If, Loop, Op, SetLaneBit, Store, Ty, Var
+from emu.pcode.ir import Assign, Break, Const, Expr, Fail, Func, If, Loop, Op, SetLaneBit, Store, Ty, Var
 from emu.pcode.lower import Unsupported
 
 _FDT = {16: np.float16, 32: np.float32, 64: np.float64}
@@ -311,6 +311,9 @@ class Gen:
             self.loops.pop()
             self.emit(f"if not L.any_({mb}):", ind + 1)
             self.emit("break", ind + 2)
+        elif isinstance(s, Fail):
+            self.emit(f"if L.any_({m}):", ind)
+            self.emit(f"raise Unsupported({s.reason!r})", ind + 1)
         elif isinstance(s, Break):
             if not self.loops:
                 raise Unsupported("break outside a loop")
@@ -370,6 +373,6 @@ def build(f: Func):
     """(python function, its source) for an IR function."""
     g = Gen(f)
     src = g.function()
-    ns = {"L": runtime, "np": np, "K": g.consts}
+    ns = {"L": runtime, "np": np, "K": g.consts, "Unsupported": Unsupported}
     exec(compile(src, f"<pcode {f.name}>", "exec"), ns)
     return ns["sem"], src
