@@ -3,9 +3,9 @@
     python -m emu.pcode.coverage --arch rdna3|rdna4|cdna [--json]
 
 `total` counts every opcode whose vendor entry has pcode text; `parsed` those whose text (after fixups) the front
-end accepts, plus the entries the fixup table declares prose (reason "prose: ..."); `compiled` those the backend turned into an executable function; `fixups` those whose text comes
-from (or is declared unsupported by) emu.pcode.fixups; `failing` names every opcode that did not compile, with
-the reason.
+end accepts, plus the entries the fixup table declares prose (reason "prose: ..."); `compiled` those the backend
+turned into an executable function; `fixups` those whose text comes from (or is declared unsupported by)
+emu.pcode.fixups; `failing` names every opcode that did not compile, with the reason.
 """
 from __future__ import annotations
 
