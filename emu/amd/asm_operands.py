@@ -137,9 +137,7 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
         if f.kind not in ("vgpr", "sgpr", "ssrc", "src", "sbase", "srsrc", "vdsty") or (dpp_src and f.name == "vsrc0"):
             continue
         info = op_info(d, enc, op, fields, f.name)
-        if info is None and enc.base != "VOPD":
-            continue
-        if enc.base == "VOPD" and op_info(d, enc, op, fields, f.name) is None and f.name not in ("vdstx", "srcx0", "vsrcx1"):
+        if info is None:  # not an operand of this opcode
             continue
         n = width(d, info)
         v = fields[f.name]

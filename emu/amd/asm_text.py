@@ -367,9 +367,9 @@ def _smem(inst: Inst, d) -> str:
         return inst.name
     ops = [_src(inst, d, "sdata", False), _src(inst, d, "sbase", False)]
     sdata = inst.operands.get("sdata")
-    if sdata is not None and sdata.kind == "special" and sdata.name in ("m0", "exec"):  # not a valid destination
-        ops[0] += f"/*Invalid register, operand has 'SReg_{32 * sdata.count}_XM0_XEXEC' register class*/" \
-            if sdata.name == "m0" else "/*Invalid register, operand has 'SReg_64_XEXEC' register class*/"
+    if sdata is not None and sdata.name in ("m0", "exec_lo", "exec"):  # not a valid destination
+        ops[0] += "/*Invalid register, operand has 'SReg_32_XM0_XEXEC' register class*/" if sdata.count == 1 else \
+            "/*Invalid register, operand has 'SReg_64_XEXEC' register class*/" if sdata.count == 2 else ""
     null = 124 if inst.family != "cdna" else 0x7F
     if inst.family == "cdna":
         off = f["offset"] - (f["offset"] >> 20 << 21)
@@ -490,7 +490,8 @@ def _mimg(inst: Inst, d) -> str:
     words = image_address_words(name, f["dim"], bool(f.get("a16")))
     if "vaddr1" in f:
         k = min(words, 5)
-        addrs = [reg("v", f["vaddr"] if i == 0 else f[f"vaddr{i}"], 1 if i < k - 1 else words - k + 1) for i in range(k)]
+        addrs = [reg("v", f["vaddr"] if i == 0 else f[f"vaddr{i}"], 1 if i < k - 1 else words - k + 1)
+                 for i in range(k)]
         ops.append(f"[{', '.join(addrs)}]")
         name_sep = "  "
     else:
@@ -514,3 +515,42 @@ def _mfma(inst: Inst, d) -> str:
     mods = [f"cbsz:{f['cbsz']}" if f.get("cbsz") else "", f"abid:{f['abid']}" if f.get("abid") else "",
             f"blgp:{f['blgp']}" if f.get("blgp") else ""]
     return _join(inst.name, ops, mods)
+
+
+def _resource(inst: Inst, v: int, count: int) -> str:
+    """An RDNA4 9-bit image resource/sampler operand: SGPRs expected; LLVM flags VGPRs and constants."""
+    if v >= 496:  # read as a small negative immediate
+        return f"{v - 512}/*Invalid immediate*/"
+    if v >= 256:
+        return reg("v", v - 256, count) + _bad_class(count)
+    o = scalar(inst.family, v, count)
+    if o.kind in ("sgpr", "ttmp") and o.index % 4:
+        return f"{v}/*Invalid immediate*/"
+    t = operand_text(inst, o)
+    return t + "/*Invalid immediate*/" if o.kind in ("inline", "literal", "invalid") else t
+
+
+def _vimage(inst: Inst, d) -> str:
+    f = inst.fields
+    name = inst.op.name
+    dmask = f["dmask"]
+    n = 4 if "GATHER4" in name else max(1, bin(dmask).count("1"))
+    if f["d16"]:
+        n = (n + 1) // 2
+    n += 1 if f["tfe"] else 0
+    if n == 3 and "GATHER4" in name:
+        n = 4
+    words = image_address_words(name, f["dim"], bool(f["a16"]))
+    slots = 4 if inst.base == "VSAMPLE" else 5
+    k = min(words, slots)
+    addrs = [reg("v", f[f"vaddr{i}"], 1 if i < k - 1 else words - k + 1) for i in range(k)]
+    ops = [reg("v", f["vdata"], n), f"[{', '.join(addrs)}]", _resource(inst, f["rsrc"], 8)]
+    if "samp" in f:
+        ops.append(_resource(inst, f["samp"], 4))
+    mods = [f"dmask:0x{dmask:x}" if dmask else "", f"dim:SQ_RSRC_IMG_{_DIMS[f['dim']]}",
+            "unorm" if f.get("unrm") else "", *syn.th_scope(inst)]
+    mods += [m for m in ("r128", "a16", "tfe", "lwe", "d16") if f.get(m)]
+    return _join(inst.name, ops, mods)
+
+
+_RENDER.update({"VIMAGE": _vimage, "VSAMPLE": _vimage})

@@ -27,9 +27,8 @@ import functools
 from dataclasses import dataclass, field
 
 from emu.amd import isa
-from emu.amd.isa import Encoding, Op
-
 from emu.amd.asm_operands import DPP8, DPP8FI, DPP16, LITERAL, SDWA, Operand, mnemonic, operands
+from emu.amd.isa import Encoding, Op
 
 _SRC_FIELDS = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")  # may hold the literal marker 255
 # Encodings whose identifying bits are not in the first dword (CDNA4's 128-bit VOP3PX2, unknown to LLVM 19).
@@ -155,7 +154,10 @@ class Decoder:
         space = enc.space or enc.base  # VOPD: the X opcode stands for the pair
         if opv is None and "opx" in fields:
             opv = fields["opx"]
-        op = self.isa.op(space, opv) if opv is not None else Op(space, "EXP" if space == "EXP" else "EXPORT", 0)  # EXP has no opcode field
+        if opv is None:  # EXP/VEXPORT have no opcode field: one pseudo-opcode stands for the export
+            op = Op(space, "EXP" if space == "EXP" else "EXPORT", 0)
+        else:
+            op = self.isa.op(space, opv)
         if op is None or (enc.base == "VOPD" and self.isa.op(space, fields["opy"]) is None):
             return self._invalid(raw[:4], pc)
         ops = operands(self, enc, op, fields)
