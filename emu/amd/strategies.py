@@ -109,6 +109,7 @@ _DPP_CTRL = {
              0x130, 0x134, 0x138, 0x13C, 0x140, 0x141, 0x142, 0x143),
 }
 _DPP_CTRL["rdna4"] = _DPP_CTRL["rdna3"]
+_NO_D16 = re.compile(r"_PCK|RESINFO|GET_LOD")  # image opcodes whose data is not formatted: no 16-bit data mode
 # Export targets (RDNA): mrt0..7, mrtz, pos0..4, prim, dual_src_blend0/1.
 _EXP_TARGETS = (*range(0, 9), *range(12, 17), 20, 21, 22)
 
@@ -313,6 +314,13 @@ class _Gen:
         if self.e.enc.variant == "MFMA":  # matrix ops: broadcast controls, AGPR selects for A/B and C/D
             for name in ("cbsz", "abid", "acc_cd", "acc", "blgp"):
                 if name != "blgp" or not op.name.startswith("V_SMFMAC"):  # sparse MFMA has no B-lane group pattern
+                    v[name] = draw(st.integers(0, (1 << self.e.enc.field(name).width) - 1))
+        if "dmask" in v and op is not None:  # image data: up to four channels (the table types some too narrow)
+            v["vdata"] = self.vgpr(draw, 4)
+        if "dmask" in v and op is not None and "ATOMIC" not in op.name:  # image: channels, dimension, formats
+            v["dmask"] = draw(st.integers(1, 15))
+            for name in ("dim", "a16", "d16", "unrm"):
+                if name in v and (name != "d16" or not _NO_D16.search(op.name)):
                     v[name] = draw(st.integers(0, (1 << self.e.enc.field(name).width) - 1))
         if "target" in v:  # export: a target, and a VGPR for each enabled channel
             v["target"] = draw(st.sampled_from(_EXP_TARGETS))
