@@ -103,6 +103,9 @@ def call(name: str, args: list[Expr], lw) -> Expr:
     m = _MINI_CVT.match(name)
     if m and (m.group(1) in MINIFLOATS or m.group(2) in MINIFLOATS) and n == 1 + bool(m.group(3)) + bool(m.group(4)):
         return minifloat_conversion(m, args)
+    if name in ("f32_to_f16_SR", "f32_to_f16_sr", "f32_to_bf16_SR", "f32_to_bf16_sr") and n == 2:
+        dst = _TY["bf16" if "bf16" in name else "f16"]
+        return Op("fconv_sr", (conversion_src(args[0], _TY["f32"]), convert(concrete(args[1]), U32)), dst)
     m = _CVT.match(name)
     if m and n == 1:
         return conversion(_TY[m.group(1)], _TY[m.group(2)], args[0], lw)
@@ -114,13 +117,13 @@ _MINI_CVT = re.compile(r"^(f32|f16|bf16|fp8|bf8|fp6|bf6|fp4)_to_(f32|f16|bf16|fp
 
 def minifloat_conversion(m: re.Match, args: list[Expr]) -> Expr:
     """Conversions between IEEE floats and the small formats, optionally scaled by 2**(scale - 127)
-    (scale an 8-bit biased exponent: decoding multiplies by it, encoding divides). Stochastic rounding
-    (_sr) is not modelled."""
+    (scale an 8-bit biased exponent: decoding multiplies by it, encoding divides). Stochastic rounding (_sr,
+    a 32-bit random operand r): the magnitude rounds up to the next representable value when r / 2**32 is below
+    the fraction of the gap it covers, else down."""
     src, dst = m.group(1), m.group(2)
-    if m.group(3):
-        raise Unsupported("stochastic rounding conversion")
     x = args[0]
-    scale = convert(concrete(args[1]), U32) if m.group(4) else None
+    rnd = convert(concrete(args[1]), U32) if m.group(3) else None
+    scale = convert(concrete(args[-1]), U32) if m.group(4) else None
     if src in MINIFLOATS and dst in _TY:
         x = convert(concrete(x), Ty(src, MINIFLOATS[src][0] + MINIFLOATS[src][1] + 1))
         v = Op("mf_decode", (x,), Ty("f", 64), src)
@@ -131,7 +134,8 @@ def minifloat_conversion(m: re.Match, args: list[Expr]) -> Expr:
         v = convert(conversion_src(x, _TY[src]), Ty("f", 64))
         if scale is not None:
             v = Op("ldexp", (v, Op("sub", (Const(127, I32), convert(scale, I32)), I32)), v.ty)
-        return Op("mf_encode", (v,), Ty(dst, MINIFLOATS[dst][0] + MINIFLOATS[dst][1] + 1), dst)
+        t = Ty(dst, MINIFLOATS[dst][0] + MINIFLOATS[dst][1] + 1)
+        return Op("mf_encode", (v,) if rnd is None else (v, rnd), t, dst)
     raise Unsupported(f"conversion {m.group(0)}")
 
 

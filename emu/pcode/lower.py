@@ -90,7 +90,7 @@ class Lowerer:
         self.find_op = find_op  # instruction name -> its pcode (for inlined calls)
         self.out: list = []  # statements of the block being built
         self.depth = 0  # nesting of conditional blocks
-        self.written: set[str] = set()  # state names written unconditionally in full so far
+        self.written: set[str] = set()  # state names written in full on every path so far
         self.state_bits: dict[str, int] = {}
         self.lambdas: dict[str, S.Lambda] = {}
         self.scopes: list[dict[str, Expr | str]] = [{}]  # name -> bound value or renamed variable
@@ -109,6 +109,9 @@ class Lowerer:
         body = self.block(tree)
         if unset := self.arrays_read - self.arrays_set:
             raise Unsupported(f"array {', '.join(sorted(unset))} is read but never assigned")
+        for name, bits in self.f.outputs.items():  # not written on every path: unwritten lanes keep the old value
+            if name not in self.written:
+                self.f.inputs[name] = bits
         f = self.f
         f.body = body
         f.masks = frozenset(self.masks)
@@ -185,9 +188,13 @@ class Lowerer:
             self.f.vars.setdefault(var, lo.ty)
             hi = convert(hi, self.f.vars[var])
             lo = convert(lo, self.f.vars[var])
+            before = set(self.written)
             self.out.append(Loop(var, lo, hi, self.cond_block(st.body)))
+            self.written = before  # the body may run zero times
         elif isinstance(st, S.Declare):
             if st.count is not None:
+                if self.state_name(st.name):
+                    raise Unsupported(f"state name {st.name} declared as an array")
                 var = self.local(st.name, new=True)
                 self.f.arrays[var] = st.count
                 self.f.vars[var] = Ty("u" if st.kind == "b" else st.kind, st.bits)
@@ -217,7 +224,9 @@ class Lowerer:
     def if_stmt(self, arms: list, orelse: tuple) -> None:
         cond, body = arms[0]
         c = to_bool(self.expr(cond))
+        before = set(self.written)
         then = self.cond_block(body)
+        w_then, self.written = self.written, set(before)
         if len(arms) > 1:
             saved, self.out = self.out, []
             self.depth += 1
@@ -228,8 +237,10 @@ class Lowerer:
             other = self.cond_block(orelse)
         if isinstance(c, Const):
             self.out.extend(then if c.value else other)
+            self.written = w_then if c.value else self.written
         else:
             self.out.append(If(c, then, other))
+            self.written = w_then & self.written  # written on every path
 
     # ---- assignment -------------------------------------------------------------------------------------------
     def assign(self, target: S.Node, v: Expr) -> None:
@@ -288,10 +299,7 @@ class Lowerer:
                 raise Unsupported(f"indexed assignment to {_show(target.x)}")
             if base.id in self.masks and self.f.vector and _is_lane(target.i):
                 self.target_var(base.id, U64)
-                if self.depth:  # lanes not assigned keep their bit
-                    self.note_partial(base.id)
-                else:  # every lane assigned: a full write
-                    self.written.add(base.id)
+                self.written.add(base.id)  # every lane on this path assigned
                 self.out.append(SetLaneBit(base.id, to_bool(v)))
                 return
             var = self.lookup_var(base.id)
@@ -364,10 +372,7 @@ class Lowerer:
 
     def set_var(self, var: str, v: Expr) -> None:
         if self.is_state(var):
-            if self.depth:
-                self.note_partial(var)
-            else:
-                self.written.add(var)
+            self.written.add(var)
         self.out.append(Assign(var, v))
 
     def set_bits(self, var: str, lo: Expr, width: int, v: Expr) -> None:

@@ -212,7 +212,12 @@ class Gen:
         return f"L.mf_decode({a[0]}, {e.attr!r}, {_fbits(e.ty)}, {_bf(e.ty)})"
 
     def op_mf_encode(self, e, a, m):
+        if len(a) == 2:
+            return f"L.mf_encode_sr({a[0]}, {a[1]}, {e.attr!r})"
         return f"L.mf_encode({a[0]}, {e.attr!r})"
+
+    def op_fconv_sr(self, e, a, m):
+        return f"L.fconv_sr({a[0]}, {a[1]}, {_fbits(e.ty)}, {_bf(e.ty)})"
 
     def op_reg_read(self, e, a, m):
         return f"L.rget(st, {e.attr!r}, {', '.join(a)})"

@@ -657,3 +657,38 @@ def mf_encode(x, kind: str):
 def _spec(kind: str) -> str:
     from emu.pcode.ir import MINIFLOATS
     return MINIFLOATS[kind][3]
+
+
+def _sr_up(a, lo, hi, rnd):
+    """Stochastic rounding: move |x| from lo up to hi when rnd / 2**32 < (|x| - lo) / (hi - lo)."""
+    gap = np.where(hi > lo, hi - lo, 1.0)
+    return arr(rnd).astype(np.float64) / 2.0 ** 32 < (a - lo) / gap
+
+
+def mf_encode_sr(x, rnd, kind: str):
+    vals, fin, codes, top, over, n = _mf_table(kind)
+    d = np.asarray(x, np.float64)
+    a = np.abs(np.nan_to_num(d, nan=0.0))
+    ulp = fin[-1] - fin[-2]
+    ext = np.append(fin, top + ulp)
+    i = np.clip(np.searchsorted(ext, a, side="right") - 1, 0, len(fin) - 1)
+    code = np.where(_sr_up(np.minimum(a, top + ulp), ext[i], ext[i + 1], rnd),
+                    np.append(codes, U64(over))[i + 1], codes[i])
+    code = np.where(a >= top + ulp, U64(over), code)
+    nan = {"ieee": (1 << (n - 1)) - 1, "nan": (1 << (n - 1)) - 1}.get(_spec(kind))
+    if nan is not None:
+        code = np.where(np.isnan(d), U64(nan), code)
+    return code | np.where(np.signbit(d) & ~np.isnan(d), U64(1 << (n - 1)), U64(0))
+
+
+def fconv_sr(x, rnd, bits: int, bf: bool = False):
+    """float32 -> f16 / bf16 with stochastic rounding (see _sr_up)."""
+    x = np.asarray(x, np.float32)
+    lo = fconv(x, bits, bf, 3)  # toward zero
+    lod = np.abs(lo.astype(np.float64))
+    if bf:
+        hi = i2f(f2i(lo, 16, True) + U64(1), 16, True)
+    else:
+        hi = np.nextafter(lo, np.where(np.signbit(lo), -np.inf, np.inf).astype(lo.dtype))
+    up = np.isfinite(x) & _sr_up(np.abs(x.astype(np.float64)), lod, np.abs(hi.astype(np.float64)), rnd)
+    return np.where(up, hi, lo).astype(lo.dtype)
