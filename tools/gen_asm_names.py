@@ -95,7 +95,7 @@ def _image_words(fam: str, op: int, dim: int, a16: int, d16: int, tfe: int, dmas
         w1 = 50 | 8 << 23
     else:  # VIMAGE
         w0 = 52 << 26 | op << 14 | dmask << 22 | dim | d16 << 5 | a16 << 6
-        w1 = 50 | tfe << 23 | 60 << 24
+        w1 = 50 | tfe << 23
     return [w0, w1, 10 | 20 << 8 | 30 << 16 | 40 << 24]
 
 
@@ -146,7 +146,7 @@ def image_variants(fam: str) -> dict[tuple[int, int], tuple]:
 
 
 def _image_data(name: str, dmask: int, d16: int, tfe: int) -> int:
-    n = 4 if "GATHER4" in name else max(1, bin(dmask).count("1"))
+    n = 4 if "GATHER4" in name or "MSAA_LOAD" in name else max(1, bin(dmask).count("1"))
     return (n + 1) // 2 * d16 + n * (1 - d16) + tfe
 
 

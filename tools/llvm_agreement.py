@@ -158,3 +158,28 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def strategy_instructions(arch: str, per_encoding: int) -> bytes:
+    """Instructions drawn from emu.amd.strategies (derandomized), `per_encoding` of every encoding."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import strategies as st
+
+    from emu.amd import strategies
+    names = strategies.encodings(arch)
+    out: list[bytes] = []
+
+    @settings(max_examples=per_encoding, derandomize=True, database=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck), deadline=None)
+    @given(st.data())
+    def collect(data):
+        out.extend(data.draw(strategies.instructions(arch, name)) for name in names)
+
+    collect()
+    return b"".join(out)
+
+
+def strategy_agreement(arch: str, per_encoding: int) -> tuple[int, list[tuple[bytes, str, str]]]:
+    """Instructions from the hypothesis strategies, disassembled by llvm-mc and by hwemu."""
+    pairs = llvm_mc_disassemble(strategy_instructions(arch, per_encoding), arch)
+    return len(pairs), compare(pairs, arch)

@@ -221,7 +221,7 @@ def mnemonic(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
             return name + "_dpp"
         if "SDWA" in mod:
             return name + "_sdwa"
-        return name + "_e32" if vop3_twin(d, op) and op.name not in NO_E32 else name
+        return name + "_e32" if vop3_twin(d, op) and op.name not in NO_E32 and op.operands else name
     if enc.base in ("VOP3", "VOP3SD"):
         e64 = vop12c_twin(d, op)
         if "DPP" in mod:

@@ -270,7 +270,7 @@ def _vinterp(inst: Inst, d) -> str:
     f = inst.fields
     ops = [_src(inst, d, n) for n in ("vdst", "src0", "src1", "src2")]
     mods = [f"op_sel:{_bits(f['opsel'], 4)}" if f.get("opsel") else "", "clamp" if f.get("clmp") else "",
-            f"wait_exp:{f['waitexp']}" if f.get("waitexp") else ""]
+            f"wait_exp:{f['waitexp']}"]
     return _join(inst.name, ops, mods)
 
 
@@ -393,7 +393,7 @@ def _smem(inst: Inst, d) -> str:
         hexoff = f"0x{off:x}" if off >= 0 else f"-0x{-off:x}"
         if so != null or (not off and inst.family == "rdna3"):
             ops.append(operand_text(inst, inst.operands["soffset"]) if "soffset" in inst.operands else f"s{so}")
-            mods = [f"offset:{hexoff}" if off else ""]
+            mods = [f"offset:{hexoff}" if off or (so != null and inst.family == "rdna4") else ""]
         else:
             ops.append(hexoff)
             mods = []
@@ -480,7 +480,7 @@ def _mimg(inst: Inst, d) -> str:
     f = inst.fields
     name = inst.op.name
     dmask = f.get("dmask", 0)
-    n = 4 if "GATHER4" in name else max(1, bin(dmask).count("1"))
+    n = 4 if "GATHER4" in name or "MSAA_LOAD" in name else max(1, bin(dmask).count("1"))
     if f.get("d16"):
         n = (n + 1) // 2
     n += 1 if f.get("tfe") else 0
@@ -534,7 +534,7 @@ def _vimage(inst: Inst, d) -> str:
     f = inst.fields
     name = inst.op.name
     dmask = f["dmask"]
-    n = 4 if "GATHER4" in name else max(1, bin(dmask).count("1"))
+    n = 4 if "GATHER4" in name or "MSAA_LOAD" in name else max(1, bin(dmask).count("1"))
     if f["d16"]:
         n = (n + 1) // 2
     n += 1 if f["tfe"] else 0
@@ -544,8 +544,9 @@ def _vimage(inst: Inst, d) -> str:
     slots = 4 if inst.base == "VSAMPLE" else 5
     k = min(words, slots)
     addrs = [reg("v", f[f"vaddr{i}"], 1 if i < k - 1 else words - k + 1) for i in range(k)]
-    ops = [reg("v", f["vdata"], n), f"[{', '.join(addrs)}]", _resource(inst, f["rsrc"], 8)]
-    if "samp" in f:
+    addr = addrs[0] if k == 1 else f"[{', '.join(addrs)}]"
+    ops = [reg("v", f["vdata"], n), addr, _resource(inst, f["rsrc"], 8)]
+    if "samp" in inst.op.operands:
         ops.append(_resource(inst, f["samp"], 4))
     mods = [f"dmask:0x{dmask:x}" if dmask else "", f"dim:SQ_RSRC_IMG_{_DIMS[f['dim']]}",
             "unorm" if f.get("unrm") else "", *syn.th_scope(inst)]

@@ -389,7 +389,8 @@ class _Gen:
             for name, hi in (("dst_sel", 6), ("dst_unused", 2)):
                 if name in v:
                     v[name] = draw(st.integers(0, hi))
-        if fres and (base == "VOP3P") == bool(packed):  # clamp/omod: VOP3P packed math, other non-packed math
+        fp8 = mask(lambda o: bool(re.search(r"FP8|BF8", o.fmt)))
+        if fres and (base == "VOP3P") == bool(packed) and not fp8:  # clamp/omod: VOP3P packed, other plain float math
             for name, hi in (("clmp", 1), ("omod", 3)):
                 if name in v:
                     v[name] = draw(st.integers(0, hi))
