@@ -6,16 +6,23 @@
     programs(arch, max_size=16) -> SearchStrategy[list[bytes]]     1..max_size instructions of mixed encodings
 
 `arch` is a gfx name or family ('gfx1100', 'rdna4', 'gfx942', ...); `encoding` a key of
-`isa.load(arch).encodings` ('SOP2', 'VOP3', 'VOP1_DPP16', 'VOP3P_MFMA', 'GLOBAL', 'VOP2_LIT', ...).
+`isa.load(arch).encodings` ('SOP2', 'VOP3', 'VOP1_DPP16', 'VOP3P_MFMA', 'GLOBAL', 'VOP2_LIT', ...); an
+unknown one, or one without a single drawable opcode (VOP1_SDST_LIT; VOP3PX2 on gfx942), is a ValueError.
 
-Everything is table driven: the opcode comes from the encoding's opcode set, fixed fields get their value,
-operand fields are filled according to the opcode's operand kind and width in `emu.amd.isa` (register
-numbers in range, register tuples aligned where the width needs it, inline constants and special
-registers where the kind accepts them), modifier fields get values from the ranges their names define
-(DPP controls, lane selects, cache bits, offsets, ...), and the _LIT variants select the literal in at
-least one source field and carry a random 32-bit literal. Fields the opcode does not use stay at their
-default (usually 0), as LLVM expects. The generated instructions are checked against LLVM's
-disassembler (tests/test_strategies.py); the few opcodes LLVM 19 lacks are listed in _LLVM_LACKS.
+Everything is table driven, no per-opcode code: the opcode comes from the encoding's opcode set, fixed
+fields get their value, operand fields are filled by the opcode's operand kind, format and width in
+`emu.amd.isa` (register numbers in range, SGPR tuples and CDNA VGPR tuples aligned, inline constants and
+special registers where the kind takes them), modifiers where the operand types take them (neg/abs on
+float sources, clamp/omod on float results, VOP3P op_sel, DPP/SDWA source modifiers and selects, MFMA
+broadcast and AGPR selects, image channel masks), control fields from their valid ranges (DPP controls,
+lane selects, export targets, buffer formats, cache bits, offsets), and the _LIT variants select the
+literal in a source field and carry a 32-bit literal that is not an inline constant. Fields an opcode
+does not use stay at their default, so each instruction is LLVM's canonical encoding of itself.
+
+Validation (tests/test_strategies.py): LLVM 19's disassembler accepts every draw on gfx1100, gfx1201 and
+gfx942 as one instruction of exactly its size and re-encodes it to the same bytes. Opcodes the vendor
+tables admit but LLVM 19 lacks are listed, with the reason, in _LLVM_LACKS (matched against the gfx
+name, so family names draw from the whole table); gfx950 cannot be checked (LLVM 19 does not know it).
 """
 from __future__ import annotations
 
