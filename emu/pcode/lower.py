@@ -91,6 +91,7 @@ class Lowerer:
         self.out: list = []  # statements of the block being built
         self.depth = 0  # nesting of conditional blocks
         self.written: set[str] = set()  # state names written in full on every path so far
+        self.covered: dict[str, int] = {}  # bits of state names written by unconditional slice assignments
         self.state_bits: dict[str, int] = {}
         self.lambdas: dict[str, S.Lambda] = {}
         self.scopes: list[dict[str, Expr | str]] = [{}]  # name -> bound value or renamed variable
@@ -216,6 +217,7 @@ class Lowerer:
                 return  # a remark or an explicit no-op
             if isinstance(x, S.Call) and x.name == "unsupported" and len(x.args) == 1 and isinstance(x.args[0], S.Str):
                 self.out.append(Fail(x.args[0].text))  # fixup text: this case is not modelled
+                self.written = _Everything()  # the path ends here
                 return
             raise Unsupported(f"statement without effect: {_show(x)}")
         else:
@@ -366,10 +368,6 @@ class Lowerer:
             self.f.outputs[var] = self.f.vars[var].bits
         return var, self.f.vars[var]
 
-    def note_partial(self, var: str) -> None:
-        if self.is_state(var) and var not in self.written:
-            self.f.inputs[var] = self.f.vars[var].bits
-
     def set_var(self, var: str, v: Expr) -> None:
         if self.is_state(var):
             self.written.add(var)
@@ -378,7 +376,10 @@ class Lowerer:
     def set_bits(self, var: str, lo: Expr, width: int, v: Expr) -> None:
         if self.f.vars[var].is_float:
             raise Unsupported(f"bit assignment into float variable {var}")
-        self.note_partial(var)
+        if self.is_state(var) and not self.depth and isinstance(lo, Const):  # slices that add up to a full write
+            self.covered[var] = self.covered.get(var, 0) | mask(width) << lo.value
+            if self.covered[var] & mask(self.f.vars[var].bits) == mask(self.f.vars[var].bits):
+                self.written.add(var)
         self.out.append(Assign(var, v, lo=lo, width=width))
 
     def store_mem(self, file: str, addr: S.Node, v: Expr, bits: int) -> None:
@@ -676,6 +677,21 @@ def _channel(n: S.Node) -> int:
         if isinstance(v, S.Node) and (c := _channel(v)) >= 0:
             return c
     return -1
+
+
+class _Everything(set):
+    """The written-names set of a path that ends (in a Fail): contains every name."""
+
+    def __contains__(self, name) -> bool:
+        return True
+
+    def add(self, name) -> None:
+        pass
+
+    def __and__(self, other):
+        return set(other)
+
+    __rand__ = __and__
 
 
 def _d0_type(tree: tuple) -> Ty:
