@@ -214,17 +214,16 @@ def mnemonic(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
     if enc.base == "VOPD":
         return name
     if enc.base in ("VOP1", "VOP2", "VOPC"):
+        if "SDWA" in mod:
+            return name + "_sdwa"
+        if "DPP" in mod:
+            return name if enc.base == "VOPC" else name + "_dpp"  # LLVM spells VOPC DPP without a suffix
         vdst = op.operands.get("vdst")
         if "SDST" in mod or (vdst is not None and vdst.kind.startswith("SREG")):  # v_readfirstlane_b32: no VOP3
             return name
-        if "DPP" in mod:
-            return name + "_dpp"
-        if "SDWA" in mod:
-            return name + "_sdwa"
         return name + "_e32" if vop3_twin(d, op) and op.name not in NO_E32 and op.operands else name
+    if enc.base in ("VOP3", "VOP3SD", "VOP3P") and "DPP" in mod:
+        return name + "_e64_dpp"
     if enc.base in ("VOP3", "VOP3SD"):
-        e64 = vop12c_twin(d, op)
-        if "DPP" in mod:
-            return name + ("_e64_dpp" if e64 else "_e64_dpp")
-        return name + "_e64" if e64 else name
+        return name + "_e64" if vop12c_twin(d, op) else name
     return name

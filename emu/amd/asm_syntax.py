@@ -15,7 +15,7 @@ OMOD = {1: "mul:2", 2: "mul:4", 3: "div:2"}
 
 def simm16(inst: Inst, kind: str) -> str:
     v = inst.fields["simm16"]
-    if kind == "LABEL":
+    if kind == "LABEL" or (kind == "VERSION" and v < 256):
         return str(v)
     if inst.op.name in _DECIMAL and v <= 64:
         return str(v)
@@ -30,7 +30,9 @@ def simm16(inst: Inst, kind: str) -> str:
     return f"0x{v:x}"
 
 
-_DECIMAL = {"S_NOP", "S_SLEEP", "S_SETPRIO", "S_SETKILL", "S_SETHALT", "S_TRAP", "S_VERSION"}
+# SOPP/SOPK immediates LLVM prints in decimal when they are inline integers (0..64), else in hex
+_DECIMAL = {"S_NOP", "S_SLEEP", "S_SETPRIO", "S_SETKILL", "S_SETHALT", "S_TRAP", "S_INCPERFLEVEL", "S_DECPERFLEVEL",
+            "S_DENORM_MODE"}
 # waitcnt counter fields: name -> list of (lo, width) pieces of the counter value
 _WAITCNT = {
     "cdna": (("vmcnt", ((0, 4), (14, 2))), ("expcnt", ((4, 3),)), ("lgkmcnt", ((8, 4),))),
@@ -75,7 +77,9 @@ def delay_alu(v: int) -> str:
 
 def sendmsg(inst: Inst, v: int) -> str:
     msg = names.SENDMSG[inst.family].get(v)
-    return f"sendmsg({msg})" if msg else str(v)
+    if msg:
+        return f"sendmsg({msg})"
+    return f"sendmsg({v}, 0, 0)" if v < 256 else str(v)
 
 
 def hwreg(inst: Inst, v: int) -> str:
