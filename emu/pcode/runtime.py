@@ -289,7 +289,7 @@ def fconv(x, bits: int, bf: bool = False, rm=0):
     if bf:
         y = bf16(np.asarray(x, np.float32))
     else:
-        y = np.asarray(x).astype(FDT[bits])
+        y = _nan_bits(np.asarray(x), np.asarray(x).astype(FDT[bits]))
     if isinstance(rm, int) and rm == 0:
         return y
     xd, yd = np.asarray(x, np.float64), y.astype(np.float64)
@@ -308,6 +308,22 @@ def fconv(x, bits: int, bf: bool = False, rm=0):
         r = np.where((rm == 1) & up, np.nextafter(y, inf), r)
         r = np.where((rm == 2) & dn, np.nextafter(y, -inf), r)
     return r.astype(y.dtype)
+
+
+def _nan_bits(x, y):
+    """y with every NaN of x carried over by its bits (sign, quiet bit, payload), as the format change
+    allows, instead of the host's conversion, which quiets signaling NaNs."""
+    nan = np.isnan(x)
+    if not np.any(nan):
+        return y
+    sb, db = x.dtype.itemsize * 8, y.dtype.itemsize * 8
+    sm, dm = MANT[sb], MANT[db]
+    raw = x.view(UDT[sb]).astype(U64)
+    mant = raw & U64(_m(sm))
+    mant = mant << U64(dm - sm) if dm >= sm else mant >> U64(sm - dm)
+    mant = np.where(mant == 0, U64(1 << (dm - 1)), mant)  # payload lost: keep a NaN (quiet)
+    out = ((raw >> U64(sb - 1)) << U64(db - 1)) | U64(_m(db - 1 - dm) << dm) | mant
+    return np.where(nan, out.astype(UDT[db]).view(FDT[db]), y)
 
 
 def itof(x, src_bits: int, signed: bool, bits: int, bf: bool = False):
