@@ -1,40 +1,48 @@
 """AMD ISA pseudocode compiler: every instruction's semantics compiled from the vendor pcode text.
 
     from emu.pcode import compile_op, Unsupported
-    sem = compile_op('rdna3', 'VOP3', 'V_ADD_F32')   # cached
-    out = sem(st, lanes)                              # dict name -> value of what it writes
+    sem = compile_op('rdna3', 'VOP3', 'V_ADD_F32')   # family or gfx name, opcode space, vendor name; cached
+    out = sem(st, lanes)                              # dict: written name -> value
 
-Pipeline: syntax (lexer, parser) -> lower (typed IR, emu.pcode.ir) -> pyback (Python/numpy source, compiled once).
-Corrections to the vendor text live in one table, emu.pcode.fixups.
+Pipeline: syntax (lexer, parser) -> lower + library (typed IR, emu.pcode.ir) -> pyback (Python/numpy source over
+lanes, compiled once, helpers in runtime). Corrections to the vendor text: one table, emu.pcode.fixups (matrix
+ops: generated pcode, emu.pcode.matrix). `python -m emu.pcode.coverage --arch rdna3` reports what compiles.
+An instruction without usable pcode raises `Unsupported(reason)` from compile_op, never a silent no-op.
 
-Calling contract of `sem(st, lanes)`:
-- `sem.reads` / `sem.writes`: the top-level names the pcode reads / assigns (S0 S1 S2 D0 SCC VCC EXEC M0 SIMM16
-  SIMM32 PC ADDR DATA DATA2 OFFSET OFFSET0 OFFSET1 MODE laneId-free ...; dotted names such as
-  'WAVE_STATUS.PRIV' are passed as spelled). A name both read and written (e.g. D0 of V_FMAC_F32, or
-  RETURN_DATA of a D16 load that keeps half the register) must be given with its current value.
-  `sem.widths[name]`: bits of each such operand as the pcode types it.
-  `sem.files`: memories and register files touched ('MEM', 'LDS', 'VGPR', 'SGPR', 'HW_REGISTERS').
-- Vector ops (VALU/VMEM/DS spaces): operands are numpy arrays of shape (lanes,) holding raw bits zero-extended
-  in uint64 (a Python int is accepted for a uniform operand). Operands wider than 64 bits (128-bit DATA,
-  RETURN_DATA, VDATA, D0.b128) are (ndwords, lanes) uint64 arrays, one 32-bit dword per row, row 0 least
-  significant; results of that width are returned the same way. Wave-wide masks (EXEC, VCC, and any name the
-  pcode indexes by laneId, e.g. D0 of V_CMP_*) are Python ints, bit i = lane i, in and out; a mask result has
-  every lane computed and inactive lanes' bits as computed (or, for SetLaneBit targets read back, unchanged):
-  the caller applies EXEC.
-- Scalar ops (SOP1 SOP2 SOPC SOPK SOPP SMEM): operands and results are Python ints (raw bits).
-- All lanes are computed; the caller applies EXEC to per-lane results. `st['EXEC']` is given when read.
-- Memory: `st['MEM']` (and `st['LDS']` where the pcode names LDS) has `load(addr, bits, active)` and
-  `store(addr, bits, value, active)` with uint64 arrays over lanes and a bool array of the lanes to touch;
-  accesses happen only for `st['ACTIVE']` (bool array over lanes) and the lanes the pcode's own conditions
-  select. Addresses computed by the encoding (CalcGlobalAddr, CalcDsAddr, CalcBufferAddr, ...) are read as
-  `st['ADDR']` (per-lane uint64 byte address), since they depend on encoding fields only the executor knows.
-  Ops that both load and store memory (atomics) run lane by lane in lane order, so same-address atomics of
-  different lanes serialize.
+Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for scalar ops):
+- `sem.reads`: names the pcode reads (S0 S1 S2 D0 SCC VCC EXEC M0 SIMM16 SIMM32 PC MODE ADDR DATA DATA2 OFFSET
+  OFFSET0 OFFSET1 RETURN_DATA SRC0 VDST OPSEL NEG ..., dotted names such as 'WAVE_STATUS.PRIV' as spelled) plus
+  the memories / register files / callouts it uses ('MEM', 'LDS', 'VGPR', 'SGPR', 'HW_REGISTERS', 'FORMAT').
+  `sem.writes`: names it assigns (D0 D1 SCC VCC EXEC PC RETURN_DATA VDATA SDATA M0 ...) plus files it stores to.
+  A name in both (D0 of V_FMAC_F32, RETURN_DATA of a D16 load that keeps half the register, D0 assigned on
+  some paths only) must be given with its current value. `sem.widths[name]`: bits of each read or written
+  operand as the pcode types it (D0: 64 for .u64/.b64; a source only sliced, like S1[4 : 0], counts 5).
+- Vector ops (every space but SOP1 SOP2 SOPC SOPK SOPP SMEM): operands are numpy arrays of shape (lanes,) of
+  raw bits zero-extended in uint64 (a Python int is accepted for a uniform operand). Operands wider than 64
+  bits (128-bit DATA / RETURN_DATA / VDATA, D0.b128) are (ndwords, lanes) uint64 arrays, one 32-bit dword per
+  row, row 0 least significant; results that wide come back the same way. Per-lane results are (lanes,) uint64.
+  Wave-wide masks (EXEC, VCC, and any name the pcode indexes by laneId, e.g. D0 of V_CMP_*) are Python ints,
+  bit i = lane i, in and out. D1 of VOP3SD carry-outs written as `D1.u1` is per lane (0/1 array).
+- Scalar ops: operands and results are Python ints (raw bits, any width).
+- All lanes are computed; the caller applies EXEC to per-lane results and to mask results (a V_CMP writes a
+  bit for every lane). Encoding fields the pcode names (OPSEL, NEG, OFFSET0, SRC0 / VDST register numbers, ...)
+  are ints in st.
+- Memory: `st['MEM']` (and `st['LDS']` where the pcode says LDS) has `load(addr, bits, active) -> uint64 array`
+  and `store(addr, bits, value, active)`, arrays over lanes, `active` the bool array of lanes to touch (bits
+  8/16/32/64; wider accesses are split into dwords). Memory is touched only for `st['ACTIVE']` (bool array over
+  lanes; default all) and only for lanes the pcode's own conditions select. Addresses the encoding computes
+  (CalcGlobalAddr, CalcDsAddr, CalcBufferAddr, CalcImageAddr, ...) are read as `st['ADDR']` (per-lane uint64
+  byte address): they depend on encoding fields only the executor knows. Ops that both load and store memory
+  (atomics) run lane by lane in lane order, so same-address atomics of different lanes serialize.
+- Formatted buffer ops: `st['FORMAT']` has `offset(channel) -> bytes`, `bits(channel) -> memory bits` and
+  `decode(raw, channel)` / `encode(value, channel)` (uint64 arrays; channel 0..3 = X..W).
 - Register files: `st['VGPR']` is a 2-D array indexed [lane, reg] (uint32; a (regs, lanes) array's `.T` view
-  works), `st['SGPR']` / `st['HW_REGISTERS']` 1-D arrays; they are read and written in place (writes only
-  for active lanes when the lane index is per lane).
-- MODE (int) is read where the pcode refers to it (WAVE_MODE.IEEE, ROUND_MODE); without a ROUND_MODE reference
-  float results round to nearest even. WAVE64 is `lanes == 64`.
+  works), `st['SGPR']` / `st['HW_REGISTERS']` 1-D arrays. They are read and written in place (per-lane writes
+  only for ACTIVE lanes); an index out of range raises runtime.RegisterIndexError. Cross-lane ops (readlane,
+  permlane, ds_swizzle, matrix ops) work this way; matrix ops ignore EXEC: pass ACTIVE all true.
+- MODE (int) is read where the pcode refers to it (WAVE_MODE.IEEE = bit 9, ROUND_MODE = bits 1:0); float
+  results round to nearest even otherwise. WAVE64 is `lanes == 64`.
+- A case the semantics do not model (e.g. ds_swizzle FFT mode) raises Unsupported when a lane reaches it.
 """
 from __future__ import annotations
 
