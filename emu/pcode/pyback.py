@@ -21,6 +21,7 @@ _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _NP1 = {"sqrt": "np.sqrt", "trunc": "np.trunc", "floor": "np.floor", "ceil": "np.ceil", "fabs": "np.abs",
         "signbit": "np.signbit", "isnan": "np.isnan", "isinf": "np.isinf", "fract": "L.fract", "log2": "L.log2",
         "exp2": "L.exp2", "sin": "L.sin", "cos": "L.cos", "mantissa": "L.mantissa", "is_even": "L.is_even"}
+_VIEWS = {"bitcast", "resize", "extract", "fconv", "tobool", "frombool"}
 _ROUNDS = {"add", "sub", "mul", "div", "fma", "sqrt", "exp2", "log2", "sin", "cos", "pow", "ldexp", "fract"}
 
 
@@ -45,22 +46,41 @@ class Gen:
         self.f = f
         self.lines: list[str] = []
         self.consts: list = []
+        self.const_index: dict[tuple, int] = {}
         self.n = 0
         self.loops: list[str] = []
+        self.hoisted: dict[str, str] = {}  # code of an invariant expression -> its variable
+        self.assigned = _assigned(f.body)
 
     def fresh(self, base: str) -> str:
         self.n += 1
         return f"{base}{self.n}"
 
     def const(self, value) -> str:
-        self.consts.append(value)
-        return f"K[{len(self.consts) - 1}]"
+        key = (type(value).__name__, value.tobytes())
+        if key not in self.const_index:
+            self.const_index[key] = len(self.consts)
+            self.consts.append(value)
+        return f"K[{self.const_index[key]}]"
 
     def emit(self, line: str, ind: int) -> None:
         self.lines.append("    " * ind + line)
 
     # ---- expressions ----------------------------------------------------------------------------------------------
+    def hoistable(self, e: Expr) -> bool:
+        """A cheap view (bitcast, resize, bit field, ...) of constants and variables the body never assigns."""
+        return isinstance(e, Op) and e.op in _VIEWS and all(
+            isinstance(a, Const) or (isinstance(a, Var) and a.name not in self.assigned) for a in e.args)
+
     def ex(self, e: Expr, m: str) -> str:
+        if self.hoistable(e):  # computed once at the function's entry, shared when repeated
+            code = self.ex_op(e, m)
+            if code not in self.hoisted:
+                self.hoisted[code] = f"h{len(self.hoisted)}"
+            return self.hoisted[code]
+        return self.ex_op(e, m)
+
+    def ex_op(self, e: Expr, m: str) -> str:
         if isinstance(e, Const):
             t = e.ty
             if t.kind == "bool":
@@ -344,7 +364,9 @@ class Gen:
                 self.emit(f"{v} = [{self.zero(t)}] * {f.arrays[var]}", 1)
             else:
                 self.emit(f"{v} = {self.zero(t)}", 1)
+        entry = len(self.lines)
         self.block(f.body, "True", 1)
+        self.lines[entry:entry] = [f"    {v} = {code}" for code, v in self.hoisted.items()]
         outs = []
         for name, bits in f.outputs.items():
             v = pyname(name)
@@ -361,6 +383,18 @@ class Gen:
         if t.is_float:
             return self.const(_FDT[_fbits(t)](0))
         return "0"
+
+
+def _assigned(body: tuple) -> set[str]:
+    out: set[str] = set()
+    for s in body:
+        if isinstance(s, Assign | SetLaneBit):
+            out.add(s.var)
+        elif isinstance(s, Loop):
+            out |= {s.var} | _assigned(s.body)
+        elif isinstance(s, If):
+            out |= _assigned(s.then) | _assigned(s.orelse)
+    return out
 
 
 def _loop_vars(body: tuple) -> set[str]:

@@ -583,6 +583,8 @@ def setlane(mask_val, v, m, lanes: int) -> int:
 
 def inp(x, bits: int):
     """A caller's value as the generated code holds it."""
+    if type(x) is np.ndarray and x.dtype == U64 and x.ndim == 1:
+        return x & U64(_m(bits)) if bits < 64 else x
     if isinstance(x, int | np.integer):
         return int(x) & _m(bits)
     if isinstance(x, bool | np.bool_):
@@ -601,6 +603,8 @@ def out_scalar(x, bits: int) -> int:
 
 
 def out_lanes(x, bits: int, lanes: int):
+    if type(x) is np.ndarray and x.dtype == U64 and x.shape == (lanes,):
+        return x
     if bits > 64:
         v = np.broadcast_to(np.asarray(x, dtype=object), (lanes,))
         return np.array([[(int(e) >> (32 * k)) & 0xFFFFFFFF for e in v] for k in range((bits + 31) // 32)], U64)
