@@ -29,7 +29,6 @@ from pcode_refs import (
     run,
     sext,
     to_float,
-    u64,
     value,
 )
 
@@ -55,9 +54,6 @@ _NAN_WITNESS = {"F16": (0x4980, 0x7E00), "F32": (0x41300000, 0x7FC00000), "F64":
                                                                               0x7FF80000_00000000)}
 KNOWN = {(fam, pred, ty): (_LG + f": {pred} 11.0, qNaN", *_NAN_WITNESS[ty])
          for fam in FAMS for pred in ("LG", "NLG") for ty in FLOATS}
-KNOWN_CLASS = {(fam, "F32"): ("isSignalNAN(64'F(S0.f32)): the f32 -> f64 conversion quiets a signaling NaN, so class "
-                              "bit 0 (sNaN) is never reported for f32: (0x7f8cfc76, 0x1) -> False, want True",
-                              0x7F8CFC76, 1) for fam in FAMS}
 
 
 def op_name(fam: str, kind: str, pred: str, ty: str) -> str:
@@ -157,15 +153,7 @@ def test_class(fam: str, ty: str, seed: int):
     f = FLOATS[ty]
     rng = np.random.default_rng(seed)
     s0, s1 = gen_float(f, rng), gen_int(10, rng)  # S1: the mask of classes, bits 0..9
-    if (fam, ty) in KNOWN_CLASS:  # keep the known disagreement (test_class_known_bugs) out of the property
-        s0 = np.where([is_snan(x, f) for x in s0.tolist()], u64(f.inf | f.quiet), s0)
     check_class(fam, ty, s0, s1)
-
-
-@pytest.mark.parametrize("fam,ty", [
-    pytest.param(*k, marks=pytest.mark.xfail(reason=r[0], raises=AssertionError)) for k, r in KNOWN_CLASS.items()])
-def test_class_known_bugs(fam: str, ty: str):
-    check_class(fam, ty, *(np.full(LANES, w, np.uint64) for w in KNOWN_CLASS[fam, ty][1:]))
 
 
 def check_class(fam: str, ty: str, s0: np.ndarray, s1: np.ndarray):

@@ -285,14 +285,6 @@ known(ALL3, ["V_RNDNE_F16"], [MODE_DEFAULT], RNDNE := "the pcode's floor(x + 0.5
       "the sign of zero: -0.25 -> +0, IEEE roundToIntegralTiesToEven gives -0", 0xB400)
 known(ALL3, ["V_RNDNE_F32"], [MODE_DEFAULT], RNDNE, 0xBE800000)
 known(ALL3, ["V_RNDNE_F64"], [MODE_DEFAULT], RNDNE, 0xBFD00000_00000000)
-SNAN = ("64'F() of an f32 signaling NaN quiets it (numpy/x86 conversion), so isSignalNAN(64'F(x)) is never true "
-        "and an sNaN operand is treated as a quiet NaN")
-known(("rdna3", "cdna"), ["V_MIN_F32", "V_MAX_F32"], [MODE_DEFAULT], SNAN + ": (sNaN 0x7f8cfc76, 0x2855b422) -> "
-      "0x2855b422, want 0x7fccfc76 (S0 quieted)", 0x7F8CFC76, 0x2855B422)
-known(("rdna3", "cdna"), ["V_MED3_F32"], [MODE_DEFAULT], SNAN + ": (0x42f654fd, 0.5, sNaN 0xff800001) -> 0.5, "
-      "want a NaN", 0x42F654FD, 0x3F000000, 0xFF800001)
-known(["rdna4"], ["V_MINIMUM_F32", "V_MAXIMUM_F32"], [MODE_DEFAULT], SNAN + ": (sNaN 0x7f8cfc76, 0x2855b422) -> "
-      "0x7f8cfc76 (still signaling), want 0x7fccfc76", 0x7F8CFC76, 0x2855B422)
 ZERO = ("cdna's pcode tests signed zeros with IEEE == (64'F(S0) == +0.0 && 64'F(S1) == -0.0), which every pair of "
         "zeros satisfies: min(-0, +0) -> +0 and max(-0, +0) -> -0")
 for t, z in (("F16", 0x8000), ("F32", 0x80000000), ("F64", 0x80000000_00000000)):
