@@ -8,7 +8,7 @@ from __future__ import annotations
 import pprint
 import re
 
-from tools.llvm_agreement import llvm_mc_disassemble
+from tools.llvm_agreement import disassemble_each, llvm_mc_disassemble
 
 ARCH = {"rdna3": "gfx1100", "rdna4": "gfx1201", "cdna": "gfx942"}
 
@@ -61,21 +61,6 @@ def exp_targets(fam: str) -> dict[int, str]:
 
 
 
-_SENTINEL = 0xBF801234  # s_nop 0x1234
-
-
-def _between_sentinels(arch: str, words: list[int]) -> list[str | None]:
-    """The text of the (single) instruction before each sentinel, None where LLVM rejected the bytes."""
-    out, cur = [], None
-    for raw, text in llvm_mc_disassemble(_words(words), arch):
-        if raw == _SENTINEL.to_bytes(4, "little"):
-            out.append(cur)
-            cur = None
-        else:
-            cur = text if cur is None else cur
-    return out
-
-
 def _count(text: str) -> int:
     """Registers in 'v5' or 'v[5:7]'."""
     m = re.fullmatch(r"v(\d+)|v\[(\d+):(\d+)\]", text.strip())
@@ -110,7 +95,7 @@ def image_variants(fam: str) -> dict[tuple[int, int], tuple]:
     from emu.amd.asm_text import image_address_words
     t = isa.load(fam)
     spaces = ("MIMG",) if fam == "rdna3" else ("VIMAGE", "VSAMPLE")
-    cases, words = [], []  # each probe is followed by a sentinel (s_nop 0x1234) to split LLVM's output
+    cases, codes = [], []
     for space in spaces:
         for o in t.ops_of(space):
             sampler = "ssamp" in o.operands or space == "VSAMPLE"
@@ -122,10 +107,10 @@ def image_variants(fam: str) -> dict[tuple[int, int], tuple]:
                                 for dmask in (1, 3, 7, 15):
                                     cases.append((o, nsa, image_address_words(o.name, dim, bool(a16)),
                                                   _image_data(o.name, dmask, d16, tfe)))
-                                    words += _image_words(fam, o.value, dim, a16, d16, tfe, dmask, nsa, sampler)
-                                    words.append(_SENTINEL)
+                                    codes.append(_words(_image_words(fam, o.value, dim, a16, d16, tfe, dmask,
+                                                                     nsa, sampler)))
     seen: dict[tuple[int, int], tuple[set, set, set]] = {}
-    for (o, nsa, want_addr, want_data), text in zip(cases, _between_sentinels(ARCH[fam], words), strict=False):
+    for (o, nsa, want_addr, want_data), text in zip(cases, disassemble_each(codes, ARCH[fam]), strict=True):
         m = re.match(r"\S+\s+(v\d+|v\[\d+:\d+\]), (\[(?:[^\[\]]|\[[^\]]*\])*\]|v\d+|v\[\d+:\d+\])", text or "")
         if not m or not text.startswith("image_"):
             continue

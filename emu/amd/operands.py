@@ -45,7 +45,7 @@ def constant(code: int, bits: int, fmt: str, literal: int | None) -> int | None:
     if 128 <= code <= 192:
         return code - 128
     if 193 <= code <= 208:
-        return (128 - code) & mask
+        return (192 - code) & mask
     if code in _F32:
         if bits == 64:
             return _F64[code] if "F64" in fmt or "F" not in fmt.replace("NUM_", "") else _F32[code]

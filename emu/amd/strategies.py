@@ -69,6 +69,7 @@ _LLVM_LACKS = (
     (r"gfx1\d+", r"VOP1\w*", r"V_SWAP_B16", "not in LLVM 19 (true16 only)"),
     (r"gfx11\d\d", r".*", r"FLAT_ATOMIC_CSUB_U32|S_ENDPGM_ORDERED_PS_DONE", "not in LLVM 19 for gfx11"),
     (r"gfx12\d\d", r".*", r"S_ALLOC_VGPR|DS_BPERMUTE_FI_B32|DS_BVH_STACK_PUSH\w+", "not in LLVM 19 for gfx12"),
+    (r"gfx12\d\d", r"SOP1\w*", r"S_BARRIER_INIT|S_BARRIER_JOIN|S_GET_BARRIER_STATE", "the table lists no operands"),
     (r"gfx942", r".*", r"DS_READ_B\d+_TR_B\d+|S_SET_VALU_COEXEC_MODE|V_ASHR_PK_[IU]8_I32|V_BITOP3_B(16|32)|"
      r"V_CVT_PK_(BF16|F16)_F32|V_CVT_SCALEF32_\w+|V_CVT_SR_(BF16|F16)_F32|V_CVT_F32_BF16|V_DOT2C?_F32_BF16|"
      r"V_PERMLANE(16|32)_SWAP_B32|V_PK_(MAXIMUM|MINIMUM)3_F16|V_(MAXIMUM|MINIMUM)3_F32|V_PRNG_B32|"
@@ -106,6 +107,7 @@ _ACCEPTS = {
     "SRC_VGPR": "v", "VGPR": "v", "VGPR_OR_LDS": "v", "SRC_VGPR_OR_INLINE": "vi", "SRC_VGPR_OR_ACCVGPR": "v",
     "SRC_VGPR_OR_ACCVGPR_OR_CONST": "vi", "SRC_ACCVGPR": "v", "VGPR_OR_ACCVGPR": "v", "ACCVGPR": "v",
     "SREG": "S", "SDST": "s", "SDST_NULL": "s", "SREG_NOVCC": "S", "EXEC": "s", "SMEM_OFFSET": "S",
+    "SSRC_BARRIER_ID": "i",
 }
 
 # DPP16 dpp_ctrl values per family: quad_perm, row_shl/shr/ror, then family-specific row operations.
@@ -120,6 +122,16 @@ _NO_D16 = re.compile(r"_PCK|RESINFO|GET_LOD")  # image opcodes whose data is not
 # Export targets (RDNA): mrt0..7, mrtz, pos0..4, prim, dual_src_blend0/1.
 _EXP_TARGETS = (*range(0, 9), *range(12, 17), 20, 21, 22)
 
+# RDNA4 cache policy (th, scope) pairs by access: stores take all, loads all but th 7, atomics split by
+# whether they return (th bit 0); cascade policies (th 4, 6) only with scope DEV / SYS, NT_RETURN not with SYS.
+_TH_SCOPE = {
+    "store": tuple((th, sc) for th in range(8) for sc in range(4)),
+    "load": tuple((th, sc) for th in range(7) for sc in range(4)),
+    "atomic": tuple((th, sc) for th in (0, 2) for sc in range(4)) + ((4, 2), (4, 3), (6, 2), (6, 3)),
+    "atomic_return": tuple((1, sc) for sc in range(4)) + ((3, 0), (3, 1), (3, 2)),
+}
+_VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P", "VOPD", "VINTERP")
+_SHIFT64 = re.compile(r"V_(LSHL|LSHR|ASHR)REV_[BI]64")  # GFX10+: one scalar value only
 # Cache-policy fields: any value, for opcodes that move data.
 _CACHE_BITS = re.compile(r"glc|slc|dlc|sc0|sc1|nt|scope|th")
 _DATA = ("sdata", "vdata", "data", "data0", "vdst", "vsrc")
@@ -193,6 +205,8 @@ class _Gen:
         """A value for a register/source field that the operand kind accepts."""
         if operand.kind == "EXEC":
             return self.regs.exec
+        if operand.kind == "SDST_NULL":
+            return self.regs.null
         accepts = _ACCEPTS.get(operand.kind, "")
         n = _width(operand.bits)
         limit = 128 if self.short and operand.bits == 16 else 256
@@ -264,8 +278,8 @@ class _Gen:
     def field(self, draw, op: isa.Op | None, operand: isa.Operand | None, f: isa.Field, lit: bool) -> int:
         if op is not None and not op.operands:  # e.g. S_DCACHE_INV, GLOBAL_WB
             return self.regs.saddr_none if f.name == "saddr" else 0
-        if operand is not None and operand.kind.startswith("SIMM"):  # an immediate in a register field;
-            return draw(st.integers(0, 31))  # LLVM 19 decodes 5 bits of it on RDNA4 (SIMM8 of S_ATC_PROBE)
+        if operand is not None and operand.kind.startswith("SIMM"):  # an immediate in a register field; LLVM 19
+            return draw(st.integers(0, (1 << min(5, int(operand.kind[4:]))) - 1))  # decodes 5 bits of RDNA4's SIMM8
         if self.dpp and f.name in ("src1", "src2") and operand is not None and operand.fmt != "NUM_M64":  # DPP: VGPRs
             return VGPR_BASE + self.vgpr(draw, _width(operand.bits))
         if f.name == "saddr":
@@ -286,14 +300,20 @@ class _Gen:
             return self.simm16(draw, operand) if operand else 0
         if f.name in ("dfmt", "nfmt") and op is not None and op.name.startswith("TBUFFER"):
             return draw(st.integers(f.name == "dfmt", (1 << f.width) - 1))  # dfmt 0 is invalid
-        if f.name == "format":  # buffer data format; 0 is BUF_FMT_INVALID
-            return draw(st.integers(1, 63)) if op is not None and op.name.startswith("TBUFFER") else 0
+        if f.name == "format":  # buffer data format; 0 is BUF_FMT_INVALID, untyped accesses have 1
+            return draw(st.integers(1, 63)) if op is not None and op.name.startswith("TBUFFER") else 1
         if _CACHE_BITS.fullmatch(f.name):
             data = op is not None and any(not o.kind.startswith("SIMM") for n, o in op.operands.items() if n in _DATA) \
                 and any(n in op.operands for n in _ADDRESS)
             return draw(st.integers(0, (1 << f.width) - 1)) if data else 0
         if f.name.startswith("attr") and (op is None or "attr" not in op.operands):
             return 0
+        if f.name == "attr":  # attr0 .. attr32
+            return draw(st.integers(0, 32))
+        if f.name in ("offset", "ioffset") and op is not None and op.name.startswith("S_BUFFER_"):
+            return draw(st.integers(0, (1 << 20) - 1))  # buffer offsets are unsigned
+        if f.name == "offset" and self.e.enc.base == "FLAT":  # the FLAT segment's offset is 12-bit unsigned
+            return draw(st.integers(0, 4095)) if op is not None and "addr" in op.operands else 0
         if f.name in ("offset", "ioffset") and op is not None and not any(n in op.operands for n in _ADDRESS):
             return 0  # S_MEMTIME and friends
         if _FREE_BITS.fullmatch(f.name):
@@ -322,13 +342,21 @@ class _Gen:
             for name in ("cbsz", "abid", "acc_cd", "acc", "blgp"):
                 if name != "blgp" or not op.name.startswith("V_SMFMAC"):  # sparse MFMA has no B-lane group pattern
                     v[name] = draw(st.integers(0, (1 << self.e.enc.field(name).width) - 1))
+            n, c = _width(op.operands["vdst"].bits), v["src2"] - VGPR_BASE
+            if c >= 0 and _width(op.operands["src2"].bits) == n and c != v["vdst"] and abs(c - v["vdst"]) < n:
+                v["src2"] = VGPR_BASE + v["vdst"]  # C and D are the same registers or disjoint
         if "dmask" in v and op is not None:  # image data: up to four channels (the table types some too narrow)
             v["vdata"] = self.vgpr(draw, 4)
-        if "dmask" in v and op is not None and "ATOMIC" not in op.name:  # image: channels, dimension, formats
-            v["dmask"] = draw(st.integers(1, 15))
+        if "dmask" in v and op is not None and "ATOMIC" in op.name:  # 32-bit data, two dwords for compare-swap
+            v["dmask"] = 3 if "CMPSWAP" in op.name else 1
+        elif "dmask" in v and op is not None:  # image: channels, dimension, formats
+            one = "GATHER4" in op.name or "MSAA_LOAD" in op.name  # these take a single channel
+            v["dmask"] = 1 << draw(st.integers(0, 3)) if one else draw(st.integers(1, 15))
             for name in ("dim", "a16", "d16", "unrm"):
                 if name in v and (name != "d16" or not _NO_D16.search(op.name)):
                     v[name] = draw(st.integers(0, (1 << self.e.enc.field(name).width) - 1))
+            if "dim" in v:  # 1D .. 2D_ARRAY; 2D_MSAA(_ARRAY) for the MSAA loads
+                v["dim"] = draw(st.integers(6, 7) if "MSAA" in op.name else st.integers(0, 5))
         if "target" in v:  # export: a target, and a VGPR for each enabled channel
             v["target"] = draw(st.sampled_from(_EXP_TARGETS))
             for i in range(4):
@@ -338,6 +366,12 @@ class _Gen:
         if self.e.enc.base in ("SCRATCH", "VSCRATCH"):  # the VGPR address is used only with sve
             v["sve"] = draw(st.integers(0, 1))
             v["addr" if "addr" in v else "vaddr"] *= v["sve"]
+        if "th" in v and op is not None and v["th"] | v["scope"]:
+            access = "atomic" if "_ATOMIC_" in op.name else "store" if "_STORE_" in op.name else "load"
+            if access == "atomic" and v["th"] & 1:
+                access = "atomic_return"
+            v["th"], v["scope"] = draw(st.sampled_from(_TH_SCOPE[access]))
+            v["th"] &= (1 << self.e.enc.field("th").width) - 1  # SMEM has two th bits
         ret = next((n for n in ("glc", "sc0", "th") if n in v), None)
         if op is not None and "_ATOMIC_" in op.name and "vdst" in op.operands and ret and not v[ret] & 1:
             v["vdst"] = 0  # an atomic without return (GLC / SC0 / TH_ATOMIC_RETURN clear) writes no VGPR
@@ -351,10 +385,83 @@ class _Gen:
             v["soffset"] = 0
         if op is not None:
             self.modifiers(draw, op, v)
-        if lit and not any(op.name in self.e.literal_only for op in ops.values()):
-            fields = self.literal_fields(ops)
-            if not any(v[f] == LITERAL for f in fields):
-                v[draw(st.sampled_from(fields))] = LITERAL
+        if lit:
+            self.literal(draw, ops, v)
+        if self.e.enc.base in _VALU:
+            self.constant_bus(draw, ops, v)
+        if "vsrcy1" in v:
+            self.vopd_banks(ops, v)
+
+    def literal(self, draw, ops: dict[str, isa.Op], v: dict[str, int]) -> None:
+        """_LIT variants: a source selects the literal (unless the opcode's K is implicit)."""
+        fields = self.literal_fields(ops)
+        implicit = [op for op in ops.values() if op.name in self.e.literal_only]
+        if not implicit and not any(v[f] == LITERAL for f in fields):
+            v[draw(st.sampled_from(fields))] = LITERAL
+        users = [self.operand(ops, f)[1] for f in fields if v[f] == LITERAL]
+        users += [op.operands["vdst"] for op in implicit if "vdst" in op.operands]
+        if all(o.bits == 16 for o in users) or self.e.enc.base == "VOP3P":
+            v["literal"] &= 0xFFFF  # a 16-bit operand's literal: LLVM keeps the low half only
+        for i, f in enumerate(("src0", "src1", "src2")):
+            if v.get(f) == LITERAL and self.operand(ops, f)[1].bits == 64:
+                for m in ("neg", "abs"):  # no modifiers on a 64-bit literal
+                    if m in v:
+                        v[m] &= ~(1 << i)
+
+    def constant_bus(self, draw, ops: dict[str, isa.Op], v: dict[str, int]) -> None:
+        """A VALU instruction reads at most 2 scalar values (1 on GFX9, and for 64-bit shifts): distinct SGPRs,
+        special registers, the literal, and VCC where the 32-bit form reads it implicitly. Sources over the
+        limit that may be VGPRs become VGPRs."""
+        limit = 1 if self.fam == "cdna" or any(_SHIFT64.fullmatch(op.name) for op in ops.values()) else 2
+        used: set = set()
+        if any("VCC" in self.pcode(op) for op in ops.values()):
+            used.add("vcc")  # V_CNDMASK_B32, carry-in adds, V_DIV_FMAS (counted also where VCC is explicit)
+        fields = []
+        for f in self.e.enc.fields:
+            x = v.get(f.name)
+            if f.kind != "src" or x is None or x >= VGPR_BASE or x in (DPP16, DPP8, DPP8_FI, SDWA):
+                continue
+            operand = self.operand(ops, f.name)[1]
+            if operand is None or (x != LITERAL and (x >= 128 or x == self.regs.null)):
+                continue  # unused, inline constant, null
+            takes_v = "v" in _ACCEPTS.get(operand.kind, "")
+            fields.append((takes_v, x != LITERAL, f.name, operand, "lit" if x == LITERAL else x))
+        for takes_v, _, name, operand, key in sorted(fields, key=lambda t: t[:2]):  # must-be-scalar, literal first
+            if key in used or len(used) < limit:
+                used.add(key)
+            elif takes_v:
+                v[name] = VGPR_BASE + self.vgpr(draw, _width(operand.bits))
+
+    def pcode(self, op: isa.Op) -> str:
+        """The opcode's pseudocode; a VOPD component's is its VOP2 / VOP1 twin's."""
+        twin = op.name.replace("V_DUAL_", "V_")
+        other = self.t.by_name.get(("VOP2", twin)) or self.t.by_name.get(("VOP1", twin))
+        return op.pcode or (other.pcode if other is not None else None) or ""
+
+    def vopd_banks(self, ops: dict[str, isa.Op], v: dict[str, int]) -> None:
+        """VOPD register banks: X's and Y's src0 differ in reg % 4, so do their src1, and their src2 (the
+        accumulator: vdst of FMAC / DOT2ACC, the VGPR after K of FMAMK) differ in reg % 2."""
+        for x, y, base in (("srcx0", "srcy0", VGPR_BASE), ("vsrcx1", "vsrcy1", 0)):
+            rx, ry = v[x] - base, v[y] - base
+            used = self.operand(ops, x)[1] is not None and self.operand(ops, y)[1] is not None
+            if used and rx >= 0 and ry >= 0 and rx % 4 == ry % 4:
+                v[y] = base + ry - ry % 4 + (rx + 1) % 4
+
+        def src2(c: str) -> str | None:
+            name = ops[f"op{c}"].name
+            return f"vdst{c}" if re.search("FMAC|DOT2ACC", name) else f"vsrc{c}1" if "FMAMK" in name else None
+
+        def reg(name: str) -> int:
+            return v[name] << 1 | (v["vdstx"] & 1 ^ 1) if name == "vdsty" else v[name]
+
+        sx, sy = src2("x"), src2("y")
+        if sx and sy and reg(sx) % 2 == reg(sy) % 2:
+            movable, fixed, other1 = (sy, sx, "vsrcx1") if sy == "vsrcy1" else (sx, sy, "vsrcy1")
+            for flip in (1, 3):  # change parity, keep clear of the other component's src1 bank
+                r = v[movable] ^ flip
+                if self.operand(ops, other1)[1] is None or r % 4 != v[other1] % 4:
+                    v[movable] = r
+                    break
 
     def modifiers(self, draw, op: isa.Op, v: dict[str, int]) -> None:
         """Source/result modifiers where the operand types take them: neg/abs on float sources, clamp and
@@ -371,6 +478,8 @@ class _Gen:
         isrc = mask(lambda o: bool(re.match(r"NUM_[IU]\d", o.fmt)))
         base = self.e.enc.base
         packed = mask(lambda o: o.fmt.startswith("NUM_PK2"))
+        if base == "VOP3P" and self.fam == "cdna" and not re.match(r"V_PK_|V_(FMA|MAD)_MIX", op.name):
+            packed = 0  # GFX9 dot products take no op_sel / neg
         if base == "VOP3P":
             for name in ("neg", "neg_hi"):
                 if name in v:
