@@ -356,3 +356,26 @@ def test_runtime_failure_is_loud():
     out = sem({"VGPR": vgpr + np.arange(32, dtype=np.uint32)[:, None], "DATA0": 1, "OFFSET0": 0x1F,
                "OFFSET1": 0x04, "EXEC": 0xFFFFFFFF}, 32)["RETURN_DATA"]  # bit mode: and 0x1f, xor 1
     np.testing.assert_array_equal(out, np.arange(32) ^ 1)
+
+
+def test_v_cmp_class_f32_keeps_signaling_nans_apart():
+    x = np.array([0x7FA00000, 0x7FC00000, 0xFF800000, 0xBF800000, 0x80000001, 0x80000000, 0x00000000,
+                  0x00000001, 0x3F800000, 0x7F800000], np.uint64)  # one of each class, in class-bit order
+    sem = compile_op("rdna3", "VOPC", "V_CMP_CLASS_F32")
+    for k in range(10):
+        assert sem({"S0": x, "S1": np.full(10, 1 << k, np.uint64)}, 10)["D0"] == 1 << k, k
+
+
+class WideMem(FakeMem):
+    def load(self, addr, bits, active):
+        return super().load(addr - np.uint64(0x7FFF_0000_0000), bits, active)
+
+
+def test_scalar_load_uses_64_bit_address_once():
+    mem = WideMem()
+    mem.b[0:8] = bytes(range(1, 9))
+    sem = compile_op("rdna3", "SMEM", "S_LOAD_B64")
+    assert sem.widths["ADDR"] == 64
+    assert sem({"MEM": mem, "ADDR": 0x7FFF_0000_0000}, 32) == {"SDATA": 0x0807060504030201}
+    assert len(mem.log) == 2  # two dword loads, one scalar access each
+    assert compile_op("rdna3", "SOP1", "S_GETPC_B64")({"PC": 0x7FFF_0000_1000}, 32) == {"D0": 0x7FFF_0000_1004}

@@ -46,6 +46,7 @@ _MINI = {"fp8": 8, "bf8": 8, "fp6": 6, "bf6": 6, "fp4": 4}
 REGFILES = {"VGPR": 2, "SGPR": 1, "HW_REGISTERS": 1, "TTMP": 1}
 MEMORIES = ("MEM", "LDS")
 MASK_NAMES = ("EXEC", "VCC")
+ADDRESS_NAMES = {"ADDR": 64, "ADDR_BASE": 64, "PC": 64}
 LOCAL_NAMES = ("ROUND_MODE",)  # upper-case names that are local variables, not state
 STATE_NAMES = frozenset("""S0 S1 S2 S3 D0 D1 SCC VCC EXEC M0 PC MODE SIMM16 SIMM32 ADDR ADDR_BASE DATA DATA0 DATA1
     DATA2 OFFSET OFFSET0 OFFSET1 RETURN_DATA VDATA SDATA VDST SRC0 SRC1 SRC2 DST OPSEL OPSEL_HI NEG NEG_HI TBA TMA
@@ -144,6 +145,8 @@ class Lowerer:
                         visit(c)
         for st in tree:
             visit(st)
+        for name, bits in ADDRESS_NAMES.items():  # byte addresses are 64-bit however the text types them
+            self.widen(name, bits)
         if self.f.vector:
             self.masks |= {n for n in MASK_NAMES}
         for m in self.masks:

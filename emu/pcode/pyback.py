@@ -220,13 +220,13 @@ class Gen:
         return f"L.aget({a[0]}, {a[1]})"
 
     def op_load(self, e, a, m):
-        return f"L.load(st, {e.attr!r}, {a[0]}, {e.ty.bits}, {m}, lanes)"
+        return f"L.load(st, {e.attr!r}, {a[0]}, {e.ty.bits}, {m}, nl)"
 
     def op_fmt_offset(self, e, a, m):
         return f"st['FORMAT'].offset({e.attr})"
 
     def op_fmt_load(self, e, a, m):
-        return f"L.fmt_load(st, {a[0]}, {e.attr}, {m}, lanes)"
+        return f"L.fmt_load(st, {a[0]}, {e.attr}, {m}, nl)"
 
     def op_mf_decode(self, e, a, m):
         return f"L.mf_decode({a[0]}, {e.attr!r}, {_fbits(e.ty)}, {_bf(e.ty)})"
@@ -311,11 +311,11 @@ class Gen:
             idx = [self.ex(x, m) for x in s.addr]
             val = self.ex(s.value, m)
             if s.file == "FORMAT":
-                self.emit(f"L.fmt_store(st, {idx[0]}, {val}, {s.bits}, {m}, lanes)", ind)
+                self.emit(f"L.fmt_store(st, {idx[0]}, {val}, {s.bits}, {m}, nl)", ind)
             elif s.file in ("MEM", "LDS"):
-                self.emit(f"L.store(st, {s.file!r}, {idx[0]}, {val}, {s.bits}, {m}, lanes)", ind)
+                self.emit(f"L.store(st, {s.file!r}, {idx[0]}, {val}, {s.bits}, {m}, nl)", ind)
             else:
-                self.emit(f"L.rset(st, {s.file!r}, ({', '.join(idx)},), {val}, {m}, lanes)", ind)
+                self.emit(f"L.rset(st, {s.file!r}, ({', '.join(idx)},), {val}, {m}, nl)", ind)
         elif isinstance(s, If):
             c = self.fresh("c")
             self.emit(f"{c} = {self.ex(s.cond, m)}", ind)
@@ -353,6 +353,7 @@ class Gen:
         self.emit("def sem(st, lanes):", 0)
         self.emit("lane = L.lane_ids(lanes)" if f.vector else "lane = 0", 1)
         self.emit("wave64 = lanes == 64", 1)
+        self.emit(f"nl = {'lanes' if f.vector else 0}  # lanes of memory accesses; 0: one scalar access", 1)
         loops = _loop_vars(f.body)
         for var, t in f.vars.items():
             if var in loops:

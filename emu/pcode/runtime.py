@@ -497,6 +497,9 @@ def aset(a: list, i, v, m) -> None:
 
 
 def _active(st: dict, m, lanes: int):
+    """The lanes a memory or register access touches; lanes 0: the one access of a scalar instruction."""
+    if lanes == 0:
+        return np.array([bool(np.all(m))])
     act = st.get("ACTIVE", True)
     act = land(act, m)
     if act is True:
@@ -506,7 +509,7 @@ def _active(st: dict, m, lanes: int):
 
 def load(st: dict, file: str, addr, bits: int, m, lanes: int):
     act = _active(st, m, lanes)
-    addr = np.broadcast_to(arr(addr), (lanes,))
+    addr = np.broadcast_to(arr(addr), act.shape)
     mem = st[file]
     if bits <= 64:
         return mem.load(addr, bits, act)
@@ -518,13 +521,13 @@ def load(st: dict, file: str, addr, bits: int, m, lanes: int):
 
 def store(st: dict, file: str, addr, v, bits: int, m, lanes: int) -> None:
     act = _active(st, m, lanes)
-    addr = np.broadcast_to(arr(addr), (lanes,))
+    addr = np.broadcast_to(arr(addr), act.shape)
     mem = st[file]
     if bits <= 64:
-        mem.store(addr, bits, np.broadcast_to(arr(v), (lanes,)), act)
+        mem.store(addr, bits, np.broadcast_to(arr(v), act.shape), act)
         return
     for k in range(0, bits, 32):
-        mem.store(addr + U64(k // 8), 32, np.broadcast_to(ext(v, k, 32), (lanes,)), act)
+        mem.store(addr + U64(k // 8), 32, np.broadcast_to(ext(v, k, 32), act.shape), act)
 
 
 def fmt_load(st: dict, addr, ch: int, m, lanes: int):
@@ -536,7 +539,7 @@ def fmt_load(st: dict, addr, ch: int, m, lanes: int):
 
 def fmt_store(st: dict, addr, v, ch: int, m, lanes: int) -> None:
     fmt = st["FORMAT"]
-    store(st, "MEM", addr, arr(fmt.encode(np.broadcast_to(arr(v), (lanes,)), ch)), fmt.bits(ch), m, lanes)
+    store(st, "MEM", addr, arr(fmt.encode(np.broadcast_to(arr(v), (max(lanes, 1),)), ch)), fmt.bits(ch), m, lanes)
 
 
 class RegisterIndexError(IndexError):
