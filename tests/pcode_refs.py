@@ -134,8 +134,9 @@ def special_bits(v: float, f: Fmt) -> int:
     return f.inf | (f.sign if v < 0 else 0)
 
 
-def round_exact(q, f: Fmt, neg_zero: bool = False) -> int:
-    """Round an exact rational to f with round-to-nearest-even; subnormals and overflow to inf per IEEE-754."""
+def round_exact(q, f: Fmt, neg_zero: bool = False, rtz: bool = False) -> int:
+    """Round an exact rational to f, to nearest even (or toward zero with `rtz`); subnormals and overflow (to inf,
+    or to the largest finite value when rounding toward zero) per IEEE-754."""
     q = Fraction(q)
     if q == 0:
         return f.sign if neg_zero else 0
@@ -148,13 +149,13 @@ def round_exact(q, f: Fmt, neg_zero: bool = False) -> int:
         e += 1
     scaled = a / Fraction(2) ** (e - f.man)  # significand in units of the last place
     n, rem = divmod(scaled.numerator, scaled.denominator)
-    if 2 * rem > scaled.denominator or (2 * rem == scaled.denominator and n & 1):
+    if not rtz and (2 * rem > scaled.denominator or (2 * rem == scaled.denominator and n & 1)):
         n += 1
     if n >= 1 << (f.man + 1):  # carried into the next binade
         n >>= 1
         e += 1
     if e > f.bias:
-        return sign | f.inf
+        return sign | (f.inf - 1 if rtz else f.inf)
     if n < 1 << f.man:  # subnormal (e == emin)
         return sign | n
     return sign | ((e + f.bias) << f.man) | (n - (1 << f.man))
