@@ -1,8 +1,11 @@
 """emu.pcode: front end, coverage of the vendor tables, and representative semantics checked against numpy."""
+import json
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emu.amd import isa
 from emu.pcode import Unsupported, compile_op
@@ -67,6 +70,45 @@ def test_parse_lambda_declare_partselect_compound():
 def test_parse_errors_name_the_place(text, where):
     with pytest.raises(PcodeSyntaxError, match=where):
         parse(text)
+
+
+def test_round_trip_every_vendor_text():
+    """parse(unparse(tree)) == tree for every entry of the three tables that is pcode (prose excluded)."""
+    texts = {o.pcode for fam in ("rdna3", "rdna4", "cdna") for o in isa.load(fam).ops.values() if o.pcode}
+    done = 0
+    for text in sorted(texts):
+        try:
+            tree = parse(text)
+        except PcodeSyntaxError:
+            continue
+        assert parse(S.unparse(tree)) == tree, text
+        done += 1
+    assert done > 0.97 * len(texts)
+
+
+_PIECES = ["D0", ".u32", ".f16", "[", "]", "31", " : ", "0", "(", ")", "{", "}", ",", "=", "+=", " + ", " ? ", "'",
+           "16'", "0x1fU", "1.5F", "if ", " then\n", "elsif ", "else\n", "endif", "for i in ", " do\n", "endfor",
+           ";\n", "lambda(a) (", "declare x : 32'U[4]", "MEM[ADDR]", "\"s\"", "//c\n", "$", "-", "!", "~", "**"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=30))
+def test_parser_rejects_bad_text_cleanly(pieces):
+    text = "".join(pieces)
+    try:
+        tree = parse(text)
+    except PcodeSyntaxError as e:
+        assert "line " in str(e) and " col " in str(e)
+        return
+    assert parse(S.unparse(tree)) == tree
+
+
+def test_coverage_cli_json(capsys):
+    from emu.pcode.coverage import main
+    assert main(["--arch", "gfx1100", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(r) == {"arch", "total", "parsed", "compiled", "fixups", "failing"} and r["arch"] == "rdna3"
+    assert main(["--arch", "gfx9999"]) == 2
 
 
 def test_unknown_instruction_is_unsupported():

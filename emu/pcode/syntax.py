@@ -458,3 +458,78 @@ class Parser:
 def parse(src: str) -> tuple:
     """The statement list of a pcode text; raises PcodeSyntaxError naming line and column."""
     return Parser(src).program()
+
+
+# ---- printing -----------------------------------------------------------------------------------------------
+
+def _real(v: int | float) -> str:
+    if isinstance(v, int):
+        return repr(v)
+    text = repr(v)
+    mant, _, exp = text.partition("e")
+    return (mant if "." in mant else mant + ".0") + (f"e{exp}" if exp else "")
+
+
+def unparse(tree: tuple | Node) -> str:
+    """Pcode text of a syntax tree, fully parenthesized; parse(unparse(t)) == t."""
+    if isinstance(tree, tuple):
+        return ";\n".join(unparse(s) for s in tree)
+    n = tree
+    if isinstance(n, Num):
+        if n.kind is None and n.bits is None:
+            return repr(n.value) if n.value >= 0 else f"(-{-n.value!r})"
+        if isinstance(n.value, float) and n.value != n.value:
+            raise ValueError("NaN literal")
+        sign, v = ("-", -n.value) if n.value < 0 else ("", n.value)
+        if n.bits is not None:
+            suffix = {"u": "U", "i": "I", "f": "" if isinstance(v, float) else "F", None: ""}[n.kind]
+            text = f"{n.bits}'{_real(v)}{suffix}"
+            return text if not sign else f"(-{text})"
+        suffix = {("u", 32): "U", ("u", 64): "ULL", ("i", 64): "LL", ("i", 32): "L", ("f", 32): "F",
+                  ("f", None): ""}[(n.kind, n.bits)]
+        text = _real(v) + suffix
+        return text if not sign else f"(-{text})"
+    if isinstance(n, Name):
+        return n.id
+    if isinstance(n, Field):
+        return f"{unparse(n.x)}.{n.name}"
+    if isinstance(n, Index):
+        return f"{unparse(n.x)}[{unparse(n.i)}]"
+    if isinstance(n, Slice):
+        return f"{unparse(n.x)}[{unparse(n.hi)} : {unparse(n.lo)}]"
+    if isinstance(n, PartSelect):
+        return f"{unparse(n.x)}[{unparse(n.base)} +: {unparse(n.width)}]"
+    if isinstance(n, Unary):
+        return f"({n.op}{unparse(n.x)})"
+    if isinstance(n, Binary):
+        return f"({unparse(n.a)} {n.op} {unparse(n.b)})"
+    if isinstance(n, Ternary):
+        return f"({unparse(n.cond)} ? {unparse(n.a)} : {unparse(n.b)})"
+    if isinstance(n, Call):
+        return f"{n.name}({', '.join(unparse(a) for a in n.args)})"
+    if isinstance(n, Cast):
+        return f"{n.bits}'{'BF' if n.kind == 'bf' else n.kind.upper()}({unparse(n.x)})"
+    if isinstance(n, Concat):
+        return "{ " + ", ".join(unparse(p) for p in n.parts) + " }"
+    if isinstance(n, Lambda):
+        body = unparse(n.body) if isinstance(n.body, Node) else unparse(n.body)
+        return f"lambda({', '.join(n.params)}) ({body})"
+    if isinstance(n, Str):
+        return f'"{n.text}"'
+    if isinstance(n, Assign):
+        return f"{unparse(n.target)} {n.op} {unparse(n.value)}"
+    if isinstance(n, If):
+        arms = " elsif ".join(f"{unparse(c)} then\n{unparse(b)}\n" for c, b in n.arms)
+        return f"if {arms}" + (f"else\n{unparse(n.orelse)}\n" if n.orelse else "") + "endif"
+    if isinstance(n, For):
+        return f"for {n.var} in {unparse(n.lo)} : {unparse(n.hi)} do\n{unparse(n.body)}\nendfor"
+    if isinstance(n, Declare):
+        count = f"[{n.count}]" if n.count is not None else ""
+        return f"declare {n.name} : {n.bits}'{'BF' if n.kind == 'bf' else n.kind.upper()}{count}"
+    if isinstance(n, Break):
+        return "break"
+    if isinstance(n, Return):
+        return f"return {unparse(n.value)}"
+    if isinstance(n, ExprStmt):
+        return unparse(n.x)
+    raise TypeError(f"cannot print {type(n).__name__}")
