@@ -414,8 +414,8 @@ class _Gen:
         limit that may be VGPRs become VGPRs."""
         limit = 1 if self.fam == "cdna" or any(_SHIFT64.fullmatch(op.name) for op in ops.values()) else 2
         used: set = set()
-        if any("VCC" in self.pcode(op) for op in ops.values()):
-            used.add("vcc")  # V_CNDMASK_B32, carry-in adds, V_DIV_FMAS (counted also where VCC is explicit)
+        if any(self.reads_vcc(op) for op in ops.values()):
+            used.add("vcc")
         fields = []
         for f in self.e.enc.fields:
             x = v.get(f.name)
@@ -432,11 +432,13 @@ class _Gen:
             elif takes_v:
                 v[name] = VGPR_BASE + self.vgpr(draw, _width(operand.bits))
 
-    def pcode(self, op: isa.Op) -> str:
-        """The opcode's pseudocode; a VOPD component's is its VOP2 / VOP1 twin's."""
-        twin = op.name.replace("V_DUAL_", "V_")
-        other = self.t.by_name.get(("VOP2", twin)) or self.t.by_name.get(("VOP1", twin))
-        return op.pcode or (other.pcode if other is not None else None) or ""
+    def reads_vcc(self, op: isa.Op) -> bool:
+        """Whether the opcode reads VCC without a source field naming it (V_CNDMASK_B32 and carry-in adds in
+        their 32-bit forms, V_DIV_FMAS); a VOPD component's pseudocode is its VOP2 twin's."""
+        twin = self.t.by_name.get(("VOP2", op.name.replace("V_DUAL_", "V_")))
+        code = re.sub(r"//.*", "", op.pcode or (twin.pcode if twin is not None else None) or "")
+        explicit = any(o.fmt == "NUM_M64" for n, o in op.operands.items() if n.startswith("src"))
+        return not explicit and bool(re.search(r"VCC(?!\.u64\[laneId\] = )", code))
 
     def vopd_banks(self, ops: dict[str, isa.Op], v: dict[str, int]) -> None:
         """VOPD register banks: X's and Y's src0 differ in reg % 4, so do their src1, and their src2 (the
@@ -559,9 +561,11 @@ def _plan(arch: str, name: str) -> _Enc:
     if enc.variant.startswith(("DPP", "SDWA")):
         ops = [o for o in ops if _dpp_capable(o)]
     e = _Enc(enc, tuple(ops), (), literal_only)
-    if lit:  # keep opcodes that can carry a literal at all
+    if lit:  # keep opcodes that can carry a literal at all, and on GFX9 next to an implicit VCC read
         g = _Gen(fam, t, e)
-        e = _Enc(enc, tuple(o for o in ops if o.name in literal_only or g.literal_fields({"op": o})), (), literal_only)
+        ops = [o for o in ops if (o.name in literal_only or g.literal_fields({"op": o}))
+               and not (fam == "cdna" and g.reads_vcc(o))]
+        e = _Enc(enc, tuple(ops), (), literal_only)
     return e
 
 
