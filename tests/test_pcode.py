@@ -421,3 +421,14 @@ def test_scalar_load_uses_64_bit_address_once():
     assert sem({"MEM": mem, "ADDR": 0x7FFF_0000_0000}, 32) == {"SDATA": 0x0807060504030201}
     assert len(mem.log) == 2  # two dword loads, one scalar access each
     assert compile_op("rdna3", "SOP1", "S_GETPC_B64")({"PC": 0x7FFF_0000_1000}, 32) == {"D0": 0x7FFF_0000_1004}
+
+
+@pytest.mark.parametrize("fam", ["rdna3", "rdna4"])
+def test_setreg_getreg_field(fam):
+    hw = np.zeros(64, np.uint32)
+    hw[1] = 0xF0F
+    simm = 1 | (4 << 6) | (3 << 11)  # HW register 1, bits 7:4
+    compile_op(fam, "SOPK", "S_SETREG_B32")({"SIMM16": simm, "S0": 0x13, "HW_REGISTERS": hw, "WAVE_STATUS.PRIV": 0,
+                                             "HwRegWriteMask": lambda reg, priv: 0xFFFFFFFF}, 32)
+    assert hw[1] == 0xF3F
+    assert compile_op(fam, "SOPK", "S_GETREG_B32")({"SIMM16": simm, "HW_REGISTERS": hw}, 32) == {"D0": 3}

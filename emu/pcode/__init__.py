@@ -40,6 +40,8 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
   works), `st['SGPR']` / `st['HW_REGISTERS']` 1-D arrays. They are read and written in place (per-lane writes
   only for ACTIVE lanes); an index out of range raises runtime.RegisterIndexError. Cross-lane ops (readlane,
   permlane, ds_swizzle, matrix ops) work this way; matrix ops ignore EXEC: pass ACTIVE all true.
+- Callouts: what depends on machine configuration is a function in st: `st['HwRegWriteMask'](reg, priv)`, the
+  writable bits of hardware register `reg` (S_SETREG).
 - MODE (int) is read where the pcode refers to it (WAVE_MODE.IEEE = bit 9, ROUND_MODE = bits 1:0); float
   results round to nearest even otherwise. WAVE64 is `lanes == 64`.
 - A case the semantics do not model (e.g. ds_swizzle FFT mode) raises Unsupported when a lane reaches it.

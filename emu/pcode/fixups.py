@@ -132,7 +132,10 @@ FIXUPS: dict[str, Fixup] = {
     "V_CVT_OFF_F32_I4": Fixup("D0.f32 = i32_to_f32(signext_from_bit(S0.u32[3 : 0].i32, 4U)) * 0.0625F",
                               "its table CVT_OFF_TABLE is given in prose: entry i is the 4-bit signed i / 16"),
 }
-FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {}
+_SETREG = Fixup(lambda t: t.replace("mask = (mask & 32'I(", "mask = (mask << offset.u32);\nmask = (mask & 32'I("),
+                "the field mask is not shifted to the field's offset before masking the value (RDNA4's text is)")
+FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {("rdna3", "S_SETREG_B32"): _SETREG,
+                                               ("rdna3", "S_SETREG_IMM32_B32"): _SETREG}
 
 
 _MATRIX = ("the vendor entry is prose (D = A * B + C); pcode generated from the shape and types in the name "

@@ -9,6 +9,8 @@ Op names and meaning (all backends implement them):
   sext_from(x, n) : sign-extend x from bit n-1;  sat(x) : integer clamp to the result type
   snorm / unorm : float -> 16-bit normalized integer
   fconv itof ftoi : conversions (attr = rounding mode variable present: the op's second arg)
+  callout(args) : st[attr](*args), for what depends on machine configuration (HwRegWriteMask(id, priv):
+                  the bits of hardware register id that may be written)
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import re
 from emu.pcode.ir import BOOL, I32, MINIFLOATS, U32, Const, Expr, Op, Ty
 from emu.pcode.lower import Unsupported, bitcast_to_int, concrete, convert, reinterpret, unify
 
+CALLOUTS = {"HwRegWriteMask": "HwRegWriteMask", "writeableBitMask": "HwRegWriteMask"}  # pcode name -> st key
 _SAME_FLOAT = {"sqrt": "sqrt", "trunc": "trunc", "floor": "floor", "fract": "fract", "log2": "log2",
                "sin": "sin", "cos": "cos", "exp2": "exp2", "ceil": "ceil"}
 _FLOAT_PRED = {"isNAN": "isnan", "isSignalNAN": "issnan", "isQuietNAN": "isqnan", "isEven": "is_even",
@@ -94,6 +97,9 @@ def call(name: str, args: list[Expr], lw) -> Expr:
         s, e, mt = (convert(concrete(a), U32) for a in args)
         parts = (Op("resize", (s,), Ty("u", 1)), Op("resize", (e,), Ty("u", 8)), Op("resize", (mt,), Ty("u", 23)))
         return Op("bitcast", (Op("concat", parts, U32),), Ty("f", 32))
+    if name in CALLOUTS and n == 2:  # depends on machine configuration: the caller's function st[...]
+        lw.files.add(CALLOUTS[name])
+        return Op("callout", tuple(convert(concrete(a), U32) for a in args), U32, CALLOUTS[name])
     if name == "MIN" and n == 2:
         a, b = unify(args[0], args[1])
         a, b = concrete(a), concrete(b)

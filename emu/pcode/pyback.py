@@ -222,6 +222,9 @@ class Gen:
     def op_load(self, e, a, m):
         return f"L.load(st, {e.attr!r}, {a[0]}, {e.ty.bits}, {m}, nl)"
 
+    def op_callout(self, e, a, m):
+        return f"L.arr(st[{e.attr!r}]({', '.join(a)}))"
+
     def op_fmt_offset(self, e, a, m):
         return f"st['FORMAT'].offset({e.attr})"
 
