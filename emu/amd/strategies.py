@@ -130,6 +130,8 @@ _TH_SCOPE = {
     "atomic": tuple((th, sc) for th in (0, 2) for sc in range(4)) + ((4, 2), (4, 3), (6, 2), (6, 3)),
     "atomic_return": tuple((1, sc) for sc in range(4)) + ((3, 0), (3, 1), (3, 2)),
 }
+_WAITCNT_BITS = {"rdna3": 0xFFF7, "rdna4": 0xFFFF, "cdna": 0xCF7F}
+_SIMM16_BITS = {"S_SET_GPR_IDX_MODE": 0xF}  # the table types its 4-bit VGPR-index mode as a 16-bit immediate
 _VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P", "VOPD", "VINTERP")
 _SHIFT64 = re.compile(r"V_(LSHL|LSHR|ASHR)REV_[BI]64")  # GFX10+: one scalar value only
 # Cache-policy fields: any value, for opcodes that move data.
@@ -278,8 +280,9 @@ class _Gen:
     def field(self, draw, op: isa.Op | None, operand: isa.Operand | None, f: isa.Field, lit: bool) -> int:
         if op is not None and not op.operands:  # e.g. S_DCACHE_INV, GLOBAL_WB
             return self.regs.saddr_none if f.name == "saddr" else 0
-        if operand is not None and operand.kind.startswith("SIMM"):  # an immediate in a register field; LLVM 19
-            return draw(st.integers(0, (1 << min(5, int(operand.kind[4:]))) - 1))  # decodes 5 bits of RDNA4's SIMM8
+        if operand is not None and operand.kind.startswith("SIMM") and f.kind != "bits":  # an immediate in a
+            bits = min(5, int(operand.kind[4:]))  # register field; LLVM 19 decodes 5 bits of RDNA4's SIMM8
+            return draw(st.integers(0, (1 << bits) - 1))
         if self.dpp and f.name in ("src1", "src2") and operand is not None and operand.fmt != "NUM_M64":  # DPP: VGPRs
             return VGPR_BASE + self.vgpr(draw, _width(operand.bits))
         if f.name == "saddr":
@@ -297,7 +300,7 @@ class _Gen:
         if f.name == "dpp":
             return draw(st.sampled_from(_DPP_CTRL[self.fam]))
         if f.name == "simm16":
-            return self.simm16(draw, operand) if operand else 0
+            return self.simm16(draw, operand, op.name) if operand else 0
         if f.name in ("dfmt", "nfmt") and op is not None and op.name.startswith("TBUFFER"):
             return draw(st.integers(f.name == "dfmt", (1 << f.width) - 1))  # dfmt 0 is invalid
         if f.name == "format":  # buffer data format; 0 is BUF_FMT_INVALID, untyped accesses have 1
@@ -320,14 +323,16 @@ class _Gen:
             return draw(st.integers(0, (1 << f.width) - 1))
         return f.value or 0
 
-    def simm16(self, draw, operand: isa.Operand) -> int:
+    def simm16(self, draw, operand: isa.Operand, op_name: str) -> int:
         """The 16-bit immediate of SOPP/SOPK, structured where the operand kind says so."""
         if operand.kind == "HWREG":  # register id, bit offset, size - 1
             hwreg = sorted(self.t.enums["HWREG"])
             return draw(st.sampled_from(hwreg)) | draw(st.integers(0, 31)) << 6 | draw(st.integers(0, 31)) << 11
         if operand.kind == "DELAY":  # instid0, instskip, instid1
             return draw(st.integers(0, 11)) | draw(st.integers(0, 5)) << 4 | draw(st.integers(0, 11)) << 7
-        return draw(st.integers(0, 0xFFFF))
+        if operand.kind == "WAITCNT":  # vmcnt, expcnt, lgkmcnt; the bits between them are unused
+            return draw(st.integers(0, 0xFFFF)) & _WAITCNT_BITS[self.fam]
+        return draw(st.integers(0, 0xFFFF)) & _SIMM16_BITS.get(op_name, 0xFFFF)
 
     def fixup(self, draw, ops: dict[str, isa.Op], v: dict[str, int], lit: bool) -> None:
         """Cross-field rules: DPP/SDWA markers in src0, a literal-selecting source in _LIT variants."""
@@ -416,6 +421,8 @@ class _Gen:
         used: set = set()
         if any(self.reads_vcc(op) for op in ops.values()):
             used.add("vcc")
+        if any(op.name in self.e.literal_only for op in ops.values()):
+            used.add("lit")  # FMAMK / FMAAK's K
         fields = []
         for f in self.e.enc.fields:
             x = v.get(f.name)
