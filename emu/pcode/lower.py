@@ -204,6 +204,8 @@ class Lowerer:
                 self.f.vars[var] = Ty("u" if st.kind == "b" else st.kind, st.bits)
             elif not self.state_name(st.name):  # a typed local; state names only get their width
                 self.f.vars[self.local(st.name, new=True)] = Ty("u" if st.kind == "b" else st.kind, st.bits)
+        elif isinstance(st, S.While):
+            raise Unsupported("while loop: waits for other waves or hardware (the executor's job)")
         elif isinstance(st, S.Break):
             self.out.append(Break())
         elif isinstance(st, S.Return):

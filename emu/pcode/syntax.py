@@ -1,8 +1,8 @@
 """Lexer, syntax tree and parser of the AMD ISA pseudocode language (the `Op.pcode` text of emu.amd.isa).
 
 The language is C/Verilog-like: statements end with `;` or a line break, blocks are `if .. then .. elsif ..
-else .. endif` and `for v in lo : hi do .. endfor`; values carry types by access (`S0.u32`, `x[31 : 16].f16`),
-literals may be sized (`16'0U`, `1'1U`, `8'0xff`) and `N'T(expr)` converts to an N-bit value of kind T.
+else .. endif`, `for v in lo : hi do .. endfor` and `while c do .. endwhile`; values carry types by access
+(`S0.u32`, `x[31 : 16].f16`), literals may be sized (`16'0U`, `1'1U`, `8'0xff`) and `N'T(expr)` converts to an N-bit value of kind T.
 """
 from __future__ import annotations
 
@@ -194,6 +194,12 @@ class For(Node):
 
 
 @dataclass(frozen=True)
+class While(Node):
+    cond: Node
+    body: tuple
+
+
+@dataclass(frozen=True)
 class Declare(Node):
     name: str
     bits: int
@@ -223,7 +229,8 @@ _BINARY = [  # lowest to highest precedence
     ("+", "-"), ("*", "/", "%"), ("**",),
 ]
 _ASSIGN_OPS = ("=", "+=", "-=", "*=", "/=", "|=", "&=", "^=", "<<=", ">>=")
-_BLOCK_END = ("endif", "elsif", "else", "endfor", "end")
+_BLOCK_END = ("endif", "elsif", "else", "endfor", "endwhile", "end")
+KEYWORDS = frozenset("if then elsif else endif for do endfor while endwhile declare break return lambda".split())
 
 
 class Parser:
@@ -281,6 +288,13 @@ class Parser:
                 return self.if_stmt()
             if t.text == "for":
                 return self.for_stmt()
+            if t.text == "while":
+                self.i += 1
+                cond = self.expr()
+                self.expect("do")
+                body = self.block()
+                self.expect("endwhile")
+                return While(cond, body)
             if t.text == "declare":
                 self.i += 1
                 name = self.ident()
@@ -415,8 +429,8 @@ class Parser:
             return Cast(bits, kind, x)
         if t.kind == "str":
             return Str(t.text[1:-1])
-        if t.kind == "id":
-            if self.at("(") and t.text not in ("if", "then"):
+        if t.kind == "id" and t.text not in KEYWORDS:
+            if self.at("("):
                 self.i += 1
                 args = []
                 while not self.take(")"):
@@ -523,6 +537,8 @@ def unparse(tree: tuple | Node) -> str:
         return f"if {arms}" + (f"else\n{unparse(n.orelse)}\n" if n.orelse else "") + "endif"
     if isinstance(n, For):
         return f"for {n.var} in {unparse(n.lo)} : {unparse(n.hi)} do\n{unparse(n.body)}\nendfor"
+    if isinstance(n, While):
+        return f"while {unparse(n.cond)} do\n{unparse(n.body)}\nendwhile"
     if isinstance(n, Declare):
         count = f"[{n.count}]" if n.count is not None else ""
         return f"declare {n.name} : {n.bits}'{'BF' if n.kind == 'bf' else n.kind.upper()}{count}"
