@@ -2,7 +2,8 @@
 
 The language is C/Verilog-like: statements end with `;` or a line break, blocks are `if .. then .. elsif ..
 else .. endif`, `for v in lo : hi do .. endfor` and `while c do .. endwhile`; values carry types by access
-(`S0.u32`, `x[31 : 16].f16`), literals may be sized (`16'0U`, `1'1U`, `8'0xff`) and `N'T(expr)` converts to an N-bit value of kind T.
+(`S0.u32`, `x[31 : 16].f16`), literals may be sized (`16'0U`, `1'1U`, `8'0xff`) and `N'T(expr)` converts
+to an N-bit value of kind T.
 """
 from __future__ import annotations
 
