@@ -99,7 +99,7 @@ class Semantics:
                     prev = out.get(k, st.get(k, 0) if k in self.reads else v)
                     out[k] = (prev & ~(1 << int(lane))) | (v & (1 << int(lane)))
                 elif k not in out:
-                    out[k] = v
+                    out[k] = np.array(v, copy=True)
                 else:
                     out[k][..., lane] = v[..., lane]
         if not out:

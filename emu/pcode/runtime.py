@@ -586,8 +586,8 @@ def setlane(mask_val, v, m, lanes: int) -> int:
 
 def inp(x, bits: int):
     """A caller's value as the generated code holds it."""
-    if type(x) is np.ndarray and x.dtype == U64 and x.ndim == 1:
-        return x & U64(_m(bits)) if bits < 64 else x
+    if type(x) is np.ndarray and x.dtype == U64 and x.ndim == 1:  # a copy: results never alias the caller's arrays
+        return x & U64(_m(bits)) if bits < 64 else x.copy()
     if isinstance(x, int | np.integer):
         return int(x) & _m(bits)
     if isinstance(x, bool | np.bool_):
