@@ -335,60 +335,25 @@ class _Gen:
         return draw(st.integers(0, 0xFFFF)) & _SIMM16_BITS.get(op_name, 0xFFFF)
 
     def fixup(self, draw, ops: dict[str, isa.Op], v: dict[str, int], lit: bool) -> None:
-        """Cross-field rules: DPP/SDWA markers in src0, a literal-selecting source in _LIT variants."""
+        """Rules across fields: DPP/SDWA markers, matrix and export controls, memory forms, modifiers, the
+        literal, the constant bus, VOPD banks."""
         variant, op = self.e.enc.variant, ops.get("op")
-        if variant.startswith("DPP16"):
-            v["src0"] = DPP16
-        elif variant.startswith("DPP8"):
-            v["src0"] = draw(st.sampled_from((DPP8, DPP8_FI)))
-        elif variant.startswith("SDWA"):
-            v["src0"] = SDWA
-        if self.e.enc.variant == "MFMA":  # matrix ops: broadcast controls, AGPR selects for A/B and C/D
+        if variant.startswith(("DPP16", "DPP8", "SDWA")):
+            v["src0"] = draw(st.sampled_from((DPP8, DPP8_FI))) if variant.startswith("DPP8") else \
+                DPP16 if variant.startswith("DPP16") else SDWA
+        if variant == "MFMA":  # matrix ops: broadcast controls, AGPR selects for A/B and C/D
             for name in ("cbsz", "abid", "acc_cd", "acc", "blgp"):
                 if name != "blgp" or not op.name.startswith("V_SMFMAC"):  # sparse MFMA has no B-lane group pattern
                     v[name] = draw(st.integers(0, (1 << self.e.enc.field(name).width) - 1))
             n, c = _width(op.operands["vdst"].bits), v["src2"] - VGPR_BASE
             if c >= 0 and _width(op.operands["src2"].bits) == n and c != v["vdst"] and abs(c - v["vdst"]) < n:
                 v["src2"] = VGPR_BASE + v["vdst"]  # C and D are the same registers or disjoint
-        if "dmask" in v and op is not None:  # image data: up to four channels (the table types some too narrow)
-            v["vdata"] = self.vgpr(draw, 4)
-        if "dmask" in v and op is not None and "ATOMIC" in op.name:  # 32-bit data, two dwords for compare-swap
-            v["dmask"] = 3 if "CMPSWAP" in op.name else 1
-        elif "dmask" in v and op is not None:  # image: channels, dimension, formats
-            one = "GATHER4" in op.name or "MSAA_LOAD" in op.name  # these take a single channel
-            v["dmask"] = 1 << draw(st.integers(0, 3)) if one else draw(st.integers(1, 15))
-            for name in ("dim", "a16", "d16", "unrm"):
-                if name in v and (name != "d16" or not _NO_D16.search(op.name)):
-                    v[name] = draw(st.integers(0, (1 << self.e.enc.field(name).width) - 1))
-            if "dim" in v:  # 1D .. 2D_ARRAY; 2D_MSAA(_ARRAY) for the MSAA loads
-                v["dim"] = draw(st.integers(6, 7) if "MSAA" in op.name else st.integers(0, 5))
         if "target" in v:  # export: a target, and a VGPR for each enabled channel
             v["target"] = draw(st.sampled_from(_EXP_TARGETS))
             for i in range(4):
                 v[f"vsrc{i}"] = self.vgpr(draw, 1) if v["en"] >> i & 1 else 0
-        if v.get("offen") == v.get("idxen") == 0:  # buffer access without VGPR offset or index
-            v["vaddr"] = 0
-        if self.e.enc.base in ("SCRATCH", "VSCRATCH"):  # the VGPR address is used only with sve
-            v["sve"] = draw(st.integers(0, 1))
-            v["addr" if "addr" in v else "vaddr"] *= v["sve"]
-        if "th" in v and op is not None and v["th"] | v["scope"]:
-            access = "atomic" if "_ATOMIC_" in op.name else "store" if "_STORE_" in op.name else "load"
-            if access == "atomic" and v["th"] & 1:
-                access = "atomic_return"
-            v["th"], v["scope"] = draw(st.sampled_from(_TH_SCOPE[access]))
-            v["th"] &= (1 << self.e.enc.field("th").width) - 1  # SMEM has two th bits
-        ret = next((n for n in ("glc", "sc0", "th") if n in v), None)
-        if op is not None and "_ATOMIC_" in op.name and "vdst" in op.operands and ret and not v[ret] & 1:
-            v["vdst"] = 0  # an atomic without return (GLC / SC0 / TH_ATOMIC_RETURN clear) writes no VGPR
-        if op is not None and "_LOAD_LDS_" in op.name and "vdst" in v:
-            v["vdst"] = 0  # loads into LDS write no VGPR, though the table lists one
-        if "imm" in v and op is not None and "sbase" in op.operands:  # GFX9 SMEM: offset is an immediate or an SGPR
-            v["imm"] = draw(st.integers(0, 1))
-            if not v["imm"]:
-                v["offset"] = self.sgpr(draw, 1)
-        if v.get("soffset_en") == 0:
-            v["soffset"] = 0
         if op is not None:
+            self.memory(draw, op, v)
             self.modifiers(draw, op, v)
         if lit:
             self.literal(draw, ops, v)
@@ -396,6 +361,44 @@ class _Gen:
             self.constant_bus(draw, ops, v)
         if "vsrcy1" in v:
             self.vopd_banks(ops, v)
+
+    def memory(self, draw, op: isa.Op, v: dict[str, int]) -> None:
+        """Memory forms: image channels and dimensions, buffer/scratch addressing, cache policies, atomics
+        with and without return, GFX9 SMEM offsets."""
+        if "dmask" in v:  # image data: up to four channels (the table types some too narrow)
+            v["vdata"] = self.vgpr(draw, 4)
+            if "ATOMIC" in op.name:  # 32-bit data, two dwords for compare-swap
+                v["dmask"] = 3 if "CMPSWAP" in op.name else 1
+            else:
+                one = "GATHER4" in op.name or "MSAA_LOAD" in op.name  # these take a single channel
+                v["dmask"] = 1 << draw(st.integers(0, 3)) if one else draw(st.integers(1, 15))
+                for name in ("a16", "d16", "unrm"):
+                    if name in v and (name != "d16" or not _NO_D16.search(op.name)):
+                        v[name] = draw(st.integers(0, 1))
+                if "dim" in v:  # 1D .. 2D_ARRAY; 2D_MSAA(_ARRAY) for the MSAA loads
+                    v["dim"] = draw(st.integers(6, 7) if "MSAA" in op.name else st.integers(0, 5))
+        if v.get("offen") == v.get("idxen") == 0:  # buffer access without VGPR offset or index
+            v["vaddr"] = 0
+        if self.e.enc.base in ("SCRATCH", "VSCRATCH"):  # the VGPR address is used only with sve
+            v["sve"] = draw(st.integers(0, 1))
+            v["addr" if "addr" in v else "vaddr"] *= v["sve"]
+        if "th" in v and v["th"] | v["scope"]:
+            access = "atomic" if "_ATOMIC_" in op.name else "store" if "_STORE_" in op.name else "load"
+            if access == "atomic" and v["th"] & 1:
+                access = "atomic_return"
+            v["th"], v["scope"] = draw(st.sampled_from(_TH_SCOPE[access]))
+            v["th"] &= (1 << self.e.enc.field("th").width) - 1  # SMEM has two th bits
+        ret = next((n for n in ("glc", "sc0", "th") if n in v), None)
+        if "_ATOMIC_" in op.name and "vdst" in op.operands and ret and not v[ret] & 1:
+            v["vdst"] = 0  # an atomic without return (GLC / SC0 / TH_ATOMIC_RETURN clear) writes no VGPR
+        if "_LOAD_LDS_" in op.name and "vdst" in v:
+            v["vdst"] = 0  # loads into LDS write no VGPR, though the table lists one
+        if "imm" in v and "sbase" in op.operands:  # GFX9 SMEM: the offset is an immediate or an SGPR number
+            v["imm"] = draw(st.integers(0, 1))
+            if not v["imm"]:
+                v["offset"] = self.sgpr(draw, 1)
+        if v.get("soffset_en") == 0:
+            v["soffset"] = 0
 
     def literal(self, draw, ops: dict[str, isa.Op], v: dict[str, int]) -> None:
         """_LIT variants: a source selects the literal (unless the opcode's K is implicit)."""
@@ -464,8 +467,8 @@ class _Gen:
             return v[name] << 1 | (v["vdstx"] & 1 ^ 1) if name == "vdsty" else v[name]
 
         sx, sy = src2("x"), src2("y")
-        if sx and sy and reg(sx) % 2 == reg(sy) % 2:
-            movable, fixed, other1 = (sy, sx, "vsrcx1") if sy == "vsrcy1" else (sx, sy, "vsrcy1")
+        if sx and sy and reg(sx) % 2 == reg(sy) % 2:  # one of them is an FMAMK's vsrc1: move that one
+            movable, other1 = (sy, "vsrcx1") if sy == "vsrcy1" else (sx, "vsrcy1")
             for flip in (1, 3):  # change parity, keep clear of the other component's src1 bank
                 r = v[movable] ^ flip
                 if self.operand(ops, other1)[1] is None or r % 4 != v[other1] % 4:
@@ -522,13 +525,8 @@ class _Gen:
 
     def literal_fields(self, ops: dict[str, isa.Op]) -> list[str]:
         """Source fields that may select the literal."""
-        out = []
-        for f in self.e.enc.fields:
-            if f.kind in ("src", "ssrc") and f.name != "vdst":
-                o = self.operand(ops, f.name)[1]
-                if o is not None and "l" in _ACCEPTS.get(o.kind, ""):
-                    out.append(f.name)
-        return out
+        return [f.name for f in self.e.enc.fields if f.kind in ("src", "ssrc") and f.name != "vdst"
+                and "l" in _ACCEPTS.get(getattr(self.operand(ops, f.name)[1], "kind", ""), "")]
 
 
 def _dpp_capable(op: isa.Op) -> bool:
@@ -583,7 +581,7 @@ def encodings(arch: str) -> list[str]:
 
 def _usable(arch: str, name: str) -> bool:
     e = _plan(arch, name)
-    return bool(e.ops) or not e.enc.space and e.enc.base != "VOPD"
+    return bool(e.ops) or not e.enc.space and e.enc.base != "VOPD"  # EXP has no opcode field
 
 
 @functools.cache
