@@ -88,7 +88,7 @@ def image_variants(fam: str) -> dict[tuple[int, int], tuple]:
     """How LLVM sizes image operands. Every image opcode is disassembled with every dimension, a16, d16, tfe
     and channel count (RDNA3: with and without NSA). LLVM prints the data and address operands at the sizes
     the instruction implies when it has a variant of those sizes, else at the sizes of its default variant.
-    (opcode, nsa) -> (data sizes, address sizes, default data size, default address size)."""
+    (opcode, nsa) -> ({data size: address sizes with a variant}, default data size, default address size)."""
     if fam == "cdna":
         return {}
     from emu.amd import isa
@@ -119,14 +119,14 @@ def image_variants(fam: str) -> dict[tuple[int, int], tuple]:
         addr = sum(_count(a) for a in (addrs[1:-1] if addrs.startswith("[") else addrs).split(","))
         seen.setdefault((o.value, nsa), (set(), set(), set()))
         if (data, addr) == (want_data, want_addr):
-            seen[(o.value, nsa)][0].add(data)
-            seen[(o.value, nsa)][1].add(addr)
+            seen[(o.value, nsa)][0].add((data, addr))
         else:
             seen[(o.value, nsa)][2].add((data, addr))
     out = {}
-    for key, (datas, addrs, fallbacks) in sorted(seen.items()):
+    for key, (pairs, _, fallbacks) in sorted(seen.items()):
         fb = min(fallbacks) if fallbacks else (0, 0)
-        out[key] = (tuple(sorted(datas)), tuple(sorted(addrs)), *fb)
+        variants = {d: tuple(sorted(a for dd, a in pairs if dd == d)) for d in sorted({d for d, _ in pairs})}
+        out[key] = (variants, *fb)
     return out
 
 

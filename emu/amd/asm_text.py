@@ -51,7 +51,8 @@ def operand_text(inst: Inst, o: Operand, info=None) -> str:
         return reg("v", o.index, o.count)
     if k == "agpr":
         return reg("a", o.index, o.count)
-    if k in ("sgpr", "ttmp") and o.count > 1 and o.index % (2 if o.count == 2 else 4):  # misaligned tuple
+    if k in ("sgpr", "ttmp") and o.count > 1 and (o.index % (2 if o.count == 2 else 4) or k == "ttmp" and o.count == 3):
+        # a misaligned tuple (LLVM has no 96-bit trap-temporary tuples)
         if inst.base.startswith("SOP"):
             return f"{o.index + (108 if k == 'ttmp' else 0)}/*Invalid immediate*/"
         return f"{'s' if k == 'sgpr' else 'ttmp'}{o.index}" + _bad_class(o.count)
@@ -96,8 +97,12 @@ def _src(inst: Inst, d, name: str, mods: bool = True) -> str | None:
             and inst.base in ("VOP1", "VOP2", "VOPC"):  # 16-bit VALU e32/DPP operands reach only v0..v127
         cls = "VS_32_Lo128" if name == "src0" and "vsrc0" not in inst.fields else "VGPR_32_Lo128"
         t += f"/*Invalid register, operand has '{cls}' register class*/"
-    elif inst.base == "VINTERP" and o.kind in ("sgpr", "ttmp"):
+    elif inst.base == "VINTERP" and (o.kind in ("sgpr", "ttmp") or (o.kind == "special" and o.name != "null")):
         t += "/*Invalid register, operand has 'VGPR_32' register class*/"
+    elif inst.base == "VINTERP" and o.kind == "vgpr" and o.index >= 240:  # read as a small negative immediate
+        t = f"{o.index - 256}/*Invalid immediate*/"
+    elif inst.base == "VINTERP" and o.kind in ("inline", "literal"):
+        t += "/*Invalid immediate*/"
     elif o.kind == "special" and o.index == 254 and not inst.base.startswith("V"):
         t += "/*Invalid register, operand has 'SReg_32' register class*/"
     i = {"src0": 0, "src1": 1, "vsrc1": 1, "src2": 2}.get(name)
@@ -269,7 +274,7 @@ def _vop3p(inst: Inst, d) -> str:
 def _vinterp(inst: Inst, d) -> str:
     f = inst.fields
     ops = [_src(inst, d, n) for n in ("vdst", "src0", "src1", "src2")]
-    mods = [f"op_sel:{_bits(f['opsel'], 4)}" if f.get("opsel") else "", "clamp" if f.get("clmp") else "",
+    mods = ["clamp" if f.get("clmp") else "", f"op_sel:{_bits(f['opsel'], 4)}" if f.get("opsel") else "",
             f"wait_exp:{f['waitexp']}"]
     return _join(inst.name, ops, mods)
 
@@ -476,6 +481,15 @@ def image_address_words(name: str, dim: int, a16: bool) -> int:
     return words
 
 
+def _image_sizes(inst: Inst, data: int, addr: int, nsa: bool) -> tuple[int, int]:
+    """Data and address sizes as LLVM prints them: those of the opcode's default variant when it has no variant
+    of these sizes (table read off llvm-mc by tools/gen_asm_names.py)."""
+    entry = names.IMAGE.get(inst.family, {}).get((inst.op.value, int(nsa)))
+    if entry and entry[1] and addr not in entry[0].get(data, ()):
+        return entry[1], entry[2]
+    return data, addr
+
+
 def _mimg(inst: Inst, d) -> str:
     f = inst.fields
     name = inst.op.name
@@ -484,10 +498,9 @@ def _mimg(inst: Inst, d) -> str:
     if f.get("d16"):
         n = (n + 1) // 2
     n += 1 if f.get("tfe") else 0
-    if n == 3 and "GATHER4" in name:  # LLVM has no 3-dword gather4 variant (d16 + tfe) and keeps 4
-        n = 4
-    ops = [reg("v", f["vdata"], n)]
     words = image_address_words(name, f["dim"], bool(f.get("a16")))
+    n, words = _image_sizes(inst, n, words, "vaddr1" in f)
+    ops = [reg("v", f["vdata"], n)]
     if "vaddr1" in f:
         k = min(words, 5)
         addrs = [reg("v", f["vaddr"] if i == 0 else f[f"vaddr{i}"], 1 if i < k - 1 else words - k + 1)
@@ -538,9 +551,8 @@ def _vimage(inst: Inst, d) -> str:
     if f["d16"]:
         n = (n + 1) // 2
     n += 1 if f["tfe"] else 0
-    if n == 3 and "GATHER4" in name:
-        n = 4
     words = image_address_words(name, f["dim"], bool(f["a16"]))
+    n, words = _image_sizes(inst, n, words, True)
     slots = 4 if inst.base == "VSAMPLE" else 5
     k = min(words, slots)
     addrs = [reg("v", f[f"vaddr{i}"], 1 if i < k - 1 else words - k + 1) for i in range(k)]

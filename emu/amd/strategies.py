@@ -291,6 +291,10 @@ class _Gen:
             return self.sgpr(draw, _width(operand.bits)) if draw(st.booleans()) else self.regs.saddr_off
         if f.kind in ("vgpr", "src", "ssrc", "sgpr"):
             return self.source(draw, operand, f, lit) if operand else (f.value or 0)
+        if f.name in ("rsrc", "samp") and operand is not None:  # RDNA4: SGPR numbers in plain fields
+            return self.sgpr(draw, _width(operand.bits))
+        if f.name == "vaddr0" and op is not None:  # the first image address VGPR (later ones depend on dim)
+            return self.vgpr(draw, 1)
         if f.kind == "sbase":
             return self.sgpr(draw, _width(operand.bits)) >> 1 if operand else 0
         if f.kind == "srsrc":
