@@ -180,6 +180,46 @@ def fma_ref(a: int, b: int, c: int, f: Fmt) -> int | None:
     return round_exact(exact, f)
 
 
+def quiet(x: int, f: Fmt) -> int:
+    return x | f.quiet
+
+
+def ordered_lt(x: int, y: int, f: Fmt) -> bool:
+    """x < y for non-NaN encodings, with -0 < +0."""
+    vx, vy = (float(value(v, f)) if not is_inf(v, f) else (-math.inf if v & f.sign else math.inf) for v in (x, y))
+    return vx < vy or (vx == vy == 0 and bool(x & f.sign) and not y & f.sign)
+
+
+def minmax_ref(kind: str, is_max: bool, f: Fmt, x: int, y: int, ieee: bool = True):
+    """Wanted result of a float min/max of encodings x (S0), y (S1), -0 < +0 throughout:
+    - 'legacy' (V_MIN/V_MAX_F*, rdna3/cdna): one NaN operand -> the other operand; in IEEE mode a signaling NaN
+      operand gives that NaN quieted (S0 first); two quiet NaNs -> either of them;
+    - 'num' (IEEE 754-2019 minimumNumber/maximumNumber, rdna4 *_NUM_*): a NaN operand (even signaling) is ignored,
+      both NaN -> a quiet NaN;
+    - 'minimum' (IEEE 754-2019 minimum/maximum, rdna4 V_MINIMUM/V_MAXIMUM): a NaN operand -> that NaN quieted
+      (a signaling one first, then S0)."""
+    nx, ny = is_nan(x, f), is_nan(y, f)
+    if kind == "legacy":
+        if ieee and is_snan(x, f):
+            return quiet(x, f)
+        if ieee and is_snan(y, f):
+            return quiet(y, f)
+        if nx and ny:
+            return {x, y}
+    elif kind == "num":
+        if nx and ny:
+            return AnyNaN(f)
+    elif nx or ny:
+        nans = [v for v in (x, y) if is_snan(v, f)] or [v for v in (x, y) if is_nan(v, f)]
+        return {quiet(v, f) for v in nans}
+    if nx:
+        return y
+    if ny:
+        return x
+    lt = ordered_lt(x, y, f)
+    return (y if lt else x) if is_max else (x if lt else y)
+
+
 def ulp(x: float, f: Fmt) -> float:
     """Unit in the last place of |x| in f (the subnormal spacing below the normal range)."""
     ax = abs(x)

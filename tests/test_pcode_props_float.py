@@ -31,8 +31,8 @@ from pcode_refs import (
     gen_float,
     gen_int,
     is_nan,
-    is_snan,
     lane_ints,
+    minmax_ref,
     round_exact,
     run,
     sext,
@@ -54,10 +54,6 @@ def from_native(x: np.ndarray, f: Fmt) -> list:
     return [AnyNaN(f) if v != v else b for v, b in zip(x.tolist(), bits, strict=True)]
 
 
-def quiet(x: int, f: Fmt) -> int:
-    return x | f.quiet
-
-
 # ---- references, each (f, S0, S1, S2) -> per-lane wants -----------------------------------------------------------
 
 def arith(op):
@@ -72,61 +68,21 @@ def fma(f, a, b, c):
             (fma_ref(x, y, z, f) for x, y, z in zip(a.tolist(), b.tolist(), c.tolist(), strict=True))]
 
 
-def ordered_lt(x: int, y: int, f: Fmt) -> bool:
-    """x < y with -0 < +0 (both non-NaN)."""
-    vx, vy = to_float([x], f)[0], to_float([y], f)[0]
-    return vx < vy or (vx == vy == 0 and bool(x & f.sign) and not y & f.sign)
-
-
 def legacy_minmax(is_max: bool, ieee: bool):
-    """V_MIN/V_MAX_F* (rdna3, cdna): one NaN operand -> the other operand; in IEEE mode a signaling NaN operand
-    gives that NaN quieted (S0 first); two quiet NaNs -> one of them; -0 < +0."""
-    def one(f, x, y):
-        if ieee and is_snan(x, f):
-            return quiet(x, f)
-        if ieee and is_snan(y, f):
-            return quiet(y, f)
-        if is_nan(x, f) and is_nan(y, f):
-            return {x, y}
-        if is_nan(x, f):
-            return y
-        if is_nan(y, f):
-            return x
-        return (y if ordered_lt(x, y, f) else x) if is_max else (x if ordered_lt(x, y, f) else y)
-
     def ref(f, a, b, c):
-        return [one(f, x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
+        return [minmax_ref("legacy", is_max, f, x, y, ieee) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
     return ref
 
 
 def num_minmax(is_max: bool):
-    """IEEE 754-2019 minimumNumber / maximumNumber (rdna4 V_MIN_NUM/V_MAX_NUM): a NaN operand (even signaling) is
-    ignored; both NaN -> quiet NaN; -0 < +0."""
-    def one(f, x, y):
-        if is_nan(x, f) and is_nan(y, f):
-            return AnyNaN(f)
-        if is_nan(x, f):
-            return y
-        if is_nan(y, f):
-            return x
-        return (y if ordered_lt(x, y, f) else x) if is_max else (x if ordered_lt(x, y, f) else y)
-
     def ref(f, a, b, c):
-        return [one(f, x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
+        return [minmax_ref("num", is_max, f, x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
     return ref
 
 
 def minimum_maximum(is_max: bool):
-    """IEEE 754-2019 minimum / maximum (rdna4 V_MINIMUM/V_MAXIMUM): any NaN operand -> that NaN, quieted (the ISA
-    picks a signaling one first, then S0); -0 < +0."""
-    def one(f, x, y):
-        nans = [v for v in (x, y) if is_snan(v, f)] or [v for v in (x, y) if is_nan(v, f)]
-        if nans:
-            return {quiet(v, f) for v in nans}
-        return (y if ordered_lt(x, y, f) else x) if is_max else (x if ordered_lt(x, y, f) else y)
-
     def ref(f, a, b, c):
-        return [one(f, x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
+        return [minmax_ref("minimum", is_max, f, x, y) for x, y in zip(a.tolist(), b.tolist(), strict=True)]
     return ref
 
 
