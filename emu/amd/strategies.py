@@ -508,6 +508,8 @@ class _Gen:
             for name, m in (("neg", fsrc), ("abs", 0 if packed else fsrc)):  # packed operations have no abs
                 if name in v:
                     v[name] = some(m)
+            if base == "VINTERP":  # op_sel picks the high half of 16-bit operands (LLVM 19 has none in VOP3)
+                v["opsel"] = some(mask(lambda o: o.bits == 16)) | draw(st.integers(0, vdst.bits == 16)) << 3
         elif self.dpp and base in ("VOP1", "VOP2", "VOPC") or self.e.enc.variant.startswith("SDWA"):
             sdwa = self.e.enc.variant.startswith("SDWA")
             for i in range(2):  # the DPP16 / SDWA dword's per-source modifiers, for the sources the opcode has
