@@ -149,7 +149,7 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
             v = fields["vsrc0"] + (0 if fields.get("s0") else 256)
         fb = info.bits if info is not None else 32
         ok = info.kind if info is not None else ""
-        if ok.startswith("SIMM"):  # an immediate in a register field (s_atc_probe, s_prefetch_data)
+        if ok.startswith("SIMM") or ok == "SENDMSG_RTN":  # an immediate in a register field (s_atc_probe, ...)
             out[f.name] = Operand("imm", v, value=v)
             continue
         if f.kind == "vgpr" and (ok.startswith("SREG") or ok == "SDST"):  # VOP3 writing an SGPR (v_readlane)

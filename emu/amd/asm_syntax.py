@@ -23,6 +23,8 @@ def simm16(inst: Inst, kind: str) -> str:
         return waitcnt(inst.family, v)
     if kind == "DELAY":
         return delay_alu(v)
+    if kind in ("WAITCNT_DEPCTR", "WAIT_ALU") and inst.family != "cdna":
+        return depctr(v)
     if kind == "SENDMSG":
         return sendmsg(inst, v)
     if kind == "HWREG":
@@ -198,3 +200,17 @@ def sdwa(inst: Inst) -> list[str]:
     if inst.base != "VOP1":
         out.append(f"src1_sel:{_sel(f['src1_sel'])}")
     return out
+
+
+# s_waitcnt_depctr / s_wait_alu fields: name, lo bit, width (their all-ones value is the default)
+_DEPCTR = (("sa_sdst", 0, 1), ("va_vdst", 12, 4), ("va_sdst", 9, 3), ("va_ssrc", 8, 1), ("va_vcc", 1, 1),
+           ("vm_vsrc", 2, 3))
+
+
+def depctr(v: int) -> str:
+    """Symbolic when bits 7..5 hold their fixed value (0b100), as LLVM requires; the fields not at default."""
+    if (v >> 5) & 7 != 0b100:
+        return f"0x{v:x}"
+    fields = [(n, (v >> lo) & ((1 << w) - 1), (1 << w) - 1) for n, lo, w in _DEPCTR]
+    out = [f"depctr_{n}({x})" for n, x, default in fields if x != default]
+    return " ".join(out) if out else " ".join(f"depctr_{n}({x})" for n, x, _ in fields)

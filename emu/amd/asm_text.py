@@ -99,8 +99,6 @@ def _src(inst: Inst, d, name: str, mods: bool = True) -> str | None:
         t += f"/*Invalid register, operand has '{cls}' register class*/"
     elif inst.base == "VINTERP" and (o.kind in ("sgpr", "ttmp") or (o.kind == "special" and o.name != "null")):
         t += "/*Invalid register, operand has 'VGPR_32' register class*/"
-    elif inst.base == "VINTERP" and o.kind == "vgpr" and o.index >= 240:  # read as a small negative immediate
-        t = f"{o.index - 256}/*Invalid immediate*/"
     elif inst.base == "VINTERP" and o.kind in ("inline", "literal"):
         t += "/*Invalid immediate*/"
     elif o.kind == "special" and o.index == 254 and not inst.base.startswith("V"):
@@ -148,6 +146,9 @@ def _sop(inst: Inst, d) -> str:
     info = inst.op.operands.get("ssrc1")
     if info is not None and info.kind == "SIMM4":
         ops[2] = syn.gpr_idx(inst.fields["ssrc1"])
+    info = inst.op.operands.get("ssrc0")
+    if info is not None and info.kind == "SENDMSG_RTN":  # s_sendmsg_rtn: the source field is the message
+        ops[1] = syn.sendmsg(inst, inst.fields["ssrc0"])
     return _join(inst.name, ops)
 
 

@@ -133,8 +133,10 @@ class Planner:
 
     # -- common pieces -----------------------------------------------------------------------------------------
     def _width(self, sem, name: str, op: isa.Op, fld: str | None, default: int = 32) -> int:
-        """Bits of an operand: the wider of the pcode's typing (S0[5:0] reads 6) and the operand table's."""
+        """Bits of an operand as the pcode types it; the operand table's for slices narrower than 16 (S0[5:0])."""
         b = sem.widths.get(name, 0)
+        if b >= 16:
+            return b
         o = op.operands.get(fld) if fld else None
         return max(b, o.bits if o is not None else 0) or default
 
