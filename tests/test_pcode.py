@@ -432,3 +432,35 @@ def test_setreg_getreg_field(fam):
                                              "HwRegWriteMask": lambda reg, priv: 0xFFFFFFFF}, 32)
     assert hw[1] == 0xF3F
     assert compile_op(fam, "SOPK", "S_GETREG_B32")({"SIMM16": simm, "HW_REGISTERS": hw}, 32) == {"D0": 3}
+
+
+def test_f32_division_sequence_matches_ieee():
+    """LLVM's f32 fdiv expansion (div_scale, rcp, fma refinement, div_fmas, div_fixup) gives numpy's quotient."""
+    lanes = 64
+    num = (rng.standard_normal(lanes) * 10.0 ** rng.integers(-30, 30, lanes)).astype(np.float32)
+    den = (rng.standard_normal(lanes) * 10.0 ** rng.integers(-30, 30, lanes)).astype(np.float32)
+    num[:6], den[:6] = [1.0, 0.0, 1.0, 6.0, np.inf, 1e-30], [3.0, 0.0, 0.0, -0.0, 2.0, 1e30]
+
+    def op(space, name, **st):
+        return compile_op("rdna3", space, name)(st, lanes)
+
+    def neg(x):
+        return x ^ np.uint64(0x80000000)
+
+    d, n = bits32(den), bits32(num)
+    den_s = op("VOP3SD", "V_DIV_SCALE_F32", S0=d, S1=d, S2=n)["D0"]
+    scaled = op("VOP3SD", "V_DIV_SCALE_F32", S0=n, S1=d, S2=n)
+    num_s, vcc = scaled["D0"], scaled["VCC"]
+    rcp = op("VOP1", "V_RCP_F32", S0=den_s)["D0"]
+    e = op("VOP3", "V_FMA_F32", S0=neg(den_s), S1=rcp, S2=bits32(np.ones(lanes)))["D0"]
+    rcp = op("VOP3", "V_FMA_F32", S0=e, S1=rcp, S2=rcp)["D0"]
+    q = op("VOP2", "V_MUL_F32", S0=num_s, S1=rcp)["D0"]
+    r = op("VOP3", "V_FMA_F32", S0=neg(den_s), S1=q, S2=num_s)["D0"]
+    q = op("VOP3", "V_FMA_F32", S0=r, S1=rcp, S2=q)["D0"]
+    r = op("VOP3", "V_FMA_F32", S0=neg(den_s), S1=q, S2=num_s)["D0"]
+    q = op("VOP3", "V_DIV_FMAS_F32", S0=r, S1=rcp, S2=q, VCC=vcc)["D0"]
+    got = f32(op("VOP3", "V_DIV_FIXUP_F32", S0=q, S1=d, S2=n)["D0"])
+    with np.errstate(all="ignore"):
+        expect = num / den
+    np.testing.assert_array_equal(got.view(np.uint32) | np.isnan(got) * 0x400000,
+                                  expect.view(np.uint32) | np.isnan(expect) * 0x400000)

@@ -36,6 +36,14 @@ def _div_scale(text: str) -> str:
     return f"D0.{ty} = S0.{ty};\n" + text
 
 
+def _div_fmas(text: str) -> str:
+    # the text scales by 2**32 (f32) / 2**64 (f64), half of what V_DIV_SCALE applies, and always upward
+    ty, e = ("f64", "1023") if "f64" in text else ("f32", "127")
+    up = "2.0 ** 128" if ty == "f64" else "2.0F ** 64"
+    down = "2.0 ** -128" if ty == "f64" else "2.0F ** -64"
+    return re.sub(r"2\.0F? \*\* (32|64)", f"(exponent(S2.{ty}) > {e} ? {up} : {down})", text)
+
+
 def _fma_mix(text: str) -> str:
     # the text's S[] array stands for the three sources but is never filled
     return text.replace("declare S : 32'B[3];", "declare S : 32'B[3];\nS[0] = S0.b32;\nS[1] = S1.b32;\nS[2] = S2.b32;")
@@ -113,6 +121,10 @@ FIXUPS: dict[str, Fixup] = {
                          "S_PREFETCH_DATA_PC_REL")},
     "V_DIV_SCALE_F32": Fixup(_div_scale, "VCC assigned as a whole inside per-lane conditions; D0 unassigned when "
                                          "no scaling is needed (hardware returns S0)"),
+    "V_DIV_FMAS_F32": Fixup(_div_fmas, "with VCC it scales by 2**32 only upward; undoing V_DIV_SCALE needs 2**64 "
+                                       "up (scaled denominator) or down (scaled numerator, S2 below 1)"),
+    "V_DIV_FMAS_F64": Fixup(_div_fmas, "with VCC it scales by 2**64 only upward; undoing V_DIV_SCALE needs 2**128 "
+                                       "up (scaled denominator) or down (scaled numerator, S2 below 1)"),
     "V_DIV_SCALE_F64": Fixup(_div_scale, "VCC assigned as a whole inside per-lane conditions; D0 unassigned when "
                                          "no scaling is needed (hardware returns S0)"),
     **{n: Fixup(_fma_mix, "array S[] of the three sources is read but never filled")

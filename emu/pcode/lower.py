@@ -56,16 +56,13 @@ ADDR_FUNCS = ("CalcImageAddr", "CalcDsAddr", "CalcGlobalAddr", "CalcFlatAddr", "
 FCONST = {"PI": math.pi, "INF": math.inf, "NAN": math.nan}
 ICONST = {"TRUE": (1, BOOL), "FALSE": (0, BOOL), "ROUND_NEAREST_EVEN": (0, U32), "ROUND_TOWARD_ZERO": (3, U32)}
 MODE_FIELDS = {"IEEE": (9, 1), "DX10_CLAMP": (8, 1)}  # WAVE_MODE.<field>: bit offset, width in MODE
-# float constants named with their type: OVERFLOW / MAX_FLOAT = largest finite, UNDERFLOW = smallest denormal
+# float constants named with their type: MAX_FLOAT = largest finite; OVERFLOW / UNDERFLOW = the rounded result of
+# a quotient too large / too small for the type (infinity / zero, as IEEE division gives)
 _NAMED_FLOAT = re.compile(r"^(OVERFLOW|UNDERFLOW|MAX_FLOAT)_F(16|32|64)$")
 
 
 def _fmax(t: Ty) -> float:
     return {16: 65504.0, 32: 3.4028234663852886e38, 64: 1.7976931348623157e308}[t.bits]
-
-
-def _fmin(t: Ty) -> float:
-    return {16: 2.0 ** -24, 32: 2.0 ** -149, 64: 5e-324}[t.bits]
 
 
 def type_name(name: str) -> Ty | None:
@@ -442,7 +439,7 @@ class Lowerer:
             return self.round_mode()
         if m := _NAMED_FLOAT.match(name):
             t = Ty("f", int(m.group(2)))
-            return Const(_fmin(t) if m.group(1) == "UNDERFLOW" else _fmax(t), t)
+            return Const({"UNDERFLOW": 0.0, "OVERFLOW": math.inf}.get(m.group(1), _fmax(t)), t)
         if name in self.locals:
             if name in self.f.arrays:
                 raise Unsupported(f"array {name} used as a value")
