@@ -479,11 +479,16 @@ class Planner:
         op, f = inst.op, inst.fields
         sem = self.sem(op)
         consts = {"OFFSET": f["offset1"] << 8 | f["offset0"], "OFFSET0": f["offset0"], "OFFSET1": f["offset1"]}
-        fm = {"ADDR": ("addr", 32), "DATA": ("data0", None), "DATA0": ("data0", None), "DATA2": ("data1", None),
-              "DATA1": ("data1", None)}
-        reads = [("MEM", lambda w: w.lds)]
-        for n in sorted(sem.reads - {"MEM"}):
-            if n in consts:
+        fm = {"DATA": ("data0", None), "DATA0": ("data0", None), "DATA2": ("data1", None), "DATA1": ("data1", None)}
+        reads = [("MEM", lambda w: w.lds), ("LDS", lambda w: w.lds)]
+        addr = vgpr_reader(f["addr"], 32)
+        if not consts.keys() & sem.reads:  # pcode that addresses MEM[ADDR] alone: the offset is part of ADDR
+            off = U64(consts["OFFSET"])
+            addr = (lambda a: lambda w: a(w) + off)(addr)
+        for n in sorted(sem.reads - {"MEM", "LDS"}):
+            if n == "ADDR":
+                reads.append((n, addr))
+            elif n in consts:
                 reads.append((n, lambda w, c=consts[n]: c))
             elif n in fm:
                 fld, bits = fm[n]
@@ -502,10 +507,13 @@ class Planner:
         return _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
 
     def _vmem_writes(self, sem, op, vdst: int, names) -> list:
+        """Writers of a memory op's results; ops without a destination operand (DS_ADD_U32, stores) write none."""
         writes = []
-        for n in sorted(sem.writes - {"MEM"}):
+        has_dst = "vdst" in op.operands or ("vdata" in op.operands and "STORE" not in op.name)
+        for n in sorted(sem.writes - {"MEM", "LDS"}):
             if n in names:
-                writes.append((n, _wide_writer(vdst, self._width(sem, n, op, "vdst"))))
+                if has_dst:
+                    writes.append((n, _wide_writer(vdst, self._width(sem, n, op, "vdst"))))
             else:
                 sw = self._state_writer(n)
                 if sw is None:

@@ -139,12 +139,16 @@ class Wave(WaveState):
 
         w = Wave("gfx1100"); w.vgpr[1] = ...; w.run(code_bytes); w.vgpr[0]
 
-    `run` executes until s_endpgm or the end of the code; memory instructions fault (nothing is mapped)."""
+    `run` executes until s_endpgm or the end of the code. The wave has 64 KiB of LDS; its VM (`.vm`) starts
+    empty, so global memory instructions fault unless something is mapped."""
 
     def __init__(self, arch: str, wave_size: int | None = None):
         fam = isa.family(arch)
         super().__init__(fam, wave_size or isa.WAVE_SIZE[fam], agprs=256 if fam == "cdna" else 0)
+        from emu.amd.memspace import LDS, Flat
         self.vm = VM()
+        self.lds = LDS(65536)
+        self.flat = Flat(self.vm, self.lds, None)
 
     def run(self, code: bytes, pc: int = 0, limit: int = 1_000_000) -> None:
         code = bytes(code)
