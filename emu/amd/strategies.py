@@ -395,8 +395,10 @@ class _Gen:
         ret = next((n for n in ("glc", "sc0", "th") if n in v), None)
         if "_ATOMIC_" in op.name and "vdst" in op.operands and ret and not v[ret] & 1:
             v["vdst"] = 0  # an atomic without return (GLC / SC0 / TH_ATOMIC_RETURN clear) writes no VGPR
-        if "_LOAD_LDS_" in op.name and "vdst" in v:
-            v["vdst"] = 0  # loads into LDS write no VGPR, though the table lists one
+        if "acc" in v and self.e.enc.variant != "MFMA" and "VGPR_OR_ACCVGPR" in {o.kind for o in op.operands.values()}:
+            v["acc"] = draw(st.integers(0, 1))  # GFX90A+: the data registers are AGPRs
+        if "_LOAD_LDS_" in op.name:  # loads into LDS write no VGPR (or AGPR), though the table lists one
+            v.update({k: 0 for k in ("vdst", "acc") if k in v})
         if "imm" in v and "sbase" in op.operands:  # GFX9 SMEM: the offset is an immediate or an SGPR number
             v["imm"] = draw(st.integers(0, 1))
             if not v["imm"]:
