@@ -3,7 +3,8 @@
 The initial state follows LLVM AMDGPUUsage "Initial Kernel Execution State": enabled user SGPRs in order
 (private segment buffer, dispatch ptr, queue ptr, kernarg segment ptr, dispatch id, flat scratch init, private
 segment size), then from `user_sgpr_count` the system SGPRs (workgroup id x/y/z, workgroup info, private
-segment wave offset without architected flat scratch); work-item ids packed 10:10:10 in v0 (gfx90a+, gfx11+) or
+segment wave offset without architected flat scratch; on gfx12 the workgroup ids are also in ttmp9 and
+ttmp7, its architected SGPRs); work-item ids packed 10:10:10 in v0 (gfx90a+, gfx11+) or
 in v0..v2. All three families here have architected flat scratch: each wave's private memory is a region of
 the VM that scratch instructions (and flat accesses to the private aperture) reach through emu.amd.memspace.
 
@@ -24,6 +25,7 @@ from emu.amd.wave import BARRIER, Program, WaveState, run
 
 PACKED_IDS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
 DISPATCH_PACKET_SIZE = 64
+TTMP = 108  # operand code of ttmp0
 DYNAMIC_STACK = 16384  # bytes per lane added for kernels whose stack size is not known at compile time
 
 
@@ -141,6 +143,9 @@ def _initial_wave(launch: Launch, wg, index: int, nitems: int, arch: str) -> Wav
             put(wg[axis], 1)
     if r2.enable_sgpr_workgroup_info:
         put(0, 1)
+    if fam == "rdna4":  # architected SGPRs: workgroup ids in ttmp9 (x) and ttmp7 (y | z << 16)
+        w.sgpr[TTMP + 9] = wg[0]
+        w.sgpr[TTMP + 7] = wg[1] | wg[2] << 16
     # work-item ids of each lane
     t = index * lanes + np.arange(lanes)
     bx, by, _ = launch.block

@@ -44,6 +44,7 @@ _BARRIERS = {"S_BARRIER", "S_BARRIER_WAIT"}
 _ENDS = {"S_ENDPGM", "S_ENDPGM_SAVED"}
 _MEM_BASES = {"GLOBAL", "FLAT", "SCRATCH", "VGLOBAL", "VFLAT", "VSCRATCH"}
 _MASK_FMT = "NUM_M64"
+_MODIFIER_FIELDS = {"OPSEL": "opsel", "OPSEL_HI": "opsel_hi", "NEG": "neg", "NEG_HI": "neg_hi"}
 
 
 def end_step(w) -> int:
@@ -166,6 +167,13 @@ class Planner:
             return lambda w: lit
         if n == "VGPR":
             return lambda w: w.vgpr.T  # the pcode indexes VGPR[lane][register]
+        if n == "SGPR":
+            return lambda w: w.sgpr
+        if n in _MODIFIER_FIELDS:
+            v = inst.fields.get(_MODIFIER_FIELDS[n], 0)
+            return lambda w: v
+        if "." in n:  # status bits the emulator does not model (TRAPSTS.INVALID, WAVE_STATUS.PRIV, ...): clear
+            return lambda w: 0
         return None
 
     def _state_writer(self, n: str) -> Callable | None:
@@ -181,8 +189,10 @@ class Planner:
             return lambda w, v: setattr(w, "mode", int(v) & 0xFFFFFFFF)
         if n == "TRAPSTS":
             return lambda w, v: setattr(w, "trapsts", int(v) & 0xFFFFFFFF)
-        if n == "VGPR":
+        if n in ("VGPR", "SGPR"):
             return lambda w, v: None  # the semantics wrote the register file in place
+        if "." in n:  # status bits the emulator does not model
+            return lambda w, v: None
         return None
 
     # -- SALU and SOPP -----------------------------------------------------------------------------------------
@@ -190,18 +200,19 @@ class Planner:
         op, f = inst.op, inst.fields
         sem = self.sem(op)
         fm = {"S0": "ssrc0", "S1": "ssrc1", "D0": "sdst"}
-        if inst.base == "SOPK":
-            fm["S0"] = "sdst"
+        if inst.base == "SOPK":  # the 16-bit immediate is SIMM16, or S1 beside S0 = sdst, or else S0 (CDNA pcode)
+            fm = {"S0": "sdst", "S1": "simm16", "D0": "sdst"} if "S1" in sem.reads or "SIMM16" in sem.reads \
+                else {"S0": "simm16", "D0": "sdst"}
         reads = []
         for n in sorted(sem.reads):
             fld = fm.get(n)
-            if fld is not None and fld in f:
+            if fld == "simm16" or (n == "SIMM16" and "simm16" in f):
+                v = f.get("simm16", 0)
+                reads.append((n, lambda w, v=v: v))
+            elif fld is not None and fld in f:
                 bits = self._width(sem, n, op, fld)
                 code = f[fld] if fld != "sdst" else f["sdst"]
                 reads.append((n, scalar_reader(code, bits, self._fmt(op, fld), inst.literal, self.fam)))
-            elif n == "SIMM16":
-                v = f.get("simm16", 0)
-                reads.append((n, lambda w, v=v: v))
             else:
                 r = self._common_reads(n, inst)
                 if r is None:
