@@ -172,7 +172,7 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
             o = scalar(fam, v, n, fb)
             if o.kind == "literal":
                 o = Operand("literal", v, n, value=fields.get("literal"))
-        if o.kind == "vgpr" and _is_acc(enc, fields, f.name):
+        if o.kind == "vgpr" and _is_acc(enc, fields, f.name, op is not None and "SMFMAC" in op.name):
             o = Operand("agpr", o.index, o.count)
         out[f.name] = o
     return out
@@ -181,10 +181,10 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
 _ACC_DATA = ("vdst", "vdata", "data", "data0", "data1")
 
 
-def _is_acc(enc: Encoding, fields: dict[str, int], name: str) -> bool:
+def _is_acc(enc: Encoding, fields: dict[str, int], name: str, op_is_smfmac: bool = False) -> bool:
     """CDNA: whether a VGPR-field names an accumulation register (AGPR)."""
     if enc.variant.startswith("MFMA"):
-        if name in ("vdst", "src2"):
+        if name == "vdst" or (name == "src2" and fields["src2"] >= 256 and not op_is_smfmac):
             return bool(fields.get("acc_cd"))
         return bool(fields.get("acc", 0) >> ("src0", "src1").index(name) & 1) if name in ("src0", "src1") else False
     return name in _ACC_DATA and bool(fields.get("acc"))
@@ -200,7 +200,7 @@ def vop12c_twin(d: Decoder, op: Op) -> bool:
 
 
 # VOP1 opcodes that LLVM defines without a VOP3 form (no _e32 suffix) although the vendor tables list one.
-NO_E32 = {"V_SWAP_B32"}
+NO_E32 = {"V_SWAP_B32", "V_ACCVGPR_MOV_B32"}
 # Vendor opcode names that LLVM spells differently.
 RENAMES = {"V_ACCVGPR_READ": "v_accvgpr_read_b32", "V_ACCVGPR_WRITE": "v_accvgpr_write_b32",
            "V_MAD_MIX_F32": "v_fma_mix_f32", "V_MAD_MIXLO_F16": "v_fma_mixlo_f16", "V_MAD_MIXHI_F16": "v_fma_mixhi_f16"}

@@ -525,9 +525,19 @@ _RENDER.update({"MIMG": _mimg})
 
 def _mfma(inst: Inst, d) -> str:
     f = inst.fields
-    ops = [_src(inst, d, n, False) for n in ("vdst", "src0", "src1", "src2")]
+    ops = []
+    for n in ("vdst", "src0", "src1", "src2"):
+        o, t = inst.operands.get(n), _src(inst, d, n, False)
+        if o is not None and (o.kind in ("sgpr", "ttmp") or o.kind == "special" and not o.name.startswith("src_")):
+            if n == "src2" and o.count == 32:  # no 1024-bit scalar tuple: LLVM shows the first register
+                t = operand_text(inst, Operand(o.kind, o.index, 1, name=o.name))
+            bank = "AV_" if n in ("src0", "src1") else "AReg_" if f.get("acc_cd") else "VReg_"
+            cls = f"{bank}{32 * o.count}"
+            t += f"/*Invalid register, operand has '{cls}' register class*/"
+        ops.append(t)
+    blgp = f.get("blgp", 0)
     mods = [f"cbsz:{f['cbsz']}" if f.get("cbsz") else "", f"abid:{f['abid']}" if f.get("abid") else "",
-            f"blgp:{f['blgp']}" if f.get("blgp") else ""]
+            (f"neg:{_bits(blgp, 3)}" if "_F64" in inst.op.name else f"blgp:{blgp}") if blgp else ""]
     return _join(inst.name, ops, mods)
 
 

@@ -74,9 +74,27 @@ class _Group:
     variants: dict[tuple[str, str], Encoding]  # (form name, modifier) -> encoding
     literal_ops: dict[str, frozenset[int]]  # form name -> opcodes that always carry a literal
     op_field: tuple[int, int]  # lo, width
+    form_of: dict[int | None, Encoding]  # opcode -> the most specific form admitting it
 
 
 _MODIFIERS = ("LIT", "DPP16", "DPP8", "SDWA")
+
+
+def _form_of(t: isa.ISA, forms: list[Encoding], literal_ops: dict[str, frozenset[int]], opf
+             ) -> dict[int | None, Encoding]:
+    """Opcode -> the form whose opcode set admits it, the smallest such set winning (VOP3P_MFMA over VOP3P);
+    an opcode whose name carries a form's variant (V_MFMA_*, V_SMFMAC_*: MFMA) takes that form, as LLVM does
+    for the gfx940 matrix opcodes the CDNA4 tables list as plain VOP3P."""
+    if opf is None:  # no opcode field (EXP, VOPD: decided by the pair)
+        return {None: forms[0]}
+    out: dict[int | None, Encoding] = {}
+    for f in sorted(forms, key=lambda f: -len(f.ops) if f.ops is not None else -(1 << 30)):
+        admitted = range(1 << opf.width) if f.ops is None else f.ops | literal_ops.get(f.name, frozenset())
+        out.update(dict.fromkeys(admitted, f))
+    for f in forms:
+        if f.variant == "MFMA":
+            out.update({o.value: f for o in t.ops_of(f.space) if "MFMA" in o.name and o.value in out})
+    return out
 
 
 def _modifier(e: Encoding) -> str:
@@ -118,7 +136,7 @@ class Decoder:
                     literal_ops[f.name] = lit.ops - others
             opf = forms[0].field("op")
             groups.append(_Group(mask, value, forms[0].size, tuple(forms), variants, literal_ops,
-                                 (opf.lo, opf.width) if opf else (0, 0)))
+                                 (opf.lo, opf.width) if opf else (0, 0), _form_of(self.isa, forms, literal_ops, opf)))
         groups.sort(key=lambda g: -bin(g.mask).count("1"))
         self.groups = tuple(groups)
 
@@ -138,8 +156,7 @@ class Decoder:
             return self._invalid(code[off:off + min(4, avail)], pc)
         word = int.from_bytes(code[off:off + g.size0], "little")
         opv = (word >> g.op_field[0]) & ((1 << g.op_field[1]) - 1) if g.op_field[1] else None
-        form = next((f for f in g.forms if f.ops is None or opv in f.ops or opv in g.literal_ops.get(f.name, ())),
-                    None)
+        form = g.form_of.get(opv)
         if form is None:
             return self._invalid(code[off:off + 4], pc)
         enc = self._variant(g, form, word, opv)
