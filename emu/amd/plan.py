@@ -346,8 +346,10 @@ class Planner:
         d0_fld = "vdst"
         dst_fmt = self._fmt(op, d0_fld)
         dst_bits = self._width(sem, "D0", op, d0_fld)
+        dec = inst.operands.get("vdst") if fields is None else None  # the decoder's view of the destination
         scalar_dst = (op.operands.get("vdst") is not None and op.operands["vdst"].kind in ("SREG", "SDST")) \
-            or enc.endswith("_SDST") or base == "VOPC" or dst_fmt == _MASK_FMT
+            or enc.endswith("_SDST") or base == "VOPC" or dst_fmt == _MASK_FMT \
+            or (dec is not None and dec.kind in ("sgpr", "special", "ttmp"))
         for i, n in enumerate(("S0", "S1", "S2")):
             if n not in sem.reads:
                 continue
