@@ -57,8 +57,9 @@ from emu.amd import isa as _isa
 from emu.pcode import pyback
 from emu.pcode.fixups import fixup
 from emu.pcode.ir import Func
-from emu.pcode.lower import Lowerer, Unsupported
+from emu.pcode.lower import Lowerer
 from emu.pcode.syntax import PcodeSyntaxError, parse
+from emu.pcode.typed import Unsupported
 
 __all__ = ["compile_op", "Unsupported", "Semantics", "PcodeSyntaxError", "SCALAR_SPACES", "lower_op", "pcode_of"]
 

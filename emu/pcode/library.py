@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from emu.pcode.ir import BOOL, I32, MINIFLOATS, U32, Const, Expr, Op, Ty
-from emu.pcode.lower import Unsupported, bitcast_to_int, concrete, convert, reinterpret, unify
+from emu.pcode.typed import Unsupported, bitcast_to_int, concrete, convert, reinterpret, unify
 
 CALLOUTS = {"HwRegWriteMask": "HwRegWriteMask", "writeableBitMask": "HwRegWriteMask"}  # pcode name -> st key
 _SAME_FLOAT = {"sqrt": "sqrt", "trunc": "trunc", "floor": "floor", "fract": "fract", "log2": "log2",

@@ -1,14 +1,12 @@
 """Front end, second half: syntax tree -> typed IR (emu.pcode.ir).
 
-Typing follows the pseudocode's C/Verilog flavour: `x.T` reinterprets bits, `N'T(x)` converts (an integer
-given to `N'F` is a bit pattern), + - * / promote to at least 32 bits, mixed int/float arithmetic is done in
-float, unsized literals take their partner's type. Lambdas and calls of other instructions (`v_min_f32(a, b)`)
-are inlined; library functions become IR ops.
+Names become state variables (S0, D0, VCC, ...) or locals, typed through emu.pcode.typed (`N'T(x)` converts,
+an integer given to `N'F` being a bit pattern). Lambdas and calls of other instructions (`v_min_f32(a, b)`) are
+inlined; library functions become IR ops (emu.pcode.library).
 """
 from __future__ import annotations
 
 import math
-import operator
 import re
 from collections.abc import Callable
 
@@ -16,6 +14,7 @@ from emu.pcode import syntax as S
 from emu.pcode.ir import (
     BOOL,
     I32,
+    MINIFLOATS,
     U32,
     U64,
     Assign,
@@ -33,16 +32,25 @@ from emu.pcode.ir import (
     Var,
     uint,
 )
+from emu.pcode.typed import (
+    FLIT,
+    Unsupported,
+    binary,
+    bitcast_to_int,
+    concrete,
+    concrete_type,
+    convert,
+    convert_bits,
+    extract,
+    lnot,
+    mask,
+    promote,
+    reinterpret,
+    to_bool,
+    type_name,
+    unify,
+)
 
-
-class Unsupported(Exception):
-    """The instruction's semantics cannot be compiled; the message says why."""
-
-
-LIT = Ty("int", 0)  # an unsized integer literal: takes its partner's type
-FLIT = Ty("flt", 0)  # an unsuffixed float literal
-_TYPE = re.compile(r"^(bf|[uibf])(\d+)$")
-_MINI = {"fp8": 8, "bf8": 8, "fp6": 6, "bf6": 6, "fp4": 4}
 REGFILES = {"VGPR": 2, "SGPR": 1, "HW_REGISTERS": 1, "TTMP": 1}
 MEMORIES = ("MEM", "LDS")
 MASK_NAMES = ("EXEC", "VCC")
@@ -63,23 +71,6 @@ _NAMED_FLOAT = re.compile(r"^(OVERFLOW|UNDERFLOW|MAX_FLOAT)_F(16|32|64)$")
 
 def _fmax(t: Ty) -> float:
     return {16: 65504.0, 32: 3.4028234663852886e38, 64: 1.7976931348623157e308}[t.bits]
-
-
-def type_name(name: str) -> Ty | None:
-    """Ty of a typed-access suffix ('u32', 'b64', 'f16', 'bf16', 'i24'), None for other names."""
-    if name in _MINI:
-        return Ty(name, _MINI[name])
-    m = _TYPE.match(name)
-    if not m:
-        return None
-    kind, bits = m.group(1), int(m.group(2))
-    if kind in ("f", "bf") and bits not in ((16, 32, 64) if kind == "f" else (16,)):
-        return None
-    return Ty("u" if kind == "b" else kind, bits)
-
-
-def mask(bits: int) -> int:
-    return (1 << bits) - 1
 
 
 class Lowerer:
@@ -211,7 +202,7 @@ class Lowerer:
             v = self.expr(st.value)
             r = self.lambda_result[-1]
             if r not in self.f.vars:
-                self.f.vars[r] = _concrete(v.ty)
+                self.f.vars[r] = concrete_type(v.ty)
             self.out.append(Assign(r, convert(v, self.f.vars[r])))
         elif isinstance(st, S.ExprStmt):
             x = st.x
@@ -363,7 +354,7 @@ class Lowerer:
             if self.is_state(var):
                 self.f.vars[var] = uint(max(self.state_bits.get(var, 0), ty.bits if ty.kind != "int" else 32, 1))
             else:
-                t = _concrete(ty)
+                t = concrete_type(ty)
                 wide = self.state_bits.get(name, 0)
                 self.f.vars[var] = uint(wide) if wide > t.bits and t.is_int else t
         if self.is_state(var):
@@ -576,7 +567,7 @@ class Lowerer:
         x = self.expr(n.x)
         if n.kind in ("f", "bf"):
             t = Ty(n.kind, n.bits)
-            if x.ty.kind in _MINI:
+            if x.ty.kind in MINIFLOATS:
                 return Op("mf_decode", (x,), t, x.ty.kind)
             if t.kind == "f" and t.bits not in (16, 32, 64):
                 raise Unsupported(f"{n.bits}'F")
@@ -616,7 +607,7 @@ class Lowerer:
             self.files.update(("MEM", "FORMAT"))
             return Op("fmt_load", (convert(self.expr(a.i), U64),), U32, _channel(a.i))
         if n.name in ADDR_FUNCS:
-            return self.state("ADDR") if self.f.vector or n.name.startswith("CalcScalar") else self.state("ADDR")
+            return self.state("ADDR")  # computed by the executor from the encoding's fields
         args = [self.expr(a) for a in n.args]
         if n.name.startswith("v_") or n.name.startswith("s_") and self.find_op(n.name.upper()):
             return self.inline_op(n.name.upper(), args)
@@ -764,202 +755,7 @@ def _width(hi: S.Node, lo: S.Node) -> int:
     return widths.pop()
 
 
-def _concrete(t: Ty) -> Ty:
-    if t.kind == "int":
-        return Ty("i", max(t.bits, 32))
-    if t.kind == "flt":
-        return Ty("f", 64)
-    return t
-
-
-def concrete(x: Expr) -> Expr:
-    return convert(x, _concrete(x.ty)) if x.ty.kind in ("int", "flt") else x
-
-
 def _show(n: S.Node) -> str:
     return type(n).__name__ + (f" {n.id}" if isinstance(n, S.Name) else "")
 
 
-def lnot(x: Expr) -> Expr:
-    if isinstance(x, Const):
-        return Const(not x.value, BOOL)
-    return Op("lnot", (x,), BOOL)
-
-
-def to_bool(x: Expr) -> Expr:
-    if x.ty.kind == "bool":
-        return x
-    if isinstance(x, Const):
-        return Const(bool(x.value), BOOL)
-    return Op("tobool", (x,), BOOL)
-
-
-def extract(x: Expr, lo: Expr, width: int) -> Expr:
-    x = concrete(x)
-    if x.ty.kind == "bool":
-        x = convert(x, uint(1))
-    return Op("extract", (x, lo), uint(width), width)
-
-
-def bitcast_to_int(x: Expr) -> Expr:
-    if x.ty.is_float:
-        return Op("bitcast", (x,), uint(x.ty.bits))
-    if x.ty.kind == "flt":
-        return bitcast_to_int(convert(x, Ty("f", 64)))
-    return x
-
-
-def convert_bits(x: Expr, t: Ty) -> Expr:
-    """Raw-bit resize (no value conversion) of an integer or bool to t."""
-    if x.ty == t:
-        return x
-    if x.ty.kind == "bool":
-        return Op("frombool", (x,), t)
-    if x.ty.kind == "int":
-        return Const(x.value & mask(t.bits), t)
-    return Op("resize", (x,), t)
-
-
-def reinterpret(x: Expr, t: Ty) -> Expr:
-    """x.T: the bits of x read as type t (narrowed or extended by x's own signedness)."""
-    if x.ty == t:
-        return x
-    x = bitcast_to_int(x)
-    if x.ty.kind == "int":
-        return convert(x, t) if not t.is_float else Op("bitcast", (Const(x.value & mask(t.bits), uint(t.bits)),), t)
-    if t.is_float:
-        return Op("bitcast", (convert_bits(x, uint(t.bits)),), t)
-    return convert_bits(x, t) if x.ty.kind == "bool" else Op("resize", (x,), t) if x.ty != t else x
-
-
-def convert(x: Expr, t: Ty) -> Expr:
-    """Implicit (value-preserving, C-like) conversion of x to t."""
-    s = x.ty
-    if s == t:
-        return x
-    if s.kind == "int":
-        if t.is_float:
-            return Const(float(x.value), t)
-        if t.kind == "bool":
-            return Const(bool(x.value), BOOL)
-        return Const(x.value & mask(t.bits), t)
-    if s.kind == "flt":
-        if t.is_float:
-            return Const(x.value, t)
-        if t.kind == "bool":
-            return Const(bool(x.value), BOOL)
-        return convert(Const(x.value, Ty("f", 64)), t)
-    if t.kind == "bool":
-        return to_bool(x)
-    if s.kind == "bool":
-        return Op("frombool", (x,), t) if t.is_int else Op("itof", (Op("frombool", (x,), U32),), t)
-    if s.is_int and t.is_int:
-        return Op("resize", (x,), t)
-    if s.is_int and t.is_float:
-        return Op("itof", (x,), t)
-    if s.is_float and t.is_float:
-        return Op("fconv", (x,), t)
-    return Op("ftoi", (x,), t)
-
-
-def promote(x: Expr) -> Expr:
-    if x.ty.is_int and x.ty.bits < 32:
-        return convert(x, Ty(x.ty.kind, 32))
-    return x
-
-
-def unify(a: Expr, b: Expr) -> tuple[Expr, Expr]:
-    """Both operands converted to their common type."""
-    ta, tb = a.ty, b.ty
-    if ta == tb:
-        return a, b
-    lits = ("int", "flt")
-    if ta.kind in lits and tb.kind in lits:
-        if "flt" in (ta.kind, tb.kind):
-            return Const(float(a.value), FLIT), Const(float(b.value), FLIT)
-        return Const(a.value, LIT), Const(b.value, LIT)
-    if ta.kind in lits:
-        if tb.kind == "bool" and ta.kind == "int":
-            return convert(a, BOOL if a.value in (0, 1) else I32), (b if a.value in (0, 1) else convert(b, I32))
-        return convert(a, tb if not (ta.kind == "flt" and tb.is_int) else Ty("f", 64)), \
-            b if not (ta.kind == "flt" and tb.is_int) else convert(b, Ty("f", 64))
-    if tb.kind in lits:
-        b2, a2 = unify(b, a)
-        return a2, b2
-    if ta.kind == "bool" or tb.kind == "bool":
-        if ta.kind == tb.kind:
-            return a, b
-        t = tb if ta.kind == "bool" else ta
-        return convert(a, t), convert(b, t)
-    if ta.is_float or tb.is_float:
-        if ta.is_float and tb.is_float:
-            t = ta if ta.bits > tb.bits or (ta.bits == tb.bits and ta.kind == "f") else tb
-        else:
-            t = ta if ta.is_float else tb
-        return convert(a, t), convert(b, t)
-    bits = max(ta.bits, tb.bits)
-    if ta.kind == tb.kind:
-        kind = ta.kind
-    else:  # mixed signedness: the wider operand's signedness wins, unsigned on a tie
-        wider = ta if ta.bits > tb.bits else tb if tb.bits > ta.bits else None
-        kind = wider.kind if wider else "u"
-    t = Ty(kind, bits)
-    return convert(a, t), convert(b, t)
-
-
-_ARITH = {"+": "add", "-": "sub", "*": "mul", "/": "div", "%": "mod"}
-_BITOP = {"&": "and", "|": "or", "^": "xor"}
-_CMP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
-
-
-_FOLD = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
-         ">=": operator.ge, "+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_,
-         "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift, "**": operator.pow}
-
-
-def _fold(op: str, a, b):
-    """Value of an operation on two literals (C semantics)."""
-    if op == "/":
-        return a / b if isinstance(a, float) or isinstance(b, float) else int(a / b)
-    if op == "%":
-        return a % b if b else 0
-    if op in ("&", "|", "^", "<<", ">>") and (isinstance(a, float) or isinstance(b, float)):
-        raise Unsupported(f"bitwise {op} of float literals")
-    return _FOLD[op](a, b)
-
-
-def binary(op: str, a: Expr, b: Expr) -> Expr:
-    lits = ("int", "flt")
-    if isinstance(a, Const) and isinstance(b, Const) and a.ty.kind in lits and b.ty.kind in lits:
-        v = _fold(op, a.value, b.value)
-        return Const(v, BOOL if isinstance(v, bool) else FLIT if isinstance(v, float) else LIT)
-    if op in ("&&", "||"):
-        return Op("land" if op == "&&" else "lor", (to_bool(a), to_bool(b)), BOOL)
-    if op in ("<<", ">>"):
-        a = concrete(a)
-        if a.ty.kind == "bool":
-            a = convert(a, U32)
-        if a.ty.is_float:
-            raise Unsupported("shift of a float")
-        return Op("shl" if op == "<<" else "shr", (a, convert(concrete(b), U32)), a.ty)
-    if op == "**":
-        a = concrete(a)
-        if not a.ty.is_float:
-            raise Unsupported("integer power")
-        if isinstance(a, Const) and a.value == 2.0:
-            return Op("ldexp", (Const(1.0, a.ty), convert(concrete(b), I32)), a.ty)
-        return Op("pow", (a, convert(b, a.ty)), a.ty)
-    a, b = unify(a, b)
-    a, b = concrete(a), concrete(b)
-    if op in _CMP:
-        return Op(_CMP[op], (a, b), BOOL)
-    if op in _BITOP:
-        if a.ty.is_float:
-            raise Unsupported(f"bitwise {op} of floats")
-        return Op(_BITOP[op], (a, b), a.ty)
-    if op in _ARITH:
-        if a.ty.kind == "bool":
-            a, b = convert(a, U32), convert(b, U32)
-        a, b = promote(a), promote(b)
-        return Op(_ARITH[op], (a, b), a.ty)
-    raise Unsupported(f"operator {op}")

@@ -58,8 +58,8 @@ def _cd(out: str, read: bool, reg: str, lane: str = "laneId") -> str:
         return (f"VGPR[{lane}][VDST.u32 + ({reg}) * 2].b32 = acc.b64[31 : 0];\n"
                 f"VGPR[{lane}][VDST.u32 + ({reg}) * 2 + 1].b32 = acc.b64[63 : 32]")
     if read:
-        return f"VGPR[{lane}][SRC2.u32 + {reg}].{out[0] if out != 'f32' else 'f'}32"
-    return f"VGPR[{lane}][VDST.u32 + {reg}].{'f32' if out == 'f32' else 'i32'} = acc"
+        return f"VGPR[{lane}][SRC2.u32 + {reg}].{out}"
+    return f"VGPR[{lane}][VDST.u32 + {reg}].{out} = acc"
 
 
 def mfma(name: str) -> str:

@@ -2,7 +2,7 @@
 
 The generated function `f(st, lanes)` loads its inputs from `st`, runs the body under predicates (an `If`
 narrows the lane mask, a `Break` removes lanes from its loop) and returns the outputs; the helpers it calls
-live in emu.pcode.runtime (imported as `L`). Nothing here knows any particular instruction.
+live in emu.pcode.runtime (imported as `L`) and emu.pcode.floats (`F`). Nothing here knows any particular instruction.
 """
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ import re
 
 import numpy as np
 
-from emu.pcode import runtime
+from emu.pcode import floats, runtime
 from emu.pcode.ir import Assign, Break, Const, Expr, Fail, Func, If, Loop, Op, SetLaneBit, Store, Ty, Var
-from emu.pcode.lower import Unsupported
+from emu.pcode.typed import Unsupported
 
 _FDT = {16: np.float16, 32: np.float32, 64: np.float64}
 _ARITH = {"add": "+", "sub": "-", "mul": "*"}
 _BIT = {"and": "&", "or": "|", "xor": "^"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _NP1 = {"sqrt": "np.sqrt", "trunc": "np.trunc", "floor": "np.floor", "ceil": "np.ceil", "fabs": "np.abs",
-        "signbit": "np.signbit", "isnan": "np.isnan", "isinf": "np.isinf", "fract": "L.fract", "log2": "L.log2",
-        "exp2": "L.exp2", "sin": "L.sin", "cos": "L.cos", "mantissa": "L.mantissa", "is_even": "L.is_even"}
+        "signbit": "np.signbit", "isnan": "np.isnan", "isinf": "np.isinf", "fract": "F.fract", "log2": "F.log2",
+        "exp2": "F.exp2", "sin": "F.sin", "cos": "F.cos", "mantissa": "F.mantissa", "is_even": "F.is_even"}
 _VIEWS = {"bitcast", "resize", "extract", "fconv", "tobool", "frombool"}
 _ROUNDS = {"add", "sub", "mul", "div", "fma", "sqrt", "exp2", "log2", "sin", "cos", "pow", "ldexp", "fract"}
 
@@ -86,7 +86,7 @@ class Gen:
             if t.kind == "bool":
                 return repr(bool(e.value))
             if t.is_float:
-                return self.const(_FDT[_fbits(t)](runtime.bf16(np.float32(e.value)) if _bf(t) else e.value))
+                return self.const(_FDT[_fbits(t)](floats.bf16(np.float32(e.value)) if _bf(t) else e.value))
             if t.is_int:
                 return repr(int(e.value) & _m(t.bits))
             raise Unsupported(f"untyped constant {e.value!r}")
@@ -104,7 +104,7 @@ class Gen:
         raise Unsupported(f"no backend for op {e.op}")
 
     def round(self, t: Ty, code: str, op: str) -> str:
-        return f"L.bf16({code})" if _bf(t) and op in _ROUNDS else code
+        return f"F.bf16({code})" if _bf(t) and op in _ROUNDS else code
 
     def arith(self, e: Op, a, sym: str) -> str:
         t = e.ty
@@ -187,19 +187,19 @@ class Gen:
     def op_bitcast(self, e, a, m):
         s, t = e.args[0].ty, e.ty
         if t.is_float:
-            return f"L.i2f({a[0]}, {t.bits}, {_bf(t)})"
-        return f"L.f2i({a[0]}, {s.bits}, {_bf(s)})"
+            return f"F.i2f({a[0]}, {t.bits}, {_bf(t)})"
+        return f"F.f2i({a[0]}, {s.bits}, {_bf(s)})"
 
     def op_fconv(self, e, a, m):
         rm = a[1] if len(a) > 1 else "0"
-        return f"L.fconv({a[0]}, {_fbits(e.ty)}, {_bf(e.ty)}, {rm})"
+        return f"F.fconv({a[0]}, {_fbits(e.ty)}, {_bf(e.ty)}, {rm})"
 
     def op_itof(self, e, a, m):
         s = e.args[0].ty
-        return f"L.itof({a[0]}, {s.bits}, {s.kind == 'i'}, {_fbits(e.ty)}, {_bf(e.ty)})"
+        return f"F.itof({a[0]}, {s.bits}, {s.kind == 'i'}, {_fbits(e.ty)}, {_bf(e.ty)})"
 
     def op_ftoi(self, e, a, m):
-        return f"L.ftoi({a[0]}, {e.ty.bits}, {e.ty.kind == 'i'})"
+        return f"F.ftoi({a[0]}, {e.ty.bits}, {e.ty.kind == 'i'})"
 
     def op_extract(self, e, a, m):
         return f"L.ext({a[0]}, {a[1]}, {e.attr})"
@@ -232,36 +232,36 @@ class Gen:
         return f"L.fmt_load(st, {a[0]}, {e.attr}, {m}, nl)"
 
     def op_mf_decode(self, e, a, m):
-        return f"L.mf_decode({a[0]}, {e.attr!r}, {_fbits(e.ty)}, {_bf(e.ty)})"
+        return f"F.mf_decode({a[0]}, {e.attr!r}, {_fbits(e.ty)}, {_bf(e.ty)})"
 
     def op_mf_encode(self, e, a, m):
         if len(a) == 2:
-            return f"L.mf_encode_sr({a[0]}, {a[1]}, {e.attr!r})"
-        return f"L.mf_encode({a[0]}, {e.attr!r})"
+            return f"F.mf_encode_sr({a[0]}, {a[1]}, {e.attr!r})"
+        return f"F.mf_encode({a[0]}, {e.attr!r})"
 
     def op_fconv_sr(self, e, a, m):
-        return f"L.fconv_sr({a[0]}, {a[1]}, {_fbits(e.ty)}, {_bf(e.ty)})"
+        return f"F.fconv_sr({a[0]}, {a[1]}, {_fbits(e.ty)}, {_bf(e.ty)})"
 
     def op_reg_read(self, e, a, m):
         return f"L.rget(st, {e.attr!r}, {', '.join(a)})"
 
     def op_fma(self, e, a, m):
-        return self.round(e.ty, f"L.fma({a[0]}, {a[1]}, {a[2]})", "fma")
+        return self.round(e.ty, f"F.fma({a[0]}, {a[1]}, {a[2]})", "fma")
 
     def op_pow(self, e, a, m):
-        return self.round(e.ty, f"L.pow_({a[0]}, {a[1]})", "pow")
+        return self.round(e.ty, f"F.pow_({a[0]}, {a[1]})", "pow")
 
     def op_ldexp(self, e, a, m):
-        return self.round(e.ty, f"L.ldexp({a[0]}, {a[1]})", "ldexp")
+        return self.round(e.ty, f"F.ldexp({a[0]}, {a[1]})", "ldexp")
 
     def _fclass(self, e, a, m):
         t = e.args[0].ty
-        return f"L.{e.op}({a[0]}, {_fbits(t) if not _bf(t) else 16}, {_bf(t)})"
+        return f"F.{e.op}({a[0]}, {_fbits(t) if not _bf(t) else 16}, {_bf(t)})"
 
     op_issnan = op_isqnan = op_isdenorm = op_exponent = _fclass
 
     def op_quiet(self, e, a, m):
-        return f"L.quiet({a[0]}, {e.ty.bits}, {_bf(e.ty)})"
+        return f"F.quiet({a[0]}, {e.ty.bits}, {_bf(e.ty)})"
 
     def op_iabs(self, e, a, m):
         return f"L.iabs({a[0]}, {e.ty.bits})"
@@ -283,10 +283,10 @@ class Gen:
         return f"L.sat({a[0]}, {s.bits}, {s.kind == 'i'}, {e.ty.bits}, {e.ty.kind == 'i'})"
 
     def op_snorm(self, e, a, m):
-        return f"L.norm({a[0]}, True)"
+        return f"F.norm({a[0]}, True)"
 
     def op_unorm(self, e, a, m):
-        return f"L.norm({a[0]}, False)"
+        return f"F.norm({a[0]}, False)"
 
     # ---- statements -----------------------------------------------------------------------------------------------
     def block(self, stmts: tuple, m: str, ind: int) -> None:
@@ -416,6 +416,6 @@ def build(f: Func):
     """(python function, its source) for an IR function."""
     g = Gen(f)
     src = g.function()
-    ns = {"L": runtime, "np": np, "K": g.consts, "Unsupported": Unsupported}
+    ns = {"L": runtime, "F": floats, "np": np, "K": g.consts, "Unsupported": Unsupported}
     exec(compile(src, f"<pcode {f.name}>", "exec"), ns)
     return ns["sem"], src

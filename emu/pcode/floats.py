@@ -1,0 +1,311 @@
+"""Floating-point helpers of the generated code (imported there as `F`): bit views, format changes with rounding
+modes, fused multiply-add with a single rounding, classification, the ISA's library functions, and the small
+float formats (fp8 bf8 fp6 bf6 fp4). Values as in emu.pcode.runtime: numpy float16/32/64, bfloat16 held in float32.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from emu.pcode.runtime import U64, _m, arr, sx
+
+FDT = {16: np.float16, 32: np.float32, 64: np.float64}
+UDT = {16: np.uint16, 32: np.uint32, 64: np.uint64}
+MANT = {16: 10, 32: 23, 64: 52}
+
+
+# ---- floats ------------------------------------------------------------------------------------------------------
+
+def i2f(x, bits: int, bf: bool = False):
+    """Raw bits -> float value."""
+    a = arr(x)
+    if bf:
+        return ((a & U64(0xFFFF)).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    if bits == 64:
+        return a.view(np.float64)
+    return a.astype(UDT[bits]).view(FDT[bits])
+
+
+def f2i(x, bits: int, bf: bool = False):
+    """Float value -> raw bits."""
+    if bf:
+        return (np.asarray(x, np.float32).view(np.uint32) >> np.uint32(16)).astype(U64)
+    return np.asarray(x, FDT[bits]).view(UDT[bits]).astype(U64)
+
+
+def bf16(x):
+    """Round float32 values to bfloat16 (nearest even), kept as float32."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    r = (u + U64(0x7FFF) + ((u >> U64(16)) & U64(1))) >> U64(16)
+    r = np.where(np.isnan(np.asarray(x, np.float32)), (u >> U64(16)) | U64(0x40), r)
+    return ((r & U64(0xFFFF)).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def fconv(x, bits: int, bf: bool = False, rm=0):
+    """Float -> float of another format; rm: 0 nearest even, 1 +inf, 2 -inf, 3 toward zero."""
+    if bf:
+        y = bf16(np.asarray(x, np.float32))
+    else:
+        y = _nan_bits(np.asarray(x), np.asarray(x).astype(FDT[bits]))
+    if isinstance(rm, int) and rm == 0:
+        return y
+    xd, yd = np.asarray(x, np.float64), y.astype(np.float64)
+    fin = np.isfinite(xd)
+    rm = arr(rm)
+    if bf:
+        step_dn = i2f(f2i(y, 16, True) - U64(1), 16, True)  # magnitude one ulp smaller
+    else:
+        step_dn = np.nextafter(y, np.zeros_like(y))
+    too_big = fin & (np.abs(yd) > np.abs(xd))
+    up = fin & (yd < xd)
+    dn = fin & (yd > xd)
+    r = np.where((rm == 3) & too_big, step_dn, y)
+    if not bf:
+        inf = np.array(np.inf, y.dtype)
+        r = np.where((rm == 1) & up, np.nextafter(y, inf), r)
+        r = np.where((rm == 2) & dn, np.nextafter(y, -inf), r)
+    return r.astype(y.dtype)
+
+
+def _nan_bits(x, y):
+    """y with every NaN of x carried over by its bits (sign, quiet bit, payload), as the format change
+    allows, instead of the host's conversion, which quiets signaling NaNs."""
+    nan = np.isnan(x)
+    if not np.any(nan):
+        return y
+    sb, db = x.dtype.itemsize * 8, y.dtype.itemsize * 8
+    sm, dm = MANT[sb], MANT[db]
+    raw = x.view(UDT[sb]).astype(U64)
+    mant = raw & U64(_m(sm))
+    mant = mant << U64(dm - sm) if dm >= sm else mant >> U64(sm - dm)
+    mant = np.where(mant == 0, U64(1 << (dm - 1)), mant)  # payload lost: keep a NaN (quiet)
+    out = ((raw >> U64(sb - 1)) << U64(db - 1)) | U64(_m(db - 1 - dm) << dm) | mant
+    return np.where(nan, out.astype(UDT[db]).view(FDT[db]), y)
+
+
+def itof(x, src_bits: int, signed: bool, bits: int, bf: bool = False):
+    v = sx(x, src_bits) if signed else arr(x)
+    if bf:
+        return bf16(np.asarray(v, np.float64).astype(np.float32))
+    return np.asarray(v).astype(FDT[bits])
+
+
+def ftoi(x, bits: int, signed: bool):
+    """Float -> integer, truncating, saturating to the type's range; NaN gives 0."""
+    lo, hi = (-(1 << bits - 1), (1 << bits - 1) - 1) if signed else (0, _m(bits))
+    d = np.asarray(x, np.float64)
+    t = np.trunc(np.nan_to_num(d, nan=0.0))
+    if bits < 64:
+        v = np.clip(t, lo, hi).astype(np.int64)
+        return v.view(U64) & U64(_m(bits))
+    big = t >= 2.0 ** 63
+    v = np.where(big, 0, np.clip(t, lo, min(hi, 2.0 ** 63 - 1))).astype(np.int64).view(U64)
+    return np.where(big, U64(_m(64)) if not signed else U64(hi), v) if not signed else v
+
+
+def fma(a, b, c):
+    a, b, c = np.broadcast_arrays(np.asarray(a), np.asarray(b), np.asarray(c))
+    dt = a.dtype
+    if dt == np.float64:
+        out = np.empty(a.shape, np.float64)
+        for i, (x, y, z) in enumerate(zip(a.flat, b.flat, c.flat, strict=True)):
+            x, y, z = float(x), float(y), float(z)
+            if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
+                out.flat[i] = x * y + z
+                continue
+            exact = Fraction(x) * Fraction(y) + Fraction(z)
+            try:
+                out.flat[i] = float(exact) if exact != 0 else x * y + z
+            except OverflowError:
+                out.flat[i] = math.inf if exact > 0 else -math.inf
+        return out
+    # binary16/32: the product is exact in binary64; the sum is rounded to odd (TwoSum error term) so that the
+    # final rounding to the narrow type is the single correct rounding
+    p = a.astype(np.float64) * b.astype(np.float64)
+    c64 = c.astype(np.float64)
+    s = p + c64
+    bv = s - p
+    err = (p - (s - bv)) + (c64 - bv)
+    even = (s.view(np.uint64) & U64(1)) == 0
+    fix = (err != 0) & np.isfinite(err) & even
+    s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(dt)
+
+
+def ldexp(x, n):
+    x = np.asarray(x)
+    n = np.clip(sx(n, 32), -10000, 10000)
+    return np.ldexp(x.astype(np.float64), n).astype(x.dtype) if x.dtype != np.float64 else np.ldexp(x, n)
+
+
+def exponent(x, bits: int, bf: bool = False):
+    raw = f2i(x, bits, bf)
+    m = 7 if bf else MANT[bits]
+    ebits = (16 if bf else bits) - m - 1
+    return (raw >> U64(m)) & U64(_m(ebits))
+
+
+def mantissa(x):
+    x = np.asarray(x)
+    return np.frexp(x)[0].astype(x.dtype)
+
+
+def _quiet_bit(x, bits: int, bf: bool):
+    m = 7 if bf else MANT[bits]
+    return (f2i(x, bits, bf) >> U64(m - 1)) & U64(1)
+
+
+def issnan(x, bits: int, bf: bool = False):
+    return np.isnan(x) & (_quiet_bit(x, bits, bf) == 0)
+
+
+def isqnan(x, bits: int, bf: bool = False):
+    return np.isnan(x) & (_quiet_bit(x, bits, bf) == 1)
+
+
+def quiet(x, bits: int, bf: bool = False):
+    m = 7 if bf else MANT[bits]
+    raw = f2i(x, bits, bf)
+    return i2f(np.where(np.isnan(x), raw | U64(1 << (m - 1)), raw), bits, bf)
+
+
+def isdenorm(x, bits: int, bf: bool = False):
+    return (exponent(x, bits, bf) == 0) & (np.asarray(x) != 0)
+
+
+def is_even(x):
+    x = np.asarray(x, np.float64)
+    return np.isfinite(x) & (np.fmod(x, 2.0) == 0)
+
+
+def fract(x):
+    x = np.asarray(x)
+    return x - np.floor(x)
+
+
+def exp2(x):
+    x = np.asarray(x)
+    return np.exp2(x.astype(np.float64)).astype(x.dtype)
+
+
+def log2(x):
+    x = np.asarray(x)
+    return np.log2(x.astype(np.float64)).astype(x.dtype)
+
+
+def sin(x):
+    x = np.asarray(x)
+    return np.sin(x.astype(np.float64)).astype(x.dtype)
+
+
+def cos(x):
+    x = np.asarray(x)
+    return np.cos(x.astype(np.float64)).astype(x.dtype)
+
+
+def pow_(a, b):
+    a = np.asarray(a)
+    return np.power(a.astype(np.float64), np.asarray(b, np.float64)).astype(a.dtype)
+
+
+def norm(x, signed: bool):
+    """Float -> 16-bit normalized integer (round to nearest, clamped; NaN gives 0)."""
+    d = np.nan_to_num(np.asarray(x, np.float64), nan=0.0)
+    if signed:
+        v = np.rint(np.clip(d, -1.0, 1.0) * 32767.0).astype(np.int64)
+    else:
+        v = np.rint(np.clip(d, 0.0, 1.0) * 65535.0).astype(np.int64)
+    return v.view(U64) & U64(0xFFFF)
+
+
+# ---- small float formats (emu.pcode.ir.MINIFLOATS) ---------------------------------------------------------------
+
+_MF: dict[str, tuple] = {}
+
+
+def _mf_table(kind: str):
+    """(value of every code, sorted finite non-negative values, their codes, largest finite, overflow code)."""
+    if kind not in _MF:
+        from emu.pcode.ir import MINIFLOATS
+        eb, mb, bias, special = MINIFLOATS[kind]
+        n = 1 + eb + mb
+        vals = np.empty(1 << n)
+        for code in range(1 << n):
+            s, e, m = code >> (n - 1), (code >> mb) & ((1 << eb) - 1), code & ((1 << mb) - 1)
+            v = (m / (1 << mb)) * 2.0 ** (1 - bias) if e == 0 else (1 + m / (1 << mb)) * 2.0 ** (e - bias)
+            if special == "ieee" and e == (1 << eb) - 1:
+                v = math.inf if m == 0 else math.nan
+            if special == "nan" and e == (1 << eb) - 1 and m == (1 << mb) - 1:
+                v = math.nan
+            vals[code] = -v if s else v
+        pos = [c for c in range(1 << (n - 1)) if np.isfinite(vals[c])]
+        fin = vals[pos]
+        over = {"ieee": (((1 << eb) - 1) << mb), "nan": (1 << (n - 1)) - 1, "none": pos[-1]}[special]
+        _MF[kind] = (vals, fin, np.array(pos, U64), fin[-1], over, n)
+    return _MF[kind]
+
+
+def mf_decode(x, kind: str, bits: int, bf: bool = False):
+    vals = _mf_table(kind)[0]
+    v = vals[arr(x).astype(np.intp) & (len(vals) - 1)]
+    return bf16(v.astype(np.float32)) if bf else v.astype(FDT[bits])
+
+
+def mf_encode(x, kind: str):
+    """Round to nearest even; beyond the largest finite value: inf, NaN or saturation as the format has."""
+    vals, fin, codes, top, over, n = _mf_table(kind)
+    d = np.asarray(x, np.float64)
+    a = np.abs(np.nan_to_num(d, nan=0.0, posinf=np.inf))
+    i = np.clip(np.searchsorted(fin, a), 1, len(fin) - 1)
+    lo, hi = fin[i - 1], fin[i]
+    pick_hi = (a - lo > hi - a) | ((a - lo == hi - a) & ((codes[i] & U64(1)) == 0))
+    code = np.where(pick_hi, codes[i], codes[i - 1])
+    ulp = fin[-1] - fin[-2]
+    code = np.where(a >= top + ulp / 2, U64(over), np.where(a > top, codes[-1], code))
+    nan = ({"ieee": ((1 << (n - 1)) - 1), "nan": (1 << (n - 1)) - 1}.get(_spec(kind)))
+    if nan is not None:
+        code = np.where(np.isnan(d), U64(nan), code)
+    sign = np.where(np.signbit(d) & ~np.isnan(d), U64(1 << (n - 1)), U64(0))
+    return code | sign
+
+
+def _spec(kind: str) -> str:
+    from emu.pcode.ir import MINIFLOATS
+    return MINIFLOATS[kind][3]
+
+
+def _sr_up(a, lo, hi, rnd):
+    """Stochastic rounding: move |x| from lo up to hi when rnd / 2**32 < (|x| - lo) / (hi - lo)."""
+    gap = np.where(hi > lo, hi - lo, 1.0)
+    return arr(rnd).astype(np.float64) / 2.0 ** 32 < (a - lo) / gap
+
+
+def mf_encode_sr(x, rnd, kind: str):
+    vals, fin, codes, top, over, n = _mf_table(kind)
+    d = np.asarray(x, np.float64)
+    a = np.abs(np.nan_to_num(d, nan=0.0))
+    ulp = fin[-1] - fin[-2]
+    ext = np.append(fin, top + ulp)
+    i = np.clip(np.searchsorted(ext, a, side="right") - 1, 0, len(fin) - 1)
+    code = np.where(_sr_up(np.minimum(a, top + ulp), ext[i], ext[i + 1], rnd),
+                    np.append(codes, U64(over))[i + 1], codes[i])
+    code = np.where(a >= top + ulp, U64(over), code)
+    nan = {"ieee": (1 << (n - 1)) - 1, "nan": (1 << (n - 1)) - 1}.get(_spec(kind))
+    if nan is not None:
+        code = np.where(np.isnan(d), U64(nan), code)
+    return code | np.where(np.signbit(d) & ~np.isnan(d), U64(1 << (n - 1)), U64(0))
+
+
+def fconv_sr(x, rnd, bits: int, bf: bool = False):
+    """float32 -> f16 / bf16 with stochastic rounding (see _sr_up)."""
+    x = np.asarray(x, np.float32)
+    lo = fconv(x, bits, bf, 3)  # toward zero
+    lod = np.abs(lo.astype(np.float64))
+    if bf:
+        hi = i2f(f2i(lo, 16, True) + U64(1), 16, True)
+    else:
+        hi = np.nextafter(lo, np.where(np.signbit(lo), -np.inf, np.inf).astype(lo.dtype))
+    up = np.isfinite(x) & _sr_up(np.abs(x.astype(np.float64)), lod, np.abs(hi.astype(np.float64)), rnd)
+    return np.where(up, hi, lo).astype(lo.dtype)
