@@ -96,6 +96,7 @@ OPERAND_FIXUPS = {
        for n in ("S_SUBVECTOR_LOOP_BEGIN", "S_SUBVECTOR_LOOP_END")},
     ("SOPP", "S_WAITCNT"): {"simm16": IsaOperand("NUM_B16", 16, "WAITCNT")},
     ("SOP1", "S_BARRIER_INIT"): {"ssrc0": _SSRC},
+    ("SOP1", "S_BARRIER_JOIN"): {"ssrc0": _SSRC},
     ("SOP1", "S_GET_BARRIER_STATE"): {"sdst": _SDST, "ssrc0": _SSRC},
 }
 

@@ -65,15 +65,16 @@ _DELAY_SKIP = ("SAME", "NEXT", "SKIP_1", "SKIP_2", "SKIP_3", "SKIP_4")
 
 def delay_alu(v: int) -> str:
     id0, skip, id1 = v & 0xF, (v >> 4) & 7, (v >> 7) & 0xF
-    if v >> 11 or id0 >= len(_DELAY_ID) or id1 >= len(_DELAY_ID) or skip >= len(_DELAY_SKIP):
-        return f"0x{v:x}"
+
+    def name(table, i, what):
+        return table[i] if i < len(table) else f"/* invalid {what} value */"
     out = []
     if id0:
-        out.append(f"instid0({_DELAY_ID[id0]})")
+        out.append(f"instid0({name(_DELAY_ID, id0, 'instid')})")
     if skip:
-        out.append(f"instskip({_DELAY_SKIP[skip]})")
+        out.append(f"instskip({name(_DELAY_SKIP, skip, 'instskip')})")
     if id1:
-        out.append(f"instid1({_DELAY_ID[id1]})")
+        out.append(f"instid1({name(_DELAY_ID, id1, 'instid')})")
     return " | ".join(out) if out else "0"
 
 

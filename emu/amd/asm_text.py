@@ -61,7 +61,7 @@ def operand_text(inst: Inst, o: Operand, info=None) -> str:
     if k == "ttmp":
         return reg("ttmp", o.index, o.count)
     if k == "special":
-        return o.name + (_bad_class(o.count) if o.count > 2 and o.name != "null" else "")
+        return o.name + (_bad_class(o.count) if o.count > 2 and o.name != "null" and o.name[:4] != "src_" else "")
     if k == "imm":
         return str(o.value)
     fmt = info.fmt if info is not None else "NUM_B32"
@@ -72,8 +72,8 @@ def operand_text(inst: Inst, o: Operand, info=None) -> str:
         if o.index == 248:
             return syn.INV2PI.get(64 if bits == 64 else 16 if bits == 16 and "F" in fmt else 32)
         return repr(INLINE_FLOAT[o.index])
-    if k == "literal":
-        return literal_text(o.value or 0, bits, "F" in fmt)
+    if k == "literal":  # a 16-bit VALU operand reads the literal's low half; SALU prints all 32 bits
+        return literal_text(o.value or 0, bits if inst.base.startswith("V") else max(bits, 32), "F" in fmt)
     return f"<invalid operand {o.index}>"
 
 
@@ -97,7 +97,8 @@ def _src(inst: Inst, d, name: str, mods: bool = True) -> str | None:
             and inst.base in ("VOP1", "VOP2", "VOPC"):  # 16-bit VALU e32/DPP operands reach only v0..v127
         cls = "VS_32_Lo128" if name == "src0" and "vsrc0" not in inst.fields else "VGPR_32_Lo128"
         t += f"/*Invalid register, operand has '{cls}' register class*/"
-    elif inst.base == "VINTERP" and (o.kind in ("sgpr", "ttmp") or (o.kind == "special" and o.name != "null")):
+    elif (inst.base == "VINTERP" or (inst.base == "VOP1" and info is not None and info.kind == "VGPR"
+                                     and name == "src0")) and _scalar_register(o):
         t += "/*Invalid register, operand has 'VGPR_32' register class*/"
     elif inst.base == "VINTERP" and o.kind in ("inline", "literal"):
         t += "/*Invalid immediate*/"
@@ -115,6 +116,10 @@ def _src(inst: Inst, d, name: str, mods: bool = True) -> str | None:
         if (f.get("neg", 0) >> i) & 1 or f.get(f"src{i}_neg", 0):
             t = f"-{t}" if absv or o.kind not in ("inline", "literal") else f"neg({t})"
     return t
+
+
+def _scalar_register(o: Operand) -> bool:
+    return o.kind in ("sgpr", "ttmp") or (o.kind == "special" and o.name != "null" and o.name[:4] != "src_")
 
 
 def _fp(inst: Inst, info) -> bool:
