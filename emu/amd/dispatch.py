@@ -113,8 +113,7 @@ def _initial_wave(launch: Launch, wg, index: int, nitems: int, arch: str) -> Wav
     kd = launch.kernel.descriptor
     fam = launch.program.family
     lanes = launch.lanes
-    acc = kd.accum_offset
-    w = WaveState(fam, lanes, vgprs=256 if acc is None else max(acc, 4), agprs=256 if fam == "cdna" else 0)
+    w = WaveState(fam, lanes, agprs=256 if fam == "cdna" else 0)
     props, r2 = kd.code_properties, kd.rsrc2
     s = 0
 

@@ -28,7 +28,7 @@ from emu.amd.operands import (
     vgpr_reader,
     vgpr_writer,
 )
-from emu.amd.wave import BARRIER, END
+from emu.amd.wave import ACC, BARRIER, END
 
 U64 = np.uint64
 _ENGINE_NOPS = {"S_NOP", "S_WAITCNT", "S_WAITCNT_DEPCTR", "S_WAIT_IDLE", "S_CLAUSE", "S_DELAY_ALU", "S_SLEEP",
@@ -358,7 +358,7 @@ class Planner:
                 raise _Unsupported(f"{op.name}: reads {n} but the encoding has no such source")
             bits = self._width(sem, n, op, fld)
             fmt = self._fmt(op, fld)
-            code = f[fld] + (256 if fld.startswith("vsrc") else 0)
+            code = f[fld] + (256 if fld.startswith("vsrc") else 0) + self._acc(inst, fld, fields)
             if i == 0 and (dpp16_ or dpp8_ or sdwa):
                 code = f["vsrc0"] + 256
                 if sdwa and f.get("s0"):
@@ -395,7 +395,7 @@ class Planner:
                 reads.append((n, self._mask_reader(mask_code)))
             elif n == "D0":
                 hi = bool(opsel >> 3 & 1) if vop3 and not cdna else False
-                reg = f["vdst"]
+                reg = f["vdst"] + self._acc(inst, "vdst", fields)
                 if dst_bits <= 16 and not vop3 and not cdna and reg >= 128:
                     reg, hi = reg - 128, True
                 reads.append((n, vgpr_reader(reg, dst_bits, hi)))
@@ -422,7 +422,8 @@ class Planner:
                         sw = scalar_writer(code, dst_bits, self.fam)
                         writes.append((n, lambda w, v, act, sw=sw: sw(w, _as_int(v))))
                     continue
-                reg, hi = f["vdst"], bool(opsel >> 3 & 1) if vop3 and not cdna else False
+                reg = f["vdst"] + self._acc(inst, "vdst", fields)
+                hi = bool(opsel >> 3 & 1) if vop3 and not cdna else False
                 if dst_bits <= 16 and not vop3 and not cdna and reg >= 128:
                     reg, hi = reg - 128, True
                 vw = vgpr_writer(reg, dst_bits, hi, zero_hi16=cdna)
@@ -444,6 +445,12 @@ class Planner:
                     raise _Unsupported(f"{op.name}: writes {n}, which the engine does not accept")
                 writes.append((n, lambda w, v, act, sw=sw: sw(w, v)))
         return reads, writes, wmask, post
+
+    @staticmethod
+    def _acc(inst, fld: str, fields) -> int:
+        """Row offset of an ACC VGPR operand (CDNA), as the decoder classifies the operand."""
+        o = inst.operands.get(fld) if fields is None else None
+        return ACC if o is not None and o.kind == "agpr" else 0
 
     def _packed(self, code, bits, fmt, literal, i, f) -> Callable:
         """A VOP3P packed operand: each half picked by opsel/opsel_hi, negated by neg/neg_hi."""
@@ -494,6 +501,7 @@ class Planner:
         consts = {"OFFSET": f["offset1"] << 8 | f["offset0"], "OFFSET0": f["offset0"], "OFFSET1": f["offset1"]}
         fm = {"DATA": ("data0", None), "DATA0": ("data0", None), "DATA2": ("data1", None), "DATA1": ("data1", None)}
         reads = [("MEM", lambda w: w.lds), ("LDS", lambda w: w.lds)]
+        acc = ACC if f.get("acc") else 0
         addr = vgpr_reader(f["addr"], 32)
         if not consts.keys() & sem.reads:  # pcode that addresses MEM[ADDR] alone: the offset is part of ADDR
             off = U64(consts["OFFSET"])
@@ -506,17 +514,17 @@ class Planner:
             elif n in fm:
                 fld, bits = fm[n]
                 bits = bits or self._width(sem, n, op, fld)
-                reads.append((n, _wide_reader(f[fld], bits)))
+                reads.append((n, _wide_reader(f[fld] + acc, bits)))
             elif n in ("VDST",):
-                reads.append((n, lambda w, c=f["vdst"]: c))
+                reads.append((n, lambda w, c=f["vdst"] + acc: c))
             elif n == "RETURN_DATA":
-                reads.append((n, _wide_reader(f["vdst"], self._width(sem, n, op, "vdst"))))
+                reads.append((n, _wide_reader(f["vdst"] + acc, self._width(sem, n, op, "vdst"))))
             else:
                 r = self._common_reads(n, inst)
                 if r is None:
                     raise _Unsupported(f"{op.name}: reads {n}, which the engine does not provide")
                 reads.append((n, r))
-        writes = self._vmem_writes(sem, op, f["vdst"], ("RETURN_DATA", "VDATA"))
+        writes = self._vmem_writes(sem, op, f["vdst"] + acc, ("RETURN_DATA", "VDATA"))
         return _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
 
     def _vmem_writes(self, sem, op, vdst: int, names) -> list:
@@ -541,7 +549,9 @@ class Planner:
         base = inst.base.removeprefix("V") if inst.base.startswith("V") else inst.base
         rdna4 = "ioffset" in f
         vaddr = f["vaddr"] if rdna4 else f["addr"]
-        data = f["vsrc"] if rdna4 else f["data"]
+        acc = ACC if f.get("acc") else 0  # CDNA: data and destination are ACC VGPRs
+        data = (f["vsrc"] if rdna4 else f["data"]) + acc
+        vdst = f["vdst"] + acc
         off = _sext(f["ioffset"], 24) if rdna4 else (
             f["offset"] if self.cdna and base == "FLAT" else _sext(f["offset"], 13))
         saddr = f.get("saddr", self.saddr_off)
@@ -566,7 +576,7 @@ class Planner:
         reads = []
         for n in sorted(sem.reads - {"MEM", "ADDR"}):
             if n in ("DATA", "VDATA") and "vdst" in op.operands and n == "VDATA":
-                reads.append((n, _wide_reader(f["vdst"], self._width(sem, n, op, "vdst"))))
+                reads.append((n, _wide_reader(vdst, self._width(sem, n, op, "vdst"))))
             elif n in ("DATA", "VDATA", "DATA0"):
                 reads.append((n, _wide_reader(data, self._width(sem, n, op, "data"))))
             elif n == "OFFSET":
@@ -577,7 +587,7 @@ class Planner:
                     raise _Unsupported(f"{op.name}: reads {n}, which the engine does not provide")
                 reads.append((n, r))
         names = ("VDATA",) + (("RETURN_DATA",) if returns else ())
-        writes = [x for x in self._vmem_writes(sem, op, f["vdst"], names + ("RETURN_DATA",))
+        writes = [x for x in self._vmem_writes(sem, op, vdst, names + ("RETURN_DATA",))
                   if x[0] != "RETURN_DATA" or returns]
         step = _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
         if narrow:  # pcode typing ADDR narrower than 64 bits: supply the upper address bits through the space

@@ -1,7 +1,8 @@
 """One wave: its architectural state in flat arrays and its execution.
 
 State: SGPRs as a uint32 array indexed by operand code, VGPRs as ONE contiguous uint32 array [regs, lanes]
-(ACC VGPRs likewise on CDNA), EXEC/VCC/SCC/M0/MODE/TRAPSTS/PC as Python ints.
+(on CDNA the ACC VGPRs follow as rows 256..511, `agpr` a view of them), EXEC/VCC/SCC/M0/MODE/TRAPSTS/PC as
+Python ints.
 
 Execution: code is decoded once and every instruction gets an execution plan on first use (emu.amd.plan): a
 closure holding its operand fetchers, the compiled pcode semantics and its result writers. The hot loop only
@@ -19,6 +20,7 @@ from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.operands import lanes_to_mask, mask_to_lanes
 
 END, BARRIER = 1, 2
+ACC = 256  # first row of the ACC VGPRs in WaveState.vgpr
 DEFAULT_LIMIT = 50_000_000  # instructions per wave before the watchdog stops a runaway wave
 
 
@@ -29,8 +31,9 @@ class WaveState:
         self.family, self.lanes = family, lanes
         self.full = (1 << lanes) - 1
         self.sgpr = np.zeros(128, np.uint32)
-        self.vgpr = np.zeros((vgprs, lanes), np.uint32)
-        self.agpr = np.zeros((agprs, lanes), np.uint32) if agprs else None
+        # ACC VGPRs (CDNA) are rows ACC.. of the same array, so ACC operands are plain register numbers ACC + n
+        self.vgpr = np.zeros((ACC + agprs if agprs else vgprs, lanes), np.uint32)
+        self.agpr = self.vgpr[ACC:] if agprs else None
         self.exec, self.active = self.full, np.ones(lanes, bool)
         self.vcc = self.scc = self.m0 = self.mode = self.trapsts = self.pc = 0
         self.vm: VM | None = None
