@@ -32,8 +32,11 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
   8/16/32/64; wider accesses are split into dwords). Memory is touched only for `st['ACTIVE']` (bool array over
   lanes; default all) and only for lanes the pcode's own conditions select. Addresses the encoding computes
   (CalcGlobalAddr, CalcDsAddr, CalcBufferAddr, CalcImageAddr, ...) are read as `st['ADDR']` (per-lane uint64
-  byte address): they depend on encoding fields only the executor knows. Ops that both load and store memory
-  (atomics) run lane by lane in lane order, so same-address atomics of different lanes serialize.
+  byte address): they depend on encoding fields only the executor knows. Some texts add the instruction
+  offset themselves (RDNA3 DS_LOAD_B32: `MEM[ADDR + OFFSET.u32]`) and some do not (DS_ADD_U32: `MEM[ADDR]`):
+  when OFFSET / OFFSET0 / OFFSET1 is in `sem.reads`, pass ADDR without it, else with it. Ops that both load
+  and store memory (atomics) run lane by lane in lane order, so same-address atomics of different lanes
+  serialize.
 - Formatted buffer ops: `st['FORMAT']` has `offset(channel) -> bytes`, `bits(channel) -> memory bits` and
   `decode(raw, channel)` / `encode(value, channel)` (uint64 arrays; channel 0..3 = X..W).
 - Register files: `st['VGPR']` is a 2-D array indexed [lane, reg] (uint32; a (regs, lanes) array's `.T` view
