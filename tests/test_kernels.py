@@ -341,3 +341,20 @@ def test_llvm_ir_kernel(arch):
     ua, ub = a.view(np.uint64), b.view(np.uint64)
     rem = np.array([(abs(int(v)) % int(w)) * (1 if v >= 0 else -1) for v, w in zip(a, b, strict=True)], np.int64)
     np.testing.assert_array_equal(result(gpu, bufs[1], q), (ua // ub).view(np.int64) ^ rem)
+
+
+def test_cli(tmp_path):
+    """python -m emu.amd.run: inputs from .npy, outputs written as .npy; bad input exits with status 2."""
+    from emu.amd.run import main
+    co = tmp_path / "saxpy.hsaco"
+    co.write_bytes(build("saxpy.cl", "gfx1100", "-O3"))
+    x, y = floats(40, 26), floats(40, 27)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    args = [str(co), "--kernel", "saxpy", "--grid", "2", "--block", "32",
+            "--arg", f"buf:inout:f32:{tmp_path / 'y.npy'}", "--arg", f"buf:in:f32:{tmp_path / 'x.npy'}",
+            "--arg", "f32:1.5", "--arg", "i32:40", "--out", str(tmp_path)]
+    assert main(args) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "arg0.npy"), np.float32(1.5) * x + y)
+    for bad in (["--grid", "0"], ["--arg", "f33:1"], ["--arg", "buf:in:f32:/nonexistent.npy"], ["--kernel", "nope"]):
+        assert main(args + bad) == 2
