@@ -100,3 +100,31 @@ def test_illegal_instruction_faults():
     with pytest.raises(GPUFault) as e:
         w.run(b"\xff\xff\xff\xff")
     assert e.value.record.kind == "illegal-instruction" and e.value.record.pc == 0
+
+
+def test_packed_f16_opsel_and_constants():
+    h = np.float16
+    lo, hi = np.arange(32).astype(h), np.full(32, 2.0, h)
+    w = wave("gfx1100")
+    w.vgpr[0] = lo.view(np.uint16).astype(np.uint32) | hi.view(np.uint16).astype(np.uint32) << 16
+    w.vgpr[1] = 0x3C004000  # lo 2.0, hi 1.0
+    w.run(asm("v_pk_add_f16 v2, v0, v1\nv_pk_mul_f16 v3, v0, v1 op_sel:[1,0] op_sel_hi:[0,1]\n"
+              "v_pk_add_f16 v4, v0, 1.0\ns_endpgm", "gfx1100"))
+
+    def halves(r):
+        return w.vgpr[r].astype(np.uint16).view(h), (w.vgpr[r] >> 16).astype(np.uint16).view(h)
+    np.testing.assert_array_equal(halves(2), (lo + h(2), hi + h(1)))
+    np.testing.assert_array_equal(halves(3), (hi * h(2), lo * h(1)))  # op_sel picks v0.hi for lo, v0.lo for hi
+    np.testing.assert_array_equal(halves(4), (lo + h(1), hi + h(1)))  # an inline constant feeds both halves
+
+
+def test_dpp_quad_perm_and_dpp8():
+    w = wave("gfx1100")
+    src = np.arange(100, 132, dtype=np.uint32)
+    w.vgpr[0] = src
+    w.run(asm("v_mov_b32_dpp v5, v0 quad_perm:[3,2,1,0] row_mask:0xf bank_mask:0xf\n"
+              "v_mov_b32_dpp v6, v0 dpp8:[7,6,5,4,3,2,1,0]\ns_getpc_b64 s[4:5]\ns_endpgm", "gfx1100"))
+    lanes = np.arange(32)
+    np.testing.assert_array_equal(w.vgpr[5], src[(lanes & ~3) | (3 - (lanes & 3))])
+    np.testing.assert_array_equal(w.vgpr[6], src[(lanes & ~7) | (7 - (lanes & 7))])
+    assert (w.sgpr[4], w.sgpr[5]) == (8 + 8 + 4, 0)  # s_getpc: address of the next instruction
