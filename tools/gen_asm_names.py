@@ -92,7 +92,7 @@ def image_variants(fam: str) -> dict[tuple[int, int], tuple]:
     if fam == "cdna":
         return {}
     from emu.amd import isa
-    from emu.amd.asm_text import image_address_words
+    from emu.amd.asm_memory import image_address_words
     t = isa.load(fam)
     spaces = ("MIMG",) if fam == "rdna3" else ("VIMAGE", "VSAMPLE")
     cases, codes = [], []
