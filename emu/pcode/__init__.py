@@ -143,13 +143,17 @@ def lower_op(arch: str, space: str, name: str) -> Func:
     return Lowerer(name, space not in SCALAR_SPACES, lambda n: _callee(fam, n)).run(tree)
 
 
-@functools.cache
 def compile_op(arch: str, space: str, name: str) -> Semantics:
-    """The compiled semantics of instruction `name` of opcode space `space` (cached)."""
-    f = lower_op(arch, space, name)
+    """The compiled semantics of instruction `name` of opcode space `space` (cached per family)."""
+    return _compile(_isa.family(arch), space, name)
+
+
+@functools.cache
+def _compile(fam: str, space: str, name: str) -> Semantics:
+    f = lower_op(fam, space, name)
     fn, src = pyback.build(f)
     writes = frozenset(f.outputs) | f.file_writes
-    reads = frozenset(f.inputs) | (f.files - {"ACTIVE"})
+    reads = frozenset(f.inputs) | f.files
     widths = {**f.inputs, **f.outputs}
     serial = f.vector and any(m in f.files and m in f.file_writes and _loads(f, m) for m in ("MEM", "LDS"))
     return Semantics(name, reads, writes, widths, f.files, f, src, fn, serial)
