@@ -128,3 +128,35 @@ def test_dpp_quad_perm_and_dpp8():
     np.testing.assert_array_equal(w.vgpr[5], src[(lanes & ~3) | (3 - (lanes & 3))])
     np.testing.assert_array_equal(w.vgpr[6], src[(lanes & ~7) | (7 - (lanes & 7))])
     assert (w.sgpr[4], w.sgpr[5]) == (8 + 8 + 4, 0)  # s_getpc: address of the next instruction
+
+
+def test_sdwa_selects_on_cdna():
+    w = wave("gfx942")
+    w.vgpr[0] = np.arange(64, dtype=np.uint32) * 0x10203 + 0x00800000
+    w.vgpr[1] = 0x1FF
+    w.vgpr[2] = 0xAABBCCDD
+    w.run(asm("v_add_u32_sdwa v2, v0, v1 dst_sel:BYTE_1 dst_unused:UNUSED_PRESERVE src0_sel:WORD_1 src1_sel:BYTE_0\n"
+              "v_mov_b32_sdwa v3, sext(v0) dst_sel:WORD_0 dst_unused:UNUSED_SEXT src0_sel:BYTE_2\ns_endpgm",
+              "gfx942"))
+    v0 = np.arange(64, dtype=np.uint32) * 0x10203 + 0x00800000
+    s = ((v0 >> 16) + 0xFF) & 0xFF
+    np.testing.assert_array_equal(w.vgpr[2], (0xAABBCCDD & ~0xFF00) | s << 8)
+    b2 = ((v0 >> 16) & 0xFF).astype(np.uint8).view(np.int8).astype(np.int32)  # sign-extended byte, then the word
+    np.testing.assert_array_equal(w.vgpr[3], b2.astype(np.uint32))
+
+
+@pytest.mark.parametrize("arch,load,store", [("gfx942", "buffer_load_dword", "buffer_store_dword"),
+                                             ("gfx1100", "buffer_load_b32", "buffer_store_b32")])
+def test_buffer_range_checking(arch, load, store):
+    w = wave(arch)
+    va = w.vm.alloc(4096)
+    w.vm.write(va, np.arange(1024, dtype=np.uint32))
+    w.sgpr[0:4] = [va & 0xFFFFFFFF, va >> 32, 64, 0]  # raw buffer of 64 bytes
+    w.vgpr[0] = np.arange(w.lanes) * 4
+    w.vgpr[2] = 1000 + np.arange(w.lanes)
+    w.run(asm(f"{load} v1, v0, s[0:3], 0 offen offset:4\n{store} v2, v0, s[0:3], 0 offen\ns_endpgm", arch))
+    lanes = np.arange(w.lanes)
+    np.testing.assert_array_equal(w.vgpr[1], np.where(lanes < 15, lanes + 1, 0))  # out of range reads 0
+    mem = np.frombuffer(w.vm.read(va, 4096), np.uint32)
+    np.testing.assert_array_equal(mem[:16], 1000 + np.arange(16))
+    np.testing.assert_array_equal(mem[16:], np.arange(16, 1024))  # out-of-range stores are dropped
