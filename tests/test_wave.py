@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import re
 import shutil
-from fractions import Fraction
 import subprocess
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -160,3 +160,45 @@ def test_buffer_range_checking(arch, load, store):
     mem = np.frombuffer(w.vm.read(va, 4096), np.uint32)
     np.testing.assert_array_equal(mem[:16], 1000 + np.arange(16))
     np.testing.assert_array_equal(mem[16:], np.arange(16, 1024))  # out-of-range stores are dropped
+
+
+def test_wmma_rdna3():
+    """v_wmma_f32_16x16x16_f16 (wave32): lane l holds row l%16 of A and column l%16 of B; VGPR r of C/D holds
+    row 2r + l//16, column l%16."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.integers(-4, 5, (16, 16)).astype(np.float16) for _ in range(2))
+    c = rng.integers(-4, 5, (16, 16)).astype(np.float32)
+    w = wave("gfx1100")
+    ln = np.arange(32)
+    ra, rb = a[ln % 16], b[:, ln % 16].T
+
+    def pack(m, k):
+        return m[:, 2 * k].view(np.uint16).astype(np.uint32) | m[:, 2 * k + 1].view(np.uint16).astype(np.uint32) << 16
+    for r in range(8):
+        w.vgpr[8 + r], w.vgpr[16 + r] = pack(ra, r), pack(rb, r)
+        w.vgpr[24 + r] = c[2 * r + ln // 16, ln % 16].view(np.uint32)
+    w.run(asm("v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[24:31]\ns_endpgm", "gfx1100"))
+    d = np.zeros((16, 16), np.float32)
+    for r in range(8):
+        d[2 * r + ln // 16, ln % 16] = w.vgpr[r].view(np.float32)
+    np.testing.assert_array_equal(d, a.astype(np.float32) @ b.astype(np.float32) + c)  # small integers: exact
+
+
+@pytest.mark.parametrize("dst,src2", [("v[0:3]", "v[6:9]"), ("a[0:3]", "a[6:9]")])
+def test_mfma_cdna(dst, src2):
+    """v_mfma_f32_16x16x4_f32 (wave64): lane l holds A[l%16][l//16] and B[l//16][l%16]; VGPR r of C/D holds
+    row 4*(l//16) + r, column l%16; C/D in VGPRs or ACC VGPRs."""
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(-4, 5, (16, 4)).astype(np.float32), rng.integers(-4, 5, (4, 16)).astype(np.float32)
+    c = rng.integers(-4, 5, (16, 16)).astype(np.float32)
+    w = wave("gfx942")
+    ln = np.arange(64)
+    w.vgpr[4], w.vgpr[5] = a[ln % 16, ln // 16].view(np.uint32), b[ln // 16, ln % 16].view(np.uint32)
+    regs = w.agpr if dst[0] == "a" else w.vgpr
+    for r in range(4):
+        regs[6 + r] = c[4 * (ln // 16) + r, ln % 16].view(np.uint32)
+    w.run(asm(f"v_mfma_f32_16x16x4_f32 {dst}, v4, v5, {src2}\ns_endpgm", "gfx942"))
+    d = np.zeros((16, 16), np.float32)
+    for r in range(4):
+        d[4 * (ln // 16) + r, ln % 16] = regs[r].view(np.float32)
+    np.testing.assert_array_equal(d, a @ b + c)

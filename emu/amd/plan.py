@@ -401,8 +401,9 @@ class Planner:
                 reads.append((n, vgpr_reader(reg, dst_bits, hi)))
             elif n == "VCC" and vop3 and "S2" not in sem.reads and "src2" in f:
                 reads.append((n, self._mask_reader(f["src2"])))
-            elif n in ("SRC0", "VDST"):
-                idx = (f["src0"] - 256) if n == "SRC0" else f["vdst"]
+            elif n in ("SRC0", "SRC1", "SRC2", "VDST"):  # register numbers, for pcode indexing VGPR[lane][reg]
+                fld = n.lower()
+                idx = f[fld] - (256 if fld != "vdst" else 0) + self._acc(inst, fld, fields)
                 reads.append((n, lambda w, idx=idx: idx))
             else:
                 r = self._common_reads(n, inst)
