@@ -202,3 +202,16 @@ def test_mfma_cdna(dst, src2):
     for r in range(4):
         d[4 * (ln // 16) + r, ln % 16] = regs[r].view(np.float32)
     np.testing.assert_array_equal(d, a @ b + c)
+
+
+def test_lds_permutes_and_swizzle():
+    w = wave("gfx1100")
+    src = np.arange(100, 132, dtype=np.uint32)
+    w.vgpr[0], w.vgpr[1] = src, (31 - np.arange(32)) * 4
+    w.run(asm("ds_bpermute_b32 v2, v1, v0\nds_permute_b32 v3, v1, v0\nds_swizzle_b32 v4, v0 offset:swizzle(SWAP,1)\n"
+              "ds_swizzle_b32 v5, v0 offset:swizzle(QUAD_PERM,3,2,1,0)\ns_endpgm", "gfx1100"))
+    ln = np.arange(32)
+    np.testing.assert_array_equal(w.vgpr[2], src[31 - ln])  # pull from lane addr/4
+    np.testing.assert_array_equal(w.vgpr[3], src[31 - ln])  # push to lane addr/4
+    np.testing.assert_array_equal(w.vgpr[4], src[ln ^ 1])
+    np.testing.assert_array_equal(w.vgpr[5], src[(ln & ~3) | (3 - (ln & 3))])

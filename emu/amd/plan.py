@@ -507,8 +507,13 @@ class Planner:
         if not consts.keys() & sem.reads:  # pcode that addresses MEM[ADDR] alone: the offset is part of ADDR
             off = U64(consts["OFFSET"])
             addr = (lambda a: lambda w: a(w) + off)(addr)
+        regs = "VGPR" in sem.reads  # cross-lane ops (permute, swizzle) name registers: ADDR, DATA0 are numbers
+        src = f["data0"] if "data0" in op.operands else f["addr"]  # ds_swizzle reads the register in addr
+        numbers = {"ADDR": f["addr"], "DATA0": src, "DATA": src, "DATA1": f["data1"], "VDST": f["vdst"]}
         for n in sorted(sem.reads - {"MEM", "LDS"}):
-            if n == "ADDR":
+            if regs and n in numbers:
+                reads.append((n, lambda w, c=numbers[n] + acc: c))
+            elif n == "ADDR":
                 reads.append((n, addr))
             elif n in consts:
                 reads.append((n, lambda w, c=consts[n]: c))
