@@ -160,7 +160,8 @@ class Decoder:
         if form is None:
             return self._invalid(code[off:off + 4], pc)
         enc = self._variant(g, form, word, opv)
-        size = enc.size + (4 if enc.base == "MIMG" and word & 1 else 0)  # RDNA3 MIMG NSA: vaddr1..4 in dword 2
+        nsa = enc.field("nsa")  # RDNA3 MIMG NSA (not in the tables): vaddr1..4 in a third dword
+        size = enc.size + (4 if nsa is not None and nsa.get(word) else 0)
         if size > avail:
             return self._invalid(code[off:off + 4], pc)
         raw = code[off:off + size]
@@ -193,23 +194,23 @@ class Decoder:
             elif s == SDWA and self.family == "cdna":
                 mod = "SDWA"
         if not mod:
-            lit = opv in g.literal_ops.get(form.name, ()) or (form.base == "VOPD" and self._vopd_literal(word))
+            lit = opv in g.literal_ops.get(form.name, ()) or (form.base == "VOPD" and self._vopd_literal(form, word))
             lit = lit or any(f.get(word) == LITERAL for f in form.fields
                              if f.name in _SRC_FIELDS and f.kind in ("src", "ssrc"))
             mod = "LIT" if lit else ""
         if not mod:
             return form
-        for name in (form.name, form.base):
+        # the variant of this form, else of its base encoding, else its SGPR-destination twin (CDNA VOPC SDWA)
+        for name in (form.name, form.base, form.base + "_SDST"):
             e = g.variants.get((name, mod))
             if e is not None:
                 return e
-        sdst = [e for (n, m), e in g.variants.items() if m == mod and n.startswith(form.base)]
-        return sdst[0] if sdst else form
+        return form
 
-    def _vopd_literal(self, word: int) -> bool:
+    def _vopd_literal(self, form: Encoding, word: int) -> bool:
         """VOPD pairs whose X or Y is v_dual_fmaak/fmamk carry a literal (the VOPD tables do not say so)."""
         return any("_FMAAK_" in o.name or "_FMAMK_" in o.name for o in
-                   (self.isa.op("VOPD", (word >> 22) & 0xF), self.isa.op("VOPD", (word >> 17) & 0x1F)) if o)
+                   (self.isa.op("VOPD", form.field(n).get(word)) for n in ("opx", "opy")) if o)
 
     def _invalid(self, raw: bytes, pc: int) -> Inst:
         return Inst(pc, len(raw), bytes(raw), "INVALID", "INVALID", None, "<unknown>", {}, {}, self.family)
