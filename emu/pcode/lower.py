@@ -28,7 +28,7 @@ from emu.pcode.ir import (
     uint,
 )
 from emu.pcode.lower_expr import (
-    ADDRESS_NAMES,
+    FIXED_BITS,
     LOCAL_NAMES,
     MASK_NAMES,
     MEMORIES,
@@ -93,7 +93,7 @@ class Lowerer(ExpressionLowering):
 
     def prescan(self, tree) -> None:
         """Widths of state names from their typed accesses and slices; which names are wave masks."""
-        def visit(n):
+        for n in S.walk(tree):
             if isinstance(n, S.Field) and isinstance(n.x, S.Name) and (t := type_name(n.name)):
                 self.widen(n.x.id, t.bits)
             if isinstance(n, S.Slice) and isinstance(n.x, S.Name | S.Field):
@@ -107,17 +107,7 @@ class Lowerer(ExpressionLowering):
                     self.masks.add(base.id)
             if isinstance(n, S.Declare) and n.count is None:
                 self.widen(n.name, n.bits)
-            for v in getattr(n, "__dict__", {}).values():
-                for c in (v if isinstance(v, tuple) else (v,)):
-                    if isinstance(c, tuple):
-                        for cc in c:
-                            visit(cc)
-                    elif isinstance(c, S.Node):
-                        visit(c)
-        for st in tree:
-            visit(st)
-        for name, bits in ADDRESS_NAMES.items():  # byte addresses are 64-bit however the text types them
-            self.widen(name, bits)
+        self.state_bits.update(FIXED_BITS)
         if self.f.vector:
             self.masks |= {n for n in MASK_NAMES}
         for m in self.masks:

@@ -46,7 +46,7 @@ from emu.pcode.typed import (
 REGFILES = {"VGPR": 2, "SGPR": 1, "HW_REGISTERS": 1, "TTMP": 1}
 MEMORIES = ("MEM", "LDS")
 MASK_NAMES = ("EXEC", "VCC")
-ADDRESS_NAMES = {"ADDR": 64, "ADDR_BASE": 64, "PC": 64}
+FIXED_BITS = {"ADDR": 64, "ADDR_BASE": 64, "PC": 64, "SCC": 1}  # however the text types them: byte addresses, a bit
 LOCAL_NAMES = ("ROUND_MODE",)  # upper-case names that are local variables, not state
 STATE_NAMES = frozenset("""S0 S1 S2 S3 D0 D1 SCC VCC EXEC M0 PC MODE SIMM16 SIMM32 ADDR ADDR_BASE DATA DATA0 DATA1
     DATA2 OFFSET OFFSET0 OFFSET1 RETURN_DATA VDATA SDATA VDST SRC0 SRC1 SRC2 DST OPSEL OPSEL_HI NEG NEG_HI TBA TMA
@@ -356,25 +356,13 @@ class Everything(set):
 
 
 def _d0_type(tree: tuple) -> Ty:
-    found = []
-
-    def visit(n):
+    """The type the called instruction's text gives D0 (its result)."""
+    for n in S.walk(tree):
         if isinstance(n, S.Assign) and isinstance(n.target, S.Field) and isinstance(n.target.x, S.Name) \
                 and n.target.x.id == "D0" and (t := type_name(n.target.name)):
-            found.append(t)
-        for v in getattr(n, "__dict__", {}).values():
-            for c in (v if isinstance(v, tuple) else (v,)):
-                for cc in (c if isinstance(c, tuple) else (c,)):
-                    if isinstance(cc, S.Node):
-                        visit(cc)
-    for st in tree:
-        visit(st)
-    if not found:
-        raise Unsupported("called instruction has no typed D0")
-    return found[0]
+            return t
+    raise Unsupported("called instruction has no typed D0")
 
-
-# ---- typing helpers ---------------------------------------------------------------------------------------------
 
 def is_lane(n: S.Node) -> bool:
     return isinstance(n, S.Name) and n.id in ("laneId", "laneID")

@@ -319,6 +319,8 @@ class Gen:
                 self.emit(f"L.store(st, {s.file!r}, {idx[0]}, {val}, {s.bits}, {m}, nl)", ind)
             else:
                 self.emit(f"L.rset(st, {s.file!r}, ({', '.join(idx)},), {val}, {m}, nl)", ind)
+        elif isinstance(s, If | Loop | Break | Fail) and not self.f.vector:
+            self.scalar_flow(s, ind)
         elif isinstance(s, If):
             c = self.fresh("c")
             self.emit(f"{c} = {self.ex(s.cond, m)}", ind)
@@ -349,6 +351,23 @@ class Gen:
             self.emit(f"{mb} = L.land({mb}, L.lnot({m}))", ind)
         else:
             raise Unsupported(f"statement {type(s).__name__}")
+
+    def scalar_flow(self, s, ind: int) -> None:
+        """Control flow of a scalar instruction: every value is uniform, so plain Python branches and loops."""
+        if isinstance(s, If):
+            self.emit(f"if {self.ex(s.cond, 'True')}:", ind)
+            self.block(s.then, "True", ind + 1)
+            if s.orelse:
+                self.emit("else:", ind)
+                self.block(s.orelse, "True", ind + 1)
+        elif isinstance(s, Loop):
+            lo, hi = self.ex(s.lo, "True"), self.ex(s.hi, "True")
+            self.emit(f"for {pyname(s.var)} in range(L.uniform({lo}), L.uniform({hi}) + 1):", ind)
+            self.block(s.body, "True", ind + 1)
+        elif isinstance(s, Break):
+            self.emit("break", ind)
+        else:
+            self.emit(f"raise Unsupported({s.reason!r})", ind)
 
     # ---- the function ---------------------------------------------------------------------------------------------
     def function(self) -> str:

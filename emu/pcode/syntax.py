@@ -475,6 +475,17 @@ def parse(src: str) -> tuple:
     return Parser(src).program()
 
 
+def walk(tree):
+    """Every node of a syntax tree (a node or nested tuples of them), parents first."""
+    if isinstance(tree, tuple):
+        for t in tree:
+            yield from walk(t)
+    elif isinstance(tree, Node):
+        yield tree
+        for v in tree.__dict__.values():
+            yield from walk(v)
+
+
 # ---- printing -----------------------------------------------------------------------------------------------
 
 def _real(v: int | float) -> str:
