@@ -15,7 +15,8 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
   the memories / register files / callouts it uses ('MEM', 'LDS', 'VGPR', 'SGPR', 'HW_REGISTERS', 'FORMAT').
   `sem.writes`: names it assigns (D0 D1 SCC VCC EXEC PC RETURN_DATA VDATA SDATA M0 ...) plus files it stores to.
   A name in both (D0 of V_FMAC_F32, RETURN_DATA of a D16 load that keeps half the register, D0 assigned on
-  some paths only) must be given with its current value. `sem.widths[name]`: bits of each read or written
+  some paths only) must be given with its current value. `sem.masks`: those of them that are wave-wide lane
+  masks (see below). `sem.widths[name]`: bits of each read or written
   operand as the pcode types it (D0: 64 for .u64/.b64; a source only sliced, like S1[4 : 0], counts 5).
 - Vector ops (every space but SOP1 SOP2 SOPC SOPK SOPP SMEM): operands are numpy arrays of shape (lanes,) of
   raw bits zero-extended in uint64 (a Python int is accepted for a uniform operand). Operands wider than 64
@@ -82,6 +83,11 @@ class Semantics:
     source: str
     fn: object = field(repr=False)
     serial: bool = False  # memory read-modify-write: run lane by lane
+
+    @property
+    def masks(self) -> frozenset[str]:
+        """Names read or written as wave-wide lane masks (Python ints, bit i = lane i)."""
+        return self.ir.masks & (self.reads | self.writes)
 
     def __call__(self, st: dict, lanes: int) -> dict:
         with np.errstate(all="ignore"):
