@@ -215,3 +215,26 @@ def test_lds_permutes_and_swizzle():
     np.testing.assert_array_equal(w.vgpr[3], src[31 - ln])  # push to lane addr/4
     np.testing.assert_array_equal(w.vgpr[4], src[ln ^ 1])
     np.testing.assert_array_equal(w.vgpr[5], src[(ln & ~3) | (3 - (ln & 3))])
+
+
+def test_wmma_rdna4():
+    """gfx12 layout: lane l holds row l%16 of A / column l%16 of B for k = 8*(l//16) .. +7 (4 VGPRs);
+    VGPR r of C/D holds row r + 8*(l//16), column l%16."""
+    rng = np.random.default_rng(2)
+    a, b = (rng.integers(-4, 5, (16, 16)).astype(np.float16) for _ in range(2))
+    c = rng.integers(-4, 5, (16, 16)).astype(np.float32)
+    w = wave("gfx1201")
+    ln = np.arange(32)
+
+    def pack(x, y):
+        return x.view(np.uint16).astype(np.uint32) | y.view(np.uint16).astype(np.uint32) << 16
+    for r in range(4):
+        k = 8 * (ln // 16) + 2 * r
+        w.vgpr[8 + r], w.vgpr[12 + r] = pack(a[ln % 16, k], a[ln % 16, k + 1]), pack(b[k, ln % 16], b[k + 1, ln % 16])
+    for r in range(8):
+        w.vgpr[16 + r] = c[r + 8 * (ln // 16), ln % 16].view(np.uint32)
+    w.run(asm("v_wmma_f32_16x16x16_f16 v[0:7], v[8:11], v[12:15], v[16:23]\ns_endpgm", "gfx1201"))
+    d = np.zeros((16, 16), np.float32)
+    for r in range(8):
+        d[r + 8 * (ln // 16), ln % 16] = w.vgpr[r].view(np.float32)
+    np.testing.assert_array_equal(d, a.astype(np.float32) @ b.astype(np.float32) + c)
