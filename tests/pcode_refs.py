@@ -10,13 +10,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from hypothesis import Phase, settings
+from hypothesis import settings
 from hypothesis import strategies as st
 
 LANES = 32
 PROPS = settings(max_examples=200, deadline=None)
-# known disagreements (xfailed): stop at the first failing example, no shrinking (the message names the lane)
-KNOWN_PROPS = settings(PROPS, phases=[Phase.explicit, Phase.generate])
 ALL_LANES = (1 << LANES) - 1
 
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from hypothesis import given
 from pcode_refs import (
-    KNOWN_PROPS,
     LANES,
     MASKS,
     PROPS,
@@ -144,7 +143,6 @@ CASES = [
 SUBSET = {"V_ADD_CO_U32", "V_SUB_CO_CI_U32", "V_SUBREV_CO_CI_U32", "V_ADD_CO_CI_U32", "V_LSHLREV_B64",
           "V_ASHRREV_I64", "V_ASHRREV_I32", "V_BFE_I32", "V_BFE_U32", "V_MUL_HI_I32", "V_MUL_HI_U32_U24",
           "V_MAD_U64_U32", "V_MAD_I64_I32", "V_MED3_I32", "V_LSHRREV_B16"}
-KNOWN: dict[tuple[str, str], str] = {}  # (family, name) -> why the compiled op disagrees with the ISA (xfailed)
 
 
 def cases_of(fam: str) -> list[Case]:
@@ -176,18 +174,7 @@ def test_vector_int(fam: str, seed: int, vcc: int):
     """Every case of the family's list on the same random wave (so each op sees 200 waves)."""
     waves = draw_waves(seed)
     for case in cases_of(fam):
-        if (fam, case.name_in(fam)) not in KNOWN:
-            check_case(fam, case, [waves[b][i] for i, b in enumerate(case.srcs)], vcc)
-
-
-@pytest.mark.parametrize("fam,name", [pytest.param(*k, marks=pytest.mark.xfail(reason=r, strict=True))
-                                      for k, r in KNOWN.items()])
-@KNOWN_PROPS
-@given(seed=SEEDS, vcc=MASKS)
-def test_vector_int_known_bugs(fam: str, name: str, seed: int, vcc: int):
-    case = next(c for c in cases_of(fam) if c.name_in(fam) == name)
-    waves = draw_waves(seed)
-    check_case(fam, case, [waves[b][i] for i, b in enumerate(case.srcs)], vcc)
+        check_case(fam, case, [waves[b][i] for i, b in enumerate(case.srcs)], vcc)
 
 
 def test_subset_exists_in_every_family():
