@@ -15,8 +15,19 @@ from stack.codegen import opencl
 pytestmark = pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
 
 RUN = Path(__file__).parent / "kernels" / "run"
-TARGETS = [("gfx1100", "-O3"), ("gfx1100", "-O0"), ("gfx1201", "-O3"), ("gfx942", "-O3"), ("gfx1201", "-O0")]
-# gfx942 -O0 keeps spills in ACC VGPRs: it needs pcode for V_ACCVGPR_WRITE/READ (absent from the vendor tables)
+TARGETS = [("gfx1100", "-O3"), ("gfx1100", "-O0"), ("gfx1201", "-O3"), ("gfx942", "-O3"), ("gfx1201", "-O0"),
+           ("gfx942", "-O0")]
+
+
+def acc_moves_missing() -> str | None:
+    """gfx942 -O0 code keeps values in ACC VGPRs; the vendor tables have no pcode for V_ACCVGPR_WRITE/READ."""
+    from emu.pcode import compile_op
+    try:
+        compile_op("cdna", "VOP3P", "V_ACCVGPR_WRITE")
+        compile_op("cdna", "VOP3P", "V_ACCVGPR_READ")
+    except Exception as e:
+        return f"no compiled semantics for V_ACCVGPR_WRITE/READ yet ({e})"
+    return None
 
 
 @functools.cache
@@ -275,6 +286,8 @@ def test_corpus(case, arch, opt):
     name, fn = CASES[case]
     if not (RUN / name).exists():
         pytest.skip(f"{name} not in the corpus")
+    if (arch, opt) == ("gfx942", "-O0") and acc_moves_missing():
+        pytest.skip(acc_moves_missing())
     fn(arch, build(name, arch, opt))
 
 
