@@ -121,7 +121,7 @@ def _vop3p(inst: Inst, d) -> str:
     mods = []
     if f.get("opsel"):
         mods.append(f"op_sel:{bits_text(f['opsel'], n)}")
-    if (hi if mix else hi & ((1 << n) - 1) != (1 << n) - 1) and "WMMA" not in inst.op.name:
+    if hi if mix else hi & ((1 << n) - 1) != (1 << n) - 1:
         mods.append(f"op_sel_hi:{bits_text(hi, n)}")
     if not mix:
         mods += [f"neg_lo:{bits_text(f['neg'], n)}" if f.get("neg") else "",

@@ -204,13 +204,13 @@ def sdwa(inst: Inst) -> list[str]:
 
 
 # s_waitcnt_depctr / s_wait_alu fields: name, lo bit, width (their all-ones value is the default)
-_DEPCTR = (("sa_sdst", 0, 1), ("va_vdst", 12, 4), ("va_sdst", 9, 3), ("va_ssrc", 8, 1), ("va_vcc", 1, 1),
-           ("vm_vsrc", 2, 3))
+_DEPCTR = (("hold_cnt", 7, 1), ("sa_sdst", 0, 1), ("va_vdst", 12, 4), ("va_sdst", 9, 3), ("va_ssrc", 8, 1),
+           ("va_vcc", 1, 1), ("vm_vsrc", 2, 3))
 
 
 def depctr(v: int) -> str:
-    """Symbolic when bits 7..5 hold their fixed value (0b100), as LLVM requires; the fields not at default."""
-    if (v >> 5) & 7 != 0b100:
+    """Symbolic when the unused bits 6..5 are clear, as LLVM requires; the fields not at their default."""
+    if (v >> 5) & 3:
         return f"0x{v:x}"
     fields = [(n, (v >> lo) & ((1 << w) - 1), (1 << w) - 1) for n, lo, w in _DEPCTR]
     out = [f"depctr_{n}({x})" for n, x, default in fields if x != default]

@@ -61,8 +61,8 @@ def operand_text(inst: Inst, o: Operand, info=None) -> str:
         return reg("ttmp", o.index, o.count)
     if k == "special":
         return o.name + (bad_class(o.count) if o.count > 2 and o.name != "null" and o.name[:4] != "src_" else "")
-    if k == "imm":
-        return str(o.value)
+    if k == "imm":  # decimal when an inline integer, like LLVM's 16-bit immediates
+        return str(o.value) if o.value <= 64 else f"0x{o.value:x}"
     fmt = info.fmt if info is not None else "NUM_B32"
     bits = info.bits if info is not None else 32
     if k == "inline":
@@ -97,8 +97,11 @@ def src_text(inst: Inst, d, name: str, mods: bool = True) -> str | None:
             and inst.base in ("VOP1", "VOP2", "VOPC"):  # 16-bit VALU e32/DPP operands reach only v0..v127
         cls = "VS_32_Lo128" if name == "src0" and "vsrc0" not in inst.fields else "VGPR_32_Lo128"
         t += f"/*Invalid register, operand has '{cls}' register class*/"
-    elif (inst.base == "VINTERP" or (inst.base == "VOP1" and info is not None and info.kind == "VGPR"
-                                     and name == "src0")) and scalar_register(o):
+    elif inst.base == "VOP1" and name == "src0" and info is not None and info.kind in _VGPR_ONLY \
+            and scalar_register(o):  # a VOP1 source that must be a VGPR
+        t = f"{o.index}/*Invalid immediate*/" if inst.op.name in _AS_IMMEDIATE else \
+            t + f"/*Invalid register, operand has '{_VGPR_ONLY[info.kind]}' register class*/"
+    elif inst.base == "VINTERP" and scalar_register(o):
         t += "/*Invalid register, operand has 'VGPR_32' register class*/"
     elif inst.base == "VINTERP" and o.kind in ("inline", "literal"):
         t += "/*Invalid immediate*/"
@@ -116,6 +119,12 @@ def src_text(inst: Inst, d, name: str, mods: bool = True) -> str | None:
         if (f.get("neg", 0) >> i) & 1 or f.get(f"src{i}_neg", 0):
             t = f"-{t}" if absv or o.kind not in ("inline", "literal") else f"neg({t})"
     return t
+
+# VOP1 sources the tables type VGPR-only: operand kind -> LLVM's register class. LLVM reads an SGPR given to the
+# few opcodes in _AS_IMMEDIATE (their source is also written) as an immediate.
+_VGPR_ONLY = {"SRC_VGPR": "VGPR_32", "VGPR": "VRegOrLds_32"}
+_AS_IMMEDIATE = {"V_SWAP_B32", "V_SWAPREL_B32", "V_MOVRELSD_B32", "V_MOVRELSD_2_B32"}
+
 
 def scalar_register(o: Operand) -> bool:
     return o.kind in ("sgpr", "ttmp") or (o.kind == "special" and o.name != "null" and o.name[:4] != "src_")

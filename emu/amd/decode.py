@@ -160,14 +160,20 @@ class Decoder:
         if form is None:
             return self._invalid(code[off:off + 4], pc)
         enc = self._variant(g, form, word, opv)
-        nsa = enc.field("nsa")  # RDNA3 MIMG NSA (not in the tables): vaddr1..4 in a third dword
-        size = enc.size + (4 if nsa is not None and nsa.get(word) else 0)
+        # Not in the tables: RDNA3 MIMG NSA keeps vaddr1..4 in a third dword; an RDNA3 buffer soffset of 255
+        # names a literal that follows the instruction.
+        nsa = enc.field("nsa")
+        soffset = enc.field("soffset") if enc.base in ("MUBUF", "MTBUF") and self.family == "rdna3" else None
+        buffer_literal = soffset is not None and soffset.get(word) == LITERAL
+        size = enc.size + (4 if nsa is not None and nsa.get(word) or buffer_literal else 0)
         if size > avail:
             return self._invalid(code[off:off + 4], pc)
         raw = code[off:off + size]
         word = int.from_bytes(raw, "little")
         fields = {f.name: f.get(word) for f in enc.fields}
-        if size > enc.size:
+        if buffer_literal:
+            fields["literal"] = word >> (8 * enc.size)
+        elif size > enc.size:
             fields.update({f"vaddr{i}": (word >> (56 + 8 * i)) & 0xFF for i in range(1, 5)})
         space = enc.space or enc.base  # VOPD: the X opcode stands for the pair
         if opv is None and "opx" in fields:
