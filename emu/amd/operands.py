@@ -35,6 +35,14 @@ class OperandError(ValueError):
     """An operand code the instruction may not use (becomes an illegal-instruction fault)."""
 
 
+class Unsupported(Exception):
+    """An instruction the emulator cannot execute (no compiled semantics, or state it does not model)."""
+
+
+def sext(v: int, bits: int) -> int:
+    return v - (1 << bits) if v >> (bits - 1) & 1 else v
+
+
 def is_float(fmt: str) -> bool:
     return "F16" in fmt or "F32" in fmt or "F64" in fmt or "BF16" in fmt
 
@@ -205,3 +213,13 @@ def mask_to_lanes(mask: int, lanes: int) -> np.ndarray:
 def lanes_to_mask(bits: np.ndarray) -> int:
     """Int whose bit i is lane i's truth value."""
     return int.from_bytes(np.packbits(np.asarray(bits, bool), bitorder="little").tobytes(), "little")
+
+
+def to_mask(v) -> int:
+    """A wave mask from a mask int or from per-lane values (lane i's bit set where nonzero)."""
+    return lanes_to_mask(v != 0) if isinstance(v, np.ndarray) else int(v)
+
+
+def as_int(v) -> int:
+    """A scalar result given as an int or as per-lane values (lane 0's)."""
+    return int(v[0]) if isinstance(v, np.ndarray) else int(v)

@@ -1,0 +1,286 @@
+"""VALU execution plans (VOP1/2/3/3SD/3P/C, VOPD dual issue, DPP16/DPP8, SDWA, WMMA/MFMA through the pcode):
+operand fetchers with their modifiers, the compiled semantics and destination writers with EXEC applied."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from emu.amd.lanes import dpp8, dpp16, dpp_write_mask, sdwa_extract, sdwa_place
+from emu.amd.operands import (
+    OperandError,
+    Unsupported,
+    as_int,
+    is_float,
+    modifier,
+    scalar_writer,
+    to_mask,
+    vector_reader,
+    vgpr_reader,
+    vgpr_writer,
+)
+from emu.amd.wave import ACC
+
+U64 = np.uint64
+MASK_FMT = "NUM_M64"  # operand format of wave masks (compare results, carry-outs)
+
+
+class ValuPlans:
+    """VALU part of emu.amd.plan.Planner."""
+
+    # -- VALU --------------------------------------------------------------------------------------------------
+    def _valu(self, inst) -> Callable:
+        base, op = inst.base, inst.op
+        sem = self.sem(op)
+        if base in ("VOP2", "VOPC"):
+            fm = {"S0": "src0", "S1": "vsrc1", "D0": "vdst"}
+        else:
+            fm = {"S0": "src0", "S1": "src1", "S2": "src2", "D0": "vdst"}
+        reads, writes, wmask, post = self._vparts(inst, op, sem, fm)
+        return _valu_step(sem, reads, writes, wmask, post, inst.pc + inst.size, self.lanes)
+
+    def _vopd(self, inst) -> Callable:
+        f = inst.fields
+        parts = []
+        for which, opv, s0, s1, dst in (("X", f["opx"], "srcx0", "vsrcx1", f["vdstx"]),
+                                        ("Y", f["opy"], "srcy0", "vsrcy1", (f["vdsty"] << 1) | ((f["vdstx"] & 1) ^ 1))):
+            dual = self.isa.op("VOPD", opv)
+            if dual is None:
+                raise OperandError(f"VOPD op{which} {opv} is not an opcode")
+            plain = dual.name.replace("V_DUAL_", "V_")
+            op = next((self.isa.by_name.get((sp, plain)) for sp in ("VOP2", "VOP1", "VOP3")
+                       if (sp, plain) in self.isa.by_name), None)
+            if op is None:
+                raise Unsupported(f"{dual.name}: no VOP1/VOP2/VOP3 equivalent")
+            sem = self.sem(op)
+            fields = {"src0": f[s0], "vsrc1": f[s1], "vdst": dst}
+            parts.append((sem, *self._vparts(inst, op, sem, {"S0": "src0", "S1": "vsrc1", "D0": "vdst"},
+                                             fields=fields, base="VOP2")))
+        (sx, rx, wx, _, px), (sy, ry, wy, _, py) = parts
+        nxt, lanes = inst.pc + inst.size, self.lanes
+
+        def step(w):
+            ox = sx({n: r(w) for n, r in rx}, lanes)
+            oy = sy({n: r(w) for n, r in ry}, lanes)
+            act = w.active
+            for o, ws, p in ((ox, wx, px), (oy, wy, py)):
+                for n, wr in ws:
+                    v = o.get(n)
+                    if v is not None:
+                        wr(w, p(v) if p and n == "D0" else v, act)
+            w.lane_ops += int(act.sum()) * 2
+            w.pc = nxt
+            return 0
+        return step
+
+    def _vparts(self, inst, op, sem, fm: dict[str, str], fields: dict | None = None, base: str | None = None):
+        """(reads, writes, write-mask fn, D0 post-processing) of a VALU instruction."""
+        f = fields if fields is not None else inst.fields
+        base = base or inst.base
+        enc = inst.enc
+        fam, cdna = self.fam, self.cdna
+        vop3 = base in ("VOP3", "VOP3SD", "VOP3P")
+        dpp16_ = enc.endswith("DPP16")
+        dpp8_ = enc.endswith("DPP8")
+        sdwa = enc.endswith("SDWA") or enc.endswith("SDWA_SDST")
+        opsel = f.get("opsel", 0)
+        negs, abss = f.get("neg", 0), f.get("abs", 0)
+        if not vop3 and (dpp16_ or sdwa):
+            negs = f.get("src0_neg", 0) | f.get("src1_neg", 0) << 1
+            abss = f.get("src0_abs", 0) | f.get("src1_abs", 0) << 1
+        reads, wmask = [], None
+        d0_fld = "vdst"
+        dst_fmt = self._fmt(op, d0_fld)
+        dst_bits = self._width(sem, "D0", op, d0_fld)
+        dec = inst.operands.get("vdst") if fields is None else None  # the decoder's view of the destination
+        scalar_dst = (op.operands.get("vdst") is not None and op.operands["vdst"].kind in ("SREG", "SDST")) \
+            or enc.endswith("_SDST") or base == "VOPC" or dst_fmt == MASK_FMT \
+            or (dec is not None and dec.kind in ("sgpr", "special", "ttmp"))
+        for i, n in enumerate(("S0", "S1", "S2")):
+            if n not in sem.reads:
+                continue
+            fld = fm.get(n)
+            if fld is None or fld not in f:
+                raise Unsupported(f"{op.name}: reads {n} but the encoding has no such source")
+            bits = self._width(sem, n, op, fld)
+            fmt = self._fmt(op, fld)
+            code = f[fld] + (256 if fld.startswith("vsrc") else 0) + self._acc(inst, fld, fields)
+            if i == 0 and (dpp16_ or dpp8_ or sdwa):
+                code = f["vsrc0"] + 256
+                if sdwa and f.get("s0"):
+                    code -= 256
+            if i == 1 and sdwa and f.get("s1"):
+                code -= 256
+            hi = False
+            if bits <= 16 and not cdna:
+                if vop3:
+                    hi = bool(opsel >> i & 1)
+                elif code >= 256 + 128:
+                    code, hi = code - 128, True
+            if base == "VOP3P" and ("PK" in fmt or op.name.startswith("V_PK_")):
+                r = self._packed(code, bits, fmt, inst.literal, i, f)
+            else:
+                r = vector_reader(code, bits, fmt, inst.literal, hi, fam)
+                if is_float(fmt):
+                    m = modifier(bits if bits > 16 else 16, bool(abss >> i & 1), bool(negs >> i & 1))
+                    if m is not None:
+                        r = _then(r, m)
+            if sdwa and i < 2:
+                sel, sext = f.get(f"src{i}_sel", 6), bool(f.get(f"src{i}_sext", 0))
+                if sel != 6 or sext:
+                    r = _then(r, lambda v, sel=sel, sext=sext: sdwa_extract(v, sel, sext))
+            if i == 0 and dpp16_:
+                r, wmask = self._dpp16(r, f)
+            elif i == 0 and dpp8_:
+                idx = dpp8([f[f"lane_sel_{k}"] for k in range(8)], self.lanes)
+                r = _dpp8_fetch(r, idx, inst.fields.get("src0", 0) == 234)
+            reads.append((n, r))
+        mask_code = 106 if base == "VOPC" and not (sdwa and f.get("sd")) else f.get("sdst" if sdwa else "vdst")
+        for n in sorted(sem.reads - {"S0", "S1", "S2"}):
+            if n == "D0" and scalar_dst:
+                reads.append((n, self._mask_reader(mask_code)))
+            elif n == "D0":
+                hi = bool(opsel >> 3 & 1) if vop3 and not cdna else False
+                reg = f["vdst"] + self._acc(inst, "vdst", fields)
+                if dst_bits <= 16 and not vop3 and not cdna and reg >= 128:
+                    reg, hi = reg - 128, True
+                reads.append((n, vgpr_reader(reg, dst_bits, hi)))
+            elif n == "VCC" and vop3 and "S2" not in sem.reads and "src2" in f:
+                reads.append((n, self._mask_reader(f["src2"])))
+            elif n in ("SRC0", "SRC1", "SRC2", "VDST"):  # register numbers, for pcode indexing VGPR[lane][reg]
+                fld = n.lower()
+                idx = f[fld] - (256 if fld != "vdst" else 0) + self._acc(inst, fld, fields)
+                reads.append((n, lambda w, idx=idx: idx))
+            else:
+                r = self._common_reads(n, inst)
+                if r is None:
+                    raise Unsupported(f"{op.name}: reads {n}, which the engine does not provide")
+                reads.append((n, r))
+        writes = []
+        post = None
+        for n in sorted(sem.writes):
+            if n == "D0":
+                if scalar_dst:
+                    code = mask_code
+                    if dst_fmt == MASK_FMT or base == "VOPC" or "CMP" in op.name:
+                        mw = self._mask_writer(code)
+                        writes.append((n, lambda w, v, act, mw=mw: mw(w, v)))
+                    else:
+                        sw = scalar_writer(code, dst_bits, self.fam)
+                        writes.append((n, lambda w, v, act, sw=sw: sw(w, as_int(v))))
+                    continue
+                reg = f["vdst"] + self._acc(inst, "vdst", fields)
+                hi = bool(opsel >> 3 & 1) if vop3 and not cdna else False
+                if dst_bits <= 16 and not vop3 and not cdna and reg >= 128:
+                    reg, hi = reg - 128, True
+                vw = vgpr_writer(reg, dst_bits, hi, zero_hi16=cdna)
+                if sdwa and f.get("dst_sel", 6) != 6:
+                    sel, unused = f["dst_sel"], f.get("dst_unused", 0)
+                    vw = _sdwa_writer(vw, vgpr_reader(reg, 32), sel, unused)
+                writes.append((n, vw))
+                post = _omod_clamp(dst_bits, dst_fmt, f.get("omod", 0), f.get("clmp", 0))
+            elif n in ("VCC", "D1") and base == "VOP3SD":
+                mw = self._mask_writer(f["sdst"])
+                writes.append((n, lambda w, v, act, mw=mw: mw(w, v)))
+            elif n == "VCC":
+                writes.append((n, lambda w, v, act: setattr(w, "vcc", to_mask(v) & w.exec)))
+            elif n == "EXEC":
+                writes.append((n, lambda w, v, act: w.set_exec(to_mask(v) & w.exec)))
+            else:
+                sw = self._state_writer(n)
+                if sw is None:
+                    raise Unsupported(f"{op.name}: writes {n}, which the engine does not accept")
+                writes.append((n, lambda w, v, act, sw=sw: sw(w, v)))
+        return reads, writes, wmask, post
+
+    @staticmethod
+    def _acc(inst, fld: str, fields) -> int:
+        """Row offset of an ACC VGPR operand (CDNA), as the decoder classifies the operand."""
+        o = inst.operands.get(fld) if fields is None else None
+        return ACC if o is not None and o.kind == "agpr" else 0
+
+    def _packed(self, code, bits, fmt, literal, i, f) -> Callable:
+        """A VOP3P packed operand: each half picked by opsel/opsel_hi, negated by neg/neg_hi."""
+        e = bits // 2
+        emask = U64((1 << e) - 1)
+        whole = vector_reader(code, bits, fmt, literal, False, self.fam)
+        if 240 <= code <= 248 and e == 16:  # float inline constants fill both halves
+            c = whole
+            whole = (lambda c: lambda w: c(w) | (c(w) << U64(16)))(c)
+        sel_lo = f.get("opsel", 0) >> i & 1
+        opsel_hi = f.get("opsel_hi", 3) | f.get("opsel_hi2", 1) << 2
+        sel_hi = opsel_hi >> i & 1
+        neg_lo = (f.get("neg", 0) >> i & 1) if is_float(fmt) else 0
+        neg_hi = (f.get("neg_hi", 0) >> i & 1) if is_float(fmt) else 0
+        s_lo, s_hi = U64(e * sel_lo), U64(e * sel_hi)
+        sign = U64(1 << (e - 1))
+        n_lo, n_hi = sign if neg_lo else U64(0), sign if neg_hi else U64(0)
+        eu = U64(e)
+
+        def r(w):
+            v = whole(w)
+            return (((v >> s_lo) & emask) ^ n_lo) | ((((v >> s_hi) & emask) ^ n_hi) << eu)
+        return r
+
+    def _dpp16(self, r: Callable, f: dict):
+        lanes = self.lanes
+        sel = dpp16(f["dpp"], lanes, self.cdna)
+        if sel is None:
+            raise OperandError(f"reserved DPP control {f['dpp']:#x}")
+        idx, ok = sel
+        bc, fi = bool(f.get("bc", 0)), bool(f.get("fi", 0))
+        enable = dpp_write_mask(lanes, f.get("row_mask", 15), f.get("bank_mask", 15))
+
+        def valid(w):
+            return ok & (w.active[idx] | fi)
+
+        def fetch(w):
+            return np.where(valid(w), r(w)[idx], U64(0))
+
+        def wmask(w):
+            return enable & (valid(w) | bc)
+        return fetch, wmask
+
+
+def _then(r: Callable, g: Callable) -> Callable:
+    return lambda w: g(r(w))
+
+
+def _dpp8_fetch(r: Callable, idx: np.ndarray, fi: bool) -> Callable:
+    return lambda w: np.where(fi | w.active[idx], r(w)[idx], U64(0))
+
+
+def _sdwa_writer(vw: Callable, rd: Callable, sel: int, unused: int) -> Callable:
+    return lambda w, v, act: vw(w, sdwa_place(v, rd(w), sel, unused), act)
+
+
+def _omod_clamp(bits: int, fmt: str, omod: int, clamp: int) -> Callable | None:
+    if not (omod or clamp) or not is_float(fmt) or bits not in (16, 32, 64):
+        return None
+    ft, ut = {16: (np.float16, np.uint16), 32: (np.float32, np.uint32), 64: (np.float64, np.uint64)}[bits]
+    scale = {0: None, 1: 2.0, 2: 4.0, 3: 0.5}[omod]
+
+    def post(v):
+        x = v.astype(ut).view(ft)
+        if scale is not None:
+            x = x * ft(scale)
+        if clamp:
+            x = np.where(np.isnan(x), ft(0), np.clip(x, ft(0), ft(1)))
+        return x.astype(ft).view(ut).astype(U64)
+    return post
+
+
+def _valu_step(sem, reads, writes, wmask, post, nxt: int, lanes: int) -> Callable:
+    def step(w):
+        st = {n: r(w) for n, r in reads}
+        st["ACTIVE"] = w.active
+        out = sem(st, lanes)
+        act = w.active if wmask is None else w.active & wmask(w)
+        for n, wr in writes:
+            v = out.get(n)
+            if v is not None:
+                wr(w, post(v) if post is not None and n == "D0" else v, act)
+        w.lane_ops += int(np.count_nonzero(act))
+        w.pc = nxt
+        return 0
+    return step
