@@ -93,7 +93,9 @@ def src_text(inst: Inst, d, name: str, mods: bool = True) -> str | None:
     enc = d.isa.encodings[inst.enc]
     info = op_info(d, enc, inst.op, inst.fields, name)
     t = operand_text(inst, o, info)
-    if o.kind == "vgpr" and o.index >= 128 and info is not None and info.bits == 16 and inst.family != "cdna" \
+    if o.kind == "vgpr" and inst.op.name in _TRUE16 and inst.base == "VOP1":
+        t = f"v{o.index & 127}.{'h' if o.index >= 128 else 'l'}"  # the high bit of the number picks the half
+    elif o.kind == "vgpr" and o.index >= 128 and info is not None and info.bits == 16 and inst.family != "cdna" \
             and inst.base in ("VOP1", "VOP2", "VOPC"):  # 16-bit VALU e32/DPP operands reach only v0..v127
         cls = "VS_32_Lo128" if name == "src0" and "vsrc0" not in inst.fields else "VGPR_32_Lo128"
         t += f"/*Invalid register, operand has '{cls}' register class*/"
@@ -120,6 +122,8 @@ def src_text(inst: Inst, d, name: str, mods: bool = True) -> str | None:
             t = f"-{t}" if absv or o.kind not in ("inline", "literal") else f"neg({t})"
     return t
 
+# 16-bit opcodes LLVM 19 prints with true16 register halves (v1.l, v1.h) in their e32/DPP forms
+_TRUE16 = {"V_MOV_B16"}
 # VOP1 sources the tables type VGPR-only: operand kind -> LLVM's register class. LLVM reads an SGPR given to the
 # few opcodes in _AS_IMMEDIATE (their source is also written) as an immediate.
 _VGPR_ONLY = {"SRC_VGPR": "VGPR_32", "VGPR": "VRegOrLds_32"}
