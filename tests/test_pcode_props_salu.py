@@ -5,6 +5,7 @@ generator and runs every case on each (so each op sees DRAWS * 200 operand sets)
 """
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -12,7 +13,25 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from hypothesis import given
-from pcode_refs import F16, F32, PROPS, SEEDS, Fmt, compiled, gen_float, gen_int, run, sext, to_float, u64
+from pcode_refs import (
+    F16,
+    F32,
+    PROPS,
+    SEEDS,
+    AnyNaN,
+    Fmt,
+    accepts,
+    compiled,
+    fma_ref,
+    gen_float,
+    gen_int,
+    minmax_ref,
+    run,
+    sext,
+    to_bits,
+    to_float,
+    u64,
+)
 
 DRAWS = 4
 M32, M64 = (1 << 32) - 1, (1 << 64) - 1
@@ -218,3 +237,59 @@ def test_scalar_float_compares(fam: str, seed: int):
     pytest.param(*k, marks=pytest.mark.xfail(reason=r, raises=AssertionError)) for k, r in KNOWN_FLOAT.items()])
 def test_scalar_float_compares_known_bugs(fam: str, pred: str, ty: str):
     check_float_cmp(fam, pred, ty, *({"F16": (0x4980, 0x7E00), "F32": (0x41300000, 0x7FC00000)}[ty]))
+
+
+# ---- SALU float ops (gfx1150 in the rdna3 tables, rdna4) ------------------------------------------------------------
+
+def f_arith(op):
+    def one(f: Fmt, x: int, y: int, z: int):
+        with np.errstate(all="ignore"):
+            r = op(*to_float([x, y], f).astype(f.np))
+        return AnyNaN(f) if r != r else int(to_bits([r], f)[0])
+    return one
+
+
+def f_round(op):
+    def one(f: Fmt, x: int, y: int, z: int):
+        with np.errstate(all="ignore"):
+            r = op(to_float([x], f).astype(f.np))[0]
+        return AnyNaN(f) if r != r else int(to_bits([r], f)[0])
+    return one
+
+
+def f_to_i32(f: Fmt, x: int, y: int, z: int) -> int:
+    v = to_float([x], f)[0]
+    return 0 if v != v else int(max(-(2**31), min(2**31 - 1, math.trunc(v) if abs(v) != math.inf else v))) & M32
+
+
+SFLOAT = [  # (space, name, format, reference, families); FMAC accumulates into D0 (passed as z)
+    *[("SOP2", f"S_{op}_{t}", fm, f_arith(fn), ("rdna3", "rdna4")) for op, fn in
+      (("ADD", np.add), ("SUB", np.subtract), ("MUL", np.multiply)) for t, fm in (("F32", F32), ("F16", F16))],
+    ("SOP2", "S_FMAC_F32", F32, lambda f, x, y, z: (lambda r: AnyNaN(f) if r is None else r)(fma_ref(x, y, z, f)),
+     ("rdna3", "rdna4")),
+    ("SOP2", "S_MIN_F32", F32, lambda f, x, y, z: minmax_ref("legacy", False, f, x, y), ("rdna3",)),
+    ("SOP2", "S_MAX_F16", F16, lambda f, x, y, z: minmax_ref("legacy", True, f, x, y), ("rdna3",)),
+    ("SOP2", "S_MIN_NUM_F32", F32, lambda f, x, y, z: minmax_ref("num", False, f, x, y), ("rdna4",)),
+    ("SOP2", "S_MAXIMUM_F16", F16, lambda f, x, y, z: minmax_ref("minimum", True, f, x, y), ("rdna4",)),
+    *[("SOP1", f"S_{op}_{t}", fm, f_round(fn), ("rdna3", "rdna4")) for op, fn in
+      (("FLOOR", np.floor), ("CEIL", np.ceil), ("TRUNC", np.trunc)) for t, fm in (("F32", F32), ("F16", F16))],
+    ("SOP1", "S_CVT_I32_F32", F32, f_to_i32, ("rdna3", "rdna4")),
+]
+
+
+@pytest.mark.parametrize("fam", ("rdna3", "rdna4"))
+@PROPS
+@given(seed=SEEDS)
+def test_scalar_float_ops(fam: str, seed: int):
+    """SALU float arithmetic (IEEE, round to nearest even, MODE with denormals and IEEE mode) on DRAWS operand
+    sets per example."""
+    rng = np.random.default_rng(seed)
+    for space, name, f, ref, fams in SFLOAT:
+        if fam not in fams:
+            continue
+        ops = [gen_float(f, rng)[:DRAWS].tolist() for _ in range(3)]
+        for x, y, z in zip(*ops, strict=True):
+            out = run(fam, space, name, S0=x, S1=y, D0=z)
+            got = out["D0"] & f.mask if name != "S_CVT_I32_F32" else out["D0"] & M32
+            want = ref(f, x, y, z)
+            assert accepts(want, got), f"{fam} {name} (S0={x:#x}, S1={y:#x}, D0={z:#x}) -> {got:#x}, want {want!r}"
