@@ -31,7 +31,14 @@ _ENGINE_NOPS = {"S_NOP", "S_WAITCNT", "S_WAITCNT_DEPCTR", "S_WAIT_IDLE", "S_CLAU
 _BARRIERS = {"S_BARRIER", "S_BARRIER_WAIT"}
 _ENDS = {"S_ENDPGM", "S_ENDPGM_SAVED"}
 _MEM_BASES = {"GLOBAL", "FLAT", "SCRATCH", "VGLOBAL", "VFLAT", "VSCRATCH"}
-_MODIFIER_FIELDS = {"OPSEL": "opsel", "OPSEL_HI": "opsel_hi", "NEG": "neg", "NEG_HI": "neg_hi"}
+_MODIFIER_FIELDS = {"OPSEL": "opsel", "OPSEL_HI": "opsel_hi", "NEG": "neg", "NEG_HI": "neg_hi", "CLAMP": "clmp"}
+
+
+def _operand(op: isa.Op, fld: str | None) -> isa.Operand | None:
+    """The operand table's entry for an encoding field (some tables name a VOP3 src0 'vsrc0')."""
+    if not fld:
+        return None
+    return op.operands.get(fld) or op.operands.get("v" + fld)
 
 
 def end_step(w) -> int:
@@ -121,12 +128,12 @@ class Planner(ValuPlans, MemoryPlans):
         b = sem.widths.get(name, 0)
         if b >= 16:
             return b
-        o = op.operands.get(fld) if fld else None
+        o = _operand(op, fld)
         return max(b, o.bits if o is not None else 0) or default
 
     @staticmethod
     def _fmt(op: isa.Op, fld: str | None) -> str:
-        o = op.operands.get(fld) if fld else None
+        o = _operand(op, fld)
         return o.fmt if o is not None else ""
 
     def _mask_reader(self, code: int) -> Callable:
