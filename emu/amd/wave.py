@@ -17,7 +17,7 @@ import numpy as np
 
 from emu.amd import isa
 from emu.amd.memory import VM, FaultRecord, GPUFault
-from emu.amd.operands import lanes_to_mask, mask_to_lanes
+from emu.amd.operands import mask_to_lanes
 
 END, BARRIER = 1, 2
 ACC = 256  # first row of the ACC VGPRs in WaveState.vgpr
@@ -171,4 +171,4 @@ class Wave(WaveState):
         run(self, prog, limit)
 
 
-__all__ = ["Wave", "WaveState", "Program", "run", "END", "BARRIER", "lanes_to_mask"]
+__all__ = ["Wave", "WaveState", "Program", "run", "END", "BARRIER", "ACC"]
