@@ -238,3 +238,11 @@ def test_wmma_rdna4():
     for r in range(8):
         d[r + 8 * (ln // 16), ln % 16] = w.vgpr[r].view(np.float32)
     np.testing.assert_array_equal(d, a.astype(np.float32) @ b.astype(np.float32) + c)
+
+
+def test_watchdog_stops_runaway_wave():
+    from emu.amd import GPUFault
+    w = wave("gfx1100")
+    with pytest.raises(GPUFault) as e:
+        w.run(asm("s_branch -1\ns_endpgm", "gfx1100"), limit=1000)
+    assert e.value.record.kind == "watchdog" and e.value.record.pc == 0
