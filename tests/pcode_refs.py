@@ -107,7 +107,7 @@ def value(bits: int, f: Fmt) -> Fraction:
 
 
 def to_float(bits, f: Fmt) -> np.ndarray:
-    """float64 (or longdouble for f64) view of raw encodings; exact for f16/bf16/f32."""
+    """The values of raw encodings as float64 (exact; NaN payloads are not kept)."""
     b = u64(bits)
     with np.errstate(invalid="ignore"):
         if f is F64:
@@ -235,7 +235,7 @@ def ulp(x: float, f: Fmt) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# hypothesis strategies: one wave of LANES raw values
+# random waves: LANES raw values mixing specials, any bit pattern, small values and (floats) moderate magnitudes
 
 def specials(f: Fmt) -> list[int]:
     one = f.bias << f.man
@@ -273,19 +273,9 @@ def gen_int(bits: int, rng: np.random.Generator, n: int = LANES) -> np.ndarray:
     return out.astype(np.uint64)
 
 
+# Each hypothesis example draws a seed; the LANES values of a wave come from a numpy generator seeded with it
+# (drawing LANES values one by one through hypothesis costs ~30x more per example).
 SEEDS = st.integers(0, 2**64 - 1)
-
-
-def fwave(f: Fmt) -> st.SearchStrategy[np.ndarray]:
-    """One wave of raw encodings of f per example: specials, any bit pattern, small integers / halves and moderate
-    magnitudes, mixed lane by lane. Lanes come from a seeded numpy generator (hypothesis draws the seed): drawing
-    LANES values one by one through hypothesis would cost ~30x more per example."""
-    return SEEDS.map(lambda s: gen_float(f, np.random.default_rng(s)))
-
-
-def iwave(bits: int) -> st.SearchStrategy[np.ndarray]:
-    """One wave of raw integers of `bits` bits: edges (0, 1, -1, min, max ...), small values, any bit pattern."""
-    return SEEDS.map(lambda s: gen_int(bits, np.random.default_rng(s)))
 
 
 MASKS = st.integers(0, ALL_LANES)
@@ -294,11 +284,6 @@ MASKS = st.integers(0, ALL_LANES)
 def mix(a: np.ndarray, b: np.ndarray, mask: int) -> np.ndarray:
     """Lanes of b where mask has a 1, else lanes of a (used to make operands equal in some lanes)."""
     return np.where(np.array(lane_bits(mask)), b, a).astype(np.uint64)
-
-
-def mask_of(bools) -> int:
-    """Lane mask (bit i = lane i) from a per-lane sequence of truth values."""
-    return sum(1 << i for i, b in enumerate(bools) if b)
 
 
 def sext(x: int, bits: int) -> int:

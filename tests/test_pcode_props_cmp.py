@@ -98,9 +98,8 @@ def test_float_compares(fam: str, ty: str, seed: int, same: int):
     """Every float predicate of the type, on one random wave per example."""
     s0, s1, a, b = float_operands(ty, seed, same)
     ordered = ~np.isnan(a) & ~np.isnan(b)  # the known LG / NLG disagreement needs a NaN: check them without
-    t0, t1 = np.where(ordered, s0, s0 & np.uint64(0)), np.where(ordered, s1, s1 & np.uint64(0))
-    ran = sum(check_pred(fam, ty, p, fn, *((t0, t1, np.where(ordered, a, 0), np.where(ordered, b, 0))
-                                           if (fam, p, ty) in KNOWN else (s0, s1, a, b)))
+    no_nan = [np.where(ordered, x, 0).astype(x.dtype) for x in (s0, s1, a, b)]
+    ran = sum(check_pred(fam, ty, p, fn, *(no_nan if (fam, p, ty) in KNOWN else (s0, s1, a, b)))
               for p, fn in FLOAT_PREDS.items())
     assert ran >= 2 * 14, f"{fam}: only {ran} {ty} compare forms found"
 
