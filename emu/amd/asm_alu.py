@@ -86,7 +86,7 @@ def _vop_mods(inst: Inst) -> list[str]:
     if "SDWA" in inst.enc:
         return syn.sdwa(inst)
     if "DPP16" in inst.enc:
-        mods += syn.dpp16(f)
+        mods += syn.dpp16(f, inst.family)
     elif "DPP8" in inst.enc:
         mods += syn.dpp8(f, inst.fields.get("src0", inst.fields.get("srcx0")))
     return mods

@@ -60,7 +60,7 @@ def _flat(inst: Inst, d) -> str:
     bits = 24 if "ioffset" in f else 13 if seg != "FLAT" or inst.family == "cdna" else 12
     if seg == "FLAT" and inst.family == "cdna":
         bits = 12
-    if off >> (bits - 1) and seg != "FLAT":
+    if off >> (bits - 1) and (seg != "FLAT" or inst.family == "rdna4"):
         off -= 1 << bits
     mods = [f"offset:{off}" if off else ""] + cache_bits(inst)
     return join(inst.name, ops, mods)
@@ -233,8 +233,11 @@ def _vimage(inst: Inst, d) -> str:
         n = (n + 1) // 2
     n += 1 if f["tfe"] else 0
     words = image_address_words(name, f["dim"], bool(f["a16"]))
-    n, words = _image_sizes(inst, n, words, True)
     slots = 4 if inst.base == "VSAMPLE" else 5
+    if inst.base == "VIMAGE" and words > 1 and not any(f[f"vaddr{i}"] for i in range(1, slots)):
+        # LLVM reads a VIMAGE with all-zero vaddr1.. as having no address list: default one-register operands
+        n, words = (4 if "GATHER4" in name or "MSAA_LOAD" in name else 1), 1
+    n, words = _image_sizes(inst, n, words, True)
     k = min(words, slots)
     addrs = [reg("v", f[f"vaddr{i}"], 1 if i < k - 1 else words - k + 1) for i in range(k)]
     addr = addrs[0] if k == 1 else f"[{', '.join(addrs)}]"

@@ -226,5 +226,5 @@ def mnemonic(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
     if enc.base in ("VOP3", "VOP3SD", "VOP3P") and "DPP" in mod:
         return name + "_e64_dpp"
     if enc.base in ("VOP3", "VOP3SD"):
-        return name + "_e64" if vop12c_twin(d, op) else name
+        return name + "_e64" if vop12c_twin(d, op) and op.operands else name
     return name

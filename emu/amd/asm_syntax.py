@@ -96,7 +96,11 @@ def hwreg(inst: Inst, v: int) -> str:
 _QUAD = "quad_perm:[{},{},{},{}]"
 
 
-def dpp16(f: dict[str, int]) -> list[str]:
+_DPP_WAVE = {0x130: "wave_shl:1", 0x134: "wave_rol:1", 0x138: "wave_shr:1", 0x13C: "wave_ror:1",
+             0x142: "row_bcast:15", 0x143: "row_bcast:31"}  # GFX9 whole-wave DPP controls
+
+
+def dpp16(f: dict[str, int], family: str) -> list[str]:
     c = f["dpp"]
     if c <= 0xFF:
         ctl = _QUAD.format(c & 3, (c >> 2) & 3, (c >> 4) & 3, (c >> 6) & 3)
@@ -114,6 +118,8 @@ def dpp16(f: dict[str, int]) -> list[str]:
         ctl = f"row_share:{c & 0xF}"
     elif 0x160 <= c <= 0x16F:
         ctl = f"row_xmask:{c & 0xF}"
+    elif c in _DPP_WAVE and family == "cdna":
+        ctl = _DPP_WAVE[c]
     else:
         ctl = f"dpp_ctrl:0x{c:x}"
     out = [ctl, f"row_mask:0x{f['row_mask']:x}", f"bank_mask:0x{f['bank_mask']:x}"]
