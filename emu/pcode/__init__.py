@@ -68,6 +68,7 @@ from emu.pcode.typed import Unsupported
 __all__ = ["compile_op", "Unsupported", "Semantics", "PcodeSyntaxError", "SCALAR_SPACES", "lower_op", "pcode_of"]
 
 SCALAR_SPACES = frozenset({"SOP1", "SOP2", "SOPC", "SOPK", "SOPP", "SMEM"})
+_SHORT_FORMS = ("VOP1", "VOP2", "VOPC")
 _CALLEE_SPACES = ("VOP3", "VOP2", "VOP1", "VOPC", "VOP3P", "SOP2", "SOP1")
 
 
@@ -120,13 +121,17 @@ class Semantics:
 def pcode_of(arch: str, space: str, name: str) -> tuple[str | None, str | None]:
     """(pcode text after fixups, fixup reason or None) of an instruction."""
     fam = _isa.family(arch)
-    op = _isa.load(fam).by_name.get((space, name))
+    by = _isa.load(fam).by_name
+    op = by.get((space, name))
     if op is None:
         raise Unsupported(f"{fam} has no instruction {space} {name}")
+    text = op.pcode
+    if text is None:  # the VOP3 form of a VOP1 / VOP2 / VOPC op: CDNA's table gives the text with the short form
+        text = next((by[sp, name].pcode for sp in _SHORT_FORMS if (sp, name) in by and by[sp, name].pcode), None)
     fx = fixup(fam, name)
     if fx is not None:
-        return fx.apply(op.pcode), fx.reason
-    return op.pcode, None
+        return fx.apply(text), fx.reason
+    return text, None
 
 
 def _callee(fam: str, name: str) -> str | None:

@@ -103,11 +103,33 @@ RETURN_DATA.b32 = EXEC[src].u1 ? VGPR[src][DATA0.u32].b32 : 0U
 endif"""
 
 
+def _signed_zero_tests(text: str) -> str:
+    # `x == +0.0` / `x == -0.0` meant as "x is that zero" (IEEE == holds for either zero)
+    def test(m: re.Match) -> str:
+        neg = "" if m.group(4) == "-" else "!"
+        return f"({m.group(1)} == 0.0 && {neg}sign({m.group(2) or m.group(3)}))"
+    return re.sub(r"(64'F\((S\d\.f\d\d)\)|(S\d\.f64)) == ([+-])0\.0", test, text)
+
+
+_RNDNE = Fixup(lambda t: re.sub(r"(D0\.f\d\d) = .*", lambda m: f"{m.group(1)} = roundEven(S0.{m.group(1)[3:]})", t,
+                                count=1, flags=re.S),
+               "floor(x + 0.5) in the operand's precision is not roundToIntegralTiesToEven where x + 0.5 is inexact "
+               "(odd integers beyond 2**23 for f32, 0.49999997 -> 1) and loses the sign of zero (-0.25 -> +0)")
+
+
 def _prose(what: str) -> Fixup:
     return Fixup(None, f"prose: {what}")
 
 
 FIXUPS: dict[str, Fixup] = {
+    **{n: _RNDNE for n in ("V_RNDNE_F16", "V_RNDNE_F32", "V_RNDNE_F64", "S_RNDNE_F16", "S_RNDNE_F32")},
+    "V_CVT_NEAREST_I32_F32": Fixup("D0.i32 = f64_to_i32(floor(64'F(S0.f32) + 0.5))",
+                                   "floor(S0.f32 + 0.5F) rounds the sum in f32 (8388609.0 -> 8388610, 0.49999997 -> "
+                                   "1); the same formula in f64 is exact"),
+    **{n: Fixup(lambda t: t.replace("32'I(VGPR[i][ADDR] + OFFSET.b32)", "32'U(VGPR[i][ADDR] + OFFSET.b32)"),
+                "the lane number is computed signed (a negative lane for an address with bit 31 set) although the "
+                "text says the high-order bits are ignored; CDNA's text computes it unsigned")
+       for n in ("DS_PERMUTE_B32", "DS_BPERMUTE_B32", "DS_BPERMUTE_FI_B32")},
     "DS_SWIZZLE_B32": Fixup(_SWIZZLE, "prose (mode table); quad-permute and bit-mask modes written out, the source "
                                       "lane's DATA0 register read like DS_BPERMUTE (FFT and rotate modes fail)"),
     **{n: _prose("wave-level LDS/GDS counter, also needs the GDS") for n in ("DS_APPEND", "DS_CONSUME")},
@@ -146,8 +168,14 @@ FIXUPS: dict[str, Fixup] = {
 }
 _SETREG = Fixup(lambda t: t.replace("mask = (mask & 32'I(", "mask = (mask << offset.u32);\nmask = (mask & 32'I("),
                 "the field mask is not shifted to the field's offset before masking the value (RDNA4's text is)")
-FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {("rdna3", "S_SETREG_B32"): _SETREG,
-                                               ("rdna3", "S_SETREG_IMM32_B32"): _SETREG}
+FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {
+    ("rdna3", "S_SETREG_B32"): _SETREG, ("rdna3", "S_SETREG_IMM32_B32"): _SETREG,
+    ("rdna3", "V_LDEXP_F16"): Fixup("D0.f16 = ldexp(S0.f16, 32'I(S1.i16))",
+                                    "S0.f16 * 16'F(2.0F ** S1) rounds 2**S1 to f16 first (inf for S1 > 15)"),
+    **{("cdna", f"V_{op}_{t}"): Fixup(_signed_zero_tests, "tests signed zeros with IEEE == (x == +0.0 holds for -0.0 "
+                                                         "too): min(-0, +0) gave +0")
+       for op in ("MIN", "MAX") for t in ("F16", "F32", "F64")},
+}
 
 
 _MATRIX = ("the vendor entry is prose (D = A * B + C); pcode generated from the shape and types in the name "

@@ -43,8 +43,11 @@ def bf16(x):
     return ((r & U64(0xFFFF)).astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 
-def fconv(x, bits: int, bf: bool = False, rm=0):
-    """Float -> float of another format; rm: 0 nearest even, 1 +inf, 2 -inf, 3 toward zero."""
+def fconv(x, bits: int, bf: bool = False, rm=0, quiet_nans: bool = False):
+    """Float -> float of another format; rm: 0 nearest even, 1 +inf, 2 -inf, 3 toward zero. NaNs keep their bits
+    (sign, quiet bit, payload) unless quiet_nans, as a conversion instruction returns them."""
+    if quiet_nans:
+        return quiet(fconv(x, bits, bf, rm), 16 if bf else bits, bf)
     if bf:
         y = bf16(np.asarray(x, np.float32))
     else:
@@ -113,7 +116,8 @@ def fma(a, b, c):
         for i, (x, y, z) in enumerate(zip(a.flat, b.flat, c.flat, strict=True)):
             x, y, z = float(x), float(y), float(z)
             if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
-                out.flat[i] = x * y + z
+                # a finite product never overflows before the add: finite * finite + inf is that inf
+                out.flat[i] = z if math.isfinite(x) and math.isfinite(y) else x * y + z
                 continue
             exact = Fraction(x) * Fraction(y) + Fraction(z)
             try:
@@ -178,6 +182,12 @@ def isdenorm(x, bits: int, bf: bool = False):
 def is_even(x):
     x = np.asarray(x, np.float64)
     return np.isfinite(x) & (np.fmod(x, 2.0) == 0)
+
+
+def rsq(x):
+    """1 / sqrt(x) rounded once to x's format (computed in binary64)."""
+    x = np.asarray(x)
+    return (1.0 / np.sqrt(x.astype(np.float64))).astype(x.dtype)
 
 
 def fract(x):
@@ -299,9 +309,9 @@ def mf_encode_sr(x, rnd, kind: str):
 
 
 def fconv_sr(x, rnd, bits: int, bf: bool = False):
-    """float32 -> f16 / bf16 with stochastic rounding (see _sr_up)."""
+    """float32 -> f16 / bf16 with stochastic rounding (see _sr_up); NaNs come out quiet."""
     x = np.asarray(x, np.float32)
-    lo = fconv(x, bits, bf, 3)  # toward zero
+    lo = fconv(x, bits, bf, 3, True)  # toward zero
     lod = np.abs(lo.astype(np.float64))
     if bf:
         hi = i2f(f2i(lo, 16, True) + U64(1), 16, True)

@@ -1,14 +1,17 @@
 """The pseudocode's library functions, typed: each call becomes an IR op with explicit argument and result types.
 
 Op names and meaning (all backends implement them):
-  fabs sqrt trunc floor fract exp2 log2 sin cos (radians) : float -> same float
+  fabs sqrt trunc floor fract exp2 log2 sin cos (radians) rint (roundEven: ties to even) rsq (1 / sqrt, one
+  rounding) : float -> same float
   fma(a, b, c) pow(a, b) fmin/fmax (plain IEEE) : float -> same float;  ldexp(x, n: i32)
   signbit isnan issnan isqnan is_even isdenorm : float -> bool;  quiet : float -> quiet NaN of it
   exponent : float -> biased exponent field (i32);  mantissa : float -> frexp mantissa in [0.5, 1)
   iabs : signed int;  popcount -> u32;  bitrev;  ff1 -> index of the lowest 1 bit or -1 (i32)
   sext_from(x, n) : sign-extend x from bit n-1;  sat(x) : integer clamp to the result type
   snorm / unorm : float -> 16-bit normalized integer
-  fconv itof ftoi : conversions (attr = rounding mode variable present: the op's second arg)
+  fconv itof ftoi : conversions (optional second arg: the rounding mode; fconv attr "quiet": a conversion
+                    instruction, which returns signaling NaNs quieted as IEEE convertFormat does; without it, as
+                    for the text's N'F(x), the NaN keeps its bits)
   callout(args) : st[attr](*args), for what depends on machine configuration (HwRegWriteMask(id, priv):
                   the bits of hardware register id that may be written)
 """
@@ -21,7 +24,7 @@ from emu.pcode.typed import Unsupported, bitcast_to_int, concrete, convert, rein
 
 CALLOUTS = {"HwRegWriteMask": "HwRegWriteMask", "writeableBitMask": "HwRegWriteMask"}  # pcode name -> st key
 _SAME_FLOAT = {"sqrt": "sqrt", "trunc": "trunc", "floor": "floor", "fract": "fract", "log2": "log2",
-               "sin": "sin", "cos": "cos", "exp2": "exp2", "ceil": "ceil"}
+               "sin": "sin", "cos": "cos", "exp2": "exp2", "ceil": "ceil", "roundEven": "rint"}
 _FLOAT_PRED = {"isNAN": "isnan", "isSignalNAN": "issnan", "isQuietNAN": "isqnan", "isEven": "is_even",
                "isDENORM": "isdenorm", "isINF": "isinf"}
 _CVT = re.compile(r"^(f16|f32|f64|bf16|i32|u32|i16|u16|u8|i8|u4|i4)_to_(f16|f32|f64|bf16|i32|u32|i16|u16|u8|i8)$")
@@ -111,7 +114,7 @@ def call(name: str, args: list[Expr], lw) -> Expr:
         return minifloat_conversion(m, args)
     if name in ("f32_to_f16_SR", "f32_to_f16_sr", "f32_to_bf16_SR", "f32_to_bf16_sr") and n == 2:
         dst = _TY["bf16" if "bf16" in name else "f16"]
-        return Op("fconv_sr", (conversion_src(args[0], _TY["f32"]), convert(concrete(args[1]), U32)), dst)
+        return Op("fconv_sr", (conversion_src(args[0], _TY["f32"]), convert(concrete(args[1]), U32)), dst, "quiet")
     m = _CVT.match(name)
     if m and n == 1:
         return conversion(_TY[m.group(1)], _TY[m.group(2)], args[0], lw)
@@ -160,7 +163,7 @@ def conversion(src: Ty, dst: Ty, x: Expr, lw) -> Expr:
         x = reinterpret(bitcast_to_int(x), src)
     if src.is_float and dst.is_float:
         rm = (lw.round_mode(),) if "ROUND_MODE" in lw.f.vars else ()
-        return Op("fconv", (x, *rm), dst)
+        return Op("fconv", (x, *rm), dst, "quiet")
     if src.is_float:
         return Op("ftoi", (x,), dst)
     if dst.is_float:

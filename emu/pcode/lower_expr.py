@@ -163,8 +163,8 @@ class ExpressionLowering:
         if isinstance(n.x, S.Index) and isinstance(n.x.x, S.Name) and n.x.x.id in MEMORIES:
             return self.load(n.x.x.id, n.x.i, t)
         if isinstance(n.x, S.Index) and self.regfile(n.x):
-            file, idx = self.reg_index(n.x)
-            return reinterpret(Op("reg_read", idx, U32, file), t)
+            file, idx = self.reg_index(n.x)  # a value wider than 32 bits spans consecutive registers
+            return reinterpret(Op("reg_read", idx, uint(max(32, t.bits)), file), t)
         return reinterpret(self.expr(n.x), t)
 
     def load(self, file: str, addr: S.Node, t: Ty) -> Expr:

@@ -20,9 +20,10 @@ _BIT = {"and": "&", "or": "|", "xor": "^"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _NP1 = {"sqrt": "np.sqrt", "trunc": "np.trunc", "floor": "np.floor", "ceil": "np.ceil", "fabs": "np.abs",
         "signbit": "np.signbit", "isnan": "np.isnan", "isinf": "np.isinf", "fract": "F.fract", "log2": "F.log2",
-        "exp2": "F.exp2", "sin": "F.sin", "cos": "F.cos", "mantissa": "F.mantissa", "is_even": "F.is_even"}
+        "exp2": "F.exp2", "sin": "F.sin", "cos": "F.cos", "mantissa": "F.mantissa", "is_even": "F.is_even",
+        "rint": "np.rint", "rsq": "F.rsq"}
 _VIEWS = {"bitcast", "resize", "extract", "fconv", "tobool", "frombool"}
-_ROUNDS = {"add", "sub", "mul", "div", "fma", "sqrt", "exp2", "log2", "sin", "cos", "pow", "ldexp", "fract"}
+_ROUNDS = {"add", "sub", "mul", "div", "fma", "sqrt", "exp2", "log2", "sin", "cos", "pow", "ldexp", "fract", "rsq"}
 
 
 def _m(bits: int) -> int:
@@ -192,7 +193,7 @@ class Gen:
 
     def op_fconv(self, e, a, m):
         rm = a[1] if len(a) > 1 else "0"
-        return f"F.fconv({a[0]}, {_fbits(e.ty)}, {_bf(e.ty)}, {rm})"
+        return f"F.fconv({a[0]}, {_fbits(e.ty)}, {_bf(e.ty)}, {rm}, {e.attr == 'quiet'})"
 
     def op_itof(self, e, a, m):
         s = e.args[0].ty
@@ -243,7 +244,7 @@ class Gen:
         return f"F.fconv_sr({a[0]}, {a[1]}, {_fbits(e.ty)}, {_bf(e.ty)})"
 
     def op_reg_read(self, e, a, m):
-        return f"L.rget(st, {e.attr!r}, {', '.join(a)})"
+        return f"L.rget(st, {e.attr!r}, ({', '.join(a)},), {e.ty.bits})"
 
     def op_fma(self, e, a, m):
         return self.round(e.ty, f"F.fma({a[0]}, {a[1]}, {a[2]})", "fma")
@@ -318,7 +319,7 @@ class Gen:
             elif s.file in ("MEM", "LDS"):
                 self.emit(f"L.store(st, {s.file!r}, {idx[0]}, {val}, {s.bits}, {m}, nl)", ind)
             else:
-                self.emit(f"L.rset(st, {s.file!r}, ({', '.join(idx)},), {val}, {m}, nl)", ind)
+                self.emit(f"L.rset(st, {s.file!r}, ({', '.join(idx)},), {val}, {m}, nl, {s.bits})", ind)
         elif isinstance(s, If | Loop | Break | Fail) and not self.f.vector:
             self.scalar_flow(s, ind)
         elif isinstance(s, If):

@@ -331,12 +331,23 @@ def _reg_index(regs, file: str, idx: tuple) -> tuple:
     return out
 
 
-def rget(st: dict, file: str, *idx):
+def rget(st: dict, file: str, idx: tuple, bits: int = 32):
+    """Register-file read; a value wider than 32 bits spans consecutive registers from idx, low dword first."""
     regs = st[file]
+    if bits > 32:
+        last = idx[-1]
+        return cat(*[(rget(st, file, (*idx[:-1], last + k if isinstance(last, int) else arr(last) + U64(k))), 32)
+                     for k in reversed(range(bits // 32))])
     return np.asarray(regs[_reg_index(regs, file, idx)]).astype(U64)
 
 
-def rset(st: dict, file: str, idx: tuple, v, m, lanes: int) -> None:
+def rset(st: dict, file: str, idx: tuple, v, m, lanes: int, bits: int = 32) -> None:
+    """Register-file write; a value wider than 32 bits fills consecutive registers from idx, low dword first."""
+    if bits > 32:
+        for k in range(0, bits, 32):
+            rset(st, file, (*idx[:-1], arr(idx[-1]) + U64(k // 32) if not isinstance(idx[-1], int)
+                            else idx[-1] + k // 32), ext(v, k, 32), m, lanes)
+        return
     regs = st[file]
     per_lane = any(np.size(i) > 1 for i in idx) or np.size(v) > 1
     if per_lane:

@@ -403,7 +403,7 @@ class Parser:
             op = self.tok.text
             self.i += 1
             y = self.binary(level + 1)
-            x = Binary("!=" if op == "<>" else op, x, y)
+            x = Binary(op, x, y)
         return x
 
     def unary(self) -> Node:

@@ -181,7 +181,7 @@ _BITOP = {"&": "and", "|": "or", "^": "xor"}
 _CMP = {"==": "eq", "!=": "ne", "<": "lt", "<=": "le", ">": "gt", ">=": "ge"}
 
 
-_FOLD = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+_FOLD = {"==": operator.eq, "!=": operator.ne, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
          ">=": operator.ge, "+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_,
          "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift, "**": operator.pow}
 
@@ -202,6 +202,15 @@ def binary(op: str, a: Expr, b: Expr) -> Expr:
     if isinstance(a, Const) and isinstance(b, Const) and a.ty.kind in lits and b.ty.kind in lits:
         v = _fold(op, a.value, b.value)
         return Const(v, BOOL if isinstance(v, bool) else FLIT if isinstance(v, float) else LIT)
+    if op == "*":  # x * 2.0 ** n is exact: ldexp(x, n), without evaluating 2 ** n on its own
+        for x, y in ((a, b), (b, a)):
+            if isinstance(y, Op) and y.op == "ldexp" and isinstance(y.args[0], Const) and y.args[0].value == 1.0:
+                x = convert(concrete(x), y.ty) if not (concrete(x).ty.is_float and concrete(x).ty.bits > y.ty.bits) \
+                    else concrete(x)
+                return Op("ldexp", (x, y.args[1]), x.ty)
+    if op == "/" and isinstance(a, Const) and a.ty.kind in ("flt", "f") and a.value == 1.0 \
+            and isinstance(b, Op) and b.op == "sqrt":  # 1.0 / sqrt(x): one rounding
+        return Op("rsq", b.args, b.ty)
     if op in ("&&", "||"):
         return Op("land" if op == "&&" else "lor", (to_bool(a), to_bool(b)), BOOL)
     if op in ("<<", ">>"):
@@ -220,6 +229,10 @@ def binary(op: str, a: Expr, b: Expr) -> Expr:
         return Op("pow", (a, convert(b, a.ty)), a.ty)
     a, b = unify(a, b)
     a, b = concrete(a), concrete(b)
+    if op == "<>":  # less or greater: for floats False when either is NaN
+        if a.ty.is_float:
+            return Op("lor", (Op("lt", (a, b), BOOL), Op("gt", (a, b), BOOL)), BOOL)
+        op = "!="
     if op in _CMP:
         return Op(_CMP[op], (a, b), BOOL)
     if op in _BITOP:
