@@ -2,24 +2,27 @@
 
 API (stable; the wave executor consumes it):
 
-- `decode(code, arch, pc=0) -> list[Inst]` decodes a code stream in order. It never raises: bytes that are
-  not a valid instruction (unknown encoding or opcode, truncated tail) become an `Inst` with `op is None`,
-  `enc == 'INVALID'`, 4 bytes (or the truncated remainder) long, printing as `<unknown>`-like text.
+- `decode(code, arch, pc=0) -> list[Inst]` decodes a code stream in order (arch: gfx name or family). It never
+  raises on any bytes: bytes that are no valid instruction (unknown encoding or opcode, truncated tail) become
+  an `Inst` with `op is None`, `enc == 'INVALID'`, 4 bytes (or the truncated remainder) long, printing as
+  `<unknown>` like llvm-objdump. An unknown arch raises isa.UnknownArch.
 - `Inst`: `pc`, `size` (bytes, literal included), `raw` (its bytes), `enc` (encoding name as in emu.amd.isa,
-  e.g. 'VOP3_DPP16', 'SOP2_LIT'), `base` ('VOP3'), `op` (isa.Op or None), `name` (LLVM mnemonic, e.g.
-  'v_add_f32_e64'), `fields` (every field of the encoding: name -> int), `operands` (field name -> `Operand`;
-  register/constant operands only, with the width the opcode gives them), `literal` (32-bit literal or None);
-  `str(inst)` is the instruction in LLVM's syntax, as llvm-objdump-19 prints it.
-- `Operand`: `kind` in sgpr, vgpr, agpr, ttmp, special (vcc_lo, exec, m0, null, scc, ...; `name` says which),
-  inline (inline constant; `value` = its bits for the operand's width), literal (`value` = the 32 literal bits),
-  invalid; `index` (first register number, or the encoded operand value for inline/special/literal), `count`
-  (number of 32-bit registers), `valid`.
+  e.g. 'VOP3_DPP16', 'SOP2_LIT'), `base` ('VOP3'), `op` (isa.Op; for VOPD the X opcode, the Y one is
+  `fields['opy']`), `valid`, `name` (LLVM mnemonic, e.g. 'v_add_f32_e64'), `fields` (every field of the
+  encoding: name -> int; RDNA3 NSA images add vaddr1..4), `operands` (field name -> `Operand`, for the
+  register/constant operands the opcode has, at the width it gives them; DPP/SDWA: 'src0' is the vsrc0 VGPR),
+  `literal` (32-bit literal or None); `str(inst)` is the text llvm-objdump-19 prints for it.
+- `Operand`: `kind` in sgpr, vgpr, agpr, ttmp, special (vcc_lo, vcc, exec, m0, null, src_scc, ...; `name` says
+  which), inline (inline constant: `value` = its bits at the operand's width), literal (`value` = the 32
+  literal bits), imm (an immediate in a register field, e.g. s_atc_probe), invalid; `index` (first register,
+  or the encoded operand value), `count` (32-bit registers), `valid`.
 
 How an encoding is found: every encoding's fixed fields in the first dword form a (mask, value) matcher; the
-most specific match wins. Among the encodings sharing a matcher (VOP3 / VOP3SD / VOP3_SDST, VOP3P / MFMA, ...)
-the one whose opcode set holds the op field is taken. Then the source operand values select the variant:
-DPP16 (250), DPP8 (233/234), SDWA (249, CDNA) and LIT (255 in any source, or an opcode only the literal
-variant admits, such as v_fmamk_f32).
+most specific match wins. Among the encodings sharing a matcher (VOP3 / VOP3SD / VOP3_SDST, VOP3P /
+VOP3P_MFMA, ...) the one with the smallest opcode set holding the op field is taken. Then the source operand
+values select the variant: DPP16 (250), DPP8 (233/234), SDWA (249, CDNA) and LIT (255 in any source, or an
+opcode only the literal variant admits, such as v_fmamk_f32). Where the vendor tables and LLVM disagree the
+code says so next to the rule (asm_operands.OPERAND_FIXUPS, RENAMES, NO_E32; RDNA3 NSA and buffer literals).
 """
 from __future__ import annotations
 
