@@ -121,19 +121,3 @@ class Buffer:
         act = self.in_range if active is None else self.in_range & active
         self.space.store(addr, bits, value, act)
 
-
-class HighBits:
-    """A space seen through 32-bit lane addresses whose upper 32 bits are fixed per lane (for semantics whose
-    pcode types ADDR as 32 bits: the executor knows the full address, the pcode only its low half)."""
-
-    def __init__(self, space, high: np.ndarray):
-        self.space, self.high = space, high & U64(0xFFFFFFFF00000000)
-
-    def _full(self, addr) -> np.ndarray:
-        return (np.asarray(addr, U64) & U64(0xFFFFFFFF)) | self.high
-
-    def load(self, addr, bits: int, active=None) -> np.ndarray:
-        return self.space.load(self._full(addr), bits, active)
-
-    def store(self, addr, bits: int, value, active=None) -> None:
-        self.space.store(self._full(addr), bits, value, active)

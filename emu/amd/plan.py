@@ -220,8 +220,6 @@ class Planner(ValuPlans, MemoryPlans):
         nxt = inst.pc + inst.size
         lanes = self.lanes
         branch = "PC" in sem.writes
-        # the program counter is 48 bits; pcode that types PC narrower keeps the instruction's upper bits
-        pc_keep = ~((1 << sem.widths.get("PC", 64)) - 1) & inst.pc
 
         def step(w):
             out = sem({n: r(w) for n, r in reads}, lanes)
@@ -230,7 +228,7 @@ class Planner(ValuPlans, MemoryPlans):
                 if v is not None:
                     wr(w, v)
             pc = out.get("PC") if branch else None
-            w.pc = nxt if pc is None else (int(pc) | pc_keep) & 0xFFFFFFFFFFFF
+            w.pc = nxt if pc is None else int(pc) & 0xFFFFFFFFFFFF  # the program counter is 48 bits
             return 0
         return step
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emu.amd.memspace import Buffer, HighBits
+from emu.amd.memspace import Buffer
 from emu.amd.operands import Unsupported, scalar_reader, sext, vgpr_reader, vgpr_writer
 from emu.amd.wave import ACC
 
@@ -51,16 +51,17 @@ class MemoryPlans:
                 if r is None:
                     raise Unsupported(f"{op.name}: reads {n}, which the engine does not provide")
                 reads.append((n, r))
-        writes = self._vmem_writes(sem, op, f["vdst"] + acc, ("RETURN_DATA", "VDATA"))
+        writes = self._vmem_writes(sem, op, f["vdst"] + acc)
         return _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
 
-    def _vmem_writes(self, sem, op, vdst: int, names) -> list:
-        """Writers of a memory op's results; ops without a destination operand (DS_ADD_U32, stores) write none."""
+    def _vmem_writes(self, sem, op, vdst: int, returns: bool = True) -> list:
+        """Writers of a memory op's register results: loaded data (VDATA), and an atomic's pre-op value
+        (RETURN_DATA) when it `returns`. Ops without a destination operand (DS_ADD_U32, stores) write none."""
         writes = []
         has_dst = "vdst" in op.operands or ("vdata" in op.operands and "STORE" not in op.name)
         for n in sorted(sem.writes - {"MEM", "LDS"}):
-            if n in names:
-                if has_dst:
+            if n in ("VDATA", "RETURN_DATA"):
+                if has_dst and (n == "VDATA" or returns):
                     writes.append((n, _wide_writer(vdst, self._width(sem, n, op, "vdst"))))
             else:
                 sw = self._state_writer(n)
@@ -99,10 +100,9 @@ class MemoryPlans:
             vr = vgpr_reader(vaddr, 64)
             addr = lambda w: vr(w) + U64(off & 0xFFFFFFFFFFFFFFFF)  # noqa: E731
             space = (lambda w: w.flat) if base == "FLAT" else (lambda w: w.vm)
-        narrow = base != "SCRATCH" and sem.widths.get("ADDR", 64) < 64
         reads = []
         for n in sorted(sem.reads - {"MEM", "ADDR"}):
-            if n in ("DATA", "VDATA") and "vdst" in op.operands and n == "VDATA":
+            if n == "VDATA" and "vdst" in op.operands:  # a d16 load keeps the other half of its destination
                 reads.append((n, _wide_reader(vdst, self._width(sem, n, op, "vdst"))))
             elif n in ("DATA", "VDATA", "DATA0"):
                 reads.append((n, _wide_reader(data, self._width(sem, n, op, "data"))))
@@ -113,12 +113,8 @@ class MemoryPlans:
                 if r is None:
                     raise Unsupported(f"{op.name}: reads {n}, which the engine does not provide")
                 reads.append((n, r))
-        names = ("VDATA",) + (("RETURN_DATA",) if returns else ())
-        writes = [x for x in self._vmem_writes(sem, op, vdst, names + ("RETURN_DATA",))
-                  if x[0] != "RETURN_DATA" or returns]
+        writes = self._vmem_writes(sem, op, vdst, returns)
         step = _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
-        if narrow:  # pcode typing ADDR narrower than 64 bits: supply the upper address bits through the space
-            return lambda w: step(w, {"ADDR": (a := addr(w)), "MEM": HighBits(space(w), a)})
         return lambda w: step(w, {"ADDR": addr(w), "MEM": space(w)})
 
     def _returns(self, op, f) -> bool:
@@ -165,8 +161,7 @@ class MemoryPlans:
                 if r is None:
                     raise Unsupported(f"{op.name}: reads {n}, which the engine does not provide")
                 reads.append((n, r))
-        returns = self._returns(op, f) or "STORE" not in op.name and "ATOMIC" not in op.name
-        writes = [x for x in self._vmem_writes(sem, op, vdata, ("VDATA", "RETURN_DATA")) if returns]
+        writes = self._vmem_writes(sem, op, vdata, self._returns(op, f))
         inner = _mem_step(sem, reads[1:], writes, inst.pc + inst.size, self.lanes)
 
         def step(w):
