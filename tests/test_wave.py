@@ -246,3 +246,12 @@ def test_watchdog_stops_runaway_wave():
     with pytest.raises(GPUFault) as e:
         w.run(asm("s_branch -1\ns_endpgm", "gfx1100"), limit=1000)
     assert e.value.record.kind == "watchdog" and e.value.record.pc == 0
+
+
+@pytest.mark.xfail(reason="the compiled pcode of s_cbranch_vccz types VCC as 32 bits: wave64 ignores lanes 32..63",
+                   strict=False)
+def test_vccz_sees_all_64_lanes():
+    w = wave("gfx942")
+    w.vgpr[0] = np.arange(64, dtype=np.uint32)
+    w.run(asm("v_cmp_eq_u32 vcc, 40, v0\ns_cbranch_vccz 1\ns_mov_b32 s7, 1\ns_endpgm", "gfx942"))
+    assert w.vcc == 1 << 40 and w.sgpr[7] == 1  # VCC is not zero: no branch
