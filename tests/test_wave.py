@@ -255,3 +255,13 @@ def test_vccz_sees_all_64_lanes():
     w.vgpr[0] = np.arange(64, dtype=np.uint32)
     w.run(asm("v_cmp_eq_u32 vcc, 40, v0\ns_cbranch_vccz 1\ns_mov_b32 s7, 1\ns_endpgm", "gfx942"))
     assert w.vcc == 1 << 40 and w.sgpr[7] == 1  # VCC is not zero: no branch
+
+
+def test_cdna_vgpr_indexing_mode():
+    """s_set_gpr_idx_on offsets the selected VGPR operands by M0[7:0] until s_set_gpr_idx_off."""
+    w = wave("gfx942")
+    w.vgpr[0], w.vgpr[3] = 5, 77
+    w.run(asm("s_mov_b32 s1, 3\ns_set_gpr_idx_on s1, gpr_idx(SRC0,DST)\nv_mov_b32 v1, v0\ns_set_gpr_idx_off\n"
+              "v_mov_b32 v2, v0\ns_endpgm", "gfx942"))
+    assert (w.vgpr[4] == 77).all() and (w.vgpr[1] == 0).all()  # v[0+3] -> v[1+3]
+    assert (w.vgpr[2] == 5).all()  # indexing off again

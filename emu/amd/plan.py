@@ -31,6 +31,7 @@ _ENGINE_NOPS = {"S_NOP", "S_WAITCNT", "S_WAITCNT_DEPCTR", "S_WAIT_IDLE", "S_CLAU
 _BARRIERS = {"S_BARRIER", "S_BARRIER_WAIT"}
 _ENDS = {"S_ENDPGM", "S_ENDPGM_SAVED"}
 _MEM_BASES = {"GLOBAL", "FLAT", "SCRATCH", "VGLOBAL", "VFLAT", "VSCRATCH"}
+GPR_IDX_EN = "WAVE_MODE.GPR_IDX_EN"  # CDNA VGPR indexing mode (s_set_gpr_idx_on / _off)
 _MODIFIER_FIELDS = {"OPSEL": "opsel", "OPSEL_HI": "opsel_hi", "NEG": "neg", "NEG_HI": "neg_hi", "CLAMP": "clmp"}
 
 
@@ -99,7 +100,7 @@ class Planner(ValuPlans, MemoryPlans):
             if base == "SMEM":
                 return self._smem(inst)
             if base in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P"):
-                return self._valu(inst)
+                return self._indexable(inst, self._valu(inst)) if self.cdna else self._valu(inst)
             if base == "VOPD":
                 return self._vopd(inst)
             if base == "DS":
@@ -162,6 +163,8 @@ class Planner(ValuPlans, MemoryPlans):
         if n in _MODIFIER_FIELDS:
             v = inst.fields.get(_MODIFIER_FIELDS[n], 0)
             return lambda w: v
+        if n == GPR_IDX_EN:
+            return lambda w: w.gpr_idx
         if "." in n:  # status bits the emulator does not model (TRAPSTS.INVALID, WAVE_STATUS.PRIV, ...): clear
             return lambda w: 0
         return None
@@ -181,6 +184,8 @@ class Planner(ValuPlans, MemoryPlans):
             return lambda w, v: setattr(w, "trapsts", int(v) & 0xFFFFFFFF)
         if n in ("VGPR", "SGPR"):
             return lambda w, v: None  # the semantics wrote the register file in place
+        if n == GPR_IDX_EN:
+            return lambda w, v: setattr(w, "gpr_idx", int(v) & 1)
         if "." in n:  # status bits the emulator does not model
             return lambda w, v: None
         return None
@@ -196,7 +201,10 @@ class Planner(ValuPlans, MemoryPlans):
         reads = []
         for n in sorted(sem.reads):
             fld = fm.get(n)
-            if fld == "simm16" or (n == "SIMM16" and "simm16" in f):
+            if n in ("SRC0", "SRC1"):  # the raw field (s_set_gpr_idx_on's SIMM4 in ssrc1)
+                v = f.get("s" + n.lower(), 0)
+                reads.append((n, lambda w, v=v: v))
+            elif fld == "simm16" or (n == "SIMM16" and "simm16" in f):
                 v = f.get("simm16", 0)
                 reads.append((n, lambda w, v=v: v))
             elif fld is not None and fld in f:

@@ -29,15 +29,31 @@ class ValuPlans:
     """VALU part of emu.amd.plan.Planner."""
 
     # -- VALU --------------------------------------------------------------------------------------------------
-    def _valu(self, inst) -> Callable:
+    def _valu(self, inst, fields: dict | None = None) -> Callable:
         base, op = inst.base, inst.op
         sem = self.sem(op)
         if base in ("VOP2", "VOPC"):
             fm = {"S0": "src0", "S1": "vsrc1", "D0": "vdst"}
         else:
             fm = {"S0": "src0", "S1": "src1", "S2": "src2", "D0": "vdst"}
-        reads, writes, wmask, post = self._vparts(inst, op, sem, fm)
+        reads, writes, wmask, post = self._vparts(inst, op, sem, fm, fields)
         return _valu_step(sem, reads, writes, wmask, post, inst.pc + inst.size, self.lanes)
+
+    def _indexable(self, inst, step: Callable) -> Callable:
+        """A CDNA VALU step that honours VGPR indexing mode (s_set_gpr_idx_on): while it is on, the VGPR
+        operands selected by M0[15:12] (src0, src1, src2, dst) are offset by M0[7:0]; such variants are planned
+        once per (instruction, M0 index bits)."""
+        variants: dict[int, Callable] = {}
+
+        def indexed(w):
+            if not w.gpr_idx:
+                return step(w)
+            key = w.m0 & 0xF0FF
+            s = variants.get(key)
+            if s is None:
+                s = variants[key] = self._valu(inst, _gpr_indexed(inst, key))
+            return s(w)
+        return indexed
 
     def _vopd(self, inst) -> Callable:
         f = inst.fields
@@ -240,6 +256,16 @@ class ValuPlans:
         def wmask(w):
             return enable & (valid(w) | bc)
         return fetch, wmask
+
+
+def _gpr_indexed(inst, m0: int) -> dict:
+    """The instruction's fields with the VGPR operands M0[15:12] selects offset by M0[7:0]."""
+    f, off = dict(inst.fields), m0 & 0xFF
+    vop2 = inst.base in ("VOP2", "VOPC")
+    for bit, fld in enumerate(("src0", "vsrc1" if vop2 else "src1", "src2", "vdst")):
+        if m0 >> (12 + bit) & 1 and fld in f and (f[fld] >= 256 or fld in ("vsrc1", "vdst")):
+            f[fld] += off
+    return f
 
 
 def _then(r: Callable, g: Callable) -> Callable:

@@ -36,6 +36,7 @@ class WaveState:
         self.agpr = self.vgpr[ACC:] if agprs else None
         self.exec, self.active = self.full, np.ones(lanes, bool)
         self.vcc = self.scc = self.m0 = self.mode = self.trapsts = self.pc = 0
+        self.gpr_idx = 0  # CDNA VGPR indexing mode enabled
         self.vm: VM | None = None
         self.lds = self.scratch = self.flat = None
         self.dispatch: int | None = None
