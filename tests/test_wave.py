@@ -265,3 +265,28 @@ def test_cdna_vgpr_indexing_mode():
               "v_mov_b32 v2, v0\ns_endpgm", "gfx942"))
     assert (w.vgpr[4] == 77).all() and (w.vgpr[1] == 0).all()  # v[0+3] -> v[1+3]
     assert (w.vgpr[2] == 5).all()  # indexing off again
+
+
+U32 = st.integers(0, 2**32 - 1)
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.lists(U32, min_size=64, max_size=64), st.lists(U32, min_size=64, max_size=64),
+       st.integers(0, 2**64 - 1), U32, U32)
+def test_integer_ops_against_numpy(a, b, exec_mask, s0, s1):
+    """Integer VALU/SALU results under a random EXEC mask, against numpy uint32/uint64 arithmetic."""
+    for arch, lanes in (("gfx1100", 32), ("gfx942", 64)):
+        w = wave(arch)
+        x, y = np.array(a[:lanes], np.uint32), np.array(b[:lanes], np.uint32)
+        w.vgpr[1], w.vgpr[2], w.vgpr[5] = x, y, 0xDEADBEEF
+        w.sgpr[0], w.sgpr[1] = s0, s1
+        w.exec = exec_mask & ((1 << lanes) - 1)
+        add = "v_add_nc_u32 v3, v1, v2" if arch == "gfx1100" else "v_add_u32 v3, v1, v2"
+        w.run(asm(f"{add}\nv_mul_lo_u32 v4, v1, v2\nv_lshlrev_b32 v5, v2, v1\ns_add_u32 s2, s0, s1\n"
+                  "s_addc_u32 s3, 0, 0\ns_endpgm", arch))
+        on = (w.exec >> np.arange(lanes)) & 1 == 1
+        np.testing.assert_array_equal(w.vgpr[3][on], (x + y)[on])
+        np.testing.assert_array_equal(w.vgpr[4][on], (x.astype(np.uint64) * y).astype(np.uint32)[on])
+        np.testing.assert_array_equal(w.vgpr[5][on], (x << (y & 31))[on])
+        assert (w.vgpr[3][~on] == 0).all() and (w.vgpr[5][~on] == 0xDEADBEEF).all()  # disabled lanes unchanged
+        assert (int(w.sgpr[2]), int(w.sgpr[3])) == ((s0 + s1) & 0xFFFFFFFF, (s0 + s1) >> 32)
