@@ -117,7 +117,7 @@ def fma(a, b, c):
             x, y, z = float(x), float(y), float(z)
             if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
                 # a finite product never overflows before the add: finite * finite + inf is that inf
-                out.flat[i] = z if math.isfinite(x) and math.isfinite(y) else x * y + z
+                out.flat[i] = z if math.isfinite(x) and math.isfinite(y) and math.isinf(z) else x * y + z
                 continue
             exact = Fraction(x) * Fraction(y) + Fraction(z)
             try:
