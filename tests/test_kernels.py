@@ -441,3 +441,12 @@ def test_cli(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "arg0.npy"), np.float32(1.5) * x + y)
     for bad in (["--grid", "0"], ["--arg", "f33:1"], ["--arg", "buf:in:f32:/nonexistent.npy"], ["--kernel", "nope"]):
         assert main(args + bad) == 2
+
+
+@pytest.mark.parametrize("arch,extra", [("gfx942", ()), ("gfx1100", ("-mwavefrontsize64",))])
+def test_wave64_upper_half_only(arch, extra):
+    """Divergence where only lanes 32..63 of a wave64 stay active (s_cbranch_execz must see the high half)."""
+    src = "kernel void k(global int *o) { int l = get_local_id(0); if (l >= 32) o[l] = l * 3; else o[l] = -1; }"
+    o = np.zeros(64, np.int32)
+    gpu, bufs = launch(arch, opencl.compile_cl(src, arch, "-O3", extra), "k", (1,), (64,), o)
+    np.testing.assert_array_equal(result(gpu, bufs[0], o), np.where(np.arange(64) >= 32, np.arange(64) * 3, -1))

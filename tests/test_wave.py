@@ -248,8 +248,6 @@ def test_watchdog_stops_runaway_wave():
     assert e.value.record.kind == "watchdog" and e.value.record.pc == 0
 
 
-@pytest.mark.xfail(reason="the compiled pcode of s_cbranch_vccz types VCC as 32 bits: wave64 ignores lanes 32..63",
-                   strict=False)
 def test_vccz_sees_all_64_lanes():
     w = wave("gfx942")
     w.vgpr[0] = np.arange(64, dtype=np.uint32)
