@@ -86,3 +86,17 @@ def test_trap(setup):
     assert r.kind == "trap" and "s_trap" in r.instruction
     assert r.active_lanes == (5,)
     check_next_launch_works(gpu, prog, src, out)
+
+
+def test_bad_launches_are_refused(setup):
+    gpu, prog, src, out = setup
+    for grid, block, args, what in (((1,), (2048,), [src, out, np.int32(0)], "work-items"),
+                                    ((0,), (64,), [src, out, np.int32(0)], "positive"),
+                                    ((1,), (64,), [src, out], "explicit arguments"),
+                                    ((1,), (64,), [src, out, np.int32(0)], "LDS")):
+        with pytest.raises(ValueError, match=what):
+            gpu.launch(prog, "copy", grid=grid, block=block, args=args,
+                       dynamic_lds=1 << 20 if what == "LDS" else 0)
+    with pytest.raises(ValueError, match="no kernel"):
+        gpu.launch(prog, "nope", args=[])
+    check_next_launch_works(gpu, prog, src, out)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from emu.amd.codeobj import Kernel
-from emu.amd.memory import VM, FaultRecord, GPUFault
+from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.amd.wave import BARRIER, Program, WaveState, run
 
@@ -27,6 +27,8 @@ PACKED_IDS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
 DISPATCH_PACKET_SIZE = 64
 TTMP = 108  # operand code of ttmp0
 DYNAMIC_STACK = 16384  # bytes per lane added for kernels whose stack size is not known at compile time
+MAX_LDS = 65536  # bytes of LDS a workgroup can allocate
+MAX_PRIVATE = 1 << 20  # bytes of scratch per work-item the emulator accepts
 
 
 @dataclass
@@ -161,19 +163,19 @@ def _initial_wave(launch: Launch, wg, index: int, nitems: int, arch: str) -> Wav
     return w
 
 
-def check_launch(kernel: Kernel, grid, block, lanes: int) -> None:
-    """Reject launch shapes the hardware could not run."""
+def check_launch(kernel: Kernel, grid, block, dynamic_lds: int = 0) -> None:
+    """Reject launches the hardware could not run (ValueError naming what is wrong)."""
     for what, v in (("grid", grid), ("block", block)):
-        if any(not isinstance(x, (int, np.integer)) or x < 1 for x in v):
-            raise ValueError(f"{what} {tuple(v)}: every dimension must be a positive integer")
+        if any(not isinstance(x, (int, np.integer)) or not 1 <= x < 1 << 32 for x in v):
+            raise ValueError(f"{what} {tuple(v)}: every dimension must be a positive 32-bit integer")
     n = block[0] * block[1] * block[2]
-    limit = kernel.max_flat_workgroup_size or 1024
-    if n > min(limit, 1024):
-        raise ValueError(f"block {tuple(block)} has {n} work-items; kernel {kernel.name!r} allows at most "
-                         f"{min(limit, 1024)}")
-    if any(b >= 1024 for b in block):
-        raise ValueError(f"block {tuple(block)}: work-item ids are 10 bits per dimension")
-    if lanes not in (32, 64):
-        raise GPUFault(FaultRecord("bad-dispatch", detail=f"wave size {lanes}"))
-
-
+    limit = min(kernel.max_flat_workgroup_size or 1024, 1024)
+    if n > limit:
+        raise ValueError(f"block {tuple(block)} has {n} work-items; kernel {kernel.name!r} allows at most {limit}")
+    kd = kernel.descriptor
+    lds = kd.group_segment_fixed_size + dynamic_lds
+    if dynamic_lds < 0 or lds > MAX_LDS:
+        raise ValueError(f"kernel {kernel.name!r} needs {lds} bytes of LDS; a workgroup has at most {MAX_LDS}")
+    if kd.private_segment_fixed_size > MAX_PRIVATE:
+        raise ValueError(f"kernel {kernel.name!r} needs {kd.private_segment_fixed_size} bytes of private memory "
+                         f"per work-item; at most {MAX_PRIVATE} are supported")
