@@ -148,7 +148,10 @@ class Wave(WaveState):
 
     def __init__(self, arch: str, wave_size: int | None = None):
         fam = isa.family(arch)
-        super().__init__(fam, wave_size or isa.WAVE_SIZE[fam], agprs=256 if fam == "cdna" else 0)
+        lanes = wave_size or isa.WAVE_SIZE[fam]
+        if lanes not in ((64,) if fam == "cdna" else (32, 64)):
+            raise ValueError(f"{arch} runs waves of {'64' if fam == 'cdna' else '32 or 64'} lanes, not {lanes}")
+        super().__init__(fam, lanes, agprs=256 if fam == "cdna" else 0)
         from emu.amd.memspace import LDS, Flat
         self.vm = VM()
         self.lds = LDS(65536)
