@@ -159,15 +159,6 @@ def round_exact(q, f: Fmt, neg_zero: bool = False, rtz: bool = False) -> int:
     return sign | ((e + f.bias) << f.man) | (n - (1 << f.man))
 
 
-def half_sum_inexact(x: int, f: Fmt) -> bool:
-    """x + 0.5 is not exactly representable in f (x finite), so an op computing it in f rounds."""
-    if (x & f.inf) == f.inf:
-        return False
-    q = value(x, f) + Fraction(1, 2)
-    r = round_exact(q, f)
-    return (r & f.inf) == f.inf or value(r, f) != q
-
-
 def fma_ref(a: int, b: int, c: int, f: Fmt) -> int | None:
     """IEEE fusedMultiplyAdd of three encodings, one rounding; None when the result is NaN."""
     if any(is_nan(x, f) for x in (a, b, c)):

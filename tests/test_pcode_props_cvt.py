@@ -28,15 +28,12 @@ from pcode_refs import (
     check,
     gen_float,
     gen_int,
-    half_sum_inexact,
     is_nan,
-    is_snan,
     lane_ints,
     mix,
     round_exact,
     run,
     sext,
-    to_bits,
     u64,
     value,
 )
@@ -129,28 +126,16 @@ EDGES = {
 }
 
 
-def harmless(x: np.ndarray, f: Fmt, trigger) -> np.ndarray:
-    """x with the lanes that trigger a known disagreement replaced by 1.0."""
-    return np.where([trigger(v, f) for v in x.tolist()], to_bits([1.0], f)[0], x).astype(np.uint64)
-
-
-SNAN = ("a format conversion keeps a signaling NaN signaling (and truncates its payload, so e.g. f32 0x7f800001 "
-        "-> f16 0x7c00 would be inf if the payload's top bits are clear); IEEE convertFormat returns a quiet NaN")
-# Known disagreements: (family, name) -> (reason, witness S0[, S1], trigger(x, f) of an input lane). The properties
-# keep checking the op with the triggering lanes replaced by 1.0; test_known_bugs runs the witnesses (xfail).
-KNOWN: dict[tuple[str, str], tuple[str, tuple[int, ...], object]] = {
-    **{(fam, "V_CVT_F16_F32"): (SNAN + ": 0x7f8cfc76 -> 0x7c67 (sNaN)", (0x7F8CFC76,), is_snan) for fam in ALL3},
-    **{(fam, "V_CVT_F32_F16"): (SNAN + ": 0x7c01 -> 0x7f802000 (sNaN)", (0x7C01,), is_snan) for fam in ALL3},
-    **{(fam, "V_CVT_F64_F32"): (SNAN + ": 0x7f800001 -> 0x7ff0000020000000 (sNaN)", (0x7F800001,), is_snan)
-       for fam in ALL3},
-    **{(fam, "V_CVT_F32_F64"): (SNAN + ": 0x7ff0000020000001 -> sNaN", (0x7FF00000_20000001,), is_snan)
-       for fam in ALL3},
-    **{(fam, n): (SNAN + ": (0x7f8cfc76, 0) -> lo 0x7c67 (sNaN)", (0x7F8CFC76, 0), is_snan) for fam, _, n, _ in PK
-       if "RTZ" in n},
-    ("rdna3", "V_CVT_NEAREST_I32_F32"): ("the pcode floor(S0.f32 + 0.5F) rounds the f32 sum: 8388609.0 (0x4b000001) "
-                                         "-> 8388610, the nearest integer is 8388609; likewise 0.49999997 -> 1",
-                                         (0x4B000001,), half_sum_inexact),
-}
+# Regression witnesses: the inputs that exposed disagreements this suite found in emu.pcode (all fixed there):
+# conversions kept a signaling NaN signaling (IEEE convertFormat quiets it); V_CVT_NEAREST_I32_F32 computed
+# floor(x + 0.5) with the sum rounded to f32 (8388609.0 -> 8388610, 0.49999997 -> 1).
+REGRESSIONS = [
+    *[(fam, name, w) for fam in ALL3 for name, w in (("V_CVT_F16_F32", (0x7F8CFC76,)), ("V_CVT_F16_F32", (0x7F800001,)),
+                                                     ("V_CVT_F32_F16", (0x7C01,)), ("V_CVT_F64_F32", (0x7F800001,)),
+                                                     ("V_CVT_F32_F64", (0x7FF00000_20000001,)))],
+    *[(fam, name, (0x7F8CFC76, 0x7F800001)) for fam, _, name, _ in PK if "RTZ" in name],
+    *[("rdna3", "V_CVT_NEAREST_I32_F32", (w,)) for w in (0x4B000001, 0x3EFFFFFF)],
+]
 
 
 def source(case: Cvt, rng: np.random.Generator, pick: int) -> np.ndarray:
@@ -178,9 +163,7 @@ def test_conversions(fam: str, seed: int, pick: int):
     ran = 0
     for case in CASES:
         if fam in case.fams:
-            s0 = source(case, rng, pick)
-            known = KNOWN.get((fam, case.name))
-            check_cvt(fam, case, harmless(s0, case.src_fmt, known[2]) if known else s0)
+            check_cvt(fam, case, source(case, rng, pick))
             ran += 1
     assert ran
 
@@ -192,8 +175,6 @@ def test_packed_conversions(fam: str, space: str, name: str, ref, seed: int):
     """Two f32 -> 16-bit float conversions packed: S0 -> bits 15:0, S1 -> bits 31:16."""
     rng = np.random.default_rng(seed)
     s0, s1 = gen_float(F32, rng), gen_float(F32, rng)
-    if (fam, name) in KNOWN:
-        s0, s1 = harmless(s0, F32, KNOWN[fam, name][2]), harmless(s1, F32, KNOWN[fam, name][2])
     check_pk(fam, space, name, ref, s0, s1)
 
 
@@ -204,10 +185,9 @@ def check_pk(fam: str, space: str, name: str, ref, s0: np.ndarray, s1: np.ndarra
               {"S0": s0, "S1": s1})
 
 
-@pytest.mark.parametrize("fam,name", [
-    pytest.param(*k, marks=pytest.mark.xfail(reason=r[0], raises=AssertionError)) for k, r in KNOWN.items()])
-def test_known_bugs(fam: str, name: str):
-    srcs = [np.full(LANES, w, np.uint64) for w in KNOWN[fam, name][1]]
+@pytest.mark.parametrize("fam,name,witness", REGRESSIONS, ids=[f"{f}-{n}-{w[0]:#x}" for f, n, w in REGRESSIONS])
+def test_regressions(fam: str, name: str, witness: tuple[int, ...]):
+    srcs = [np.full(LANES, w, np.uint64) for w in witness]
     pk = next((p for p in PK if p[0] == fam and p[2] == name), None)
     if pk:
         check_pk(*pk, *srcs)

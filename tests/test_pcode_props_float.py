@@ -30,14 +30,12 @@ from pcode_refs import (
     fma_ref,
     gen_float,
     gen_int,
-    half_sum_inexact,
     is_nan,
     lane_ints,
     minmax_ref,
     round_exact,
     run,
     sext,
-    to_bits,
     to_float,
     value,
 )
@@ -226,59 +224,34 @@ CASES = [
 ]
 # (family, name, MODE) -> why the compiled op disagrees with the ISA's stated meaning (xfailed)
 IEEE_OFF = MODE_DEFAULT & ~MODE_IEEE
-# Known disagreements with the ISA's stated meaning: (family, name, MODE) -> (reason, witness S0, S1[, S2], avoid).
-# test_float_known_bugs runs the witness (xfail) so each stays documented and reproducible; the property keeps
-# checking the op on lanes where avoid(f, S0, S1, S2) is false (the other lanes get harmless operands), or skips
-# the op when avoid is None (no simple trigger).
-KNOWN: dict[tuple[str, str, int], tuple[str, tuple[int, ...], object]] = {}
-
-
-def known(fams, names, modes, reason: str, *witness: int, avoid=None):
-    for fam in fams:
-        for name in names:
-            for mode in modes:
-                assert (fam, name, mode) not in KNOWN
-                KNOWN[fam, name, mode] = (reason, witness, avoid)
-
-
-def _zero(x: int, f: Fmt) -> bool:
-    return not x & ~f.sign & f.mask
-
-
-def _rndne_trigger(f: Fmt, x: int, y: int, z: int) -> bool:
-    """-0.5 <= x <= -0, or x + 0.5 not exact in f."""
-    return (bool(x & f.sign) and (x & ~f.sign & f.mask) <= (f.bias - 1) << f.man) or half_sum_inexact(x, f)
-
-
-RNDNE = ("the pcode's floor(x + 0.5) (then -1 on odd ties), computed in the operand's precision, differs from IEEE "
-         "roundToIntegralTiesToEven: it loses the sign of zero (-0.25 -> +0, want -0) and, where x + 0.5 is not "
-         "exact, rounds odd integers to even (f16 1029.0 0x6405 -> 1030; f32 -8388609.0 0xcb000001 -> -8388608; f64 "
-         "0x4330000000000001 -> ...02; f32 0.49999997 0x3effffff -> 1.0, want 0)")
-known(ALL3, ["V_RNDNE_F16"], [MODE_DEFAULT], RNDNE, 0xB400, avoid=_rndne_trigger)
-known(ALL3, ["V_RNDNE_F32"], [MODE_DEFAULT], RNDNE, 0xCB000001, avoid=_rndne_trigger)
-known(ALL3, ["V_RNDNE_F64"], [MODE_DEFAULT], RNDNE, 0x43300000_00000001, avoid=_rndne_trigger)
-ZERO = ("cdna's pcode tests signed zeros with IEEE == (64'F(S0) == +0.0 && 64'F(S1) == -0.0), which every pair of "
-        "zeros satisfies: min(-0, +0) -> +0 and max(-0, +0) -> -0")
-for t, z in (("F16", 0x8000), ("F32", 0x80000000), ("F64", 0x80000000_00000000)):
-    known(["cdna"], [f"V_MIN_{t}", f"V_MAX_{t}"], [MODE_DEFAULT, IEEE_OFF], ZERO, z, 0,
-          avoid=lambda f, x, y, w: _zero(x, f) and _zero(y, f))
-    if t != "F64":
-        known(["cdna"], [f"V_MED3_{t}"], [MODE_DEFAULT], ZERO + " (med3 with a NaN returns min3)", z,
-              {"F16": 0x7E00, "F32": 0x7FC00000}[t], 0, avoid=lambda f, *v: sum(_zero(x, f) for x in v) >= 2)
-known(["rdna3"], ["V_LDEXP_F16"], [MODE_DEFAULT], "the pcode S0.f16 * 16'F(2.0F ** S1.i16) rounds 2**S1 to f16 "
-      "first, so it overflows to inf for S1 > 15 although the product is representable: (0x0a2f, 19) -> inf, "
-      "ldexp gives 0x562f", 0x0A2F, 19, avoid=lambda f, x, n, z: abs(sext(n, 16)) > 15)
-known(ALL3, ["V_LDEXP_F32", "V_LDEXP_F64"], [MODE_DEFAULT], "the pcode S0 * 2.0 ** S1 evaluates 2**S1 on its own: "
-      "inf for a large S1, so ldexp(0, 0x2ad7bb73) = 0 * inf -> NaN, want 0", 0, 0x2AD7BB73,
-      avoid=lambda f, x, n, z: _zero(x, f) or (x & ~f.sign & f.mask) == f.inf)
-known(["rdna3"], ["V_RSQ_F16"], [MODE_DEFAULT], RSQ := "the pcode 1.0 / sqrt(x) rounds twice in the target "
-      "precision, beyond the 1 ulp bound: 0x4dce -> 0x32a3 (1.08 ulp)", 0x4DCE)
-known(["rdna3"], ["V_RSQ_F32"], [MODE_DEFAULT], RSQ.replace("0x4dce -> 0x32a3 (1.08", "0x4480bedc -> 0x3cff41f7 (1.41"),
-      0x4480BEDC)
-known(ALL3, ["V_FMA_F64"], [MODE_DEFAULT], "fma's product must not overflow before the add: finite * finite beyond "
-      "the f64 range plus an inf of the other sign is that inf, compiled gives NaN: (0xe2bd0dbef8816ad8, "
-      "0x7fefffffffffffff, +inf) -> NaN, want +inf", 0xE2BD0DBE_F8816AD8, 0x7FEFFFFF_FFFFFFFF, 0x7FF00000_00000000,
-      avoid=lambda f, x, y, z: (z & ~f.sign & f.mask) == f.inf)
+# Regression witnesses: the operands that exposed disagreements this suite found in emu.pcode (all fixed there):
+# (families, name, MODE, witnesses (S0, S1, S2)), checked against the same references in every lane.
+REGRESSIONS = [
+    # RNDNE as the pcode's floor(x + 0.5) in the operand's precision: lost -0 (-0.25 -> +0), rounded odd integers
+    # where x + 0.5 is inexact (f16 1029 -> 1030, f32 -8388609 -> -8388608) and 0.49999997 -> 1
+    (ALL3, "V_RNDNE_F16", MODE_DEFAULT, [(0xB400,), (0x6405,)]),
+    (ALL3, "V_RNDNE_F32", MODE_DEFAULT, [(0xBE800000,), (0xCB000001,), (0x3EFFFFFF,)]),
+    (ALL3, "V_RNDNE_F64", MODE_DEFAULT, [(0xBFD00000_00000000,), (0x43300000_00000001,)]),
+    # cdna's signed-zero test with IEEE == (every pair of zeros matched): min(-0, +0) -> +0, max(-0, +0) -> -0
+    *[(("cdna",), f"V_{op}_{t}", m, [(z, 0), (0, z)]) for t, z in (("F16", 0x8000), ("F32", 0x80000000),
+                                                                   ("F64", 0x80000000_00000000))
+      for op in ("MIN", "MAX") for m in (MODE_DEFAULT, IEEE_OFF)],
+    (("cdna",), "V_MED3_F16", MODE_DEFAULT, [(0x8000, 0x7E00, 0)]),
+    (("cdna",), "V_MED3_F32", MODE_DEFAULT, [(0x80000000, 0x7FC00000, 0)]),
+    # an f32 signaling NaN quieted by 64'F() before isSignalNAN: min/max/med3 treated it as a quiet NaN
+    (("rdna3", "cdna"), "V_MIN_F32", MODE_DEFAULT, [(0x7F8CFC76, 0x2855B422)]),
+    (("rdna3",), "V_MED3_F32", MODE_DEFAULT, [(0x42F654FD, 0x3F000000, 0xFF800001)]),
+    (("rdna4",), "V_MINIMUM_F32", MODE_DEFAULT, [(0x7F8CFC76, 0x2855B422)]),
+    # ldexp as S0 * 2**S1 with 2**S1 rounded first: f16 (0x0a2f, 19) -> inf; 0 * 2**big -> NaN
+    (("rdna3",), "V_LDEXP_F16", MODE_DEFAULT, [(0x0A2F, 19)]),
+    (ALL3, "V_LDEXP_F32", MODE_DEFAULT, [(0, 0x2AD7BB73), (0xFF800000, 0x80000001)]),
+    (ALL3, "V_LDEXP_F64", MODE_DEFAULT, [(0, 0x7FFFFFFF), (0x7FF00000_00000000, 0xDCFF4113)]),
+    # rsq as 1 / sqrt(x) rounded twice: 1.08 ulp (f16), 1.41 ulp (f32)
+    (("rdna3",), "V_RSQ_F16", MODE_DEFAULT, [(0x4DCE,)]),
+    (("rdna3",), "V_RSQ_F32", MODE_DEFAULT, [(0x4480BEDC,)]),
+    # f64 fma whose finite product overflows f64 plus an inf of the other sign: NaN instead of that inf
+    (ALL3, "V_FMA_F64", MODE_DEFAULT, [(0xE2BD0DBE_F8816AD8, 0x7FEFFFFF_FFFFFFFF, 0x7FF00000_00000000)]),
+]
 
 
 def cases_of(fam: str, ty: str):
@@ -312,33 +285,18 @@ def test_float_ops(fam: str, ty: str, seed: int):
     s0, s1, s2, n = operands(ty, seed)
     ran = 0
     for case, name in cases_of(fam, ty):
-        srcs = (s0, n if case.int_s1 else s1, s2)
-        if (fam, name, case.mode) in KNOWN:
-            avoid = KNOWN[fam, name, case.mode][2]
-            if avoid is None:
-                continue
-            srcs = harmless(FMTS[ty], srcs, case.int_s1, avoid)
-        check_case(fam, ty, case, name, *srcs)
+        check_case(fam, ty, case, name, s0, n if case.int_s1 else s1, s2)
         ran += 1
     assert ran
 
 
-def harmless(f: Fmt, srcs, int_s1: bool, avoid) -> tuple:
-    """srcs with the lanes that trigger a known disagreement replaced by (1.0, 2.0 or 3, 0.5)."""
-    bad = np.array([avoid(f, *v) for v in zip(*(x.tolist() for x in srcs), strict=True)], bool)
-    repl = [int(to_bits([1.0], f)[0]), 3 if int_s1 else int(to_bits([2.0], f)[0]), int(to_bits([0.5], f)[0])]
-    return tuple(np.where(bad, np.uint64(r), x).astype(np.uint64) for r, x in zip(repl, srcs, strict=True))
-
-
-@pytest.mark.parametrize("fam,name,mode", [
-    pytest.param(*k, marks=pytest.mark.xfail(reason=r[0], raises=AssertionError), id="-".join(map(str, k)))
-    for k, r in KNOWN.items()])
-def test_float_known_bugs(fam: str, name: str, mode: int):
-    """The witness of a known disagreement, in every lane; fails (xfail) while the compiled op disagrees."""
+@pytest.mark.parametrize("fam,name,mode,witness", [
+    pytest.param(fam, name, mode, w, id=f"{fam}-{name}-{mode:#x}-{i}")
+    for fams, name, mode, ws in REGRESSIONS for fam in fams for i, w in enumerate(ws)])
+def test_float_regressions(fam: str, name: str, mode: int, witness: tuple[int, ...]):
     ty = name[-3:]
     case = next(c for c, n in cases_of(fam, ty) if n == name and c.mode == mode)
-    srcs = [np.full(LANES, w, np.uint64) for w in KNOWN[fam, name, mode][1]]
-    srcs += [np.zeros(LANES, np.uint64)] * (3 - len(srcs))
+    srcs = [np.full(LANES, w, np.uint64) for w in witness] + [np.zeros(LANES, np.uint64)] * (3 - len(witness))
     check_case(fam, ty, case, name, *srcs)
 
 

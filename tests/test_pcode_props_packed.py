@@ -93,13 +93,6 @@ CASES = [
 ]
 
 
-# Known disagreements: (family, name) -> (reason, witness S0, S1); test_packed_known_bugs runs them (xfail), the
-# property keeps checking the op on lanes without the trigger.
-ZERO = ("cdna's v_max_f16/v_min_f16 pcode tests signed zeros with IEEE == (64'F(S0) == +0.0 && 64'F(S1) == -0.0), "
-        "which every pair of zeros satisfies: max(-0, +0) -> -0, min(-0, +0) -> +0")
-KNOWN = {("cdna", "V_PK_MAX_F16"): (ZERO, 0x80008000, 0), ("cdna", "V_PK_MIN_F16"): (ZERO, 0x80008000, 0)}
-
-
 class Pair:
     """Accepts a packed 32-bit result whose halves are accepted by the wanted low and high results."""
 
@@ -148,21 +141,16 @@ def test_packed(fam: str, seed: int):
     for case in CASES:
         if fam in case.fams:
             ops = srcs[case.is_float]
-            if (fam, case.name) in KNOWN:  # the known zero-sign disagreement needs zeros in both operands' half
-                zero = [(x & np.uint64(0x7FFF)) == 0 for x in ops[:2]]
-                zero_hi = [(x & np.uint64(0x7FFF0000)) == 0 for x in ops[:2]]
-                bad = (zero[0] & zero[1]) | (zero_hi[0] & zero_hi[1])
-                ops = [np.where(bad, np.uint64(0x3C003C00), x) for x in ops]
             check_packed(fam, case, *ops)
             ran += 1
     assert ran >= 16
 
 
-@pytest.mark.parametrize("fam,name", [
-    pytest.param(*k, marks=pytest.mark.xfail(reason=r[0], raises=AssertionError)) for k, r in KNOWN.items()])
-def test_packed_known_bugs(fam: str, name: str):
-    s0, s1 = (np.full(LANES, w, np.uint64) for w in KNOWN[fam, name][1:])
-    check_packed(fam, next(c for c in CASES if c.name == name), s0, s1, np.zeros(LANES, np.uint64))
+@pytest.mark.parametrize("name", ["V_PK_MAX_F16", "V_PK_MIN_F16"])
+def test_packed_regressions(name: str):
+    """Fixed in emu.pcode: cdna's min/max pcode matched every pair of zeros in its +0 / -0 test."""
+    s0, s1 = np.full(LANES, 0x80000000, np.uint64), np.full(LANES, 0x00008000, np.uint64)
+    check_packed("cdna", next(c for c in CASES if c.name == name), s0, s1, np.zeros(LANES, np.uint64))
 
 
 # ---- op_sel / op_sel_hi / neg_lo / neg_hi --------------------------------------------------------------------------

@@ -150,7 +150,6 @@ CASES = [
     SCase("SOPK", "S_MULK_I32", (32, 16), lambda d, k, c: {"D0": (s32(d) * sext(k, 16)) & M32}, keys=("D0", "SIMM16")),
     SCase("SOPK", "S_MOVK_I32", (16,), lambda k, c: {"D0": sext(k, 16) & M32}, keys=("SIMM16",)),
 ]
-KNOWN: dict[tuple[str, str], str] = {}  # (family, name) -> why the compiled op disagrees with the ISA (xfailed)
 
 
 def draw_operands(rng: np.random.Generator, case: SCase) -> list[list[int]]:
@@ -189,8 +188,6 @@ def cases_of(fam: str) -> list[SCase]:
 def test_scalar_alu(fam: str, seed: int):
     rng = np.random.default_rng(seed)
     for case in cases_of(fam):
-        if (fam, case.name_in(fam)) in KNOWN:
-            continue
         for vals, scc in zip(draw_operands(rng, case), rng.integers(0, 2, DRAWS).tolist(), strict=True):
             check_scalar(fam, case, vals, scc)
 
@@ -207,8 +204,6 @@ FLOAT_PREDS = {"LT": operator.lt, "EQ": operator.eq, "LE": operator.le, "GT": op
                "U": lambda a, b: a != a or b != b, "NGE": lambda a, b: not a >= b,
                "NLG": lambda a, b: not (a < b or a > b), "NGT": lambda a, b: not a > b,
                "NLE": lambda a, b: not a <= b, "NEQ": lambda a, b: not a == b, "NLT": lambda a, b: not a < b}
-LG_BUG = "pcode `<>` (ordered not-equal, False when either is NaN) compiles as `!=`: (11.0, qNaN) -> SCC 1, want 0"
-KNOWN_FLOAT = {(fam, p, t): LG_BUG for fam in ("rdna3", "rdna4") for p in ("LG", "NLG") for t in ("F16", "F32")}
 
 
 def check_float_cmp(fam: str, pred: str, ty: str, a: int, b: int):
@@ -229,14 +224,15 @@ def test_scalar_float_compares(fam: str, seed: int):
         b[: DRAWS // 2] = a[: DRAWS // 2]  # equal operands in half the draws
         for pred in FLOAT_PREDS:
             for x, y in zip(a, b, strict=True):
-                if (fam, pred, ty) not in KNOWN_FLOAT or not np.isnan(to_float([x, y], f)).any():
-                    check_float_cmp(fam, pred, ty, x, y)  # the known LG / NLG disagreement needs a NaN
+                check_float_cmp(fam, pred, ty, x, y)
 
 
-@pytest.mark.parametrize("fam,pred,ty", [
-    pytest.param(*k, marks=pytest.mark.xfail(reason=r, raises=AssertionError)) for k, r in KNOWN_FLOAT.items()])
-def test_scalar_float_compares_known_bugs(fam: str, pred: str, ty: str):
-    check_float_cmp(fam, pred, ty, *({"F16": (0x4980, 0x7E00), "F32": (0x41300000, 0x7FC00000)}[ty]))
+@pytest.mark.parametrize("fam", ("rdna3", "rdna4"))
+def test_scalar_float_compare_regressions(fam: str):
+    """Fixed in emu.pcode: `<>` compiled as `!=` (S_CMP_LG / NLG with a NaN operand)."""
+    for pred in ("LG", "NLG"):
+        check_float_cmp(fam, pred, "F16", 0x4980, 0x7E00)
+        check_float_cmp(fam, pred, "F32", 0x41300000, 0x7FC00000)
 
 
 # ---- SALU float ops (gfx1150 in the rdna3 tables, rdna4) ------------------------------------------------------------

@@ -66,7 +66,6 @@ def inputs(fam: str, space: str, sem, rng: np.random.Generator, lanes: int) -> d
     active = rng.integers(0, 2, lanes).astype(bool)
     active[rng.integers(0, lanes)] = True
     st_: dict = {"ACTIVE": active}
-    masks = sem.ir.masks
     for name in sem.reads:
         bits = sem.widths.get(name, 32)
         if name in ("MEM", "LDS"):
@@ -79,7 +78,7 @@ def inputs(fam: str, space: str, sem, rng: np.random.Generator, lanes: int) -> d
             st_[name] = rng.integers(0, 1 << 32, 256, dtype=np.uint64).astype(np.uint32)
         elif name == "HwRegWriteMask":
             st_[name] = lambda reg, priv: 0xFFFFFFFF
-        elif name in masks or name in ("EXEC", "VCC"):
+        elif name in sem.masks or name in ("EXEC", "VCC"):
             st_[name] = int(rng.integers(0, 1 << 63)) | int(rng.integers(0, 2)) << 63 if lanes == 64 else \
                 int(rng.integers(0, 1 << 32))
         elif name not in DATA or "." in name or (name in ("ADDR", "VDATA") and "VGPR" in sem.files):
@@ -135,27 +134,19 @@ def test_every_op_sweep(fam: str):
     ops = ops_of(fam)
     assert len(ops) > 1000, f"{fam}: only {len(ops)} ops compiled"
     for i, (space, name, sem) in enumerate(ops):
-        if (fam, name) not in KNOWN:
-            for k in range(2):
-                smoke(fam, space, name, sem, 1000 * i + k)
+        for k in range(2):
+            smoke(fam, space, name, sem, 1000 * i + k)
 
 
-# Known failures: (family, name) -> why; the sweep and the property skip them, test_known_raises runs them (xfail).
-WIDE = ("a {n}-bit write to one element of a 32-bit register file ({f}[i].b{n} is {k} consecutive registers): "
-        "OverflowError storing the value into SGPR[i]")
-KNOWN = {
-    **{(fam, "S_MOVRELD_B64"): WIDE.format(n=64, f="SGPR", k=2) for fam in FAMS},
-    **{("cdna", n): WIDE.format(n=128, f="SGPR", k=4) for n in ("S_CBRANCH_G_FORK", "S_CBRANCH_I_FORK")},
-    **{(fam, n): "the rdna pcode computes the lane as 32'I(VGPR[i][ADDR] + OFFSET) / 4 % 32, signed, although its "
-       "comment says the high-order bits are ignored: a lane address with bit 31 set gives a negative lane and an "
-       "IndexError (cdna's pcode uses .u32)" for fam, n in (("rdna3", "DS_PERMUTE_B32"), ("rdna4", "DS_PERMUTE_B32"),
-                                                            ("rdna4", "DS_BPERMUTE_FI_B32"))},
-}
+# Regression witnesses (fixed in emu.pcode): 64- / 128-bit writes into one element of the 32-bit SGPR file raised
+# OverflowError; the rdna DS_PERMUTE lane 32'I(addr + offset) / 4 % 32 went negative for addresses >= 2**31.
+REGRESSIONS = [(fam, "S_MOVRELD_B64") for fam in FAMS] + [("cdna", "S_CBRANCH_G_FORK"), ("cdna", "S_CBRANCH_I_FORK"),
+                                                           ("rdna3", "DS_PERMUTE_B32"), ("rdna4", "DS_PERMUTE_B32"),
+                                                           ("rdna4", "DS_BPERMUTE_FI_B32")]
 
 
-@pytest.mark.parametrize("fam,name", [
-    pytest.param(*k, marks=pytest.mark.xfail(reason=r, raises=AssertionError)) for k, r in KNOWN.items()])
-def test_known_raises(fam: str, name: str):
+@pytest.mark.parametrize("fam,name", REGRESSIONS)
+def test_regressions(fam: str, name: str):
     space, _, sem = next(o for o in ops_of(fam) if o[1] == name)
     for seed in range(16):
         smoke(fam, space, name, sem, seed)
@@ -172,5 +163,4 @@ def test_random_ops_never_raise(fam: str, start: int, seed: int):
     ops = ops_of(fam)
     for k in range(WINDOW):
         space, name, sem = ops[(start + k) % len(ops)]
-        if (fam, name) not in KNOWN:
-            smoke(fam, space, name, sem, (seed + k) % 2**64)
+        smoke(fam, space, name, sem, (seed + k) % 2**64)
