@@ -450,3 +450,30 @@ def test_wave64_upper_half_only(arch, extra):
     o = np.zeros(64, np.int32)
     gpu, bufs = launch(arch, opencl.compile_cl(src, arch, "-O3", extra), "k", (1,), (64,), o)
     np.testing.assert_array_equal(result(gpu, bufs[0], o), np.where(np.arange(64) >= 32, np.arange(64) * 3, -1))
+
+
+CROSS_LANE = """
+kernel void k(global const int *in, global int *o) {
+  int l = get_local_id(0);
+  int x = in[l];
+  o[4 * l + 0] = __builtin_amdgcn_update_dpp(-7, x, 0x111, 0xf, 0xf, false);  // row_shr:1, old value kept
+  o[4 * l + 1] = __builtin_amdgcn_update_dpp(-7, x, 0x1b, 0xf, 0xf, true);    // quad_perm:[3,2,1,0]
+  o[4 * l + 2] = __builtin_amdgcn_mov_dpp(x, 0x140, 0xf, 0xf, true);          // row_mirror
+  o[4 * l + 3] = __builtin_amdgcn_readlane(x, 5) + __builtin_amdgcn_ds_bpermute((63 - l) * 4, x);
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
+def test_cross_lane_builtins(arch):
+    """DPP row_shr / quad_perm / row_mirror, v_readlane and ds_bpermute as clang emits them for builtins."""
+    x = (np.arange(64) * 10 + 1).astype(np.int32)
+    o = np.zeros(4 * 64, np.int32)
+    gpu, bufs = launch(arch, opencl.compile_cl(CROSS_LANE, arch), "k", (1,), (64,), x, o)
+    got = result(gpu, bufs[1], o).reshape(64, 4)
+    ln, ws = np.arange(64), 64 if arch == "gfx942" else 32
+    r, base = ln & 15, ln & ~(ws - 1)
+    np.testing.assert_array_equal(got[:, 0], np.where(r >= 1, x[np.maximum(ln - 1, 0)], -7))
+    np.testing.assert_array_equal(got[:, 1], x[(ln & ~3) | (3 - (ln & 3))])
+    np.testing.assert_array_equal(got[:, 2], x[(ln & ~15) | (15 - r)])
+    np.testing.assert_array_equal(got[:, 3], x[base + 5] + x[base + (63 - ln) % ws])
