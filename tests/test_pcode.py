@@ -464,3 +464,13 @@ def test_f32_division_sequence_matches_ieee():
         expect = num / den
     np.testing.assert_array_equal(got.view(np.uint32) | np.isnan(got) * 0x400000,
                                   expect.view(np.uint32) | np.isnan(expect) * 0x400000)
+
+
+def test_integer_clamp_saturates_sums():
+    a, b = np.array([0xFFFFFFFF, 5, 0x80000000], np.uint64), np.array([2, 7, 1], np.uint64)
+    add = compile_op("rdna3", "VOP3", "V_ADD_NC_U32")
+    assert "CLAMP" in add.reads
+    np.testing.assert_array_equal(add({"S0": a, "S1": b, "CLAMP": 1}, 3)["D0"], [0xFFFFFFFF, 12, 0x80000001])
+    np.testing.assert_array_equal(add({"S0": a, "S1": b, "CLAMP": 0}, 3)["D0"], [1, 12, 0x80000001])
+    sub = compile_op("rdna3", "VOP3", "V_SUB_NC_I32")  # INT_MIN - 1 clamps to INT_MIN
+    np.testing.assert_array_equal(sub({"S0": a, "S1": b, "CLAMP": 1}, 3)["D0"], [0xFFFFFFFD, 0xFFFFFFFE, 0x80000000])

@@ -27,7 +27,9 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
 - Scalar ops: operands and results are Python ints (raw bits, any width).
 - All lanes are computed; the caller applies EXEC to per-lane results and to mask results (a V_CMP writes a
   bit for every lane). Encoding fields the pcode names (OPSEL, NEG, OFFSET0, SRC0 / VDST register numbers, ...)
-  are ints in st.
+  are ints in st. Integer sums written to D0 of a vector op also read CLAMP (the encoding's clamp bit): set, the
+  sum saturates to D0's type instead of wrapping; float clamping and the other source/result modifiers stay the
+  caller's.
 - Memory: `st['MEM']` (and `st['LDS']` where the pcode says LDS) has `load(addr, bits, active) -> uint64 array`
   and `store(addr, bits, value, active)`, arrays over lanes, `active` the bool array of lanes to touch (bits
   8/16/32/64; wider accesses are split into dwords). Memory is touched only for `st['ACTIVE']` (bool array over

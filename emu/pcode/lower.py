@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from emu.pcode import syntax as S
 from emu.pcode.ir import (
+    I64,
     U32,
     U64,
     Assign,
@@ -218,6 +219,9 @@ class Lowerer(ExpressionLowering):
                 return self.store_mem(inner.x.id, inner.i, convert(v, t), t.bits)
             if isinstance(inner, S.Index) and self.regfile(inner):
                 return self.store_reg(inner, convert(v, t), t.bits)
+            if isinstance(inner, S.Name) and inner.id == "D0" and self.f.vector and t.is_int and t.bits <= 32 \
+                    and _int_sum(v):
+                v = self.clamped(v, t)
             bits = bitcast_to_int(convert(v, t))
             if isinstance(inner, S.Name):
                 var, vty = self.target_var(inner.id, bits.ty)
@@ -279,6 +283,15 @@ class Lowerer(ExpressionLowering):
             var, _ = self.target_var(base.id, U32)
             return self.set_bits(var, self.expr(target.i), 1, convert_bits(bitcast_to_int(v), uint(1)))
         raise Unsupported(f"assignment to {show(target)}")
+
+    def clamped(self, v: Op, t: Ty) -> Expr:
+        """An integer sum written to D0 under the encoding's clamp bit: saturated to t (CLAMP read from st)."""
+        def wide(e: Expr) -> Expr:
+            if _int_sum(e):
+                return Op(e.op, tuple(wide(a) for a in e.args), I64)
+            return convert(e, I64)
+        sat = Op("sat", (wide(v),), t)
+        return Op("select", (to_bool(self.state("CLAMP")), sat, convert(v, t)), t)
 
     def assign_concat(self, parts: tuple, v: Expr) -> None:
         """{ hi, ..., lo } = v: each part (typed) gets its bits of v."""
@@ -375,3 +388,7 @@ class Lowerer(ExpressionLowering):
         file, idx = self.reg_index(n)
         self.file_writes.add(file)
         self.out.append(Store(file, idx, convert_bits(bitcast_to_int(v), uint(bits)), bits))
+
+
+def _int_sum(e: Expr) -> bool:
+    return isinstance(e, Op) and e.op in ("add", "sub") and e.ty.is_int
