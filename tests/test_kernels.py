@@ -361,14 +361,15 @@ def test_corpus(case, arch, opt):
     fn(arch, build(name, arch, opt))
 
 
-def test_wave64_agrees_with_wave32():
-    """The same kernel built for wave64 and wave32 on gfx1100 produces the same results."""
+@pytest.mark.parametrize("case", ["reduce_sum", "divergent", "matmul", "atomics_lds", "private_index", "half2"])
+def test_wave64_agrees_with_wave32(case):
+    """The same kernel built for wave32 and for wave64 on gfx1100 gives the numpy result both times."""
+    from emu.amd.codeobj import CodeObject
+    name, fn = CASES[case]
     for extra in ((), ("-mwavefrontsize64",)):
-        code = build("reduce_lds.cl", "gfx1100", "-O3", extra)
-        from emu.amd.codeobj import CodeObject
-        assert CodeObject.parse(code).kernels["reduce_sum_u32"].wavefront_size == (64 if extra else 32)
-        case_reduce_sum("gfx1100", code)
-        case_divergent("gfx1100", build("divergence.cl", "gfx1100", "-O3", extra))
+        code = build(name, "gfx1100", "-O3", extra)
+        assert {k.wavefront_size for k in CodeObject.parse(code).kernels.values()} == {64 if extra else 32}
+        fn("gfx1100", code)
 
 
 IR = """
