@@ -315,7 +315,7 @@ def run(fam: str, space: str, name: str, **operands) -> dict:
     for k in sem.reads - st.keys():
         if k in ("D0", "D1"):  # a destination the compiler reads back (conditionally written): poison, not zero
             st[k] = POISON if space in SCALAR else np.full(LANES, POISON, dtype=np.uint64)
-        elif "." in k:  # a status-register field such as TRAPSTS.INVALID: starts clear
+        elif "." in k or k == "CLAMP":  # a status-register field (TRAPSTS.INVALID) or the clamp bit: clear
             st[k] = 0
         else:
             raise AssertionError(f"{name} reads {k} that the test does not provide")

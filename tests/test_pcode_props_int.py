@@ -62,6 +62,52 @@ def med3(a, b, c):
     return sorted((a, b, c))[1]
 
 
+def clz(x: int) -> int:
+    return 32 - x.bit_length() if x else M32  # -1 when no bit is set
+
+
+def ctz(x: int) -> int:
+    return (x & -x).bit_length() - 1 if x else M32
+
+
+def cls(x: int) -> int:
+    """Position (from the MSB) of the first bit that differs from the sign bit; -1 if all bits equal it."""
+    return next((i for i in range(1, 32) if (x >> (31 - i) & 1) != x >> 31), -1) & M32
+
+
+def perm_byte(data: int, sel: int) -> int:
+    """V_PERM_B32 byte select from the 8 bytes of {S0, S1}: 0..7 a byte, 8..11 the sign of byte 1/3/5/7 spread,
+    12 zero, 13.. 0xff."""
+    if sel >= 13:
+        return 0xFF
+    if sel == 12:
+        return 0
+    if sel >= 8:
+        return 0xFF * (data >> (8 * (2 * (sel - 8) + 1) + 7) & 1)
+    return data >> (8 * sel) & 0xFF
+
+
+def perm(a: int, b: int, c: int) -> int:
+    return sum(perm_byte((a << 32) | b, c >> (8 * k) & 0xFF) << (8 * k) for k in range(4))
+
+
+def bytes_of(x: int) -> list[int]:
+    return [x >> (8 * k) & 0xFF for k in range(4)]
+
+
+def sad(a: int, b: int, c: int, masked: bool = False) -> int:
+    return (c + sum(abs(x - y) for x, y in zip(bytes_of(a), bytes_of(b), strict=True) if y or not masked)) & M32
+
+
+def lerp(a: int, b: int, c: int) -> int:
+    return sum(((x + y + (z & 1)) >> 1) << (8 * k)
+               for k, (x, y, z) in enumerate(zip(bytes_of(a), bytes_of(b), bytes_of(c), strict=True)))
+
+
+def sat8(h: int) -> int:
+    return min(max(sext(h, 16), 0), 255)
+
+
 def s32(x):
     return sext(x, 32)
 
@@ -138,11 +184,27 @@ CASES = [
     Case("VOP3", "V_MAX3_I32", (32, 32, 32), lambda a, b, c, _: {"D0": max(s32(a), s32(b), s32(c)) & M32}),
     Case("VOP3", "V_MAX_I16", (16, 16), lambda a, b, c: {"D0": max(s16(a), s16(b)) & M16}, 16),
     Case("VOP3", "V_MIN_U16", (16, 16), lambda a, b, c: {"D0": min(a, b)}, 16),
+    # select by VCC, bit scans and counts, byte ops
+    Case("VOP2", "V_CNDMASK_B32", (32, 32), lambda a, b, c: {"D0": b if c else a}),
+    Case("VOP1", "V_BFREV_B32", (32,), lambda a, c: {"D0": int(f"{a:032b}"[::-1], 2)}),
+    Case("VOP1", "V_CLZ_I32_U32", (32,), lambda a, c: {"D0": clz(a)}, names=(("cdna", "V_FFBH_U32"),)),
+    Case("VOP1", "V_CTZ_I32_B32", (32,), lambda a, c: {"D0": ctz(a)}, names=(("cdna", "V_FFBL_B32"),)),
+    Case("VOP1", "V_CLS_I32", (32,), lambda a, c: {"D0": cls(a)}, names=(("cdna", "V_FFBH_I32"),)),
+    Case("VOP3", "V_BCNT_U32_B32", (32, 32), lambda a, b, c: {"D0": (bin(a).count("1") + b) & M32}),
+    Case("VOP3", "V_PERM_B32", (32, 32, 32), lambda a, b, c, _: {"D0": perm(a, b, c)}),
+    Case("VOP3", "V_SAD_U8", (32, 32, 32), lambda a, b, c, _: {"D0": sad(a, b, c)}),
+    Case("VOP3", "V_MSAD_U8", (32, 32, 32), lambda a, b, c, _: {"D0": sad(a, b, c, masked=True)}),
+    Case("VOP3", "V_LERP_U8", (32, 32, 32), lambda a, b, c, _: {"D0": lerp(a, b, c)}),
+    Case("VOP3", "V_ALIGNBYTE_B32", (32, 32, 32), lambda a, b, c, _: {"D0": (((a << 32) | b) >> (8 * (c & 3))) & M32}),
+    Case("VOP3", "V_XOR3_B32", (32, 32, 32), lambda a, b, c, _: {"D0": a ^ b ^ c}),
+    Case("VOP3", "V_AND_OR_B32", (32, 32, 32), lambda a, b, c, _: {"D0": (a & b) | c}),
+    Case("VOP1", "V_SAT_PK_U8_I16", (32,), lambda a, c: {"D0": sat8(a & M16) | sat8(a >> 16) << 8}, 16),
 ]
 # the representative subset run on rdna4 and cdna too (same ISA meaning)
 SUBSET = {"V_ADD_CO_U32", "V_SUB_CO_CI_U32", "V_SUBREV_CO_CI_U32", "V_ADD_CO_CI_U32", "V_LSHLREV_B64",
           "V_ASHRREV_I64", "V_ASHRREV_I32", "V_BFE_I32", "V_BFE_U32", "V_MUL_HI_I32", "V_MUL_HI_U32_U24",
-          "V_MAD_U64_U32", "V_MAD_I64_I32", "V_MED3_I32", "V_LSHRREV_B16"}
+          "V_MAD_U64_U32", "V_MAD_I64_I32", "V_MED3_I32", "V_LSHRREV_B16", "V_CNDMASK_B32", "V_CLZ_I32_U32",
+          "V_CLS_I32", "V_PERM_B32"}
 
 
 def cases_of(fam: str) -> list[Case]:
@@ -195,3 +257,48 @@ def test_carry_chain_64bit_add():
     got = (lane_ints(hi["D0"], 32) << u64(32)) | lane_ints(lo["D0"], 32)
     assert got.tolist() == [(x + y) & M64 for x, y in zip(a.tolist(), b.tolist(), strict=True)]
     assert lane_bits(hi["VCC"]).tolist() == [x + y > M64 for x, y in zip(a.tolist(), b.tolist(), strict=True)]
+
+
+@pytest.mark.parametrize("fam,lanes", [("rdna3", 32), ("cdna", 64)])
+@PROPS
+@given(seed=SEEDS)
+def test_mbcnt(fam: str, lanes: int, seed: int):
+    """V_MBCNT_LO/HI_U32_B32: S1 plus the number of set bits of S0 below this lane's bit of the 64-bit lane mask
+    (LO: mask bits 31:0, HI: bits 63:32), so a wave32 HI only adds S1."""
+    rng = np.random.default_rng(seed)
+    s0, s1 = (np.resize(gen_int(32, rng), lanes) for _ in range(2))
+    for name, shift in (("V_MBCNT_LO_U32_B32", 0), ("V_MBCNT_HI_U32_B32", 32)):
+        sem = compiled(fam, "VOP3", name)
+        got = np.asarray(sem({"S0": s0, "S1": s1}, lanes)["D0"], np.uint64) & np.uint64(M32)
+        want = [(bin(a & (((1 << lane) - 1) >> shift) & M32).count("1") + b) & M32
+                for lane, (a, b) in enumerate(zip(s0.tolist(), s1.tolist(), strict=True))]
+        check(f"{fam} {name}", got, np.array(want, np.uint64), {"S0": s0, "S1": s1})
+
+
+CLAMPED = [  # (space, name, bits, signed, exact result) with the encoding's clamp bit: saturate to the type's range
+    ("VOP3", "V_ADD_NC_U32", 32, False, lambda a, b, c: a + b),
+    ("VOP3", "V_SUB_NC_U32", 32, False, lambda a, b, c: a - b),
+    ("VOP3", "V_SUBREV_NC_U32", 32, False, lambda a, b, c: b - a),
+    ("VOP3", "V_ADD_NC_I32", 32, True, lambda a, b, c: a + b),
+    ("VOP3", "V_SUB_NC_I32", 32, True, lambda a, b, c: a - b),
+    ("VOP3", "V_ADD_NC_U16", 16, False, lambda a, b, c: a + b),
+    ("VOP3", "V_SUB_NC_U16", 16, False, lambda a, b, c: a - b),
+    ("VOP3", "V_ADD_NC_I16", 16, True, lambda a, b, c: a + b),
+    ("VOP3", "V_SUB_NC_I16", 16, True, lambda a, b, c: a - b),
+    ("VOP3", "V_ADD3_U32", 32, False, lambda a, b, c: a + b + c),
+]
+
+
+@PROPS
+@given(seed=SEEDS)
+def test_clamp_saturates(seed: int):
+    """rdna3 integer add/sub with the clamp bit set: the exact result saturated to the destination type."""
+    waves = draw_waves(seed)
+    for space, name, bits, signed, fn in CLAMPED:
+        srcs = waves[bits]
+        vals = [[sext(x, bits) if signed else x for x in w.tolist()] for w in srcs]
+        lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+        want = np.array([min(max(fn(*v), lo), hi) & ((1 << bits) - 1) for v in zip(*vals, strict=True)], np.uint64)
+        out = run("rdna3", space, name, S0=srcs[0], S1=srcs[1], S2=srcs[2], CLAMP=1)
+        check(f"rdna3 {space} {name} CLAMP=1", lane_ints(out["D0"], bits), want,
+              {"S0": srcs[0], "S1": srcs[1], "S2": srcs[2]})
