@@ -38,12 +38,10 @@ class LDS:
         addr = np.asarray(addr, U64).reshape(-1) & U64(0xFFFFFFFF)
         n = bits // 8
         ok = self._ok(addr, n, active)
-        lanes = np.flatnonzero(ok)
         v = np.broadcast_to(np.asarray(value, U64), addr.shape).astype("<u8")
-        data = v.view(np.uint8).reshape(-1, 8)[:, :n]
-        for lane in lanes:  # lane order: the highest lane wins a conflict
-            a = int(addr[lane])
-            self.mem[a:a + n] = data[lane]
+        data = v.view(np.uint8).reshape(-1, 8)[ok, :n]
+        # byte addresses in lane order: numpy assigns repeated indices in order, so the highest lane wins
+        self.mem[(addr[ok].astype(np.intp)[:, None] + np.arange(n)).ravel()] = data.ravel()
 
 
 class Scratch:
