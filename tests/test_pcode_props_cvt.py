@@ -109,6 +109,10 @@ CASES = [
     Cvt("VOP1", "V_CVT_F64_U32", "u32", 64, from_int(F64, False)),
     Cvt("VOP1", "V_CVT_F16_I16", "i16", 16, from_int(F16, True)),
     Cvt("VOP1", "V_CVT_F16_U16", "u16", 16, from_int(F16, False)),
+    *[Cvt("VOP1", f"V_CVT_F32_UBYTE{k}", "u32", 32, lambda x, w, k=k: round_exact(x >> (8 * k) & 0xFF, F32), ALL3)
+      for k in range(4)],
+    # the 4-bit two's complement S0[3:0] as a fraction of 16: 0, 1/16 .. 7/16, -8/16 .. -1/16
+    Cvt("VOP1", "V_CVT_OFF_F32_I4", "u32", 32, lambda x, w: round_exact(Fraction(sext(x & 15, 4), 16), F32), ALL3),
     # bf16 is the top half of an f32: the ISA widens by appending 16 zero bits (a signaling NaN stays signaling)
     Cvt("VOP1", "V_CVT_F32_BF16", "bf16", 32, lambda x, f: x << 16, ("cdna",)),
 ]

@@ -17,6 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pcode_refs import (
     F16,
+    F32,
     LANES,
     PROPS,
     SEEDS,
@@ -151,6 +152,33 @@ def test_packed_regressions(name: str):
     """Fixed in emu.pcode: cdna's min/max pcode matched every pair of zeros in its +0 / -0 test."""
     s0, s1 = np.full(LANES, 0x80000000, np.uint64), np.full(LANES, 0x00008000, np.uint64)
     check_packed("cdna", next(c for c in CASES if c.name == name), s0, s1, np.zeros(LANES, np.uint64))
+
+
+def f32_half(op) -> Callable:
+    def one(x, y, z):
+        if op is None:
+            r = fma_ref(x, y, z, F32)
+            return AnyNaN(F32) if r is None else r
+        with np.errstate(all="ignore"):
+            v = op(*(np.float32(to_float([a], F32)[0]) for a in (x, y)))
+        return AnyNaN(F32) if v != v else int(np.array([v], np.float32).view(np.uint32)[0])
+    return one
+
+
+@PROPS
+@given(seed=SEEDS)
+def test_packed_f32(seed: int):
+    """cdna V_PK_ADD/MUL/FMA_F32: two f32 lanes in each 64-bit operand, each against its f32 reference."""
+    rng = np.random.default_rng(seed)
+    s0, s1, s2 = (gen_float(F32, rng) | (gen_float(F32, rng) << np.uint64(32)) for _ in range(3))
+    for name, half in (("V_PK_ADD_F32", f32_half(np.add)), ("V_PK_MUL_F32", f32_half(np.multiply)),
+                       ("V_PK_FMA_F32", f32_half(None))):
+        out = lane_ints(run("cdna", "VOP3P", name, S0=s0, S1=s1, S2=s2)["D0"], 64)
+        for sh, part in ((0, "lo"), (32, "hi")):
+            h = [(x >> sh) & 0xFFFFFFFF for x in (s0, s1, s2)]
+            want = [half(*v) for v in zip(*(x.tolist() for x in h), strict=True)]
+            check(f"cdna VOP3P {name} {part}", (out >> np.uint64(sh)) & np.uint64(0xFFFFFFFF), want,
+                  {"S0": s0, "S1": s1, "S2": s2}, hexw=16)
 
 
 # ---- op_sel / op_sel_hi / neg_lo / neg_hi --------------------------------------------------------------------------
