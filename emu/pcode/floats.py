@@ -76,7 +76,7 @@ def _nan_bits(x, y):
     """y with every NaN of x carried over by its bits (sign, quiet bit, payload), as the format change
     allows, instead of the host's conversion, which quiets signaling NaNs."""
     nan = np.isnan(x)
-    if not np.any(nan):
+    if not nan.any():
         return y
     sb, db = x.dtype.itemsize * 8, y.dtype.itemsize * 8
     sm, dm = MANT[sb], MANT[db]

@@ -36,7 +36,9 @@ def lnot(a):
 
 
 def any_(m) -> bool:
-    return bool(np.any(m))
+    if type(m) is np.ndarray:
+        return bool(m.any())
+    return bool(m)
 
 
 def sel(c, a, b):
