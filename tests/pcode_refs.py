@@ -6,6 +6,7 @@ numpy / Python integers / Fractions; nothing is derived from the pcode text or i
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -14,7 +15,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 LANES = 32
-PROPS = settings(max_examples=200, deadline=None)
+# examples per property: 200 in CI; PCODE_PROPS_EXAMPLES=5000 for a deeper local search
+PROPS = settings(max_examples=int(os.environ.get("PCODE_PROPS_EXAMPLES", "200")), deadline=None)
 ALL_LANES = (1 << LANES) - 1
 
 
