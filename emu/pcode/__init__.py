@@ -4,9 +4,10 @@
     sem = compile_op('rdna3', 'VOP3', 'V_ADD_F32')   # family or gfx name, opcode space, vendor name; cached
     out = sem(st, lanes)                              # dict: written name -> value
 
-Pipeline: syntax (lexer, parser) -> lower + library (typed IR, emu.pcode.ir) -> pyback (Python/numpy source over
-lanes, compiled once, helpers in runtime). Corrections to the vendor text: one table, emu.pcode.fixups (matrix
-ops: generated pcode, emu.pcode.matrix). `python -m emu.pcode.coverage --arch rdna3` reports what compiles.
+Pipeline: syntax (lexer, parser) -> lower, lower_expr, typed, library (typed IR, emu.pcode.ir) -> pyback
+(Python/numpy source over lanes, compiled once; helpers in runtime and floats). Corrections to the vendor text:
+one table, emu.pcode.fixups (matrix ops: generated pcode, emu.pcode.matrix).
+`python -m emu.pcode.coverage --arch rdna3` reports what compiles.
 An instruction without usable pcode raises `Unsupported(reason)` from compile_op, never a silent no-op.
 
 Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for scalar ops):
@@ -16,8 +17,8 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
   `sem.writes`: names it assigns (D0 D1 SCC VCC EXEC PC RETURN_DATA VDATA SDATA M0 ...) plus files it stores to.
   A name in both (D0 of V_FMAC_F32, RETURN_DATA of a D16 load that keeps half the register, D0 assigned on
   some paths only) must be given with its current value. `sem.masks`: those of them that are wave-wide lane
-  masks (see below). `sem.widths[name]`: bits of each read or written
-  operand as the pcode types it (D0: 64 for .u64/.b64; a source only sliced, like S1[4 : 0], counts 5).
+  masks (see below). `sem.widths[name]`: bits of each read or written operand as the pcode types it (D0: 64
+  for .u64/.b64; a source only sliced, like S1[4 : 0], counts 5). `sem.source`: the generated Python.
 - Vector ops (every space but SOP1 SOP2 SOPC SOPK SOPP SMEM): operands are numpy arrays of shape (lanes,) of
   raw bits zero-extended in uint64 (a Python int is accepted for a uniform operand). Operands wider than 64
   bits (128-bit DATA / RETURN_DATA / VDATA, D0.b128) are (ndwords, lanes) uint64 arrays, one 32-bit dword per
