@@ -50,7 +50,8 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
 - Callouts: what depends on machine configuration is a function in st: `st['HwRegWriteMask'](reg, priv)`, the
   writable bits of hardware register `reg` (S_SETREG).
 - MODE (int) is read where the pcode refers to it (WAVE_MODE.IEEE = bit 9, ROUND_MODE = bits 1:0); float
-  results round to nearest even otherwise. WAVE64 is `lanes == 64`.
+  results round to nearest even otherwise, and denormals are kept (no pcode text reads MODE.FP_DENORM).
+  WAVE64 is `lanes == 64`.
 - A case the semantics do not model (e.g. ds_swizzle FFT mode) raises Unsupported when a lane reaches it.
 """
 from __future__ import annotations
