@@ -120,10 +120,12 @@ PK = [("rdna3", "VOP2", "V_CVT_PK_RTZ_F16_F32", to_fmt(F16, rtz=True)),
       ("rdna4", "VOP2", "V_CVT_PK_RTZ_F16_F32", to_fmt(F16, rtz=True)),
       ("cdna", "VOP3", "V_CVT_PKRTZ_F16_F32", to_fmt(F16, rtz=True)),
       ("cdna", "VOP3", "V_CVT_PK_BF16_F32", to_fmt(BF16))]
-# float -> integer edges: the int range bounds and their float neighbours, halves for NEAREST
+# edges: the int range bounds and their float neighbours, halves for NEAREST; for f32 -> f16 the largest f16
+# (65504), the tie to inf (65520) and its neighbour, the smallest f16 subnormal (2**-24) and the tie to zero (2**-25)
 EDGES = {
     F32: [0x4F000000, 0x4EFFFFFF, 0xCF000000, 0xCF000001, 0x4F800000, 0x4F7FFFFF, 0x3F000000, 0xBF000000,
-          0x3FC00000, 0xBFC00000, 0x3EFFFFFF, 0xBF7FFFFF, 0x47800000, 0x477FFF00, 0x477FFFF0, 0x477FE000],
+          0x3FC00000, 0xBFC00000, 0x3EFFFFFF, 0xBF7FFFFF, 0x47800000, 0x477FFF00, 0x477FE000, 0x477FF000,
+          0x477FEFFF, 0xC77FF000, 0x33800000, 0x33000001, 0x33000000],
     F64: [0x41DFFFFF_FFC00000, 0x41DFFFFF_FFFFFFFF, 0xC1E00000_00000000, 0xC1E00000_00100000, 0x41EFFFFF_FFE00000,
           0x41F00000_00000000, 0x3FE00000_00000000, 0xBFE00000_00000000],
     F16: [0x7BFF, 0x7800, 0xF800, 0x3800, 0xB800, 0x3E00, 0xBE00, 0x77FF, 0x7BFE],
