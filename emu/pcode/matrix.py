@@ -11,7 +11,8 @@ MFMA (CDNA, wave64), M x N x K with B blocks; lane l, A element item t of a lane
   D[b][i][j] (C alike), register r of lane l, j = l % N: if B*N == 64: b = l // N, i = r;
               else per-block registers R = M*N/64, b = r // R, q = r % R, i = 4*((64/N)*(q//4) + l//N) + q%4.
 WMMA (RDNA3, wave32, 16x16x16): lane l holds row l%16 of A (column l%16 of B) with all 16 k (lanes 16..31
-  repeat lanes 0..15); D[i][j] (32-bit) is register i//2 of lane j + 16*(i%2).
+  repeat lanes 0..15); D[i][j] (32-bit) is register i//2 of lane j + 16*(i%2); a 16-bit D (and C) sits in the
+  half of that register OPSEL[2] selects, the other half kept.
 WMMA (RDNA4, wave32, 16x16xK): lanes 0..15 hold k 0..K/2-1 of row / column l%16, lanes 16..31 the rest;
   D[i][j] is register i%8 of lane j + 16*(i//8).
 """
@@ -93,9 +94,10 @@ def wmma(name: str, family: str) -> str:
     m = _WMMA.match(name)
     if not m:
         raise NotMatrix(name)
-    if m.group(1) in ("F16", "BF16"):
-        raise NotMatrix(f"{name}: 16-bit results (packed by OPSEL) are not modelled")
-    acc = m.group(1).lower()
+    out = m.group(1).lower()
+    if out in ("f16", "bf16") and family != "rdna3":
+        raise NotMatrix(f"{name}: 16-bit results packed two per register are not modelled")
+    acc = "f32" if out in ("f16", "bf16") else out
     K = int(m.group(2))
     ta, ea = _ELEM[m.group(3)]
     tb, eb = _ELEM[m.group(4) or m.group(3)]
@@ -114,6 +116,10 @@ def wmma(name: str, family: str) -> str:
         b = f"(NEG[1].u1 ? {_value(b, tb, 'i32')} : 32'I({b[:-3]}.u{eb}))"
     else:
         a, b = _value(a, ta, acc), _value(b, tb, acc)
+    read, write = _cd(acc, True, "r"), _cd(acc, False, "r")
+    if out != acc:  # RDNA3 16-bit C / D: in the half of each register OPSEL[2] selects, the other half kept
+        half = "OPSEL[2].u32 * 16 + 15 : OPSEL[2].u32 * 16"
+        read = f"32'F(VGPR[laneId][SRC2.u32 + r][{half}].{out})"
+        write = f"VGPR[laneId][VDST.u32 + r][{half}].{out} = 16'{'BF' if out == 'bf16' else 'F'}(acc)"
     return (f"declare acc : 32'{'I' if acc == 'i32' else 'F'};\nfor r in 0 : 7 do\n{where}\n"
-            f"acc = {_cd(acc, True, 'r')};\nfor k in 0 : {K - 1} do\n{_acc(acc, a, b)}\nendfor;\n"
-            f"{_cd(acc, False, 'r')}\nendfor")
+            f"acc = {read};\nfor k in 0 : {K - 1} do\n{_acc(acc, a, b)}\nendfor;\n{write}\nendfor")
