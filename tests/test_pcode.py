@@ -434,7 +434,8 @@ def test_setreg_getreg_field(fam):
     assert compile_op(fam, "SOPK", "S_GETREG_B32")({"SIMM16": simm, "HW_REGISTERS": hw}, 32) == {"D0": 3}
 
 
-def test_f32_division_sequence_matches_ieee():
+@pytest.mark.parametrize("fam", ["rdna3", "rdna4", "cdna"])
+def test_f32_division_sequence_matches_ieee(fam):
     """LLVM's f32 fdiv expansion (div_scale, rcp, fma refinement, div_fmas, div_fixup) gives numpy's quotient."""
     lanes = 64
     num = (rng.standard_normal(lanes) * 10.0 ** rng.integers(-30, 30, lanes)).astype(np.float32)
@@ -442,7 +443,8 @@ def test_f32_division_sequence_matches_ieee():
     num[:6], den[:6] = [1.0, 0.0, 1.0, 6.0, np.inf, 1e-30], [3.0, 0.0, 0.0, -0.0, 2.0, 1e30]
 
     def op(space, name, **st):
-        return compile_op("rdna3", space, name)(st, lanes)
+        spaces = [o.enc for o in isa.load(fam).ops.values() if o.name == name and o.pcode]
+        return compile_op(fam, space if space in spaces else spaces[0], name)(st, lanes)
 
     def neg(x):
         return x ^ np.uint64(0x80000000)
