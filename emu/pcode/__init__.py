@@ -149,12 +149,15 @@ def _callee(fam: str, name: str) -> str | None:
 
 
 def lower_op(arch: str, space: str, name: str) -> Func:
-    """The typed IR of an instruction (raises Unsupported or PcodeSyntaxError)."""
+    """The typed IR of an instruction (raises Unsupported)."""
     fam = _isa.family(arch)
     text, reason = pcode_of(fam, space, name)
     if text is None:
         raise Unsupported(reason or f"{name} has no pcode")
-    tree = parse(text)
+    try:
+        tree = parse(text)
+    except PcodeSyntaxError as e:
+        raise Unsupported(f"pcode is not parseable (prose?): {e}") from e
     return Lowerer(name, space not in SCALAR_SPACES, lambda n: _callee(fam, n)).run(tree)
 
 
