@@ -438,8 +438,8 @@ def test_setreg_getreg_field(fam):
 def test_f32_division_sequence_matches_ieee(fam):
     """LLVM's f32 fdiv expansion (div_scale, rcp, fma refinement, div_fmas, div_fixup) gives numpy's quotient."""
     lanes = 64
-    num = (rng.standard_normal(lanes) * 10.0 ** rng.integers(-30, 30, lanes)).astype(np.float32)
-    den = (rng.standard_normal(lanes) * 10.0 ** rng.integers(-30, 30, lanes)).astype(np.float32)
+    num = (rng.standard_normal(lanes) * 10.0 ** rng.integers(-38, 38, lanes)).astype(np.float32)
+    den = (rng.standard_normal(lanes) * 10.0 ** rng.integers(-38, 38, lanes)).astype(np.float32)
     num[:6], den[:6] = [1.0, 0.0, 1.0, 6.0, np.inf, 1e-30], [3.0, 0.0, 0.0, -0.0, 2.0, 1e30]
 
     def op(space, name, **st):
@@ -476,3 +476,33 @@ def test_integer_clamp_saturates_sums():
     np.testing.assert_array_equal(add({"S0": a, "S1": b, "CLAMP": 0}, 3)["D0"], [1, 12, 0x80000001])
     sub = compile_op("rdna3", "VOP3", "V_SUB_NC_I32")  # INT_MIN - 1 clamps to INT_MIN
     np.testing.assert_array_equal(sub({"S0": a, "S1": b, "CLAMP": 1}, 3)["D0"], [0xFFFFFFFD, 0xFFFFFFFE, 0x80000000])
+
+
+@pytest.mark.parametrize("fam", ["rdna3", "rdna4", "cdna"])
+def test_f64_division_sequence_matches_ieee(fam):
+    """LLVM's f64 fdiv expansion gives numpy's quotient, extreme exponent ratios (overflow, underflow) included."""
+    lanes = 64
+    num = rng.standard_normal(lanes) * 10.0 ** rng.integers(-300, 300, lanes)
+    den = rng.standard_normal(lanes) * 10.0 ** rng.integers(-300, 300, lanes)
+    n, d, one = num.view(np.uint64), den.view(np.uint64), np.ones(lanes).view(np.uint64)
+
+    def op(name, **st):
+        space = next(o.enc for o in isa.load(fam).ops.values() if o.name == name and o.pcode)
+        return compile_op(fam, space, name)(st, lanes)
+
+    def neg(x):
+        return x ^ np.uint64(1 << 63)
+
+    d0 = op("V_DIV_SCALE_F64", S0=d, S1=d, S2=n)["D0"]
+    rcp = op("V_RCP_F64", S0=d0)["D0"]
+    e = op("V_FMA_F64", S0=neg(d0), S1=rcp, S2=one)["D0"]
+    rcp = op("V_FMA_F64", S0=rcp, S1=e, S2=rcp)["D0"]
+    e = op("V_FMA_F64", S0=neg(d0), S1=rcp, S2=one)["D0"]
+    scaled = op("V_DIV_SCALE_F64", S0=n, S1=d, S2=n)
+    rcp = op("V_FMA_F64", S0=rcp, S1=e, S2=rcp)["D0"]
+    q = op("V_MUL_F64", S0=scaled["D0"], S1=rcp)["D0"]
+    r = op("V_FMA_F64", S0=neg(d0), S1=q, S2=scaled["D0"])["D0"]
+    q = op("V_DIV_FMAS_F64", S0=r, S1=rcp, S2=q, VCC=scaled["VCC"])["D0"]
+    got = op("V_DIV_FIXUP_F64", S0=q, S1=d, S2=n)["D0"]
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(got, (num / den).view(np.uint64))

@@ -147,6 +147,10 @@ FIXUPS: dict[str, Fixup] = {
                                        "up (scaled denominator) or down (scaled numerator, S2 below 1)"),
     "V_DIV_FMAS_F64": Fixup(_div_fmas, "with VCC it scales by 2**64 only upward; undoing V_DIV_SCALE needs 2**128 "
                                        "up (scaled denominator) or down (scaled numerator, S2 below 1)"),
+    **{n: Fixup(lambda t: re.sub(r"exponent\(S1\.(f32|f64|f16)\) == (255|2047|31)", r"exponent(S0.\1) == \2", t),
+                "the overflow case tests the denominator's exponent, which the earlier cases rule out; the quotient "
+                "S0 is meant (a quotient beyond the range, computed as inf or NaN, gives the signed overflow)")
+       for n in ("V_DIV_FIXUP_F32", "V_DIV_FIXUP_F64")},
     "V_DIV_SCALE_F64": Fixup(_div_scale, "VCC assigned as a whole inside per-lane conditions; D0 unassigned when "
                                          "no scaling is needed (hardware returns S0)"),
     **{n: Fixup(_fma_mix, "array S[] of the three sources is read but never filled")
