@@ -29,9 +29,9 @@ def test_encodings_are_consistent(fam):
     for enc in t.encodings.values():
         assert enc.size in (4, 8, 12, 16), enc.name
         assert enc.fixed, f"{enc.name} has no fixed bits to recognise it by"
-        bits = [(f.lo, f.hi) for f in enc.fields]
-        for i, (lo, hi) in enumerate(sorted(bits)[1:]):
-            assert lo > sorted(bits)[i][1], f"{enc.name}: overlapping fields"
+        bits = sorted((f.lo, f.hi) for f in enc.fields)
+        for (_, prev_hi), (lo, _) in zip(bits, bits[1:]):
+            assert lo > prev_hi, f"{enc.name}: overlapping fields"
         assert max(f.hi for f in enc.fields) < enc.size * 8
         if enc.ops is not None:
             assert all((enc.space, v) in t.ops for v in enc.ops)

@@ -76,7 +76,8 @@ def _encodings(tree: ast.Module) -> dict[str, tuple]:
                 spaces[cls.name] = call.args[2].id.removesuffix("Op")
             for kw in call.keywords:
                 if kw.arg == "default":
-                    value = _NAMED_DEFAULTS[kw.value.id] if isinstance(kw.value, ast.Name) else ast.literal_eval(kw.value)
+                    v = kw.value
+                    value = _NAMED_DEFAULTS[v.id] if isinstance(v, ast.Name) else ast.literal_eval(v)
             # a variant's field replaces any inherited field over the same bits (MFMA's cbsz over neg_hi)
             for other in [f for f in fields.values() if f.name != name and f.lo <= hi and lo <= f.hi]:
                 if other.name in raw.get(parent, {}):
@@ -104,13 +105,13 @@ def convert(fam: str) -> ISA:
         return cls, values[(cls, node.attr)], node.attr
 
     operands: dict[tuple[str, int], dict[str, Operand]] = {}
-    for k, v in zip(*_dict_display(d / "operands.py", "OPERANDS")):
+    for k, v in zip(*_dict_display(d / "operands.py", "OPERANDS"), strict=True):
         cls, value, _ = key(k)
         operands[(cls, value)] = {
             fname: Operand(fmt.attr.removeprefix("FMT_"), bits.value, kind.attr.removeprefix("OPR_"))
-            for fname, (fmt, bits, kind) in ((ast.literal_eval(fk), t.elts) for fk, t in zip(v.keys, v.values))}
+            for fname, (fmt, bits, kind) in ((ast.literal_eval(fk), t.elts) for fk, t in zip(v.keys, v.values, strict=True))}
     pcode: dict[tuple[str, int], str] = {}
-    for k, v in zip(*_dict_display(d / "str_pcode.py", "PCODE")):
+    for k, v in zip(*_dict_display(d / "str_pcode.py", "PCODE"), strict=True):
         cls, value, _ = key(k)
         pcode[(cls, value)] = ast.literal_eval(v)
 
