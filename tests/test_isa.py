@@ -30,7 +30,7 @@ def test_encodings_are_consistent(fam):
         assert enc.size in (4, 8, 12, 16), enc.name
         assert enc.fixed, f"{enc.name} has no fixed bits to recognise it by"
         bits = sorted((f.lo, f.hi) for f in enc.fields)
-        for (_, prev_hi), (lo, _) in zip(bits, bits[1:]):
+        for (_, prev_hi), (lo, _) in zip(bits, bits[1:], strict=False):
             assert lo > prev_hi, f"{enc.name}: overlapping fields"
         assert max(f.hi for f in enc.fields) < enc.size * 8
         if enc.ops is not None:

@@ -107,9 +107,10 @@ def convert(fam: str) -> ISA:
     operands: dict[tuple[str, int], dict[str, Operand]] = {}
     for k, v in zip(*_dict_display(d / "operands.py", "OPERANDS"), strict=True):
         cls, value, _ = key(k)
+        entries = ((ast.literal_eval(fk), t.elts) for fk, t in zip(v.keys, v.values, strict=True))
         operands[(cls, value)] = {
             fname: Operand(fmt.attr.removeprefix("FMT_"), bits.value, kind.attr.removeprefix("OPR_"))
-            for fname, (fmt, bits, kind) in ((ast.literal_eval(fk), t.elts) for fk, t in zip(v.keys, v.values, strict=True))}
+            for fname, (fmt, bits, kind) in entries}
     pcode: dict[tuple[str, int], str] = {}
     for k, v in zip(*_dict_display(d / "str_pcode.py", "PCODE"), strict=True):
         cls, value, _ = key(k)
