@@ -117,11 +117,27 @@ _RNDNE = Fixup(lambda t: re.sub(r"(D0\.f\d\d) = .*", lambda m: f"{m.group(1)} = 
                "(odd integers beyond 2**23 for f32, 0.49999997 -> 1) and loses the sign of zero (-0.25 -> +0)")
 
 
+def _frexp_exp(src: str, dst: str) -> Fixup:
+    special = (f"((64'F(S0.{src}) == +INF) || (64'F(S0.{src}) == -INF) || isNAN(64'F(S0.{src})) || "
+               f"(64'F(S0.{src}) == 0.0))")
+    if src == "f64":  # a subnormal f64 is scaled into the normal range first
+        body = ("elsif exponent(S0.f64) == 0 then\nD0.i32 = exponent(S0.f64 * 2.0 ** 64) - 1023 + 1 - 64\n"
+                "else\nD0.i32 = exponent(S0.f64) - 1023 + 1\n")
+    else:  # every f16 / f32 is a normal f64
+        body = f"else\nD0.{dst} = {dst[1:]}'I(exponent(64'F(S0.{src})) - 1023 + 1)\n"
+    return Fixup(f"if {special} then\nD0.{dst} = {dst[1:]}'I(0)\n{body}endif",
+                 "exponent() is the raw biased field, so the text gives 1 - bias for zero and a wrong exponent for "
+                 "subnormals; frexp's exponent is meant (0 for zero)")
+
+
 def _prose(what: str) -> Fixup:
     return Fixup(None, f"prose: {what}")
 
 
 FIXUPS: dict[str, Fixup] = {
+    "V_FREXP_EXP_I32_F32": _frexp_exp("f32", "i32"),
+    "V_FREXP_EXP_I32_F64": _frexp_exp("f64", "i32"),
+    "V_FREXP_EXP_I16_F16": _frexp_exp("f16", "i16"),
     **{n: _RNDNE for n in ("V_RNDNE_F16", "V_RNDNE_F32", "V_RNDNE_F64", "S_RNDNE_F16", "S_RNDNE_F32")},
     "V_CVT_NEAREST_I32_F32": Fixup("D0.i32 = f64_to_i32(floor(64'F(S0.f32) + 0.5))",
                                    "floor(S0.f32 + 0.5F) rounds the sum in f32 (8388609.0 -> 8388610, 0.49999997 -> "
