@@ -506,3 +506,14 @@ def test_f64_division_sequence_matches_ieee(fam):
     got = op("V_DIV_FIXUP_F64", S0=q, S1=d, S2=n)["D0"]
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(got, (num / den).view(np.uint64))
+
+
+@pytest.mark.parametrize("name, dt, ut", [("V_FREXP_EXP_I32_F32", np.float32, np.uint32),
+                                          ("V_FREXP_EXP_I32_F64", np.float64, np.uint64),
+                                          ("V_FREXP_EXP_I16_F16", np.float16, np.uint16)])
+def test_frexp_exponent_like_numpy(name, dt, ut):
+    x = np.array([0.0, -0.0, 1.0, 3.0, 0.3, np.finfo(dt).tiny / 8, np.finfo(dt).tiny, np.inf, np.nan, -5.5], dt)
+    out = compile_op("rdna3", "VOP1", name)({"S0": x.view(ut).astype(np.uint64), "CLAMP": 0}, len(x))["D0"]
+    bits = 16 if "I16" in name else 32
+    got = [(int(v) ^ (1 << (bits - 1))) - (1 << (bits - 1)) for v in out]
+    assert got == [int(np.frexp(v)[1]) if np.isfinite(v) else 0 for v in x.astype(np.float64)]
