@@ -5,6 +5,9 @@
 
 Each kernel is launched once to warm up (decoding, plan building and pcode compilation happen on first use),
 then timed; results are checked against numpy. --profile prints the top cProfile entries of the timed runs.
+The machine is noisy, so each rate is also printed as a ratio against a baseline run in the same process: the
+cost of one wave-instruction in units of one small numpy operation (a 32-lane uint32 add), the floor of any
+numpy-over-lanes emulator step. Compare these ratios across runs and machines, not the absolute rates.
 """
 from __future__ import annotations
 
@@ -60,6 +63,18 @@ def elementwise(gpu, arch: str, size: int):
     return run, check
 
 
+def numpy_op_seconds(reps: int = 200_000) -> float:
+    """Baseline: seconds per small numpy operation (one 32-lane uint32 add into a preallocated array)."""
+    x, y, z = (np.arange(32, dtype=np.uint32) for _ in range(3))
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        for _ in range(reps):
+            np.add(x, y, out=z)
+        best = min(best, (time.perf_counter() - t) / reps)
+    return best
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--arch", default="gfx1100")
@@ -68,6 +83,8 @@ def main() -> None:
     a = ap.parse_args()
     from emu.amd import GPU
     gpu = GPU(a.arch)
+    base = numpy_op_seconds()
+    print(f"baseline: {base * 1e9:.0f} ns per small numpy op")
     prof = cProfile.Profile() if a.profile else None
     for name, make in (("matmul_tiled", matmul), ("ew_f32", elementwise)):
         run, check = make(gpu, a.arch, a.size)
@@ -82,7 +99,8 @@ def main() -> None:
         check()
         print(f"{a.arch} {name:13s} {stats.waves:5d} waves {stats.wave_instructions:9d} wave-instr "
               f"{stats.lane_instructions:10d} lane-instr in {dt:7.2f} s: "
-              f"{stats.wave_instructions / dt:9.0f} wave-instr/s {stats.lane_instructions / dt:11.0f} lane-instr/s")
+              f"{stats.wave_instructions / dt:9.0f} wave-instr/s {stats.lane_instructions / dt:11.0f} lane-instr/s, "
+              f"{dt / stats.wave_instructions / base:5.1f} numpy ops per wave-instr")
     if prof:
         pstats.Stats(prof).sort_stats("tottime").print_stats(18)
 
