@@ -211,11 +211,6 @@ class Planner(ValuPlans, MemoryPlans):
                 bits = self._width(sem, n, op, fld)
                 code = f[fld] if fld != "sdst" else f["sdst"]
                 reads.append((n, scalar_reader(code, bits, self._fmt(op, fld), inst.literal, self.fam)))
-            elif n in ("EXEC", "VCC") and inst.base == "SOPP" and sem.widths.get(n, 64) < self.lanes:
-                # a branch whose pcode types the wave mask narrower than the wave only tests it for zero:
-                # give it the OR of the mask's halves so lanes 32..63 count (until the pcode types it 64-bit)
-                attr = n.lower()
-                reads.append((n, lambda w, a=attr: (getattr(w, a) | getattr(w, a) >> 32) & 0xFFFFFFFF))
             else:
                 r = self._common_reads(n, inst)
                 if r is None:

@@ -136,7 +136,9 @@ class ExpressionLowering:
 
     def state(self, name: str) -> Expr:
         if name not in self.f.vars:
-            self.f.vars[name] = uint(max(self.state_bits.get(name, 0), 1) if name in self.state_bits else 32)
+            # an untyped wave mask (EXECZ, VCCZ) is the whole mask: 64 bits, so wave64's upper lanes count
+            default = 64 if name in ("EXEC", "VCC") else 32
+            self.f.vars[name] = uint(max(self.state_bits.get(name, 0), 1) if name in self.state_bits else default)
         if name not in self.written:
             self.f.inputs[name] = self.f.vars[name].bits
         return Var(name, self.f.vars[name])
