@@ -36,7 +36,6 @@ from pcode_refs import (
     round_exact,
     run,
     sext,
-    to_bits,
     to_float,
     value,
 )
@@ -251,7 +250,6 @@ CASES = [
             trans(TRANS[k], SPECIAL[k]), fams=ALL3 if k in ("RCP", "EXP") else ("rdna3",))
       for k in TRANS],
 ]
-# (family, name, MODE) -> why the compiled op disagrees with the ISA's stated meaning (xfailed)
 IEEE_OFF = MODE_DEFAULT & ~MODE_IEEE
 # Regression witnesses: the operands that exposed disagreements this suite found in emu.pcode (all fixed there):
 # (families, name, MODE, witnesses (S0, S1, S2)), checked against the same references in every lane.
@@ -278,24 +276,13 @@ REGRESSIONS = [
     # rsq as 1 / sqrt(x) rounded twice: 1.08 ulp (f16), 1.41 ulp (f32)
     (("rdna3",), "V_RSQ_F16", MODE_DEFAULT, [(0x4DCE,)]),
     (("rdna3",), "V_RSQ_F32", MODE_DEFAULT, [(0x4480BEDC,)]),
+    # frexp exponent as the raw exponent field - bias + 1: +-0 -> 1 - bias (want 0), subnormals -> emin
+    (ALL3, "V_FREXP_EXP_I32_F32", MODE_DEFAULT, [(0x80000000,), (0x00000001,)]),
+    (ALL3, "V_FREXP_EXP_I32_F64", MODE_DEFAULT, [(0,), (1,)]),
+    (ALL3, "V_FREXP_EXP_I16_F16", MODE_DEFAULT, [(0x8000,), (0x0001,)]),
     # f64 fma whose finite product overflows f64 plus an inf of the other sign: NaN instead of that inf
     (ALL3, "V_FMA_F64", MODE_DEFAULT, [(0xE2BD0DBE_F8816AD8, 0x7FEFFFFF_FFFFFFFF, 0x7FF00000_00000000)]),
 ]
-
-
-def _zero_or_subnormal(x: int, f: Fmt) -> bool:
-    return not x & f.inf
-
-
-# Known disagreements with the ISA's stated meaning: (family, name) -> (reason, witness S0 values, trigger(x, f)).
-# The property checks the op with S0 lanes that trigger it replaced by 1.0; test_float_known_bugs runs the
-# witnesses (xfail).
-FREXP = ("V_FREXP_EXP_* returns the raw exponent field minus the bias minus 1: for +-0 it gives 1 - bias (f32 "
-         "0x80000000 -> -126, want 0 as frexp) and for a subnormal emin (f64 0x1 -> -1022, want -1073), so "
-         "V_FREXP_MANT (which normalizes subnormals) * 2**V_FREXP_EXP is not the input")
-KNOWN = {(fam, name): (FREXP, ws, _zero_or_subnormal) for fam in ALL3 for name, ws in (
-    ("V_FREXP_EXP_I32_F32", (0x80000000, 0x00000001)), ("V_FREXP_EXP_I32_F64", (0, 1)),
-    ("V_FREXP_EXP_I16_F16", (0x8000, 0x0001)))}
 
 
 def cases_of(fam: str, ty: str):
@@ -329,11 +316,7 @@ def test_float_ops(fam: str, ty: str, seed: int):
     s0, s1, s2, n = operands(ty, seed)
     ran = 0
     for case, name in cases_of(fam, ty):
-        x = s0
-        if (fam, name) in KNOWN:
-            trigger = KNOWN[fam, name][2]
-            x = np.where([trigger(v, FMTS[ty]) for v in s0.tolist()], to_bits([1.0], FMTS[ty])[0], s0).astype(np.uint64)
-        check_case(fam, ty, case, name, x, n if case.int_s1 else s1, s2)
+        check_case(fam, ty, case, name, s0, n if case.int_s1 else s1, s2)
         ran += 1
     assert ran
 
@@ -346,16 +329,6 @@ def test_float_regressions(fam: str, name: str, mode: int, witness: tuple[int, .
     case = next(c for c, n in cases_of(fam, ty) if n == name and c.mode == mode)
     srcs = [np.full(LANES, w, np.uint64) for w in witness] + [np.zeros(LANES, np.uint64)] * (3 - len(witness))
     check_case(fam, ty, case, name, *srcs)
-
-
-@pytest.mark.parametrize("fam,name,witness", [
-    pytest.param(fam, name, w, marks=pytest.mark.xfail(reason=r, raises=AssertionError), id=f"{fam}-{name}-{w:#x}")
-    for (fam, name), (r, ws, _) in KNOWN.items() for w in ws])
-def test_float_known_bugs(fam: str, name: str, witness: int):
-    ty = name[-3:]
-    case = next(c for c, n in cases_of(fam, ty) if n == name)
-    zero = np.zeros(LANES, np.uint64)
-    check_case(fam, ty, case, name, np.full(LANES, witness, np.uint64), zero, zero)
 
 
 def test_fmac_accumulates_into_d0():
