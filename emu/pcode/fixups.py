@@ -37,11 +37,15 @@ def _div_scale(text: str) -> str:
 
 
 def _div_fmas(text: str) -> str:
-    # the text scales by 2**32 (f32) / 2**64 (f64), half of what V_DIV_SCALE applies, and always upward
-    ty, e = ("f64", "1023") if "f64" in text else ("f32", "127")
-    up = "2.0 ** 128" if ty == "f64" else "2.0F ** 64"
-    down = "2.0 ** -128" if ty == "f64" else "2.0F ** -64"
-    return re.sub(r"2\.0F? \*\* (32|64)", f"(exponent(S2.{ty}) > {e} ? {up} : {down})", text)
+    # the text scales by 2**32 (f32) / 2**64 (f64), half of what V_DIV_SCALE applies, and always upward; the
+    # hardware rounds the scaled fma once, so the f32 form computes it in f64 (exact product, one rounding of
+    # the sum, exact scaling) before rounding to f32 (a subnormal quotient is otherwise rounded twice)
+    if "f64" in text:
+        return re.sub(r"2\.0 \*\* 64", "(exponent(S2.f64) > 1023 ? 2.0 ** 128 : 2.0 ** -128)", text)
+    return ("if VCC.u64[laneId] then\n"
+            "D0.f32 = 32'F((exponent(S2.f32) > 127 ? 2.0 ** 64 : 2.0 ** -64) * "
+            "fma(64'F(S0.f32), 64'F(S1.f32), 64'F(S2.f32)))\n"
+            "else\nD0.f32 = fma(S0.f32, S1.f32, S2.f32)\nendif")
 
 
 def _fma_mix(text: str) -> str:
