@@ -144,8 +144,8 @@ class Planner(ValuPlans, MemoryPlans):
         wr = scalar_writer(code, self.mask_bits, self.fam)
         return lambda w, v: wr(w, to_mask(v) & w.exec)
 
-    def _common_reads(self, n: str, inst) -> Callable | None:
-        """Readers of state names every encoding may use."""
+    def _common_read(self, n: str, inst) -> Callable:
+        """The reader of a state name every encoding may use; Unsupported when the engine has none."""
         f = {"SCC": lambda w: w.scc, "EXEC": lambda w: w.exec, "VCC": lambda w: w.vcc, "M0": lambda w: w.m0,
              "EXECZ": lambda w: int(w.exec == 0), "VCCZ": lambda w: int(w.vcc == 0), "MODE": lambda w: w.mode,
              "TRAPSTS": lambda w: w.trapsts}.get(n)
@@ -167,9 +167,9 @@ class Planner(ValuPlans, MemoryPlans):
             return lambda w: w.gpr_idx
         if "." in n:  # status bits the emulator does not model (TRAPSTS.INVALID, WAVE_STATUS.PRIV, ...): clear
             return lambda w: 0
-        return None
+        raise Unsupported(f"{inst.op.name}: reads {n}, which the engine does not provide")
 
-    def _state_writer(self, n: str) -> Callable | None:
+    def _state_writer(self, n: str, op_name: str) -> Callable:
         if n == "SCC":
             return lambda w, v: setattr(w, "scc", int(v) & 1)
         if n == "EXEC":
@@ -188,7 +188,7 @@ class Planner(ValuPlans, MemoryPlans):
             return lambda w, v: setattr(w, "gpr_idx", int(v) & 1)
         if "." in n:  # status bits the emulator does not model
             return lambda w, v: None
-        return None
+        raise Unsupported(f"{op_name}: writes {n}, which the engine does not accept")
 
     # -- SALU and SOPP -----------------------------------------------------------------------------------------
     def _salu(self, inst) -> Callable:
@@ -212,19 +212,13 @@ class Planner(ValuPlans, MemoryPlans):
                 code = f[fld] if fld != "sdst" else f["sdst"]
                 reads.append((n, scalar_reader(code, bits, self._fmt(op, fld), inst.literal, self.fam)))
             else:
-                r = self._common_reads(n, inst)
-                if r is None:
-                    raise Unsupported(f"{op.name}: reads {n}, which the engine does not provide")
-                reads.append((n, r))
+                reads.append((n, self._common_read(n, inst)))
         writes = []
         for n in sorted(sem.writes - {"PC"}):
             if n == "D0" and "sdst" in f:
                 writes.append((n, scalar_writer(f["sdst"], self._width(sem, n, op, "sdst"), self.fam)))
             else:
-                wr = self._state_writer(n)
-                if wr is None:
-                    raise Unsupported(f"{op.name}: writes {n}, which the engine does not accept")
-                writes.append((n, wr))
+                writes.append((n, self._state_writer(n, op.name)))
         nxt = inst.pc + inst.size
         lanes = self.lanes
         branch = "PC" in sem.writes

@@ -168,10 +168,7 @@ class ValuPlans:
                 idx = f[fld] - (256 if fld != "vdst" else 0) + self._acc(inst, fld, fields)
                 reads.append((n, lambda w, idx=idx: idx))
             else:
-                r = self._common_reads(n, inst)
-                if r is None:
-                    raise Unsupported(f"{op.name}: reads {n}, which the engine does not provide")
-                reads.append((n, r))
+                reads.append((n, self._common_read(n, inst)))
         writes = []
         post = None
         for n in sorted(sem.writes):
@@ -203,9 +200,7 @@ class ValuPlans:
             elif n == "EXEC":
                 writes.append((n, lambda w, v, act: w.set_exec(to_mask(v) & w.exec)))
             else:
-                sw = self._state_writer(n)
-                if sw is None:
-                    raise Unsupported(f"{op.name}: writes {n}, which the engine does not accept")
+                sw = self._state_writer(n, op.name)
                 writes.append((n, lambda w, v, act, sw=sw: sw(w, v)))
         return reads, writes, wmask, post
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from emu.amd.memspace import Buffer
-from emu.amd.operands import Unsupported, scalar_reader, sext, vgpr_reader, vgpr_writer
+from emu.amd.operands import scalar_reader, sext, vgpr_reader, vgpr_writer
 from emu.amd.wave import ACC
 
 U64 = np.uint64
@@ -47,10 +47,7 @@ class MemoryPlans:
             elif n == "RETURN_DATA":
                 reads.append((n, _wide_reader(f["vdst"] + acc, self._width(sem, n, op, "vdst"))))
             else:
-                r = self._common_reads(n, inst)
-                if r is None:
-                    raise Unsupported(f"{op.name}: reads {n}, which the engine does not provide")
-                reads.append((n, r))
+                reads.append((n, self._common_read(n, inst)))
         writes = self._vmem_writes(sem, op, f["vdst"] + acc)
         return _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
 
@@ -64,9 +61,7 @@ class MemoryPlans:
                 if has_dst and (n == "VDATA" or returns):
                     writes.append((n, _wide_writer(vdst, self._width(sem, n, op, "vdst"))))
             else:
-                sw = self._state_writer(n)
-                if sw is None:
-                    raise Unsupported(f"{op.name}: writes {n}, which the engine does not accept")
+                sw = self._state_writer(n, op.name)
                 writes.append((n, lambda w, v, act, sw=sw: sw(w, v)))
         return writes
 
@@ -109,10 +104,7 @@ class MemoryPlans:
             elif n == "OFFSET":
                 reads.append((n, lambda w: off))
             else:
-                r = self._common_reads(n, inst)
-                if r is None:
-                    raise Unsupported(f"{op.name}: reads {n}, which the engine does not provide")
-                reads.append((n, r))
+                reads.append((n, self._common_read(n, inst)))
         writes = self._vmem_writes(sem, op, vdst, returns)
         step = _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
         return lambda w: step(w, {"ADDR": addr(w), "MEM": space(w)})
@@ -157,10 +149,7 @@ class MemoryPlans:
             if n in ("DATA", "VDATA"):
                 reads.append((n, _wide_reader(vdata, self._width(sem, n, op, "vdata"))))
             else:
-                r = self._common_reads(n, inst)
-                if r is None:
-                    raise Unsupported(f"{op.name}: reads {n}, which the engine does not provide")
-                reads.append((n, r))
+                reads.append((n, self._common_read(n, inst)))
         writes = self._vmem_writes(sem, op, vdata, self._returns(op, f))
         inner = _mem_step(sem, reads[1:], writes, inst.pc + inst.size, self.lanes)
 
