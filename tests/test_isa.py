@@ -64,3 +64,14 @@ def test_opcodes_and_fixed_bits_agree_with_llvm(arch, asm, enc, name):
     e = t.encodings[enc]
     assert all(f.get(word) == f.value for f in e.fixed)
     assert t.op(e.space, e.field("op").get(word)).name == name
+
+
+def test_unwritable_cache_still_loads(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("HWEMU_CACHE", str(blocker / "cache"))
+    isa.load.cache_clear()
+    try:
+        assert isa.load("rdna4").family == "rdna4"
+    finally:
+        isa.load.cache_clear()

@@ -132,9 +132,12 @@ def load(arch: str) -> ISA:
         pass
     from emu.amd.isa.vendor import convert
     isa = convert(fam)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    with open(tmp, "wb") as f:
-        pickle.dump(isa, f, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)
+    try:  # atomic publish: concurrent processes may convert at once
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        with open(tmp, "wb") as f:
+            pickle.dump(isa, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # an unwritable cache only costs the conversion next time
     return isa
