@@ -195,24 +195,15 @@ def fract(x):
     return x - np.floor(x)
 
 
-def exp2(x):
-    x = np.asarray(x)
-    return np.exp2(x.astype(np.float64)).astype(x.dtype)
+def _in_f64(fn):
+    """A transcendental computed in binary64 and rounded once to the operand's format."""
+    def f(x):
+        x = np.asarray(x)
+        return fn(x.astype(np.float64)).astype(x.dtype)
+    return f
 
 
-def log2(x):
-    x = np.asarray(x)
-    return np.log2(x.astype(np.float64)).astype(x.dtype)
-
-
-def sin(x):
-    x = np.asarray(x)
-    return np.sin(x.astype(np.float64)).astype(x.dtype)
-
-
-def cos(x):
-    x = np.asarray(x)
-    return np.cos(x.astype(np.float64)).astype(x.dtype)
+exp2, log2, sin, cos = (_in_f64(fn) for fn in (np.exp2, np.log2, np.sin, np.cos))
 
 
 def pow_(a, b):
