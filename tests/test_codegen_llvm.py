@@ -1,11 +1,11 @@
-"""LLVM IR -> HSA code object through llvmlite (LLVM 22) + ld.lld-19, read back with emu.amd.codeobj."""
+"""LLVM IR -> HSA code object through llvmlite (LLVM 22) + ld.lld-19, read back with stack.hcq.codeobj."""
 import re
 import shutil
 import subprocess
 
 import pytest
 
-from emu.amd.codeobj import CodeObject
+from stack.hcq.codeobj import CodeObject
 from stack.codegen import llvm as irc
 from stack.codegen.opencl import CompileError
 

@@ -14,7 +14,7 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from emu.amd.codeobj import CodeObject, CodeObjectError, KernelDescriptor, hidden_args, pack_kernargs
+from stack.hcq.codeobj import CodeObject, CodeObjectError, KernelDescriptor, hidden_args, pack_kernargs
 from stack.codegen import opencl
 
 TOOLS = opencl.available() and shutil.which("llvm-objdump-19") and shutil.which("llvm-readelf-19")

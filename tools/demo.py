@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from emu.amd import GPU, decode
-    from emu.amd.codeobj import CodeObject
+    from stack.hcq.codeobj import CodeObject
 
     kernel = CodeObject.parse(code).kernels["saxpy"]
     print(f"saxpy for {args.arch}: {len(kernel.code)} bytes of code")

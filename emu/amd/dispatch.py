@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emu.amd.codeobj import Kernel
+from stack.hcq.codeobj import Kernel
 from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.amd.wave import BARRIER, Program, WaveState, run

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from emu.amd import isa
-from emu.amd.codeobj import CodeObject, pack_kernargs
+from stack.hcq.codeobj import CodeObject, pack_kernargs
 from emu.amd.dispatch import DISPATCH_PACKET_SIZE, Launch, Stats, check_launch, dispatch_packet, run_dispatch
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.operands import PRIVATE_APERTURE, SHARED_APERTURE

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("."), help="directory for output .npy files (default: .)")
     a = ap.parse_args(argv)
     from emu.amd import GPU, GPUFault
-    from emu.amd.codeobj import CodeObject, CodeObjectError
+    from stack.hcq.codeobj import CodeObject, CodeObjectError
     try:
         grid, block = _dims(a.grid, "grid"), _dims(a.block, "block")
         specs = [parse_arg(s) for s in a.arg]
