@@ -4,7 +4,7 @@
 hwemu's MOCKKFD, `emu.os.MockFileIO`) has the same call contract and is found by name through the
 `hwemu.interfaces` entry-point group, so this package never imports the emulator:
 
-    io = file_interface("MOCKKFD")                 # or "KFD" for the operating system's own
+    io = file_interface("MOCKKFD", arch="gfx1100", gpus=1)   # or "KFD" for the operating system's own
     kfd = io("/dev/kfd", os.O_RDWR)                # .path, .fd (an int)
     kfd.ioctl(request, args)                       # args: a ctypes struct, updated in place; errors: OSError(errno)
     addr = kfd.mmap(addr, size, prot, flags, offset)
@@ -89,12 +89,15 @@ class FileIO:
         os_munmap(addr, size)
 
 
-def file_interface(name: str) -> type:
-    """The file-I/O interface class for an interface name from DEV: the OS's for KFD, a mock's by entry point."""
+def file_interface(name: str, arch: str | None = None, gpus: int = 1) -> type:
+    """The file-I/O interface class for an interface name from DEV: the OS's for KFD, a mock's by entry point.
+
+    A mock's entry point is a callable `(arch, gpus) -> class` giving the interface of a mock system with `gpus`
+    emulated GPUs of `arch` (None: the mock's default); the same arguments give the same system."""
     if not name.startswith("MOCK"):
         return FileIO
     found = [ep for ep in entry_points(group="hwemu.interfaces") if ep.name == name]
     if not found:
         known = sorted(ep.name for ep in entry_points(group="hwemu.interfaces"))
         raise LookupError(f"no mock interface {name!r} is installed (hwemu.interfaces entry points: {known})")
-    return found[0].load()
+    return found[0].load()(arch, gpus)
