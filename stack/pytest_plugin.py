@@ -1,0 +1,1 @@
+"""pytest plugin (entry point `hwemu`): a `device` fixture giving a `stack.Device` from env DEV."""
