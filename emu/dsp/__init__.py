@@ -1,0 +1,1 @@
+"""Hexagon DSP: semantics compiled from the vendor definitions, decoder, disassembler."""
