@@ -5,8 +5,9 @@ The initial state follows LLVM AMDGPUUsage "Initial Kernel Execution State": ena
 segment size), then from `user_sgpr_count` the system SGPRs (workgroup id x/y/z, workgroup info, private
 segment wave offset without architected flat scratch; on gfx12 the workgroup ids are also in ttmp9 and
 ttmp7, its architected SGPRs); work-item ids packed 10:10:10 in v0 (gfx90a+, gfx11+) or
-in v0..v2. All three families here have architected flat scratch: each wave's private memory is a region of
-the VM that scratch instructions (and flat accesses to the private aperture) reach through emu.amd.memspace.
+in v0..v2. All three families here have architected flat scratch: each wave's private memory is its slot of the scratch
+buffer (COMPUTE_DISPATCH_SCRATCH_BASE + slot * TMPRING_SIZE.WAVESIZE), which scratch instructions (and flat
+accesses to the private aperture) reach through the VM (emu.amd.memspace).
 
 Workgroups run one after another; the waves of a workgroup run round-robin, each until it reaches s_barrier
 or s_endpgm; a barrier releases when every wave still running has reached it.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stack.hcq.codeobj import Kernel
+from stack.hcq.codeobj import Kernel, KernelDescriptor, Rsrc2
 from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.amd.wave import BARRIER, Program, WaveState, run
@@ -32,19 +33,22 @@ MAX_PRIVATE = 1 << 20  # bytes of scratch per work-item the emulator accepts
 
 
 @dataclass
-class Launch:
-    """One dispatch: what to run and where its inputs live."""
-    kernel: Kernel
+class Dispatch:
+    """One dispatch as the command processor starts it: everything comes from the compute registers a runtime
+    programmed (the kernel descriptor is not consulted), plus the grid of DISPATCH_DIRECT."""
     program: Program
-    entry: int  # address of the first instruction
+    entry: int  # COMPUTE_PGM_LO/HI: address of the first instruction
     grid: tuple[int, int, int]  # workgroups per dimension
-    block: tuple[int, int, int]  # work-items per workgroup dimension
-    lanes: int
-    kernarg_addr: int
-    dispatch_ptr: int
-    queue_ptr: int
-    dispatch_id: int
-    dynamic_lds: int = 0
+    block: tuple[int, int, int]  # COMPUTE_NUM_THREAD_X/Y/Z
+    lanes: int  # 32 with DISPATCH_INITIATOR.CS_W32_EN on gfx10+, else 64
+    rsrc2: Rsrc2
+    user_sgprs: tuple[int, ...]  # COMPUTE_USER_DATA_0.. (RSRC2.USER_SGPR of them are loaded)
+    lds_size: int  # bytes (RSRC2.LDS_SIZE granules)
+    scratch_base: int = 0  # COMPUTE_DISPATCH_SCRATCH_BASE
+    scratch_wave_bytes: int = 0  # TMPRING_SIZE.WAVESIZE in bytes
+    scratch_waves: int = 0  # TMPRING_SIZE.WAVES
+    start: tuple[int, int, int] = (0, 0, 0)  # COMPUTE_START_X/Y/Z: first workgroup id
+    dispatch_id: int = 0
 
 
 @dataclass
@@ -55,111 +59,109 @@ class Stats:
     lane_instructions: int = 0
 
 
-def dispatch_packet(launch: Launch, kernel_object: int, private_size: int, group_size: int) -> bytes:
-    """An HSA kernel_dispatch_packet (64 bytes) describing the launch."""
-    (gx, gy, gz), (bx, by, bz) = launch.grid, launch.block
-    dims = 3 if gz * bz > 1 else 2 if gy * by > 1 else 1
-    header = 2 | (1 << 8)  # HSA_PACKET_TYPE_KERNEL_DISPATCH, barrier bit
-    return struct.pack("<HHHHHHIIIIIQQQQ", header, dims, bx, by, bz, 0, gx * bx, gy * by, gz * bz, private_size,
-                       group_size, kernel_object, launch.kernarg_addr, 0, 0)
-
-
-def run_dispatch(vm: VM, launch: Launch, dispatch_no: int, arch: str) -> Stats:
-    k, kd = launch.kernel, launch.kernel.descriptor
-    lanes = launch.lanes
-    nitems = launch.block[0] * launch.block[1] * launch.block[2]
-    nwaves = -(-nitems // lanes)
-    private = kd.private_segment_fixed_size + (DYNAMIC_STACK if k.uses_dynamic_stack else 0)
-    private = -(-private // 4) * 4
-    scratch_va = vm.alloc(nwaves * lanes * private, name="scratch") if private else None
-    lds_size = kd.group_segment_fixed_size + launch.dynamic_lds
-    stats = Stats()
-    try:
-        gx, gy, gz = launch.grid
-        for wz in range(gz):
-            for wy in range(gy):
-                for wx in range(gx):
-                    _run_workgroup(vm, launch, (wx, wy, wz), nwaves, nitems, private, scratch_va, lds_size,
-                                   dispatch_no, arch, stats)
-    finally:
-        if scratch_va is not None:
-            vm.unmap(scratch_va)
-    return stats
-
-
-def _run_workgroup(vm, launch: Launch, wg, nwaves, nitems, private, scratch_va, lds_size, dispatch_no, arch,
-                   stats: Stats) -> None:
-    lds = LDS(lds_size)
-    waves = []
-    for i in range(nwaves):
-        w = _initial_wave(launch, wg, i, nitems, arch)
-        w.vm, w.lds = vm, lds
-        w.scratch = Scratch(vm, scratch_va + i * launch.lanes * private, launch.lanes, private) if private else None
-        w.flat = Flat(vm, lds, w.scratch)
-        w.dispatch, w.workgroup, w.wave_id = dispatch_no, wg, i
-        waves.append(w)
-    live = list(waves)
-    while live:
-        at_barrier = []
-        for w in live:
-            if run(w, launch.program) == BARRIER:
-                at_barrier.append(w)
-        live = at_barrier  # every running wave reached the barrier (or ended): release it
-    for w in waves:
-        stats.waves += 1
-        stats.wave_instructions += w.executed
-        stats.lane_instructions += w.lane_ops
-
-
-def _initial_wave(launch: Launch, wg, index: int, nitems: int, arch: str) -> WaveState:
-    kd = launch.kernel.descriptor
-    fam = launch.program.family
-    lanes = launch.lanes
-    w = WaveState(fam, lanes, agprs=256 if fam == "cdna" else 0)
-    props, r2 = kd.code_properties, kd.rsrc2
-    s = 0
+def user_sgprs(kd: KernelDescriptor, kernarg: int, dispatch_ptr: int = 0, queue_ptr: int = 0, dispatch_id: int = 0,
+               private_segment_buffer: tuple[int, int, int, int] = (0, 0, 0, 0)) -> list[int]:
+    """The user SGPR values a runtime loads for a kernel (AMDGPUUsage "Initial Kernel Execution State" order)."""
+    props, out = kd.code_properties, []
 
     def put(value: int, n: int) -> None:
-        nonlocal s
-        for j in range(n):
-            w.sgpr[s + j] = (value >> (32 * j)) & 0xFFFFFFFF
-        s += n
+        out.extend((value >> (32 * j)) & 0xFFFFFFFF for j in range(n))
     if props.enable_sgpr_private_segment_buffer:
-        put(0, 4)  # architected flat scratch: no buffer resource is used
+        out.extend(private_segment_buffer)
     if props.enable_sgpr_dispatch_ptr:
-        put(launch.dispatch_ptr, 2)
+        put(dispatch_ptr, 2)
     if props.enable_sgpr_queue_ptr:
-        put(launch.queue_ptr, 2)
+        put(queue_ptr, 2)
     if props.enable_sgpr_kernarg_segment_ptr:
-        put(launch.kernarg_addr, 2)
+        put(kernarg, 2)
     if props.enable_sgpr_dispatch_id:
-        put(launch.dispatch_id, 2)
+        put(dispatch_id, 2)
     if props.enable_sgpr_flat_scratch_init:
         put(0, 2)
     if props.enable_sgpr_private_segment_size:
         put(kd.private_segment_fixed_size, 1)
-    s = max(s, r2.user_sgpr_count)
+    return out
+
+
+def dispatch_packet(d: Dispatch, kernel_object: int, kernarg: int, private_size: int, group_size: int) -> bytes:
+    """An HSA kernel_dispatch_packet (64 bytes) describing the launch."""
+    (gx, gy, gz), (bx, by, bz) = d.grid, d.block
+    dims = 3 if gz * bz > 1 else 2 if gy * by > 1 else 1
+    header = 2 | (1 << 8)  # HSA_PACKET_TYPE_KERNEL_DISPATCH, barrier bit
+    return struct.pack("<HHHHHHIIIIIQQQQ", header, dims, bx, by, bz, 0, gx * bx, gy * by, gz * bz, private_size,
+                       group_size, kernel_object, kernarg, 0, 0)
+
+
+def run_dispatch(vm: VM, d: Dispatch, arch: str) -> Stats:
+    """Run every workgroup of `d`; a fault propagates as GPUFault (the dispatch stops there)."""
+    nitems = d.block[0] * d.block[1] * d.block[2]
+    nwaves = -(-nitems // d.lanes)
+    stats = Stats()
+    gx, gy, gz = d.grid
+    sx, sy, sz = d.start
+    for wz in range(sz, sz + gz):
+        for wy in range(sy, sy + gy):
+            for wx in range(sx, sx + gx):
+                _run_workgroup(vm, d, (wx, wy, wz), nwaves, nitems, arch, stats)
+    return stats
+
+
+def _run_workgroup(vm, d: Dispatch, wg, nwaves, nitems, arch, stats: Stats) -> None:
+    lds = LDS(d.lds_size)
+    waves = []
+    for i in range(nwaves):
+        w = _initial_wave(d, wg, i, nitems, arch)
+        w.vm, w.lds = vm, lds
+        slot = i % d.scratch_waves if d.scratch_waves else 0  # the scratch wave slot the wave is given
+        w.scratch = Scratch(vm, d.scratch_base + slot * d.scratch_wave_bytes, d.lanes, d.scratch_wave_bytes // d.lanes)
+        w.flat = Flat(vm, lds, w.scratch)
+        w.dispatch, w.workgroup, w.wave_id = d.dispatch_id, wg, i
+        waves.append(w)
+    live = list(waves)
+    try:
+        while live:
+            at_barrier = []
+            for w in live:
+                if run(w, d.program) == BARRIER:
+                    at_barrier.append(w)
+            live = at_barrier  # every running wave reached the barrier (or ended): release it
+    finally:
+        for w in waves:
+            stats.waves += 1
+            stats.wave_instructions += w.executed
+            stats.lane_instructions += w.lane_ops
+
+
+def _initial_wave(d: Dispatch, wg, index: int, nitems: int, arch: str) -> WaveState:
+    fam = d.program.family
+    lanes = d.lanes
+    w = WaveState(fam, lanes, agprs=256 if fam == "cdna" else 0)
+    r2 = d.rsrc2
+    n = r2.user_sgpr_count
+    w.sgpr[:n] = (list(d.user_sgprs[:n]) + [0] * n)[:n]  # USER_DATA registers a runtime did not write read as 0
+    s = n
     for axis in range(3):
         if getattr(r2, f"enable_sgpr_workgroup_id_{'xyz'[axis]}"):
-            put(wg[axis], 1)
+            w.sgpr[s] = wg[axis]
+            s += 1
     if r2.enable_sgpr_workgroup_info:
-        put(0, 1)
+        w.sgpr[s] = 0
     if fam == "rdna4":  # architected SGPRs: workgroup ids in ttmp9 (x) and ttmp7 (y | z << 16)
         w.sgpr[TTMP + 9] = wg[0]
         w.sgpr[TTMP + 7] = wg[1] | wg[2] << 16
     # work-item ids of each lane
     t = index * lanes + np.arange(lanes)
-    bx, by, _ = launch.block
+    bx, by, _ = d.block
     x, y, z = t % bx, (t // bx) % by, t // (bx * by)
     ndims = r2.enable_vgpr_workitem_id
     ids = [x, y if ndims >= 1 else 0 * y, z if ndims >= 2 else 0 * z]
     if arch in PACKED_IDS or fam in ("rdna3", "rdna4"):
         w.vgpr[0] = (ids[0] | ids[1] << 10 | ids[2] << 20).astype(np.uint32)
     else:
-        for d in range(ndims + 1):
-            w.vgpr[d] = ids[d].astype(np.uint32)
+        for dim in range(ndims + 1):
+            w.vgpr[dim] = ids[dim].astype(np.uint32)
     w.set_exec(sum(1 << i for i in range(lanes) if t[i] < nitems))
-    w.pc = launch.entry
+    w.pc = d.entry
     return w
 
 

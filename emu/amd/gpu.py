@@ -21,12 +21,14 @@ import numpy as np
 
 from emu.amd import isa
 from stack.hcq.codeobj import CodeObject, pack_kernargs
-from emu.amd.dispatch import DISPATCH_PACKET_SIZE, Launch, Stats, check_launch, dispatch_packet, run_dispatch
+from emu.amd.dispatch import (DISPATCH_PACKET_SIZE, DYNAMIC_STACK, Dispatch, Stats, check_launch, dispatch_packet,
+                              run_dispatch, user_sgprs)
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.operands import PRIVATE_APERTURE, SHARED_APERTURE
 from emu.amd.wave import Program
 
 DEFAULT_ARCH = {"rdna3": "gfx1100", "rdna4": "gfx1201", "cdna": "gfx942"}
+SCRATCH_GRANULE = 256  # bytes: TMPRING_SIZE.WAVESIZE unit (gfx10+; gfx9 uses 1 KiB, a multiple)
 
 
 @dataclass(frozen=True)
@@ -115,21 +117,29 @@ class GPU:
                   "hidden_dynamic_lds_size": dynamic_lds, "hidden_queue_ptr": self._queue,
                   "hidden_private_base": PRIVATE_APERTURE >> 32, "hidden_shared_base": SHARED_APERTURE >> 32}
         kernargs = pack_kernargs(k, list(args), hidden)
+        kd = k.descriptor
+        private = kd.private_segment_fixed_size + (DYNAMIC_STACK if k.uses_dynamic_stack else 0)
+        nwaves = -(-block[0] * block[1] * block[2] // lanes)
+        wave_bytes = -(-private * lanes // SCRATCH_GRANULE) * SCRATCH_GRANULE
+        lds = kd.group_segment_fixed_size + dynamic_lds
         ka = self.vm.alloc(max(len(kernargs), 1), name="kernargs")
         pkt = self.vm.alloc(DISPATCH_PACKET_SIZE, name="dispatch packet")
+        scratch = self.vm.alloc(nwaves * wave_bytes, name="scratch") if private else 0
         try:
             self.vm.write(ka, kernargs)
-            launch = Launch(k, prog.program(lanes), prog.base + k.entry, grid, block, lanes, ka, pkt, self._queue,
-                            self.dispatches, dynamic_lds)
-            self.vm.write(pkt, dispatch_packet(launch, prog.base + k.descriptor_address,
-                                               k.descriptor.private_segment_fixed_size,
-                                               k.descriptor.group_segment_fixed_size + dynamic_lds))
+            # what a runtime programs into the compute registers (workgroups run one at a time: one scratch slot
+            # per wave of a workgroup)
+            d = Dispatch(prog.program(lanes), prog.base + k.entry, grid, block, lanes, kd.rsrc2,
+                         tuple(user_sgprs(kd, ka, pkt, self._queue, self.dispatches)), lds, scratch, wave_bytes,
+                         nwaves, dispatch_id=self.dispatches)
+            self.vm.write(pkt, dispatch_packet(d, prog.base + k.descriptor_address, ka, private, lds))
             self.dispatches += 1
-            self.last_stats = run_dispatch(self.vm, launch, launch.dispatch_id, self.arch)
+            self.last_stats = run_dispatch(self.vm, d, self.arch)
             return self.last_stats
         finally:
-            self.vm.unmap(ka)
-            self.vm.unmap(pkt)
+            for va in (ka, pkt, scratch):
+                if va:
+                    self.vm.unmap(va)
 
 
 def _dims(v, what: str) -> tuple[int, int, int]:
