@@ -55,7 +55,7 @@ class Loaded:
         p = self._programs.get(lanes)
         if p is None:
             vm = self._gpu.vm
-            p = Program(self._gpu.family, lanes, lambda pc, n: _fetch(vm, pc, n))
+            p = Program(self._gpu.family, lanes, lambda pc, n: fetch_code(vm, pc, n))
             for s in self.co.segments:
                 if s.flags & 1:  # PF_X: decode the code once
                     p.predecode(s.data, self.base + s.vaddr)
@@ -63,7 +63,8 @@ class Loaded:
         return p
 
 
-def _fetch(vm: VM, pc: int, n: int) -> bytes:
+def fetch_code(vm: VM, pc: int, n: int) -> bytes:
+    """Up to n bytes of code at pc (an instruction fetch: faults when pc is unmapped)."""
     m = vm.mapping(pc)
     if m is None:
         raise GPUFault(FaultRecord("unmapped", (pc,), (), 32, False, detail="instruction fetch"))

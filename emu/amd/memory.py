@@ -287,6 +287,16 @@ class VM:
             todo = np.setdiff1d(todo, now, assume_unique=True)
         return old
 
+    def check_range(self, va: int, n: int, write: bool) -> None:
+        """Raise the GPUFault a device access of n bytes at va would raise (unmapped page, read-only for writes)."""
+        pos = va
+        while pos < va + n:
+            m = self.mapping(pos) if 0 <= pos < VA_LIMIT else None
+            if m is None or (write and not m.writable):
+                raise GPUFault(FaultRecord("unmapped" if m is None else "read-only", (pos,), (0,), 8, write,
+                                           detail=f"{'write' if write else 'read'} of {n} bytes at {va:#x}"))
+            pos = m.end
+
     # -- host side ----------------------------------------------------------------------------------------------
     def read(self, va: int, n: int) -> bytes:
         """Host read of n bytes at va (must be mapped)."""

@@ -1,0 +1,121 @@
+"""One emulated GPU behind MOCKKFD: its VRAM, GPU VM, doorbells, queues and engines.
+
+The driver (emu.amd.kfd) maps buffers into the VM, creates queues on it and receives its interrupts and faults.
+Queues are run by the system's engine thread (emu.amd.queue.Engine). Decoded code is cached per code buffer
+and wave size and re-decoded when the bytes it came from changed (as an instruction-cache invalidate would
+make the hardware re-fetch them).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from emu.amd import isa, topology
+from emu.amd.bo import BufferObject, Heap
+from emu.amd.cp import ComputeQueue
+from emu.amd.dispatch import Stats
+from emu.amd.gpu import fetch_code
+from emu.amd.memory import PAGE, VM, FaultRecord
+from emu.amd.queue import HALTED, RUNNING, Queue
+from emu.amd.sdma import SDMAQueue
+from emu.amd.wave import Program
+
+DOORBELLS = 1024
+MAX_SNAPSHOT = 1 << 20  # code buffers up to this size are compared before reuse of their decoded code
+
+
+class GPUDevice:
+    def __init__(self, arch: str, node: int, render_minor: int, engine):
+        self.chip = topology.chip(arch)
+        self.arch, self.family = self.chip.arch, isa.family(arch)
+        self.gfx = int(self.arch[3:-2])
+        self.node, self.render_minor, self.engine = node, render_minor, engine
+        self.gpu_id = topology.gpu_id(self.chip, node)
+        self.name = f"{self.arch} (node {node}, gpu_id {self.gpu_id})"
+        self.vm = VM()
+        self.vram = Heap(f"vram{node}", self.chip.vram)
+        self.doorbell_heap = Heap(f"doorbells{node}", DOORBELLS * 8)
+        self.doorbells = self.doorbell_heap.mem.view(np.uint64)
+        self.mmio_heap = Heap(f"mmio{node}", PAGE)
+        self.queues: dict[int, Queue] = {}
+        self.kfd = None  # the driver, set when it takes the GPU
+        self.faults: list[FaultRecord] = []
+        self.stats: dict[str, int] = {}
+        self.dispatches = 0
+        self._programs: dict[tuple[int, int], tuple[object, Program, np.ndarray | None]] = {}
+
+    # -- memory ------------------------------------------------------------------------------------------------
+    def map(self, bo: BufferObject) -> None:
+        from stack.hcq.kfd_ioctl import ALLOC_WRITABLE
+        self.vm.map(bo.va, bo.mem, writable=bool(bo.flags & ALLOC_WRITABLE), name=f"bo {bo.handle:#x}")
+
+    def unmap(self, bo: BufferObject) -> None:
+        m = self.vm.unmap(bo.va)
+        for key in [k for k, v in self._programs.items() if v[0] is m]:
+            del self._programs[key]
+
+    def program(self, entry: int, lanes: int) -> Program:
+        """Decoded code for waves of `lanes` starting at `entry` (faults if the address is unmapped)."""
+        fetch_code(self.vm, entry, 4)
+        m = self.vm.mapping(entry)
+        key = (m.va, lanes)
+        cached = self._programs.get(key)
+        if cached is not None and cached[0] is m and (cached[2] is None or np.array_equal(cached[2], m.buf)):
+            return cached[1]
+        vm = self.vm
+        prog = Program(self.family, lanes, lambda pc, n: fetch_code(vm, pc, n))
+        self._programs[key] = (m, prog, m.buf.copy() if m.size <= MAX_SNAPSHOT else None)
+        return prog
+
+    # -- queues ------------------------------------------------------------------------------------------------
+    def create_queue(self, qid: int, kind: str, ring: int, ring_size: int, rptr: int, wptr: int) -> Queue:
+        used = {q.doorbell for q in self.queues.values()}
+        slot = next((i for i in range(DOORBELLS) if i not in used), None)
+        if slot is None:
+            import errno
+            raise OSError(errno.ENOSPC, f"CREATE_QUEUE: all {DOORBELLS} doorbells of {self.name} are in use")
+        self.doorbells[slot] = 0
+        q = (ComputeQueue if kind == "pm4" else SDMAQueue)(self, qid, slot, ring, ring_size, rptr, wptr)
+        self.queues[qid] = q
+        self.engine.kick()
+        return q
+
+    def destroy_queue(self, q: Queue) -> None:
+        del self.queues[q.id]
+
+    def kick(self) -> None:
+        self.engine.kick()
+
+    # -- events to the driver ------------------------------------------------------------------------------------
+    def interrupt(self, ctxid: int) -> None:
+        self.kfd.interrupt(ctxid)
+
+    def fault(self, q: Queue, rec: FaultRecord) -> None:
+        self.faults.append(rec)
+        if rec.kind in ("unmapped", "read-only"):
+            self.kfd.memory_fault(self, rec)
+        else:
+            self.kfd.hw_exception(self)
+
+    def cp_error(self, q: Queue, why: str) -> None:
+        self.faults.append(FaultRecord("cp-error", detail=f"queue {q.id}: {why}"))
+        self.kfd.hw_exception(self)
+
+    def fault_reported(self) -> None:
+        """The driver delivered the fault to the process: halted queues resume after the packet that faulted."""
+        for q in self.queues.values():
+            if q.state == HALTED:
+                q.state = RUNNING
+        self.engine.kick()
+
+    # -- clocks and counters -------------------------------------------------------------------------------------
+    @staticmethod
+    def clock() -> int:
+        """The GPU's 100 MHz reference counter."""
+        return time.perf_counter_ns() // 10
+
+    def add_stats(self, s: Stats) -> None:
+        for k in ("waves", "wave_instructions", "lane_instructions"):
+            self.stats[k] = self.stats.get(k, 0) + getattr(s, k)
+

@@ -1,0 +1,501 @@
+"""MOCKKFD: the amdkfd driver of the emulated GPUs, as one process sees it through /dev/kfd and the render nodes.
+
+`KFD.ioctl(file, request, arg)` takes the request numbers and argument structs of linux/kfd_ioctl.h
+(stack.hcq.kfd_ioctl). As in the kernel, the argument is copied in (`_IOC_SIZE(request)` bytes, zero-extended
+to the driver's struct), handled, and copied back; every check comes before any change, so a failing ioctl
+changes nothing and raises `OSError(errno)` naming what was wrong: ENOTTY for a request that is not KFD's,
+EINVAL for unknown commands and bad ids/handles/flags/sizes/alignment, ENOMEM when memory runs out, EFAULT
+for user pointers that are not accessible, EBUSY for state conflicts.
+
+Memory: ALLOC_MEMORY_OF_GPU takes VRAM and GTT buffers from heaps (emu.amd.bo) and returns the render-node
+mmap offset that maps them into the process at their VA; USERPTR buffers are the process's own pages.
+MAP_MEMORY_TO_GPU maps a buffer into each listed GPU's VM at its VA (peer GPUs included); until then the GPU
+faults on it. Queues are created on the GPU model (emu.amd.gpu), which rings no bell here: it polls its
+doorbells like hardware. Events follow kfd_events.c: signal events own a slot of the event page (written by
+RELEASE_MEM / SDMA fence, raised by the interrupt that follows), memory-exception events are signalled by GPU
+VM faults with the faulting page, hw-exception events by a CP error.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from emu.amd.bo import BufferObject, Heap, page_round
+from emu.amd.memory import PAGE, FaultRecord
+from emu.os.usermem import copy_from_user, copy_to_user, host_array, is_mapped
+from stack.hcq import kfd_ioctl as k
+
+DOORBELL_SLICE = 0x2000  # bytes of doorbells per process and GPU (8-byte doorbells, 1024 queues)
+EVENT_PAGE_SIZE = k.SIGNAL_EVENT_LIMIT * 8
+UNSIGNALED = 0xFFFFFFFFFFFFFFFF  # an event slot nobody has written
+FIRST_NONSIGNAL_EVENT_ID = 0x80000000
+TIMEOUT_INFINITE = 0xFFFFFFFF
+GPUVM_BASE, GPUVM_LIMIT = 0x1_0000, (1 << 47) - 1  # the process's GPU VA range (48-bit, canonical lower half)
+RENDER_OFFSET_SHIFT = 40  # render-node mmap offsets: heap index << 40 | offset in the heap
+KNOWN_FLAGS = k.ALLOC_PLACEMENT | k.ALLOC_ATTRIBUTES
+
+
+def _einval(what: str) -> OSError:
+    return OSError(errno.EINVAL, what)
+
+
+@dataclass(eq=False)
+class Event:
+    id: int
+    type: int
+    auto_reset: bool
+    slot: int | None = None
+    signaled: bool = False
+    data: bytes = b""  # memory/hw exception data (the union of kfd_event_data)
+
+
+@dataclass(eq=False)
+class Process:
+    """What the driver keeps for the process: VMs acquired, buffers, events, queues."""
+    vms: dict[int, int] = field(default_factory=dict)  # gpu_id -> drm fd
+    bos: dict[int, BufferObject] = field(default_factory=dict)
+    events: dict[int, Event] = field(default_factory=dict)
+    event_page: np.ndarray | None = None  # uint64 slots
+    event_page_bo: BufferObject | None = None
+    queues: dict[int, tuple[object, object]] = field(default_factory=dict)  # queue_id -> (gpu, queue)
+    runtime_enabled: bool = False
+    xnack: bool = False
+    next_handle: int = 1
+    next_queue: int = 0
+
+
+class KFD:
+    """The driver for a set of emulated GPUs (emu.amd.gpu.GPU), one process."""
+
+    def __init__(self, gpus: list, gtt: Heap, lock: threading.RLock):
+        self.gpus = {g.gpu_id: g for g in gpus}
+        self.gtt = gtt
+        self.heaps = [gtt, *(g.vram for g in gpus)]
+        self.lock = lock  # held by the GPUs' engines while they run a packet
+        self.cond = threading.Condition(lock)  # event waiters
+        self.proc = Process()
+        self.calls: dict[str, int] = {}
+        for g in gpus:
+            g.kfd = self
+
+    # -- entry points -------------------------------------------------------------------------------------------
+    def ioctl(self, request: int, arg, render_fds: dict[int, object]) -> int:
+        if k.ioc_type(request) != k.IOCTL_BASE:
+            raise OSError(errno.ENOTTY, f"MOCKKFD: request {request:#x} is not a KFD ioctl "
+                                        f"(type {k.ioc_type(request):#x})")
+        entry = k.IOCTLS.get(k.ioc_nr(request))
+        if entry is None:
+            raise _einval(f"MOCKKFD: unknown KFD command {k.ioc_nr(request):#x} (request {request:#x})")
+        name, direction, struct = entry
+        usize = k.ioc_size(request)
+        raw = _user_bytes(arg, usize, name)
+        args = struct.from_buffer_copy(raw[:ctypes.sizeof(struct)].ljust(ctypes.sizeof(struct), b"\0"))
+        with self.lock:
+            try:
+                getattr(self, "_" + name.lower())(args, render_fds)
+            except OSError:
+                raise
+            except Exception as e:  # a driver bug must reach the caller as an errno, never as a crash
+                raise OSError(errno.EIO, f"MOCKKFD {name}: internal error {type(e).__name__}: {e}") from e
+            self.calls[name] = self.calls.get(name, 0) + 1
+        if direction & k.IOC_READ:
+            _user_store(arg, (bytes(args) + raw[ctypes.sizeof(struct):])[:usize], name)
+        return 0
+
+    def mmap_kfd(self, size: int, offset: int) -> tuple[np.ndarray, object]:
+        """What an mmap of /dev/kfd at `offset` maps: (the pages, their file) for doorbells or the event page."""
+        kind, gid = offset & k.MMAP_TYPE_MASK, (offset >> k.MMAP_GPU_ID_SHIFT) & 0xFFFF
+        if kind == k.MMAP_TYPE_DOORBELL:
+            g = self._gpu(gid, "mmap")
+            if size != DOORBELL_SLICE:
+                raise _einval(f"MOCKKFD mmap: doorbells map {DOORBELL_SLICE:#x} bytes, not {size:#x}")
+            return g.doorbell_heap
+        if kind == k.MMAP_TYPE_EVENTS:
+            if self.proc.event_page_bo is not None or self.proc.event_page is None:
+                raise _einval("MOCKKFD mmap: no driver-allocated event page to map")
+            if size > EVENT_PAGE_SIZE:
+                raise _einval(f"MOCKKFD mmap: the event page is {EVENT_PAGE_SIZE:#x} bytes, not {size:#x}")
+            return self._event_heap
+        raise _einval(f"MOCKKFD mmap: offset {offset:#x} names no doorbell or event page")
+
+    def mmap_render(self, gpu, size: int, offset: int) -> tuple[Heap, int]:
+        """(heap, offset in it) that an mmap of `gpu`'s render node at `offset` maps."""
+        for bo in self.proc.bos.values():
+            if bo.heap is not None and bo.mmap_offset == offset and bo.gpu is gpu:
+                if size > bo.size:
+                    raise _einval(f"MOCKKFD mmap: {size:#x} bytes exceed the {bo.size:#x}-byte buffer at offset "
+                                  f"{offset:#x}")
+                return bo.heap, bo.offset
+        raise _einval(f"MOCKKFD mmap: render node offset {offset:#x} names no buffer of {gpu.name}")
+
+    # -- ioctls ------------------------------------------------------------------------------------------------
+    def _get_version(self, a, _):
+        a.major_version, a.minor_version = k.KFD_IOCTL_MAJOR_VERSION, k.KFD_IOCTL_MINOR_VERSION
+
+    def _acquire_vm(self, a, render_fds):
+        g = self._gpu(a.gpu_id, "ACQUIRE_VM")
+        owner = render_fds.get(a.drm_fd)
+        if owner is not g:
+            raise _einval(f"ACQUIRE_VM: fd {a.drm_fd} is not an open render node of gpu_id {a.gpu_id}")
+        if self.proc.vms.get(a.gpu_id, a.drm_fd) != a.drm_fd:
+            raise OSError(errno.EBUSY, f"ACQUIRE_VM: gpu_id {a.gpu_id} already has a VM from fd "
+                                       f"{self.proc.vms[a.gpu_id]}")
+        self.proc.vms[a.gpu_id] = a.drm_fd
+
+    def _runtime_enable(self, a, _):
+        if self.proc.runtime_enabled:
+            raise OSError(errno.EBUSY, "RUNTIME_ENABLE: the runtime is already enabled")
+        self.proc.runtime_enabled = True
+        a.capabilities_mask = 0
+
+    def _get_process_apertures(self, a, _):
+        for i, g in enumerate(list(self.gpus.values())[:k.NUM_OF_SUPPORTED_GPUS]):
+            self._apertures(a.process_apertures[i], g)
+        a.num_of_nodes = min(len(self.gpus), k.NUM_OF_SUPPORTED_GPUS)
+
+    def _get_process_apertures_new(self, a, _):
+        n = len(self.gpus)
+        if a.num_of_nodes == 0:  # a query of how many there are
+            a.num_of_nodes = n
+            return
+        size = ctypes.sizeof(k.ProcessDeviceApertures)
+        out = (k.ProcessDeviceApertures * min(n, a.num_of_nodes))()
+        for i, g in enumerate(list(self.gpus.values())[:len(out)]):
+            self._apertures(out[i], g)
+        copy_to_user(a.kfd_process_device_apertures_ptr, bytes(out)[:size * len(out)], "GET_PROCESS_APERTURES_NEW")
+        a.num_of_nodes = len(out)
+
+    @staticmethod
+    def _apertures(ap, g) -> None:
+        from emu.amd.operands import APERTURE_SIZE, PRIVATE_APERTURE, SHARED_APERTURE
+        ap.lds_base, ap.lds_limit = SHARED_APERTURE, SHARED_APERTURE + APERTURE_SIZE - 1
+        ap.scratch_base, ap.scratch_limit = PRIVATE_APERTURE, PRIVATE_APERTURE + APERTURE_SIZE - 1
+        ap.gpuvm_base, ap.gpuvm_limit, ap.gpu_id = GPUVM_BASE, GPUVM_LIMIT, g.gpu_id
+
+    def _alloc_memory_of_gpu(self, a, _):
+        g = self._gpu(a.gpu_id, "ALLOC_MEMORY_OF_GPU")
+        self._vm(a.gpu_id, "ALLOC_MEMORY_OF_GPU")
+        flags, what = a.flags, f"ALLOC_MEMORY_OF_GPU (va {a.va_addr:#x}, size {a.size:#x}, flags {a.flags:#x})"
+        placement = flags & k.ALLOC_PLACEMENT
+        if flags & ~KNOWN_FLAGS & 0xFFFFFFFF:
+            raise _einval(f"{what}: unknown flag bits {flags & ~KNOWN_FLAGS:#x}")
+        if placement not in (k.ALLOC_VRAM, k.ALLOC_GTT, k.ALLOC_USERPTR, k.ALLOC_DOORBELL, k.ALLOC_MMIO_REMAP):
+            raise _einval(f"{what}: flags must name exactly one of VRAM, GTT, USERPTR, DOORBELL, MMIO_REMAP")
+        if a.size == 0 or a.va_addr % PAGE:
+            raise _einval(f"{what}: size must be non-zero and va page-aligned")
+        size = page_round(a.size)
+        if not (GPUVM_BASE <= a.va_addr and a.va_addr + size - 1 <= GPUVM_LIMIT):
+            raise _einval(f"{what}: outside the process's GPU VA range [{GPUVM_BASE:#x}, {GPUVM_LIMIT:#x}]")
+        if (clash := self._bo_at(a.va_addr, size)) is not None:
+            raise _einval(f"{what}: overlaps the buffer at {clash.va:#x} ({clash.size:#x} bytes)")
+        heap, off, mem, mmap_offset = None, 0, None, 0
+        if placement in (k.ALLOC_VRAM, k.ALLOC_GTT):
+            heap = g.vram if placement == k.ALLOC_VRAM else self.gtt
+            off = heap.alloc(size)  # ENOMEM when full: nothing changed yet
+            mem = heap.mem[off:off + size]
+            mmap_offset = self.heaps.index(heap) << RENDER_OFFSET_SHIFT | off
+        elif placement == k.ALLOC_USERPTR:
+            ptr = a.mmap_offset
+            if ptr % PAGE:
+                raise _einval(f"{what}: user pointer {ptr:#x} is not page-aligned")
+            if not is_mapped(ptr, size):
+                raise OSError(errno.EFAULT, f"{what}: user memory [{ptr:#x}, {ptr + size:#x}) is not mapped writable")
+            mem, mmap_offset = host_array(ptr, size), ptr
+        elif placement == k.ALLOC_DOORBELL:
+            if size != DOORBELL_SLICE:
+                raise _einval(f"{what}: a doorbell allocation is {DOORBELL_SLICE:#x} bytes")
+            heap, mem = g.doorbell_heap, g.doorbell_heap.mem
+            mmap_offset = k.MMAP_TYPE_DOORBELL | g.gpu_id << k.MMAP_GPU_ID_SHIFT
+        else:
+            if size != PAGE:
+                raise _einval(f"{what}: an MMIO remap allocation is one page")
+            heap, mem = g.mmio_heap, g.mmio_heap.mem
+            mmap_offset = k.MMAP_TYPE_MMIO | g.gpu_id << k.MMAP_GPU_ID_SHIFT
+        handle = a.gpu_id << 32 | self.proc.next_handle
+        self.proc.next_handle += 1
+        bo = BufferObject(handle, g, a.va_addr, size, flags, mem, heap if placement in (k.ALLOC_VRAM, k.ALLOC_GTT)
+                          else None, off, mmap_offset)
+        self.proc.bos[handle] = bo
+        a.handle, a.mmap_offset = handle, mmap_offset
+
+    def _free_memory_of_gpu(self, a, _):
+        bo = self._bo(a.handle, "FREE_MEMORY_OF_GPU")
+        if bo.mapped_on:
+            raise OSError(errno.EBUSY, f"FREE_MEMORY_OF_GPU: buffer {a.handle:#x} at {bo.va:#x} is still mapped "
+                                       f"on {len(bo.mapped_on)} GPU(s)")
+        if bo is self.proc.event_page_bo:
+            raise OSError(errno.EBUSY, f"FREE_MEMORY_OF_GPU: buffer {a.handle:#x} is the event page")
+        del self.proc.bos[a.handle]
+        if bo.heap is not None:
+            bo.heap.release(bo.offset, bo.size)
+
+    def _map_memory_to_gpu(self, a, _, unmap: bool = False):
+        name = "UNMAP_MEMORY_FROM_GPU" if unmap else "MAP_MEMORY_TO_GPU"
+        bo = self._bo(a.handle, name)
+        if a.n_devices == 0 or a.n_success > a.n_devices or a.n_devices > len(self.gpus) * 8:
+            raise _einval(f"{name}: n_devices {a.n_devices}, n_success {a.n_success}")
+        ids = np.frombuffer(copy_from_user(a.device_ids_array_ptr, 4 * a.n_devices, name), np.uint32)
+        gpus = [self._gpu(int(i), name) for i in ids[a.n_success:]]
+        for g in gpus:
+            self._vm(g.gpu_id, name)
+        for g in gpus:
+            if unmap and g in bo.mapped_on:
+                g.unmap(bo)
+                bo.mapped_on.discard(g)
+            elif not unmap and g not in bo.mapped_on:
+                g.map(bo)
+                bo.mapped_on.add(g)
+        a.n_success = a.n_devices
+
+    def _unmap_memory_from_gpu(self, a, fds):
+        self._map_memory_to_gpu(a, fds, unmap=True)
+
+    def _create_queue(self, a, _):
+        g = self._gpu(a.gpu_id, "CREATE_QUEUE")
+        what = f"CREATE_QUEUE (type {a.queue_type}, ring {a.ring_base_address:#x}+{a.ring_size:#x})"
+        if a.queue_type not in (k.QUEUE_TYPE_COMPUTE, k.QUEUE_TYPE_SDMA, k.QUEUE_TYPE_SDMA_XGMI):
+            raise _einval(f"{what}: queue type {a.queue_type} is not supported (PM4 compute 0, SDMA 1 or 3)")
+        if a.queue_percentage & 0xFF > k.MAX_QUEUE_PERCENTAGE or a.queue_priority > k.MAX_QUEUE_PRIORITY:
+            raise _einval(f"{what}: percentage {a.queue_percentage & 0xFF} / priority {a.queue_priority} out of range")
+        if a.ring_size < k.MIN_QUEUE_RING_SIZE or a.ring_size & (a.ring_size - 1):
+            raise _einval(f"{what}: ring size must be a power of two >= {k.MIN_QUEUE_RING_SIZE}")
+        if a.ring_base_address % 256:
+            raise _einval(f"{what}: ring base must be 256-byte aligned")
+        bo = self._bo_at(a.ring_base_address, a.ring_size)
+        if bo is None or g not in bo.mapped_on or not (bo.va <= a.ring_base_address
+                                                         and a.ring_base_address + a.ring_size <= bo.end):
+            raise _einval(f"{what}: the ring is not inside one buffer mapped on gpu_id {a.gpu_id}")
+        for p, n in ((a.read_pointer_address, "read"), (a.write_pointer_address, "write")):
+            if p % 8 or self._bo_at(p, 8) is None:
+                raise OSError(errno.EFAULT, f"{what}: {n} pointer {p:#x} is not an aligned address in a buffer")
+        qid = self.proc.next_queue
+        kind = "pm4" if a.queue_type == k.QUEUE_TYPE_COMPUTE else "sdma"
+        q = g.create_queue(qid, kind, a.ring_base_address, a.ring_size, a.read_pointer_address,
+                           a.write_pointer_address)
+        self.proc.next_queue += 1
+        self.proc.queues[qid] = (g, q)
+        a.queue_id = qid
+        a.doorbell_offset = k.MMAP_TYPE_DOORBELL | g.gpu_id << k.MMAP_GPU_ID_SHIFT | q.doorbell * 8
+
+    def _destroy_queue(self, a, _):
+        if a.queue_id not in self.proc.queues:
+            raise _einval(f"DESTROY_QUEUE: no queue {a.queue_id}")
+        g, q = self.proc.queues.pop(a.queue_id)
+        g.destroy_queue(q)
+
+    def _update_queue(self, a, _):
+        if a.queue_id not in self.proc.queues:
+            raise _einval(f"UPDATE_QUEUE: no queue {a.queue_id}")
+        if a.queue_percentage & 0xFF > k.MAX_QUEUE_PERCENTAGE or a.queue_priority > k.MAX_QUEUE_PRIORITY:
+            raise _einval("UPDATE_QUEUE: percentage or priority out of range")
+
+    def _set_memory_policy(self, a, _):
+        self._gpu(a.gpu_id, "SET_MEMORY_POLICY")
+        if a.default_policy > 1 or a.alternate_policy > 1:
+            raise _einval(f"SET_MEMORY_POLICY: policies {a.default_policy}/{a.alternate_policy} (0 coherent, "
+                          "1 non-coherent)")
+
+    def _get_clock_counters(self, a, _):
+        g = self._gpu(a.gpu_id, "GET_CLOCK_COUNTERS")
+        a.gpu_clock_counter = g.clock()
+        a.cpu_clock_counter = a.system_clock_counter = time.monotonic_ns()
+        a.system_clock_freq = 1_000_000_000
+
+    def _get_tile_config(self, a, _):
+        self._gpu(a.gpu_id, "GET_TILE_CONFIG")
+        a.num_tile_configs = a.num_macro_tile_configs = 0  # gfx9 and later have no tiling tables
+        a.gb_addr_config, a.num_banks, a.num_ranks = 0x545, 0, 0
+
+    def _set_scratch_backing_va(self, a, _):
+        self._gpu(a.gpu_id, "SET_SCRATCH_BACKING_VA")
+
+    def _set_trap_handler(self, a, _):
+        self._gpu(a.gpu_id, "SET_TRAP_HANDLER")
+
+    def _set_xnack_mode(self, a, _):
+        if a.xnack_enabled < 0:
+            a.xnack_enabled = int(self.proc.xnack)
+            return
+        if self.proc.queues:
+            raise OSError(errno.EBUSY, "SET_XNACK_MODE: the process has queues")
+        if a.xnack_enabled and not all(g.family == "cdna" for g in self.gpus.values()):
+            raise OSError(errno.EPERM, "SET_XNACK_MODE: XNACK (recoverable page faults) needs gfx9 GPUs")
+        self.proc.xnack = bool(a.xnack_enabled)
+
+    def _available_memory(self, a, _):
+        g = self._gpu(a.gpu_id, "AVAILABLE_MEMORY")
+        a.available = g.vram.size - g.vram.used
+
+    # -- events ------------------------------------------------------------------------------------------------
+    def _create_event(self, a, _):
+        p = self.proc
+        if a.event_type not in (k.EVENT_SIGNAL, k.EVENT_NODECHANGE, k.EVENT_DEVICESTATECHANGE, k.EVENT_HW_EXCEPTION,
+                                k.EVENT_SYSTEM_EVENT, k.EVENT_DEBUG_EVENT, k.EVENT_PROFILE_EVENT,
+                                k.EVENT_QUEUE_EVENT, k.EVENT_MEMORY):
+            raise _einval(f"CREATE_EVENT: unknown event type {a.event_type}")
+        page_bo = None
+        if p.event_page is None and a.event_page_offset:
+            page_bo = self._bo(a.event_page_offset, "CREATE_EVENT (event page)")
+            if page_bo.size < EVENT_PAGE_SIZE or page_bo.heap is None:
+                raise _einval(f"CREATE_EVENT: event page buffer {a.event_page_offset:#x} must be VRAM/GTT of at "
+                              f"least {EVENT_PAGE_SIZE:#x} bytes")
+        if a.event_type in (k.EVENT_SIGNAL, k.EVENT_DEBUG_EVENT):
+            used = {e.slot for e in p.events.values() if e.slot is not None}
+            free = next((i for i in range(k.SIGNAL_EVENT_LIMIT) if i not in used), None)
+            if free is None:
+                raise OSError(errno.ENOSPC, f"CREATE_EVENT: all {k.SIGNAL_EVENT_LIMIT} signal slots are in use")
+            if p.event_page is None:
+                if page_bo is not None:
+                    p.event_page_bo, mem = page_bo, page_bo.mem
+                else:
+                    self._event_heap = (h := Heap("events", EVENT_PAGE_SIZE))
+                    mem = h.mem
+                    a.event_page_offset = k.MMAP_TYPE_EVENTS
+                p.event_page = mem[:EVENT_PAGE_SIZE].view(np.uint64)
+                p.event_page[:] = UNSIGNALED
+            ev = Event(free, a.event_type, bool(a.auto_reset), slot=free)
+            p.event_page[free] = UNSIGNALED
+            a.event_trigger_data, a.event_slot_index = free, free
+        else:
+            eid = max([FIRST_NONSIGNAL_EVENT_ID - 1, *p.events]) + 1
+            ev = Event(eid, a.event_type, bool(a.auto_reset))
+        p.events[ev.id] = ev
+        a.event_id = ev.id
+
+    def _destroy_event(self, a, _):
+        self._event(a.event_id, "DESTROY_EVENT")
+        del self.proc.events[a.event_id]
+
+    def _set_event(self, a, _):
+        ev = self._event(a.event_id, "SET_EVENT")
+        if ev.type != k.EVENT_SIGNAL:
+            raise _einval(f"SET_EVENT: event {a.event_id} is not a signal event")
+        self._signal(ev)
+
+    def _reset_event(self, a, _):
+        self._event(a.event_id, "RESET_EVENT").signaled = False
+
+    def _wait_events(self, a, _):
+        if a.num_events == 0 or a.num_events > k.SIGNAL_EVENT_LIMIT:
+            raise _einval(f"WAIT_EVENTS: num_events {a.num_events}")
+        size = ctypes.sizeof(k.EventData)
+        data = (k.EventData * a.num_events).from_buffer_copy(
+            copy_from_user(a.events_ptr, size * a.num_events, "WAIT_EVENTS"))
+        evs = [self._event(d.event_id, "WAIT_EVENTS") for d in data]
+        deadline = None if a.timeout == TIMEOUT_INFINITE else time.monotonic() + a.timeout / 1000
+
+        def done() -> bool:
+            hits = [e.signaled for e in evs]
+            return all(hits) if a.wait_for_all else any(hits)
+        for g in self.gpus.values():
+            g.kick()
+        while not done():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            self.cond.wait(left)
+        complete = done()
+        for d, e in zip(data, evs, strict=True):
+            if e.signaled and e.data:
+                ctypes.memmove(ctypes.addressof(d), e.data, len(e.data))
+            if complete and e.signaled and e.auto_reset:
+                e.signaled = False
+        copy_to_user(a.events_ptr, bytes(data), "WAIT_EVENTS")
+        a.wait_result = k.WAIT_COMPLETE if complete else k.WAIT_TIMEOUT
+        for e in evs:
+            if e.type == k.EVENT_MEMORY and e.signaled:
+                for g in self.gpus.values():
+                    g.fault_reported()
+
+    # -- from the GPUs -----------------------------------------------------------------------------------------
+    def interrupt(self, ctxid: int) -> None:
+        """An end-of-pipe / SDMA trap interrupt with a context id: signal that event, or scan the slots."""
+        with self.cond:
+            p = self.proc
+            ev = p.events.get(ctxid)
+            if ev is not None and ev.slot is not None:
+                self._acknowledge(ev)
+                return
+            if p.event_page is None:
+                return
+            for e in list(p.events.values()):
+                if e.slot is not None and p.event_page[e.slot] != UNSIGNALED:
+                    self._acknowledge(e)
+
+    def memory_fault(self, gpu, rec: FaultRecord) -> None:
+        addr = rec.addresses[0] if rec.addresses else 0
+        d = k.MemoryExceptionData()
+        d.va, d.gpu_id = addr // PAGE * PAGE, gpu.gpu_id
+        d.failure.NotPresent, d.failure.ReadOnly = int(rec.kind != "read-only"), int(rec.kind == "read-only")
+        d.ErrorType = k.MEM_ERR_NO_RAS
+        self._exception(k.EVENT_MEMORY, bytes(d))
+
+    def hw_exception(self, gpu) -> None:
+        d = k.HwExceptionData(k.HW_EXCEPTION_PER_ENGINE_RESET, k.HW_EXCEPTION_GPU_HANG, 0, gpu.gpu_id)
+        self._exception(k.EVENT_HW_EXCEPTION, bytes(d))
+
+    def _exception(self, etype: int, data: bytes) -> None:
+        with self.cond:
+            for e in self.proc.events.values():
+                if e.type == etype:
+                    e.data = data
+                    self._signal(e)
+
+    def _acknowledge(self, ev: Event) -> None:
+        self.proc.event_page[ev.slot] = UNSIGNALED
+        self._signal(ev)
+
+    def _signal(self, ev: Event) -> None:
+        ev.signaled = True
+        self.cond.notify_all()
+
+    # -- lookups -----------------------------------------------------------------------------------------------
+    def _gpu(self, gpu_id: int, what: str):
+        g = self.gpus.get(gpu_id)
+        if g is None:
+            raise _einval(f"{what}: no GPU with gpu_id {gpu_id} (have {', '.join(map(str, self.gpus))})")
+        return g
+
+    def _vm(self, gpu_id: int, what: str) -> None:
+        if gpu_id not in self.proc.vms:
+            raise _einval(f"{what}: gpu_id {gpu_id} has no VM yet (ACQUIRE_VM first)")
+
+    def _bo(self, handle: int, what: str) -> BufferObject:
+        bo = self.proc.bos.get(handle)
+        if bo is None:
+            raise _einval(f"{what}: no buffer with handle {handle:#x}")
+        return bo
+
+    def _bo_at(self, va: int, size: int) -> BufferObject | None:
+        return next((b for b in self.proc.bos.values() if b.va < va + size and va < b.end), None)
+
+    def _event(self, eid: int, what: str) -> Event:
+        ev = self.proc.events.get(eid)
+        if ev is None:
+            raise _einval(f"{what}: no event {eid}")
+        return ev
+
+
+def _user_bytes(arg, n: int, what: str) -> bytes:
+    """The n argument bytes of an ioctl: from a buffer object, or from the user address an int names."""
+    if isinstance(arg, int):
+        return copy_from_user(arg, n, what)
+    try:
+        mv = memoryview(arg).cast("B")
+    except TypeError:
+        raise OSError(errno.EFAULT, f"{what}: the argument is neither a buffer nor an address") from None
+    if len(mv) < n:
+        raise OSError(errno.EFAULT, f"{what}: the argument has {len(mv)} bytes, the request says {n}")
+    return bytes(mv[:n])
+
+
+def _user_store(arg, data: bytes, what: str) -> None:
+    if isinstance(arg, int):
+        copy_to_user(arg, data, what)
+    else:
+        memoryview(arg).cast("B")[:len(data)] = data

@@ -1,0 +1,135 @@
+"""Hardware queues and the engine that runs them.
+
+A queue is a ring buffer in GPU memory with a read pointer the engine advances (and writes back to the client's
+read-pointer address) and a write pointer the client publishes by storing it to the queue's doorbell, a plain
+memory store, as on hardware. The `Engine` thread polls every queue's doorbell and runs what is there, so the
+device works asynchronously: nothing in the client is patched or called back. It sleeps when all queues are
+idle (briefly at first, longer after a while) and is woken early by the driver when a client starts waiting.
+
+A queue's command processor (emu.amd.cp for PM4, emu.amd.sdma for SDMA) implements `step()`: run the packet
+at the read pointer, returning whether it ran or must wait (WAIT_REG_MEM / POLL_REGMEM not yet true). A fault
+of the GPU code or of the engine's own memory accesses halts the queue and is reported to the driver; a
+malformed packet stops the queue for good (a CP error, reported as a hardware exception).
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from emu.amd.memory import GPUFault
+
+RUNNING, HALTED, STOPPED = "running", "halted", "stopped"
+PACKETS_PER_TURN = 256  # packets a queue runs before the engine turns to the next queue
+WATCHDOG_PACKETS = 1 << 20  # packets run without the read pointer moving (an indirect-buffer loop)
+
+
+class CPError(Exception):
+    """A packet the command processor cannot execute."""
+
+
+class Wait(Exception):
+    """The packet at the read pointer waits for a condition; retry it later."""
+
+
+class Queue:
+    """Ring, pointers and state common to PM4 and SDMA queues. `unit` is what the pointers count (4: dwords,
+    1: bytes); the pointers grow monotonically and index the ring modulo its size."""
+    unit = 4
+
+    def __init__(self, gpu, qid: int, doorbell: int, ring: int, ring_size: int, rptr_addr: int, wptr_addr: int):
+        self.gpu, self.id, self.doorbell = gpu, qid, doorbell
+        self.ring, self.ring_size, self.rptr_addr, self.wptr_addr = ring, ring_size, rptr_addr, wptr_addr
+        self.rptr = 0
+        self.state = RUNNING
+        self.error = ""
+        self.packets: dict[str, int] = {}
+
+    @property
+    def wptr(self) -> int:
+        return int(self.gpu.doorbells[self.doorbell])
+
+    def pending(self) -> bool:
+        return self.state == RUNNING and self.wptr > self.rptr
+
+    def read_ring(self, pos: int, ndw: int) -> np.ndarray:
+        """ndw dwords of the ring from pointer position `pos` (wrapping at the ring end)."""
+        size = self.ring_size // 4
+        start = pos * self.unit // 4 % size
+        first = min(ndw, size - start)
+        vm = self.gpu.vm
+        data = vm.read(self.ring + start * 4, first * 4)
+        if first < ndw:
+            data += vm.read(self.ring, (ndw - first) * 4)
+        return np.frombuffer(data, np.uint32)
+
+    def service(self) -> bool:
+        """Run packets until the queue is empty, waits, or has had its turn; True if any ran."""
+        ran = 0
+        while ran < PACKETS_PER_TURN and self.pending():
+            try:
+                if not self.step():
+                    break
+            except Wait:
+                break
+            except GPUFault as e:
+                self.state = HALTED
+                self.gpu.fault(self, e.record)
+            except CPError as e:
+                self.stop(str(e))
+            ran += 1
+            self.publish_rptr()
+        return ran > 0
+
+    def publish_rptr(self) -> None:
+        try:
+            self.gpu.vm.store(np.array([self.rptr_addr], np.uint64), 64, np.array([self.rptr], np.uint64))
+        except GPUFault:
+            pass  # the client unmapped its read-pointer page: the queue still runs
+
+    def stop(self, why: str) -> None:
+        self.state, self.error = STOPPED, why
+        self.gpu.cp_error(self, why)
+
+    def count(self, name: str) -> None:
+        self.packets[name] = self.packets.get(name, 0) + 1
+        self.gpu.stats[name] = self.gpu.stats.get(name, 0) + 1
+
+    def step(self) -> bool:
+        raise NotImplementedError
+
+
+class Engine:
+    """The thread that runs every queue of a set of GPUs (one per mock system)."""
+
+    def __init__(self, gpus: list, lock: threading.RLock):
+        self.gpus, self.lock = gpus, lock
+        self.wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def kick(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="hwemu-engine", daemon=True)
+            self._thread.start()
+        self.wake.set()
+
+    def run_pending(self) -> bool:
+        """One pass over all queues; True if any packet ran."""
+        busy = False
+        with self.lock:
+            for g in self.gpus:
+                for q in list(g.queues.values()):
+                    busy |= q.service()
+        return busy
+
+    def _loop(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            if self.run_pending():
+                idle_since = time.monotonic()
+                continue
+            idle = time.monotonic() - idle_since
+            self.wake.wait(0.00002 if idle < 0.05 else 0.0005 if idle < 1 else 0.002)
+            self.wake.clear()
+

@@ -1,0 +1,132 @@
+"""What the KFD topology says about each emulated chip: the figures of a real product of that arch, and the
+sysfs text amdkfd writes for them (`/sys/devices/virtual/kfd/kfd/topology/...`, the render node's ip_discovery).
+
+gfx942 and gfx950 are modelled as one XCC of an MI300X / MI355X in CPX compute partition mode, which the
+driver exposes as separate one-XCC GPU nodes (so queues are PM4 compute queues, as on the RDNA parts).
+"""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+
+GIB = 1 << 30
+GC_HWID, SDMA0_HWID, NBIF_HWID = 11, 42, 108  # hardware ids of the IP blocks in the discovery table
+HEAP_FB_PUBLIC = 1  # mem_banks heap_type
+CACHE_DATA, CACHE_INSTRUCTION, CACHE_HSACU = 1, 2, 4  # caches type bits
+
+
+@dataclass(frozen=True)
+class Chip:
+    arch: str
+    product: str
+    device_id: int
+    gfx_target_version: int
+    cus: int
+    shader_engines: int
+    arrays_per_engine: int  # shader arrays per engine
+    simd_per_cu: int
+    wave_size: int
+    waves_per_simd: int
+    vram: int  # bytes
+    engine_clock: int  # MHz
+    memory_clock: int  # MHz
+    gc: tuple[int, int, int]  # IP versions
+    sdma: tuple[int, int, int]
+    nbio: tuple[int, int, int]
+    l2_kb: int
+    sdma_engines: int = 2
+    lds_kb: int = 64
+    scratch_slots_per_cu: int = 32
+
+    @property
+    def simd_count(self) -> int:
+        return self.cus * self.simd_per_cu
+
+    @property
+    def arrays(self) -> int:
+        return self.shader_engines * self.arrays_per_engine
+
+
+CHIPS = {c.arch: c for c in (
+    Chip("gfx1100", "AMD Radeon RX 7900 XTX", 0x744C, 110000, 96, 6, 2, 2, 32, 16, 24 * GIB, 2500, 1250,
+         (11, 0, 0), (6, 0, 0), (4, 3, 0), 6144),
+    Chip("gfx1101", "AMD Radeon RX 7800 XT", 0x747E, 110001, 60, 3, 2, 2, 32, 16, 16 * GIB, 2430, 1219,
+         (11, 0, 3), (6, 0, 3), (4, 3, 0), 4096),
+    Chip("gfx1102", "AMD Radeon RX 7600", 0x7480, 110002, 32, 2, 2, 2, 32, 16, 8 * GIB, 2655, 1125,
+         (11, 0, 2), (6, 0, 2), (4, 3, 0), 2048),
+    Chip("gfx1200", "AMD Radeon RX 9060 XT", 0x7590, 120000, 32, 2, 2, 2, 32, 16, 16 * GIB, 3130, 1250,
+         (12, 0, 0), (7, 0, 0), (6, 3, 1), 4096),
+    Chip("gfx1201", "AMD Radeon RX 9070 XT", 0x7550, 120001, 64, 4, 2, 2, 32, 16, 16 * GIB, 2970, 1258,
+         (12, 0, 1), (7, 0, 1), (6, 3, 1), 8192),
+    Chip("gfx942", "AMD Instinct MI300X (CPX partition)", 0x74A1, 90402, 38, 4, 1, 4, 64, 8, 24 * GIB, 2100, 1300,
+         (9, 4, 3), (4, 4, 2), (7, 9, 0), 4096),
+    Chip("gfx950", "AMD Instinct MI355X (CPX partition)", 0x75A3, 90500, 32, 4, 1, 4, 64, 8, 36 * GIB, 2400, 2000,
+         (9, 5, 0), (4, 4, 5), (7, 9, 1), 4096),
+)}
+
+
+def chip(arch: str) -> Chip:
+    c = CHIPS.get(arch.lower())
+    if c is None:
+        raise ValueError(f"no KFD topology for {arch!r}; emulated chips: {', '.join(CHIPS)}")
+    return c
+
+
+def gpu_id(c: Chip, node: int) -> int:
+    """A stable non-zero 16-bit id, as amdkfd derives one by hashing the device's properties."""
+    return (zlib.crc32(f"{c.device_id}:{c.arch}:{node}".encode()) & 0xFFFF) or 1
+
+
+def _text(props: dict[str, int]) -> str:
+    return "".join(f"{k} {v}\n" for k, v in props.items())
+
+
+def gpu_properties(c: Chip, node: int, render_minor: int) -> str:
+    return _text({
+        "cpu_cores_count": 0, "simd_count": c.simd_count, "mem_banks_count": 1, "caches_count": 3,
+        "io_links_count": 1, "p2p_links_count": 0, "cpu_core_id_base": 0, "simd_id_base": 0x80000000 + node * 0x1000,
+        "max_waves_per_simd": c.waves_per_simd, "lds_size_in_kb": c.lds_kb, "gds_size_in_kb": 0, "num_gws": 64,
+        "wave_front_size": c.wave_size, "array_count": c.arrays, "simd_arrays_per_engine": c.arrays_per_engine,
+        "cu_per_simd_array": -(-c.cus // c.arrays), "simd_per_cu": c.simd_per_cu,
+        "max_slots_scratch_cu": c.scratch_slots_per_cu, "gfx_target_version": c.gfx_target_version,
+        "vendor_id": 0x1002, "device_id": c.device_id, "location_id": (node + 2) << 8, "domain": 0,
+        "drm_render_minor": render_minor, "hive_id": 0, "num_sdma_engines": c.sdma_engines,
+        "num_sdma_xgmi_engines": 0, "num_sdma_queues_per_engine": 6, "num_cp_queues": 8,
+        "max_engine_clk_fcompute": c.engine_clock, "local_mem_size": c.vram, "fw_version": 2000,
+        "capability": 0x2880, "debug_prop": 0, "sdma_fw_version": 20, "unique_id": gpu_id(c, node) * 0x1F3D5B79,
+        "num_xcc": 1, "max_engine_clk_ccompute": 3000})
+
+
+def cpu_properties(cpu_cores: int) -> str:
+    return _text({
+        "cpu_cores_count": cpu_cores, "simd_count": 0, "mem_banks_count": 1, "caches_count": 0, "io_links_count": 0,
+        "p2p_links_count": 0, "cpu_core_id_base": 0, "simd_id_base": 0, "max_waves_per_simd": 0,
+        "lds_size_in_kb": 0, "gds_size_in_kb": 0, "num_gws": 0, "wave_front_size": 0, "array_count": 0,
+        "simd_arrays_per_engine": 0, "cu_per_simd_array": 0, "simd_per_cu": 0, "max_slots_scratch_cu": 0,
+        "gfx_target_version": 0, "vendor_id": 0, "device_id": 0, "location_id": 0, "domain": 0,
+        "drm_render_minor": 0, "hive_id": 0, "num_sdma_engines": 0, "num_sdma_xgmi_engines": 0,
+        "num_sdma_queues_per_engine": 0, "num_cp_queues": 0, "max_engine_clk_ccompute": 3000})
+
+
+def gpu_mem_bank(c: Chip) -> str:
+    return _text({"heap_type": HEAP_FB_PUBLIC, "size_in_bytes": c.vram, "flags": 0, "width": 256,
+                  "mem_clk_max": c.memory_clock})
+
+
+def gpu_caches(c: Chip) -> list[str]:
+    """L1 data, L1 instruction and L2 of one CU's view (processor_id_low is the node's simd_id_base)."""
+    def cache(level: int, kb: int, kind: int, line: int) -> str:
+        return _text({"processor_id_low": 0, "level": level, "size": kb, "cache_line_size": line,
+                      "cache_lines_per_tag": 1, "association": 16, "latency": 1, "type": kind | CACHE_HSACU})
+    return [cache(1, 16 if c.wave_size == 64 else 32, CACHE_DATA, 128), cache(1, 64, CACHE_INSTRUCTION, 128),
+            cache(2, c.l2_kb, CACHE_DATA, 128)]
+
+
+def io_link(node_from: int, node_to: int) -> str:
+    return _text({"type": 2, "version_major": 0, "version_minor": 0, "node_from": node_from, "node_to": node_to,
+                  "weight": 20, "min_latency": 0, "max_latency": 0, "min_bandwidth": 312, "max_bandwidth": 64000,
+                  "recommended_transfer_size": 0, "flags": 1})
+
+
+def ip_versions(c: Chip) -> dict[int, tuple[int, int, int]]:
+    return {GC_HWID: c.gc, SDMA0_HWID: c.sdma, NBIF_HWID: c.nbio}
