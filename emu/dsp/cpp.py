@@ -13,7 +13,7 @@ from pathlib import Path
 _TOKEN = re.compile(r"""
   (?P<ws>[ \t\r\f\v]+|\\\n) | (?P<nl>\n) | (?P<comment>//[^\n]*|/\*.*?\*/) |
   (?P<id>[A-Za-z_]\w*) |
-  (?P<num>(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][+-]?\d+)?)[uUlLfF]*) |
+  (?P<num>\.?\d(?:[eE][+-]|[\w.])*) |
   (?P<str>"(?:\\.|[^"\\\n])*") | (?P<chr>'(?:\\.|[^'\\\n])*') |
   (?P<op>\#\#|\.\.\.|<<=|>>=|->|\+\+|--|<<|>>|<=|>=|==|!=|&&|\|\||[-+*/%&|^]=|[^\s])
 """, re.S | re.X)
@@ -60,7 +60,7 @@ def spell(toks: list[Tok] | tuple[Tok, ...]) -> str:
 
 
 class Preprocessor:
-    def __init__(self, root: Path, defines: dict[str, str] | None = None):
+    def __init__(self, root: Path | None, defines: dict[str, str] | None = None):
         self.root = root
         self.macros: dict[str, Macro] = {}
         for name, value in (defines or {}).items():
@@ -128,8 +128,8 @@ class Preprocessor:
             if m is None:
                 out.append(t)
                 continue
-            if m.params is None:
-                body = self._subst(m, {}, t)
+            if m.params is None or (m.params == () and not (inp and inp[-1].text == "(")):
+                body = self._subst(m, {}, t)  # a macro without parameters may also be used without ()
             elif inp and inp[-1].text == "(":
                 inp.pop()
                 args = _split_args(inp, t.text)

@@ -159,10 +159,15 @@ def is_type(t: Tok) -> bool:
 def _number(text: str) -> Num:
     body = text.rstrip("uUlL") if text[:2].lower() == "0x" else text.rstrip("uUlLfF")
     suffix = text[len(body):].lower()
-    if "." in body or ("e" in body.lower() and not body.lower().startswith("0x")):
-        return Num(float(body), suffix)
-    return Num(int(body, 0) if not (len(body) > 1 and body[0] == "0" and body[1:].isdigit()) else int(body, 8),
-               suffix)
+    try:
+        if body[:2].lower() == "0x" and "p" in body.lower():
+            return Num(float.fromhex(body), suffix)
+        if "." in body or ("e" in body.lower() and not body.lower().startswith("0x")):
+            return Num(float(body), suffix)
+        octal = len(body) > 1 and body[0] == "0" and body[1:].isdigit()
+        return Num(int(body, 8) if octal else int(body, 0), suffix)
+    except ValueError:
+        raise ParseError(f"bad number {text!r}") from None
 
 
 class _Parser:
@@ -438,8 +443,8 @@ def _argument(toks: list[Tok]) -> object:
     return Raw(spell(toks))
 
 
-def _unhide(toks: list[Tok]) -> list[Tok]:
-    """fHIDE(x) -> x."""
+def unhide(toks: list[Tok]) -> list[Tok]:
+    """fHIDE(x) -> x (its tokens keep apart from their neighbours)."""
     out: list[Tok] = []
     i = 0
     while i < len(toks):
@@ -450,7 +455,10 @@ def _unhide(toks: list[Tok]) -> list[Tok]:
                 if depth == 0:
                     break
                 j += 1
-            out += _unhide(toks[i + 2:j])
+            out += [Tok(t.kind, t.text, True) for t in unhide(toks[i + 2:j])]
+            if j + 1 < len(toks):
+                out.append(Tok(toks[j + 1].kind, toks[j + 1].text, True))
+                j += 1
             i = j + 1
         else:
             out.append(toks[i])
@@ -459,7 +467,7 @@ def _unhide(toks: list[Tok]) -> list[Tok]:
 
 
 def tokens(text: str) -> list[Tok]:
-    return _unhide([t for line in tokenize(text) for t in line])
+    return unhide([t for line in tokenize(text) for t in line])
 
 
 def parse(text: str | list[Tok]) -> Block:
