@@ -1,0 +1,103 @@
+"""`hwemu`: the command line of the emulator.
+
+    hwemu info [--arch gfx1100] [--gpus N] [--real]   the KFD topology a runtime sees (like rocminfo)
+    hwemu run [--dev DEV] -- CMD ARGS...              run a program with the mock devices visible to it
+    hwemu disasm ...                                  disassemble code objects or bytes (python -m emu.amd.disasm)
+    hwemu kernel ...                                  run one kernel of a code object (python -m emu.amd.run)
+
+Bad usage exits with status 2 and a one-line message; `hwemu run` exits with the program's status.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from stack.hcq.fileio import file_interface
+
+TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
+
+
+def info(arch: str, gpus: int, real: bool) -> int:
+    """Print the agents of the KFD topology, read through the file-I/O seam exactly as a runtime reads it."""
+    io = file_interface("KFD" if real else "MOCKKFD", arch, gpus)
+    if not io.exists(f"{TOPOLOGY}/nodes"):
+        print("hwemu info: no KFD topology (is amdgpu loaded?)", file=sys.stderr)
+        return 1
+    print(f"{'real' if real else 'MOCKKFD'} KFD topology: {TOPOLOGY}")
+    for node in sorted(io(f"{TOPOLOGY}/nodes").listdir(), key=int):
+        base = f"{TOPOLOGY}/nodes/{node}"
+        gpu_id = int(io(f"{base}/gpu_id").read())
+        props = {k: int(v) for k, v in (line.split() for line in io(f"{base}/properties").read().splitlines())}
+        if not gpu_id:
+            print(f"  agent {node}: CPU, {props.get('cpu_cores_count', 0)} cores")
+            continue
+        v = props["gfx_target_version"]
+        gfx = f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}"
+        banks = f"{base}/mem_banks/0/properties"
+        mem = dict(line.split() for line in io(banks).read().splitlines()) if io.exists(banks) else {}
+        minor = props["drm_render_minor"]
+        ips = f"/sys/class/drm/renderD{minor}/device/ip_discovery/die/0"
+        versions = []
+        for hwid, name in (("11", "GC"), ("42", "SDMA"), ("108", "NBIO")):
+            d = f"{ips}/{hwid}/0"
+            if io.exists(d):
+                versions.append(f"{name} " + ".".join(io(f"{d}/{p}").read().strip() for p in ("major", "minor",
+                                                                                                "revision")))
+        print(f"  agent {node}: GPU {gfx}, gpu_id {gpu_id}, /dev/dri/renderD{minor}, device {props['device_id']:#06x}")
+        print(f"    {props['simd_count'] // props['simd_per_cu']} CUs, wave{props['wave_front_size']}, "
+              f"{props['max_waves_per_simd']} waves/SIMD, {props['lds_size_in_kb']} KiB LDS, "
+              f"{int(mem.get('size_in_bytes', props.get('local_mem_size', 0))) >> 20} MiB VRAM, "
+              f"{props.get('max_engine_clk_fcompute', 0)} MHz")
+        if versions:
+            print(f"    IP: {', '.join(versions)}")
+    return 0
+
+
+def run(dev: str | None, cmd: list[str]) -> int:
+    """Run `cmd` with DEV naming the mock interface (hwemu's stack picks MOCKKFD from it)."""
+    env = dict(os.environ)
+    env["DEV"] = dev or env.get("DEV") or "MOCKKFD+AMD"
+    if not env["DEV"].startswith("MOCK"):
+        print(f"hwemu run: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD)", file=sys.stderr)
+        return 2
+    try:
+        os.execvpe(cmd[0], cmd, env)
+    except OSError as e:
+        print(f"hwemu run: cannot run {cmd[0]!r}: {e.strerror}", file=sys.stderr)
+        return 127
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(prog="hwemu", description="hwemu: emulated GPUs behind mock drivers")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{info,run,disasm,kernel}")
+    p_info = sub.add_parser("info", help="the KFD topology a runtime sees (like rocminfo)")
+    p_info.add_argument("--arch", default=None, help="chip of the mock GPUs (default gfx1100)")
+    p_info.add_argument("--gpus", type=int, default=1, help="number of mock GPUs")
+    p_info.add_argument("--real", action="store_true", help="read the operating system's KFD instead")
+    p_run = sub.add_parser("run", help="run a program with the mock devices visible to it")
+    p_run.add_argument("--dev", default=None, help="DEV for the program (default: $DEV or MOCKKFD+AMD)")
+    p_run.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+    sub.add_parser("disasm", help="disassemble (see hwemu disasm --help)", add_help=False)
+    sub.add_parser("kernel", help="run one kernel of a code object (see hwemu kernel --help)", add_help=False)
+    if argv and argv[0] in ("disasm", "kernel"):
+        from emu.amd import disasm, run as kernel
+        return (disasm if argv[0] == "disasm" else kernel).main(argv[1:])
+    a = ap.parse_args(argv)
+    if a.command == "info":
+        if a.gpus < 1:
+            ap.error("--gpus must be at least 1")
+        try:
+            return info(a.arch, a.gpus, a.real)
+        except (ValueError, OSError) as e:
+            print(f"hwemu info: {e}", file=sys.stderr)
+            return 2
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    if not cmd:
+        ap.error("run: give the program to run after --")
+    return run(a.dev, cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,94 @@
+"""A minimal raw KFD client for tests of the mock below the stack: ioctls, buffers, queues and doorbells only."""
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+
+from stack.hcq import kfd_ioctl as k
+from stack.hcq.fileio import (MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, PROT_READ, PROT_WRITE,
+                              file_interface)
+
+TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
+GTT_FLAGS = k.ALLOC_GTT | k.ALLOC_WRITABLE | k.ALLOC_EXECUTABLE | k.ALLOC_COHERENT | k.ALLOC_UNCACHED | k.ALLOC_PUBLIC
+VRAM_FLAGS = k.ALLOC_VRAM | k.ALLOC_WRITABLE | k.ALLOC_EXECUTABLE | k.ALLOC_PUBLIC
+
+
+class Buf:
+    def __init__(self, va: int, size: int, handle: int):
+        self.va, self.size, self.handle = va, size, handle
+        self.mem = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(va))
+
+
+class RawClient:
+    def __init__(self, arch: str = "gfx1100", gpus: int = 1):
+        self.io = file_interface("MOCKKFD", arch, gpus)
+        self.kfd = self.io("/dev/kfd", os.O_RDWR)
+        self.gpu_ids, self.props = [], []
+        for n in sorted(self.io(TOPOLOGY).listdir(), key=int):
+            gid = int(self.io(f"{TOPOLOGY}/{n}/gpu_id").read())
+            if gid:
+                self.gpu_ids.append(gid)
+                self.props.append({a: int(b) for a, b in (ln.split() for ln in
+                                                          self.io(f"{TOPOLOGY}/{n}/properties").read().splitlines())})
+        self.gpu_id = self.gpu_ids[0]
+        self.drms = [self.io(f"/dev/dri/renderD{p['drm_render_minor']}", os.O_RDWR) for p in self.props]
+        for gid, drm in zip(self.gpu_ids, self.drms, strict=True):
+            if gid not in self.system.kfd.proc.vms:
+                self.ioctl("ACQUIRE_VM", k.AcquireVm(drm.fd, gid))
+
+    @property
+    def system(self):
+        return self.io.system
+
+    def ioctl(self, name: str, args):
+        self.kfd.ioctl(k.REQUEST[name], args)
+        return args
+
+    def alloc(self, size: int, flags: int = GTT_FLAGS, gpu: int = 0, map_to=(0,)) -> Buf:
+        size = -(-size // 4096) * 4096
+        va = self.io.anon_mmap(0, size, PROT_NONE, MAP_PRIVATE | MAP_NORESERVE, 0)
+        a = self.ioctl("ALLOC_MEMORY_OF_GPU", k.AllocMemoryOfGpu(va_addr=va, size=size, gpu_id=self.gpu_ids[gpu],
+                                                                  flags=flags))
+        if map_to:
+            self.map(a.handle, [self.gpu_ids[i] for i in map_to])
+        self.drms[gpu].mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, a.mmap_offset)
+        return Buf(va, size, a.handle)
+
+    def map(self, handle: int, gpu_ids, name: str = "MAP_MEMORY_TO_GPU"):
+        ids = (ctypes.c_uint32 * len(gpu_ids))(*gpu_ids)
+        return self.ioctl(name, k.MapMemoryToGpu(handle=handle, device_ids_array_ptr=ctypes.addressof(ids),
+                                                 n_devices=len(gpu_ids)))
+
+    def queue(self, qtype: int = k.QUEUE_TYPE_COMPUTE, ring_size: int = 1 << 16) -> Queue:
+        ring, gart = self.alloc(ring_size), self.alloc(4096)
+        q = self.ioctl("CREATE_QUEUE", k.CreateQueue(
+            ring_base_address=ring.va, ring_size=ring_size, gpu_id=self.gpu_id, queue_type=qtype,
+            queue_percentage=100, queue_priority=7, write_pointer_address=gart.va + 56,
+            read_pointer_address=gart.va + 128))
+        base = q.doorbell_offset & ~0x1FFF
+        bells = self.kfd.mmap(0, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, base)
+        return Queue(self, q, ring, gart, bells + (q.doorbell_offset - base), qtype == k.QUEUE_TYPE_COMPUTE)
+
+
+class Queue:
+    """Submission: packets into the ring, then the write pointer, then the doorbell (plain stores)."""
+
+    def __init__(self, client: RawClient, args, ring: Buf, gart: Buf, doorbell: int, pm4: bool):
+        self.client, self.args, self.ring, self.gart, self.pm4 = client, args, ring, gart, pm4
+        self.doorbell = np.ctypeslib.as_array((ctypes.c_uint64 * 1).from_address(doorbell))
+        self.words = ring.mem.view(np.uint32)
+        self.put = 0  # dwords (PM4) or bytes (SDMA) published so far
+
+    @property
+    def rptr(self) -> int:
+        return int(self.gart.mem[128:136].view(np.uint64)[0])
+
+    def submit(self, dwords: list[int]) -> None:
+        pos = self.put if self.pm4 else self.put // 4
+        for i, d in enumerate(dwords):
+            self.words[(pos + i) % len(self.words)] = d & 0xFFFFFFFF
+        self.put += len(dwords) * (1 if self.pm4 else 4)
+        self.gart.mem[56:64].view(np.uint64)[0] = self.put
+        self.doorbell[0] = self.put
