@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("disasm", help="disassemble (see hwemu disasm --help)", add_help=False)
     sub.add_parser("kernel", help="run one kernel of a code object (see hwemu kernel --help)", add_help=False)
     if argv and argv[0] in ("disasm", "kernel"):
-        from emu.amd import disasm, run as kernel
+        from emu.amd import disasm
+        from emu.amd import run as kernel
         return (disasm if argv[0] == "disasm" else kernel).main(argv[1:])
     a = ap.parse_args(argv)
     if a.command == "info":

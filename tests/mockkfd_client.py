@@ -7,8 +7,16 @@ import os
 import numpy as np
 
 from stack.hcq import kfd_ioctl as k
-from stack.hcq.fileio import (MAP_FIXED, MAP_NORESERVE, MAP_PRIVATE, MAP_SHARED, PROT_NONE, PROT_READ, PROT_WRITE,
-                              file_interface)
+from stack.hcq.fileio import (
+    MAP_FIXED,
+    MAP_NORESERVE,
+    MAP_PRIVATE,
+    MAP_SHARED,
+    PROT_NONE,
+    PROT_READ,
+    PROT_WRITE,
+    file_interface,
+)
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 GTT_FLAGS = k.ALLOC_GTT | k.ALLOC_WRITABLE | k.ALLOC_EXECUTABLE | k.ALLOC_COHERENT | k.ALLOC_UNCACHED | k.ALLOC_PUBLIC
