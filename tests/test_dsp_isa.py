@@ -1,5 +1,6 @@
 """emu.dsp.cpp (the vendor files' preprocessor) and emu.dsp.isa (the instruction table)."""
 import pytest
+from dsp_support import vendor_isa
 
 from emu.dsp import cpp
 
@@ -31,12 +32,7 @@ def test_cpp_errors(tmp_path):
 
 @pytest.fixture(scope="module")
 def isa():
-    from emu.dsp.vendor import VendorMissing
-    try:
-        from emu.dsp.isa import load
-        return load()
-    except VendorMissing as e:
-        pytest.skip(f"Hexagon vendor definitions unavailable: {e}")
+    return vendor_isa()
 
 
 def test_table(isa):

@@ -38,6 +38,7 @@ C_TYPES: dict[str, Type] = {
     "long long": S64, "long long int": S64, "unsigned long long": U64, "unsigned long long int": U64,
     "float": F32, "double": F64, "mmvector_t": VEC, "mmvector_pair_t": PAIR, "mmqreg_t": QREG, "void": VOID,
     "paddr_t": U64, "vaddr_t": U32,
+    **{f"{u}int{n}_t": I(n, not u) for n in (8, 16, 32, 64) for u in ("", "u")},
 }
 # lane fields of vectors and vector predicates -> element type
 LANES: dict[str, Type] = {"b": S8, "ub": U8, "h": S16, "uh": U16, "w": S32, "uw": U32, "d": S64, "ud": U64}

@@ -92,7 +92,7 @@ PRIMITIVES: dict[str, str] = {
         "fBRANCH_SPECULATE_STALL", "fHINTJR", "fDOCHKPAGECROSS", "fGP_DOCHKPAGECROSS", "fFRAMECHECK",
         "fCHECK_PCALIGN", "fDCFETCH", "fDCZEROA", "fDCCLEANA", "fDCCLEANINVA", "fDCINVA", "fICINVA",
         "fISYNC", "fBARRIER", "fSYNCH", "fL2FETCH", "fPAUSE", "fUARCH_NOTE_PUMP_2X", "fUARCH_NOTE_PUMP_4X",
-        "IV1DEAD", "fCOF_CALLBACK", "fV_AL_CHECK", "fatal")},
+        "IV1DEAD", "fCOF_CALLBACK", "fV_AL_CHECK", "fatal", "warn")},
 }
 
 # Constant names the bodies use.

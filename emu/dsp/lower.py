@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from emu.dsp import cpp, ir, syntax
+from emu.dsp import cpp, ir, runtime, syntax
 from emu.dsp import operands as ops
 from emu.dsp.ir import C_TYPES, LANES, Type
 from emu.dsp.isa import ISA, Insn
@@ -31,7 +31,8 @@ class Semantics:
 _REG_TYPES = {"R": (ir.S32, ir.S64), "C": (ir.S32, ir.S64), "M": (ir.S32, ir.S32), "P": (ir.U8, ir.U8),
               "N": (ir.S32, ir.S32), "V": (ir.VEC, ir.PAIR), "O": (ir.VEC, ir.VEC), "Q": (ir.QREG, ir.QREG)}
 _VEC_LOG_SIZE = 7  # 128-byte HVX
-_OUT_ARG = {"fLOADMMV": 1, "fLOADMMVU": 1, "fcirc_add": 0}  # primitives that write one of their arguments
+# primitives that write one of their arguments: its index, and whether it is also an input
+_OUT_ARG = {"fLOADMMV": (1, False), "fLOADMMVU": (1, False), "fcirc_add": (0, True)}
 _CANCEL = frozenset({"CANCEL", "LOAD_CANCEL", "STORE_CANCEL"})
 _CONTEXT = frozenset({"thread", "insn"})  # the simulator's handles the vendor text passes around
 
@@ -99,9 +100,9 @@ class _Lowering:
                 self.inputs.append((o.name, t))
             if o.written:
                 self.outputs.append((o.name, t))
-        for o in ops.parse(insn.syntax):  # register numbers (RsN) some hints and vextract name
-            if o.cls not in "#NO":
-                self.vars.setdefault(o.name[:-1] + "N", ir.S32)
+        self.regnums = {o.name[:-1] + "N" for o in ops.parse(insn.syntax) if o.cls not in "#NO"} - set(self.vars)
+        for n in self.regnums:  # register numbers (RsN, MuN): inputs when the semantics use them
+            self.vars[n] = ir.S32
         self.vars["EA"] = ir.U32
         self.pre: list = []
         self.tmp = 0
@@ -139,6 +140,9 @@ class _Lowering:
             raise CompileError(f"statement {type(s).__name__}")
 
     def _loop(self, cond, body, step, test_first: bool) -> None:
+        if not test_first and isinstance(cond, syntax.Num) and cond.value == 0 and not _jumps(body):
+            self.statement(body)  # do { ... } while (0): a statement wrapper
+            return
         saved, self.pre = self.pre, []
         c = _truth(self.expr(cond)) if cond is not None else ir.Const(ir.S32, 1)
         pre, self.pre = tuple(self.pre), saved
@@ -181,6 +185,8 @@ class _Lowering:
             for a in x.args:
                 self.statement(a if isinstance(a, syntax.Block) else syntax.ExprStmt(a))
             return
+        if isinstance(x, syntax.Unary) and x.op.startswith("post"):  # its old value is not needed
+            x = syntax.Unary("pre" + x.op[4:], x.x)
         v = self.expr(x, void_ok=True)
         if isinstance(v, ir.Prim) and v.t == ir.VOID:
             self.pre.append(ir.Do(v))
@@ -209,6 +215,8 @@ class _Lowering:
             return ir.Const(_const_type(n), n.value)
         if isinstance(n, syntax.Name):
             if n.id in self.vars:
+                if n.id in self.regnums and (n.id, ir.S32) not in self.inputs:
+                    self.inputs.append((n.id, ir.S32))
                 return ir.Var(self.vars[n.id], n.id)
             if n.id in CONSTANTS:
                 return ir.Const(ir.S32, CONSTANTS[n.id])
@@ -268,14 +276,16 @@ class _Lowering:
                 continue
             if isinstance(a, syntax.Name) and a.id not in self.vars and a.id not in CONSTANTS:
                 args.append(a.id)  # a register or mode name (REG_LR, COF_TYPE_JUMP)
-            elif isinstance(a, syntax.Raw) and not a.text:
-                args.append("")
+            elif isinstance(a, syntax.Raw):
+                args.append(a.text)  # an empty argument, a message string
             else:
                 args.append(self.expr(a))
         t = C_TYPES[PRIMITIVES[name]]
+        if name == "fcirc_add":  # the M register's number picks the CS register holding the buffer start
+            args.append(self.expr(syntax.Name("MuN")))
         if name in _OUT_ARG:
-            k = _OUT_ARG[name]
-            target = args.pop(k)
+            k, keep = _OUT_ARG[name]
+            target = args[k] if keep else args.pop(k)
             if not isinstance(target, ir.Var | ir.Lane | ir.Half):
                 raise CompileError(f"{name}: argument {k} is not assignable")
             self.pre.append(ir.Set(target, ir.Prim(target.t, name, tuple(args))))
@@ -309,10 +319,10 @@ class _Lowering:
         if n.op == "+":
             return conv(ir.promote(x.t), x)
         if n.op == "!":
-            return ir.Un(ir.S32, "!", _truth(x))
+            return _fold(ir.Un(ir.S32, "!", _truth(x)))
         if n.op in ("-", "~") and x.t.kind in ("int", "float"):
             t = ir.promote(x.t)
-            return ir.Un(t, n.op, conv(t, x))
+            return _fold(ir.Un(t, n.op, conv(t, x)))
         raise CompileError(f"unary {n.op} on {x.t}")
 
     def binary(self, n: syntax.Binary) -> object:
@@ -329,19 +339,19 @@ class _Lowering:
                 then, orelse = (pb + (ir.Set(v, test),),), ((ir.Set(v, done),),)
                 self.pre.append(ir.If(_truth(a), *((orelse[0], then[0]) if n.op == "||" else (then[0], orelse[0]))))
                 return v
-            return ir.Bin(ir.S32, n.op, _truth(a), _truth(b))
+            return _fold(ir.Bin(ir.S32, n.op, _truth(a), _truth(b)))
         b = self.expr(n.b)
         if a.t.kind not in ("int", "float") or b.t.kind not in ("int", "float"):
             raise CompileError(f"{a.t} {n.op} {b.t}")
         if n.op in ("<<", ">>"):
             t = ir.promote(a.t)
-            return ir.Bin(t, n.op, conv(t, a), conv(ir.promote(b.t), b))
+            return _fold(ir.Bin(t, n.op, conv(t, a), conv(ir.promote(b.t), b)))
         t = ir.common(a.t, b.t)
         if n.op in ("==", "!=", "<", ">", "<=", ">="):
-            return ir.Bin(ir.S32, n.op, conv(t, a), conv(t, b))
+            return _fold(ir.Bin(ir.S32, n.op, conv(t, a), conv(t, b)))
         if t.kind == "float" and n.op not in ("+", "-", "*", "/"):
             raise CompileError(f"float {n.op}")
-        return ir.Bin(t, n.op, conv(t, a), conv(t, b))
+        return _fold(ir.Bin(t, n.op, conv(t, a), conv(t, b)))
 
     def assign(self, n: syntax.Assign) -> object:
         target = self.expr(n.target)
@@ -353,6 +363,37 @@ class _Lowering:
             value = self.binary(syntax.Binary(n.op[:-1], n.target, n.value))
         self.pre.append(ir.Set(target, self.convert(target.t, value)))
         return target
+
+
+def _jumps(s) -> bool:
+    """Whether a statement has a break or continue that is not inside a nested loop."""
+    if isinstance(s, syntax.Jump):
+        return s.kind in ("break", "continue")
+    if isinstance(s, syntax.Block):
+        return any(_jumps(x) for x in s.body)
+    if isinstance(s, syntax.If):
+        return _jumps(s.then) or (s.orelse is not None and _jumps(s.orelse))
+    return isinstance(s, syntax.Switch) and any(_jumps(x) for _, body in s.cases for x in body[:-1])
+
+
+def _fold(x):
+    """Constant-fold integer operations on constants (C semantics, as the backend would compute them)."""
+    if isinstance(x, ir.Bin) and isinstance(x.a, ir.Const) and isinstance(x.b, ir.Const) and x.t.kind == "int":
+        a, b, op = x.a.value, x.b.value, x.op
+        if op in ("<<", ">>") and not 0 <= b < x.a.t.bits:
+            return x
+        if op in ("/", "%") and b == 0:
+            return x
+        v = {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "&": lambda: a & b, "|": lambda: a | b,
+             "^": lambda: a ^ b, "<<": lambda: a << b, ">>": lambda: a >> b, "==": lambda: int(a == b),
+             "!=": lambda: int(a != b), "<": lambda: int(a < b), ">": lambda: int(a > b), "<=": lambda: int(a <= b),
+             ">=": lambda: int(a >= b), "/": lambda: runtime.cdiv(a, b), "%": lambda: runtime.cmod(a, b),
+             "&&": lambda: int(bool(a and b)), "||": lambda: int(bool(a or b))}[op]()
+        return conv(x.t, ir.Const(ir.I(max(x.t.bits, v.bit_length() + 1), True), v))
+    if isinstance(x, ir.Un) and isinstance(x.x, ir.Const) and x.t.kind == "int":
+        v = {"-": -x.x.value, "~": ~x.x.value, "!": int(not x.x.value)}[x.op]
+        return conv(x.t, ir.Const(ir.I(max(x.t.bits, v.bit_length() + 1), True), v))
+    return x
 
 
 def lower(isa: ISA, insn: Insn) -> Semantics:

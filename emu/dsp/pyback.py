@@ -1,0 +1,305 @@
+"""Python backend: typed IR -> one Python function per instruction.
+
+The function is `f(S, *inputs) -> outputs tuple | None`: inputs and outputs are the operands of
+lower.Semantics in order (integers as Python ints in their C type's range, HVX values as numpy uint8 arrays),
+None means the slot was cancelled (a false predicate: nothing the instruction wrote commits). Everything
+else an instruction reaches (memory, implicit registers, predicates, the branch) goes through S, the core
+model; see `Core` for the calls it must answer.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from emu.dsp import ir, runtime
+from emu.dsp.lower import CompileError, Semantics
+
+_VEC_BYTES = {"vec": 128, "pair": 256, "qreg": 16}
+_DTYPES = {(8, True): "_i8", (8, False): "_u8", (16, True): "_i16", (16, False): "_u16", (32, True): "_i32",
+           (32, False): "_u32", (64, True): "_i64", (64, False): "_u64"}
+_NAMESPACE = {**{k: getattr(runtime, k) for k in dir(runtime) if not k.startswith("_")},
+              "_np": np, "_inf": math.inf, "_nan": math.nan, "_i8": np.int8, "_u8": np.uint8, "_i16": np.int16,
+              "_u16": np.uint16, "_i32": np.int32, "_u32": np.uint32, "_i64": np.int64, "_u64": np.uint64}
+
+
+class Core(Protocol):
+    """What generated semantics call on the core model (the executor provides it)."""
+    def read_reg(self, name: str) -> int: ...
+    def write_reg(self, name: str, value: int) -> None: ...
+    def read_pred(self, n: int) -> int: ...
+    def write_pred(self, n: int, value: int) -> None: ...
+    def new_pred(self, n: int) -> int: ...
+    def usr_get(self, field: str) -> int: ...
+    def usr_set(self, field: str, value: int) -> None: ...
+    def read_gp(self) -> int: ...
+    def read_npc(self) -> int: ...
+    def load(self, size: int, ea: int) -> int: ...
+    def store(self, size: int, ea: int, value: int) -> None: ...
+    def load_locked(self, size: int, ea: int) -> int: ...
+    def store_conditional(self, size: int, ea: int, value: int) -> int: ...
+    def load_vector(self, ea: int, unaligned: bool) -> np.ndarray: ...
+    def store_vector(self, ea: int, value: np.ndarray, mask: np.ndarray | None, unaligned: bool) -> None: ...
+    def branch(self, target: int) -> None: ...
+    def call(self, target: int) -> None: ...
+    def trap(self, kind: int, imm: int) -> None: ...
+    def circ_add(self, reg: int, incr: int, m: int, mnum: int) -> int: ...
+    def fp_flag(self, name: str) -> None: ...
+    def vtmp(self) -> np.ndarray: ...
+
+
+def _wrap(t: ir.Type, code: str) -> str:
+    return f"{'s' if t.signed else 'u'}{t.bits}({code})"
+
+
+def _name(v: str) -> str:
+    return "v_" + v
+
+
+@dataclass(frozen=True)
+class Compiled:
+    tag: str
+    fn: object
+    inputs: tuple
+    outputs: tuple
+    source: str
+
+
+class _Gen:
+    def __init__(self, sem: Semantics):
+        self.sem = sem
+        self.lines: list[str] = []
+        self.depth = 1
+        self.loops: list[tuple | None] = []  # per enclosing loop: the step statements a `continue` runs
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.depth + line)
+
+    # ---- statements ----
+    def stmts(self, body: tuple) -> None:
+        n = len(self.lines)
+        for s in body:
+            self.stmt(s)
+        if len(self.lines) == n:
+            self.emit("pass")
+
+    def stmt(self, s) -> None:
+        if isinstance(s, ir.Set):
+            self.assign(s.target, self.expr(s.value))
+        elif isinstance(s, ir.Do):
+            code = self.expr(s.x)
+            if code:
+                self.emit(code)
+        elif isinstance(s, ir.Local):
+            t = s.var.t
+            init = f"_np.zeros({_VEC_BYTES[t.kind]}, _np.uint8)" if t.kind in _VEC_BYTES else (
+                "0.0" if t.kind == "float" else "0")
+            self.emit(f"{_name(s.var.name)} = {init}")
+        elif isinstance(s, ir.If):
+            self.emit(f"if {self.expr(s.c)}:")
+            self.block(s.then)
+            if s.orelse:
+                self.emit("else:")
+                self.block(s.orelse)
+        elif isinstance(s, ir.Loop):
+            self.emit("while True:")
+            self.depth += 1
+            if s.test_first:
+                self.stmts(s.pre)
+                self.emit(f"if not {self.expr(s.c)}: break")
+            self.loops.append(s.step if s.test_first else None)
+            self.stmts(s.body)
+            self.loops.pop()
+            if s.test_first:
+                self.stmts(s.step)
+            else:
+                self.stmts(s.pre)
+                self.emit(f"if not {self.expr(s.c)}: break")
+            self.depth -= 1
+        elif isinstance(s, ir.Jump):
+            if s.kind == "break":
+                self.emit("break")
+            elif s.kind == "continue":
+                if not self.loops or self.loops[-1] is None:
+                    raise CompileError("continue outside a for/while loop")
+                self.stmts(self.loops[-1])
+                self.emit("continue")
+            elif s.kind == "cancel":
+                self.emit("return None")
+            else:
+                self.emit(f"return {self.result()}")
+        else:
+            raise CompileError(f"backend: statement {type(s).__name__}")
+
+    def block(self, body: tuple) -> None:
+        self.depth += 1
+        self.stmts(body)
+        self.depth -= 1
+
+    def assign(self, target, value: str) -> None:
+        if isinstance(target, ir.Var):
+            if target.t.kind in _VEC_BYTES:
+                self.emit(f"{_name(target.name)}[:] = {value}")
+            else:
+                self.emit(f"{_name(target.name)} = {value}")
+        elif isinstance(target, ir.Lane):
+            self.emit(f"{self.vector(target.vec)}.view({_DTYPES[target.t.bits, target.t.signed]})"
+                      f"[{self.expr(target.index)}] = {value}")
+        elif isinstance(target, ir.Half):
+            k = self.expr(target.index)
+            self.emit(f"{self.vector(target.pair)}[({k}) * 128:({k}) * 128 + 128] = {value}")
+        else:
+            raise CompileError("backend: assignment target")
+
+    def result(self) -> str:
+        return "(" + "".join(f"{_name(n)}, " for n, _ in self.sem.outputs) + ")"
+
+    # ---- expressions ----
+    def vector(self, x) -> str:
+        if isinstance(x, ir.Half):
+            k = self.expr(x.index)
+            return f"{self.vector(x.pair)}[({k}) * 128:({k}) * 128 + 128]"
+        return self.expr(x)
+
+    def expr(self, x) -> str:
+        if isinstance(x, ir.Const):
+            if isinstance(x.value, float):
+                return "_nan" if x.value != x.value else ("_inf" if x.value == math.inf else repr(x.value))
+            return repr(x.value)
+        if isinstance(x, ir.Var):
+            return _name(x.name)
+        if isinstance(x, ir.Bin):
+            return self.binary(x)
+        if isinstance(x, ir.Un):
+            a = self.expr(x.x)
+            if x.op == "!":
+                return f"int(not {a})"
+            if x.t.kind == "float":
+                return f"(-{a})"
+            return _wrap(x.t, f"{x.op}{a}")
+        if isinstance(x, ir.Conv):
+            return self.convert(x.t, x.x)
+        if isinstance(x, ir.Select):
+            return f"({self.expr(x.a)} if {self.expr(x.c)} else {self.expr(x.b)})"
+        if isinstance(x, ir.Lane):
+            return f"int({self.vector(x.vec)}.view({_DTYPES[x.t.bits, x.t.signed]})[{self.expr(x.index)}])"
+        if isinstance(x, ir.Half):
+            return self.vector(x)
+        if isinstance(x, ir.Prim):
+            return self.prim(x)
+        raise CompileError(f"backend: expression {type(x).__name__}")
+
+    def binary(self, x: ir.Bin) -> str:
+        a, b, op, t = self.expr(x.a), self.expr(x.b), x.op, x.t
+        if op in ("==", "!=", "<", ">", "<=", ">="):
+            return f"int({a} {op} {b})"
+        if op in ("&&", "||"):
+            return f"int(bool({a}) {'and' if op == '&&' else 'or'} bool({b}))"
+        if t.kind == "float":
+            if op == "/":
+                code = f"fdiv({a}, {b})"
+            elif op in ("+", "-", "*"):
+                code = f"({a} {op} {b})"
+            else:
+                raise CompileError(f"backend: float {op}")
+            return f"f32({code})" if t.bits == 32 else code
+        if op in ("&", "|", "^"):
+            return f"({a} {op} {b})"
+        if op in ("<<", ">>"):
+            n = x.b.value if isinstance(x.b, ir.Const) else -1
+            if 0 <= n < t.bits:
+                code = f"({a} {op} {n})"
+            else:
+                code = f"{'shl' if op == '<<' else 'shr'}({a}, {b}, {t.bits})"
+            return code if op == ">>" else _wrap(t, code)
+        if op == "/":
+            return _wrap(t, f"cdiv({a}, {b})")
+        if op == "%":
+            return _wrap(t, f"cmod({a}, {b})")
+        return _wrap(t, f"{a} {op} {b}")
+
+    def convert(self, t: ir.Type, x) -> str:
+        a, f = self.expr(x), x.t
+        if t.kind == "int" and f.kind == "int":
+            widening = t.bits >= f.bits and (t.signed == f.signed or (t.signed and t.bits > f.bits))
+            return a if widening or (not f.signed and t.bits > f.bits) else _wrap(t, a)
+        if t.kind == "int" and f.kind == "float":
+            return f"ftoi({a}, {t.bits}, {t.signed})"
+        if t.kind == "float" and f.kind == "int":
+            return f"f32(float({a}))" if t.bits == 32 else f"float({a})"
+        if t.kind == "float" and f.kind == "float":
+            return f"f32({a})" if t.bits < f.bits else a
+        raise CompileError(f"backend: convert {f} to {t}")
+
+    def prim(self, x: ir.Prim) -> str:
+        n = x.name
+        args = [repr(a) if isinstance(a, str) else self.expr(a) for a in x.args]
+        simple = {"READ_RREG": "S.read_reg", "WRITE_RREG": "S.write_reg", "READ_PREG": "S.read_pred",
+                  "WRITE_PREG": "S.write_pred", "GET_USR_FIELD": "S.usr_get", "SET_USR_FIELD": "S.usr_set",
+                  "fREAD_GP": "S.read_gp", "fREAD_NPC": "S.read_npc", "fCALL": "S.call", "fCALLR": "S.call",
+                  "fTRAP": "S.trap", "fRAISEFLAGS": "S.fp_flag", "fTMPVDATA": "S.vtmp",
+                  "mem_load_locked": "S.load_locked", "mem_store_conditional": "S.store_conditional"}
+        if n in simple:
+            if n == "mem_load_locked":
+                args = args[::-1]
+            elif n == "mem_store_conditional":
+                args = [args[2], args[0], args[1]]
+            return f"{simple[n]}({', '.join(args)})"
+        if n in ("fLSBNEW0", "fLSBNEW1"):
+            return f"(S.new_pred({n[-1]}) & 1)"
+        if n == "fLSBNEW":
+            return f"({args[0]} & 1)"
+        if n in ("fNEWREG", "fNEWREG_ST", "fNEWVREG"):
+            return args[0]
+        if n.startswith("MEM_LOAD"):
+            return f"S.load({n[-1]}, {args[0]})"
+        if n.startswith("MEM_STORE"):
+            return f"S.store({n[-1]}, {args[0]}, {args[1]})"
+        if n in ("fLOADMMV", "fLOADMMVU"):
+            return f"S.load_vector({args[0]}, {n.endswith('U')})"
+        if n in ("fSTOREMMV", "fSTOREMMVU"):
+            return f"S.store_vector({args[0]}, {args[1]}, None, {n.endswith('U')})"
+        if n in ("fSTOREMMVQ", "fSTOREMMVNQ"):
+            mask = args[2] if n == "fSTOREMMVQ" else f"fNOTQ({args[2]})"
+            return f"S.store_vector({args[0]}, {args[1]}, {mask}, False)"
+        if n == "fBRANCH":
+            return f"S.branch({args[0]})"
+        if n == "fcirc_add":
+            return f"S.circ_add({', '.join(args)})"
+        if n == "fFPSETROUND_CHOP":
+            return "_chop = True"
+        if n == "fFPSETROUND_NEAREST":
+            return "_chop = False"
+        if n.startswith("conv_"):
+            return f"{n}({args[0]}, _chop)"
+        if x.t == ir.VOID and n not in _NAMESPACE:
+            return ""  # no effect on the state this model keeps
+        if n not in _NAMESPACE:
+            raise CompileError(f"backend: no implementation of {n}")
+        return f"{n}({', '.join(args)})"
+
+    def function(self) -> str:
+        sem = self.sem
+        params = ", ".join(["S", *(_name(n) for n, _ in sem.inputs)])
+        head = [f"def {sem.tag}({params}):", "    _chop = False", "    v_EA = 0"]
+        ins = {n for n, _ in sem.inputs}
+        for n, t in sem.outputs:
+            if n in ins:
+                if t.kind in _VEC_BYTES:
+                    head.append(f"    {_name(n)} = {_name(n)}.copy()")
+            elif t.kind in _VEC_BYTES:
+                head.append(f"    {_name(n)} = _np.zeros({_VEC_BYTES[t.kind]}, _np.uint8)")
+            else:
+                head.append(f"    {_name(n)} = 0")
+        self.stmts(sem.body)
+        self.emit(f"return {self.result()}")
+        return "\n".join(head + self.lines) + "\n"
+
+
+def compile_semantics(sem: Semantics) -> Compiled:
+    src = _Gen(sem).function()
+    ns = dict(_NAMESPACE)
+    exec(compile(src, f"<hexagon {sem.tag}>", "exec"), ns)
+    return Compiled(sem.tag, ns[sem.tag], sem.inputs, sem.outputs, src)
