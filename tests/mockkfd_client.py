@@ -69,6 +69,16 @@ class RawClient:
         return self.ioctl(name, k.MapMemoryToGpu(handle=handle, device_ids_array_ptr=ctypes.addressof(ids),
                                                  n_devices=len(gpu_ids)))
 
+    def free(self, b: Buf) -> None:
+        self.map(b.handle, self.gpu_ids[:1], "UNMAP_MEMORY_FROM_GPU")
+        self.io.munmap(b.va, b.size)
+        self.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(b.handle))
+
+    def destroy(self, q: Queue) -> None:
+        self.ioctl("DESTROY_QUEUE", k.DestroyQueue(q.args.queue_id))
+        for b in (q.ring, q.gart):
+            self.free(b)
+
     def queue(self, qtype: int = k.QUEUE_TYPE_COMPUTE, ring_size: int = 1 << 16) -> Queue:
         ring, gart = self.alloc(ring_size), self.alloc(4096)
         q = self.ioctl("CREATE_QUEUE", k.CreateQueue(
