@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stack.hcq.codeobj import Kernel, KernelDescriptor, Rsrc2
 from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.amd.wave import BARRIER, Program, WaveState, run
+from stack.hcq.codeobj import Kernel, KernelDescriptor, Rsrc2
 
 PACKED_IDS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
 DISPATCH_PACKET_SIZE = 64

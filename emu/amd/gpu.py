@@ -20,12 +20,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from emu.amd import isa
-from stack.hcq.codeobj import CodeObject, pack_kernargs
-from emu.amd.dispatch import (DISPATCH_PACKET_SIZE, DYNAMIC_STACK, Dispatch, Stats, check_launch, dispatch_packet,
-                              run_dispatch, user_sgprs)
+from emu.amd.dispatch import (
+    DISPATCH_PACKET_SIZE,
+    DYNAMIC_STACK,
+    Dispatch,
+    Stats,
+    check_launch,
+    dispatch_packet,
+    run_dispatch,
+    user_sgprs,
+)
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.operands import PRIVATE_APERTURE, SHARED_APERTURE
 from emu.amd.wave import Program
+from stack.hcq.codeobj import CodeObject, pack_kernargs
 
 DEFAULT_ARCH = {"rdna3": "gfx1100", "rdna4": "gfx1201", "cdna": "gfx942"}
 SCRATCH_GRANULE = 256  # bytes: TMPRING_SIZE.WAVESIZE unit (gfx10+; gfx9 uses 1 KiB, a multiple)
