@@ -274,7 +274,7 @@ class ComputeQueue(Queue):
             << p.SCRATCH_BASE_SHIFT
         d = Dispatch(self.gpu.program(entry, lanes), entry, grid, block, lanes, rsrc2,
                      tuple(r(p.COMPUTE_USER_DATA_0 + i, 0) for i in range(p.NUM_USER_DATA)),
-                     rsrc2.granulated_lds_size * p.LDS_SIZE_GRANULE[gfx], scratch,
+                     rsrc2.granulated_lds_size * p.LDS_SIZE_GRANULE, scratch,
                      p.TMPRING_SIZE_WAVESIZE[gfx].get(tmpring) * p.SCRATCH_WAVESIZE_GRANULE[gfx],
                      p.TMPRING_SIZE_WAVES.get(tmpring), tuple(r(p.COMPUTE_START_X + i, 0) for i in range(3)),
                      self.gpu.dispatches)

@@ -78,6 +78,8 @@ class Queue:
                 self.gpu.fault(self, e.record)
             except CPError as e:
                 self.stop(str(e))
+            except Exception as e:  # an emulator bug stops this queue, never the engine or the host
+                self.stop(f"emulator error: {type(e).__name__}: {e}")
             ran += 1
             self.publish_rptr()
         return ran > 0
