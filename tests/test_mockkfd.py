@@ -283,7 +283,8 @@ def _pm4_program(draw, base: int, nwords: int):
             out += pm4.wait_reg_mem(base + 4 * i, v, pm4.WAIT_REG_MEM_FUNCTION_GE)
             expect[i] = v
         else:
-            out.append(("ib", draw(st.integers(0, 0xFFFFFFFF)), i))
+            out.append(("ib", v, i))
+            expect[i] = v
     return out, expect
 
 
@@ -311,7 +312,6 @@ def _run_pm4_stream(c, q, mem, ib, data):
             body = pm4.write_data(mem.va + 4 * i, v)
             ib.mem.view(np.uint32)[:len(body)] = body
             packets += pm4.indirect_buffer(ib.va, len(body))
-            expect[i] = v
             c_stream = packets
             q.submit(c_stream)
             packets = []

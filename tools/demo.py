@@ -1,7 +1,10 @@
-"""The main job on the embedded default: a clang-19-compiled OpenCL kernel on the emulated gfx1100.
+"""The main job on the embedded default: a clang-19-compiled OpenCL kernel on the emulated gfx1100 behind MOCKKFD.
 
-Compiles saxpy for gfx1100, prints hwemu's disassembly of it, runs it on the emulated GPU and checks the
-result against numpy. Exit status 0 when it matches, 1 when it does not, 2 when a tool is missing.
+Compiles saxpy for gfx1100 and prints hwemu's disassembly of it; then runs it through the whole hardware path:
+`stack.Device()` on DEV (default MOCKKFD+AMD) opens /dev/kfd through the mock, copies the inputs in by SDMA,
+launches with PM4 (registers, DISPATCH_DIRECT, RELEASE_MEM + event), waits, copies the result out by SDMA, checks
+it against numpy and prints what went through the driver and the GPU. Exit status 0 when it matches, 1 when it
+does not, 2 when a tool is missing.
 """
 from __future__ import annotations
 
@@ -22,16 +25,19 @@ __kernel void saxpy(__global float *y, __global const float *x, float a, uint n)
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arch", default="gfx1100")
+    ap.add_argument("--arch", default=None, help="chip of the mock GPU (default: from DEV, else gfx1100)")
     ap.add_argument("-n", type=int, default=1000, help="elements")
     args = ap.parse_args(argv)
+    from stack import Device
+    dev = Device(f"MOCKKFD+AMD:{args.arch}" if args.arch else None)
+    args.arch = dev.arch
     try:
         code = compile_cl(SAXPY, args.arch)
     except CompileError as e:
         print(f"demo: {e}", file=sys.stderr)
         return 2
 
-    from emu.amd import GPU, decode
+    from emu.amd import decode
     from stack.hcq.codeobj import CodeObject
 
     kernel = CodeObject.parse(code).kernels["saxpy"]
@@ -42,18 +48,20 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal(args.n, dtype=np.float32), rng.standard_normal(args.n, dtype=np.float32)
     a = np.float32(2.5)
-    gpu = GPU(args.arch)
-    xb, yb = gpu.alloc(x.nbytes), gpu.alloc(y.nbytes)
-    gpu.write(xb, x)
-    gpu.write(yb, y)
+    xb, yb = dev.alloc(x.nbytes), dev.alloc(y.nbytes)
+    dev.copyin(xb, x)
+    dev.copyin(yb, y)
     block = 256
-    gpu.launch(gpu.load(code), "saxpy", grid=((args.n + block - 1) // block,), block=(block,),
-               args=[yb, xb, a, np.uint32(args.n)])
-    got = np.frombuffer(gpu.read(yb), np.float32)
+    dev.program(code, "saxpy")(yb, xb, a, np.uint32(args.n), global_size=((args.n + block - 1) // block,),
+                               local_size=(block,))
+    got = np.frombuffer(dev.copyout(yb), np.float32)
     want = a * x + y  # v_fma_f32 or mul+add: both within 1 ulp of numpy's mul-then-add
     ok = np.allclose(got, want, rtol=1e-6, atol=1e-6)
-    print(f"ran saxpy on the emulated {args.arch}: {args.n} elements, "
-          f"max |error| vs numpy {np.max(np.abs(got - want)):.3g}: {'OK' if ok else 'MISMATCH'}")
+    print(f"ran saxpy on {dev.name}: {args.n} elements, max |error| vs numpy "
+          f"{np.max(np.abs(got - want)):.3g}: {'OK' if ok else 'MISMATCH'}")
+    from emu.os import systems
+    for system in systems():
+        print("through the driver and the GPU: " + ", ".join(f"{k} {v}" for k, v in system.summary().items()))
     return 0 if ok else 1
 
 

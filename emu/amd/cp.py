@@ -279,7 +279,10 @@ class ComputeQueue(Queue):
                      p.TMPRING_SIZE_WAVES.get(tmpring), tuple(r(p.COMPUTE_START_X + i, 0) for i in range(3)),
                      self.gpu.dispatches)
         self.gpu.dispatches += 1
-        self.gpu.add_stats(run_dispatch(self.gpu.vm, d, self.gpu.arch))
+        try:
+            self.gpu.add_stats(run_dispatch(self.gpu.vm, d, self.gpu.arch))
+        finally:
+            self.gpu.seal(d.program)
         return True
 
     # -- memory through the GPU VM -----------------------------------------------------------------------------

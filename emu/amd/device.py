@@ -8,6 +8,7 @@ make the hardware re-fetch them).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,7 +23,15 @@ from emu.amd.sdma import SDMAQueue
 from emu.amd.wave import Program
 
 DOORBELLS = 1024
-MAX_SNAPSHOT = 1 << 20  # code buffers up to this size are compared before reuse of their decoded code
+MAX_INSTRUCTION = 16  # bytes
+
+
+@dataclass(eq=False)
+class _Code:
+    mapping: object
+    program: Program
+    lo: int = 0  # offset in the mapping of the bytes decoded so far, and those bytes
+    data: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
 
 
 class GPUDevice:
@@ -43,7 +52,7 @@ class GPUDevice:
         self.faults: list[FaultRecord] = []
         self.stats: dict[str, int] = {}
         self.dispatches = 0
-        self._programs: dict[tuple[int, int], tuple[object, Program, np.ndarray | None]] = {}
+        self._code: dict[tuple[int, int], _Code] = {}  # (code mapping va, lanes) -> decoded code
 
     # -- memory ------------------------------------------------------------------------------------------------
     def map(self, bo: BufferObject) -> None:
@@ -52,21 +61,30 @@ class GPUDevice:
 
     def unmap(self, bo: BufferObject) -> None:
         m = self.vm.unmap(bo.va)
-        for key in [k for k, v in self._programs.items() if v[0] is m]:
-            del self._programs[key]
+        for key in [k for k, c in self._code.items() if c.mapping is m]:
+            del self._code[key]
 
     def program(self, entry: int, lanes: int) -> Program:
-        """Decoded code for waves of `lanes` starting at `entry` (faults if the address is unmapped)."""
+        """Decoded code for waves of `lanes` starting at `entry` (faults if the address is unmapped). Code decoded
+        before is reused while the bytes it was decoded from are unchanged."""
         fetch_code(self.vm, entry, 4)
         m = self.vm.mapping(entry)
-        key = (m.va, lanes)
-        cached = self._programs.get(key)
-        if cached is not None and cached[0] is m and (cached[2] is None or np.array_equal(cached[2], m.buf)):
-            return cached[1]
+        c = self._code.get((m.va, lanes))
+        if c is not None and c.mapping is m and np.array_equal(m.buf[c.lo:c.lo + len(c.data)], c.data):
+            return c.program
         vm = self.vm
         prog = Program(self.family, lanes, lambda pc, n: fetch_code(vm, pc, n))
-        self._programs[key] = (m, prog, m.buf.copy() if m.size <= MAX_SNAPSHOT else None)
+        self._code[(m.va, lanes)] = _Code(m, prog)
         return prog
+
+    def seal(self, prog: Program) -> None:
+        """After a dispatch: remember the bytes `prog` has decoded so far, to notice when they change."""
+        c = next((c for c in self._code.values() if c.program is prog), None)
+        if c is None or not prog.insts:
+            return
+        m = c.mapping
+        lo, hi = min(prog.insts) - m.va, max(prog.insts) - m.va + MAX_INSTRUCTION
+        c.lo, c.data = lo, m.buf[lo:min(hi, m.size)].copy()
 
     # -- queues ------------------------------------------------------------------------------------------------
     def create_queue(self, qid: int, kind: str, ring: int, ring_size: int, rptr: int, wptr: int) -> Queue:

@@ -13,6 +13,7 @@ malformed packet stops the queue for good (a CP error, reported as a hardware ex
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
@@ -22,7 +23,8 @@ from emu.amd.memory import GPUFault
 
 RUNNING, HALTED, STOPPED = "running", "halted", "stopped"
 PACKETS_PER_TURN = 256  # packets a queue runs before the engine turns to the next queue
-WATCHDOG_PACKETS = 1 << 20  # packets run without the read pointer moving (an indirect-buffer loop)
+WATCHDOG_PACKETS = 1 << 20
+SWITCH_INTERVAL = 0.0002  # seconds: the interpreter's thread switch interval while a mock device runs  # packets run without the read pointer moving (an indirect-buffer loop)
 
 
 class CPError(Exception):
@@ -42,6 +44,7 @@ class Queue:
         self.gpu, self.id, self.doorbell = gpu, qid, doorbell
         self.ring, self.ring_size, self.rptr_addr, self.wptr_addr = ring, ring_size, rptr_addr, wptr_addr
         self.rptr = 0
+        self._words: np.ndarray | None = None
         self.state = RUNNING
         self.error = ""
         self.packets: dict[str, int] = {}
@@ -55,18 +58,20 @@ class Queue:
 
     def read_ring(self, pos: int, ndw: int) -> np.ndarray:
         """ndw dwords of the ring from pointer position `pos` (wrapping at the ring end)."""
-        size = self.ring_size // 4
-        start = pos * self.unit // 4 % size
-        first = min(ndw, size - start)
-        vm = self.gpu.vm
-        data = vm.read(self.ring + start * 4, first * 4)
-        if first < ndw:
-            data += vm.read(self.ring, (ndw - first) * 4)
-        return np.frombuffer(data, np.uint32)
+        words = self._words
+        if words is None:  # the ring's pages as the GPU VM maps them, looked up once per turn
+            self.gpu.vm.check_range(self.ring, self.ring_size, False)
+            m = self.gpu.vm.mapping(self.ring)
+            words = self._words = m.buf[self.ring - m.va:self.ring - m.va + self.ring_size].view(np.uint32)
+        start = pos * self.unit // 4 % len(words)
+        if start + ndw <= len(words):
+            return words[start:start + ndw].copy()
+        return np.concatenate([words[start:], words[:ndw - (len(words) - start)]])
 
     def service(self) -> bool:
         """Run packets until the queue is empty, waits, or has had its turn; True if any ran."""
         ran = 0
+        self._words = None
         while ran < PACKETS_PER_TURN and self.pending():
             try:
                 if not self.step():
@@ -81,12 +86,15 @@ class Queue:
             except Exception as e:  # an emulator bug stops this queue, never the engine or the host
                 self.stop(f"emulator error: {type(e).__name__}: {e}")
             ran += 1
+        if ran:
             self.publish_rptr()
         return ran > 0
 
     def publish_rptr(self) -> None:
+        """Write the read pointer back to the client's address (after each turn)."""
         try:
-            self.gpu.vm.store(np.array([self.rptr_addr], np.uint64), 64, np.array([self.rptr], np.uint64))
+            self.gpu.vm.check_range(self.rptr_addr, 8, True)
+            self.gpu.vm.write(self.rptr_addr, self.rptr.to_bytes(8, "little"))
         except GPUFault:
             pass  # the client unmapped its read-pointer page: the queue still runs
 
@@ -112,6 +120,9 @@ class Engine:
 
     def kick(self) -> None:
         if self._thread is None:
+            # clients busy-poll signals in Python: switch threads often so the device answers within ~0.2 ms
+            # instead of CPython's default 5 ms slices
+            sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
             self._thread = threading.Thread(target=self._loop, name="hwemu-engine", daemon=True)
             self._thread.start()
         self.wake.set()
