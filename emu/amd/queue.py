@@ -23,8 +23,8 @@ from emu.amd.memory import GPUFault
 
 RUNNING, HALTED, STOPPED = "running", "halted", "stopped"
 PACKETS_PER_TURN = 256  # packets a queue runs before the engine turns to the next queue
-WATCHDOG_PACKETS = 1 << 20
-SWITCH_INTERVAL = 0.0002  # seconds: the interpreter's thread switch interval while a mock device runs  # packets run without the read pointer moving (an indirect-buffer loop)
+WATCHDOG_PACKETS = 1 << 20  # packets run without the read pointer moving (an indirect-buffer loop)
+SWITCH_INTERVAL = 0.0002  # seconds: the interpreter's thread switch interval while a mock device runs
 
 
 class CPError(Exception):
