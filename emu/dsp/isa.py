@@ -17,7 +17,7 @@ from pathlib import Path
 from emu.dsp import cpp
 from emu.dsp.vendor import QEMU_VERSION, cache_root, imported_dir
 
-SCHEMA = 1  # bump when the cached representation changes
+SCHEMA = 2  # bump when the cached representation changes
 _TABLE_MACROS = ("DEF_ENC32", "DEF_ENC_SUBINSN", "DEF_EXT_ENC", "DEF_PACKED32", "DEF_CLASS32", "DEF_FIELD32",
                  "DEF_ANTICLASS32", "DEF_EXT_SPACE", "LEGACY_DEF_ENC32", "DEF_FIELDROW_DESC32")
 
@@ -38,10 +38,10 @@ class Insn:
 
 @dataclass(frozen=True, slots=True)
 class Duplex:
-    """A duplex word: iclass pattern, the class of the slot-1 half (bits 28:16) and of the slot-0 half (12:0)."""
+    """A duplex word: its pattern, the class of the low half (bits 12:0, slot 0) and of the high half (28:16)."""
     name: str
-    slot1: str
-    slot0: str
+    low: str
+    high: str
     encoding: str
 
 

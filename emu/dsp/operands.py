@@ -1,9 +1,9 @@
 """Operands of an instruction, read from its vendor syntax string ("Rd32=add(Rs32,#s16)").
 
 A register operand is class letter + field letter(s) + register count (+ .new/.cur/.tmp): `Rdd32` is the pair
-named by encoding field d. An immediate is `#` + letter + bits (+ `:scale`): the first immediate of an
-instruction lives in encoding field i, the second in I; its semantic name is letter + "iV" (`#s16` -> siV,
-`#U5` -> UiV). The semantic name of a register operand is class + field + V (`RddV`), N for a new value (NtN).
+named by encoding field d. An immediate is `#` + letter + bits (+ `:scale`): a lower-case letter's
+immediate lives in encoding field i, an upper-case one's in I; its semantic name is letter + "iV" (`#s16` ->
+siV, `#U5` -> UiV). The semantic name of a register operand is class + field + V (`RddV`), N for a new value.
 """
 from __future__ import annotations
 
@@ -47,7 +47,6 @@ class Operand:
 
 def parse(syntax: str) -> tuple[Operand, ...]:
     out: list[Operand] = []
-    imms = 0
     for m in _OPERAND.finditer(syntax):
         if m["reg"]:
             cls, f, sfx = m["cls"], m["f"], m["sfx"] or ""
@@ -56,8 +55,7 @@ def parse(syntax: str) -> tuple[Operand, ...]:
             out.append(Operand(m["reg"], name, cls, f[0], int(m["n"]), pair, suffix=sfx, half=m["half"] or ""))
         else:
             k = m["k"]
-            field = "iI"[min(imms, 1)]
-            imms += 1
+            field = "I" if k.isupper() else "i"  # #S8, #U5 live in field I; #s8, #u5, #r9:2 in field i
             out.append(Operand(m["imm"], f"{k}iV", "#", field, int(m["bits"]), signed=k.lower() in "srm",
                                scale=int(m["scale"] or 0), pcrel=k.lower() == "r"))
     return tuple(out)
