@@ -15,14 +15,14 @@ or s_endpgm; a barrier releases when every wave still running has reached it.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.amd.wave import BARRIER, Program, WaveState, run
-from stack.hcq.codeobj import Kernel, KernelDescriptor, Rsrc2
+from stack.hcq.codeobj import Kernel, KernelDescriptor, Rsrc1, Rsrc2
 
 PACKED_IDS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
 DISPATCH_PACKET_SIZE = 64
@@ -49,6 +49,7 @@ class Dispatch:
     scratch_waves: int = 0  # TMPRING_SIZE.WAVES
     start: tuple[int, int, int] = (0, 0, 0)  # COMPUTE_START_X/Y/Z: first workgroup id
     dispatch_id: int = 0
+    rsrc1: Rsrc1 = field(default_factory=lambda: Rsrc1.decode(0))  # COMPUTE_PGM_RSRC1 (float modes at wave start)
 
 
 @dataclass

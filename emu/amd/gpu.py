@@ -140,7 +140,7 @@ class GPU:
             # per wave of a workgroup)
             d = Dispatch(prog.program(lanes), prog.base + k.entry, grid, block, lanes, kd.rsrc2,
                          tuple(user_sgprs(kd, ka, pkt, self._queue, self.dispatches)), lds, scratch, wave_bytes,
-                         nwaves, dispatch_id=self.dispatches)
+                         nwaves, dispatch_id=self.dispatches, rsrc1=kd.rsrc1)
             self.vm.write(pkt, dispatch_packet(d, prog.base + k.descriptor_address, ka, private, lds))
             self.dispatches += 1
             self.last_stats = run_dispatch(self.vm, d, self.arch)
