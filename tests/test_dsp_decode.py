@@ -99,3 +99,9 @@ def test_llvm_agreement(decoder):
     assert accepted > 900
     unexplained = [d for d in diffs if not la.llvm_quirk(decoder, d[0])]
     assert unexplained == [] and len(diffs) <= accepted * 0.01
+
+
+@pytest.mark.skipif(not la.corpus_available(), reason="clang-19 / ld.lld-19 / llvm-objdump-19 not installed (./dev)")
+def test_clang_corpus_agrees_with_objdump(decoder):
+    diffs, total = la.corpus_diffs(decoder)
+    assert total > 1000 and diffs == []

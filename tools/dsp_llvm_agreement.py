@@ -1,11 +1,13 @@
 """Agreement of hwemu's Hexagon decoder + disassembler with LLVM 19 (llvm-mc-19 --disassemble).
 
     python -m tools.dsp_llvm_agreement --count 20000 [--seed 1] [--show 3]
+    python -m tools.dsp_llvm_agreement --corpus      # tests/dsp_programs/*.c with clang-19 -O0/-O2, llvm-objdump-19
 
 Random well-formed packets (emu.dsp.strategies) go through `llvm-mc-19 -triple=hexagon -mcpu=hexagonv65 -mhvx
 --disassemble`, one packet per line with a marker packet after each; every packet LLVM accepts is decoded by
-hwemu and the texts compared. Prints the agreement rate and the differences grouped by instruction. The
-functions here are also used by tests/test_dsp_llvm.py.
+hwemu and the texts compared. Prints the agreement rate and the differences grouped by instruction.
+Corpus mode: every packet of the programs' .text, hwemu against `llvm-objdump-19 -d --no-print-imm-hex`.
+The functions here are also used by tests/test_dsp_decode.py.
 """
 from __future__ import annotations
 
@@ -15,8 +17,13 @@ import re
 import shutil
 import subprocess
 from collections import defaultdict
+from pathlib import Path
 
-LLVM_MC = "llvm-mc-19"
+LLVM_MC, LLVM_OBJDUMP, CLANG = "llvm-mc-19", "llvm-objdump-19", "clang-19"
+PROGRAMS = Path(__file__).resolve().parent.parent / "tests" / "dsp_programs"
+CFLAGS = ["--target=hexagon", "-mcpu=hexagonv65", "-mhvx=v65", "-mhvx-length=128b", "-static", "-nostdlib",
+          "-ffreestanding", "-fuse-ld=lld"]
+_OBJ_LINE = re.compile(r"^\s*([0-9a-f]+):\t[0-9a-f]{2}(?: [0-9a-f]{2}){3}\t[0-9a-f]{8} (.*)$")
 _MC = [LLVM_MC, "-triple=hexagon", "-mcpu=hexagonv65", "-mhvx", "--disassemble"]
 MARKER = (0x05EE7448, 0x7800C69F)  # { r31 = ##0x5eed1234 }, as llvm-mc-19 -show-encoding assembles it
 _MARKER_TEXT = "r31 = ##1592594996"
@@ -25,6 +32,67 @@ _WARNING = re.compile(r"^<stdin>:(\d+):\d+: warning")
 
 def available() -> bool:
     return bool(shutil.which(LLVM_MC))
+
+
+def corpus_available() -> bool:
+    return bool(shutil.which(CLANG) and shutil.which(LLVM_OBJDUMP) and shutil.which("ld.lld-19"))
+
+
+def compile_program(src: Path, opt: str, out: Path) -> None:
+    subprocess.run([CLANG, *CFLAGS, opt, str(src), "-o", str(out)], check=True, capture_output=True)
+
+
+def objdump_packets(path: Path) -> dict[int, str]:
+    """packet address -> its text as llvm-objdump-19 prints it (normalised like `ours`; immext lines dropped)."""
+    r = subprocess.run([LLVM_OBJDUMP, "-d", "--no-print-imm-hex", str(path)], capture_output=True, text=True,
+                       check=True)
+    out: dict[int, str] = {}
+    start, insts = 0, []
+    for line in r.stdout.splitlines():
+        m = _OBJ_LINE.match(line)
+        if not m:
+            continue
+        addr, text = int(m.group(1), 16), m.group(2)
+        if text.startswith("{"):
+            start, insts = addr, []
+        body, brace, tail = text.lstrip("{ ").partition(" }")
+        insts += [t.strip() for t in body.split("; \t") if t.strip() and not t.strip().startswith("immext(")]
+        if brace:
+            out[start] = normalise(insts, tail.strip())
+    return out
+
+
+def text_section(path: Path) -> tuple[int, bytes]:
+    from elftools.elf.elffile import ELFFile
+    with open(path, "rb") as f:
+        sec = ELFFile(f).get_section_by_name(".text")
+        return sec["sh_addr"], sec.data()
+
+
+def corpus_diffs(decoder, opts=("-O0", "-O2")):
+    """Compile every program; per difference (program, opt, address, objdump text, hwemu text); and the
+    number of packets compared."""
+    import tempfile
+
+    from emu.dsp.decode import words
+    diffs, total = [], 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for src in sorted(PROGRAMS.glob("*.c")):
+            for opt in opts:
+                exe = Path(tmp) / f"{src.stem}{opt}"
+                compile_program(src, opt, exe)
+                theirs = objdump_packets(exe)
+                base, code = text_section(exe)
+                ws = words(code)
+                k = 0
+                while k < len(ws):
+                    addr = base + 4 * k
+                    mine = ours(decoder, ws[k:k + 4], addr)
+                    total += 1
+                    if theirs.get(addr) != mine:
+                        diffs.append((src.name, opt, addr, theirs.get(addr), mine))
+                    k += len(decoder.packet(ws[k:k + 4], addr).words) if not mine.startswith("<error") else 1
+    return diffs, total
 
 
 def _blocks(stdout: str) -> list[tuple[list[str], str]]:
@@ -117,8 +185,15 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--show", type=int, default=3, help="examples shown per differing instruction")
+    ap.add_argument("--corpus", action="store_true", help="the clang-compiled programs instead of random packets")
     a = ap.parse_args()
     decoder = Decoder(load())
+    if a.corpus:
+        diffs, total = corpus_diffs(decoder)
+        for d in diffs[:20]:
+            print(f"  {d[0]} {d[1]} {d[2]:#x}\n    objdump: {d[3]}\n    hwemu:   {d[4]}")
+        print(f"{total} packets, {total - len(diffs)} agree ({100 * (total - len(diffs)) / max(total, 1):.2f}%)")
+        return
     rng = random.Random(a.seed)
     packets = [random_packet(decoder, rng) for _ in range(a.count)]
     accepted, diffs = compare(decoder, packets)
