@@ -55,9 +55,12 @@ def info(arch: str, gpus: int, real: bool) -> int:
 
 
 def run(dev: str | None, cmd: list[str]) -> int:
-    """Run `cmd` with DEV naming the mock interface (hwemu's stack picks MOCKKFD from it)."""
+    """Run `cmd` with DEV naming the mock interface: hwemu's stack picks MOCKKFD from it, and Python programs
+    start with emu/os/boot on their path, whose sitecustomize points tinygrad at hwemu's mock interface."""
     env = dict(os.environ)
     env["DEV"] = dev or env.get("DEV") or "MOCKKFD+AMD"
+    boot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "os", "boot")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (boot, env.get("PYTHONPATH")) if p)
     if not env["DEV"].startswith("MOCK"):
         print(f"hwemu run: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD)", file=sys.stderr)
         return 2

@@ -10,8 +10,10 @@ device memory's pages into the process, at the requested address with MAP_FIXED.
 """
 from __future__ import annotations
 
+import atexit
 import errno
 import os
+import sys
 import threading
 
 from emu.amd import topology
@@ -42,6 +44,8 @@ class MockSystem:
         self.kfd = KFD(self.gpus, Heap("gtt", GTT_SIZE), self.lock)
         self.files = self._sysfs()
         self.open_files: dict[int, object] = {}  # fd -> the mock node (a GPUDevice for render nodes, "kfd")
+        if os.environ.get("HWEMU_STATS", "0") not in ("", "0"):
+            atexit.register(lambda: print(self.stats_line(), file=sys.stderr, flush=True))
 
     def _sysfs(self) -> dict[str, str | None]:
         """path -> text of every mock file (None for device nodes); directories are implied by the paths."""
@@ -83,6 +87,16 @@ class MockSystem:
 
     def render_fds(self) -> dict[int, GPUDevice]:
         return {fd: n for fd, n in self.open_files.items() if isinstance(n, GPUDevice)}
+
+    def stats_line(self) -> str:
+        """One line saying that hwemu served this process, and how much went through it."""
+        s = self.summary()
+        ioctls = sum(v for k, v in s.items() if k.startswith("ioctl "))
+        sdma = sum(v for k, v in s.items() if k.startswith("SDMA_"))
+        pm4 = sum(v for k, v in s.items() if k.isupper() and not k.startswith("SDMA_"))
+        return (f"hwemu: MOCKKFD with {len(self.gpus)} emulated {self.arch}: {ioctls} ioctls, {pm4} PM4 packets, "
+                f"{sdma} SDMA packets, {s.get('dispatches', 0)} dispatches, {s.get('waves', 0)} waves, "
+                f"{s.get('wave_instructions', 0)} wave-instructions")
 
     def summary(self) -> dict[str, int]:
         """What went through the driver and the GPUs: ioctls by name, packets by name, dispatches, waves, ..."""

@@ -1,0 +1,34 @@
+"""pytest plugin (entry point `hwemu-mock`): the mock devices under `DEV=MOCK...+AMD pytest`.
+
+- tinygrad 0.14 in the tests uses hwemu's MOCKKFD (emu.os.tinygrad) instead of any other mock (HWEMU=0: not);
+- the GPU faults the emulated GPUs recorded while a test ran (kind, address, wave, PC, instruction) are added
+  to that test's report, so a failing test shows what its kernels did wrong.
+"""
+from __future__ import annotations
+
+import pytest
+
+from emu.os import tinygrad
+
+tinygrad.install()  # at plugin load, before any test module imports tinygrad
+_SEEN = pytest.StashKey[int]()
+
+
+def _faults() -> list:
+    from emu.os import systems
+    return [(g, rec) for s in systems() for g in s.gpus for rec in g.faults]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    new = _faults()[item.stash.get(_SEEN, 0):]
+    if new and report.when == "call":
+        report.sections.append(("hwemu GPU faults", "\n".join(f"{g.name}: {rec}" for g, rec in new)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_SEEN] = len(_faults())
+
