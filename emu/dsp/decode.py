@@ -22,7 +22,6 @@ from emu.dsp.isa import ISA, Insn
 PARSE_END, PARSE_DUPLEX, PARSE_LOOP = 0b11, 0b00, 0b10
 _SUB_REG = (0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23)  # 4-bit sub-instruction register fields
 _SUB_PAIR = (0, 2, 4, 6, 16, 18, 20, 22)  # 3-bit sub-instruction pair fields (low register)
-_CONTROL = frozenset([*range(20), 30, 31])  # the control registers that exist (c20-c29 are reserved)
 _EXTENDED = re.compile(r"\bf(?:MUST_)?IMMEXT\((\w+)\)")
 
 
@@ -137,8 +136,8 @@ class Decoder:
                     v <<= o.scale
             elif o.cls == "R" and o.count < 32:  # the 16- and 8-register subsets (sub-instructions, compound jumps)
                 v = (_SUB_PAIR if o.pair else _SUB_REG)[v]
-            elif o.cls == "C" and (v not in _CONTROL or (o.pair and (v & 1 or v + 1 not in _CONTROL))):
-                raise DecodeError(f"{f.tag}: no control register {'pair ' if o.pair else ''}c{v}")
+            elif o.cls == "C" and o.pair and v & 1:
+                raise DecodeError(f"{f.tag}: no control register pair c{v + 1}:{v}")
             elif o.pair:
                 v &= ~1  # a pair is named by its low (even) register; the field's low bit is ignored
             vals.append(v)

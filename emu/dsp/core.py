@@ -1,0 +1,320 @@
+"""One Hexagon hardware thread: its registers, and packet execution with the vendor semantics.
+
+Packet semantics: every instruction of a packet reads the state as it was before the packet; register,
+predicate, control-register and memory writes are logged and commit together at the end. Within the packet,
+new-value operands (Nt8.new, Os8.new) and `.new` predicates read what an earlier instruction of the packet
+wrote; several writes of one predicate AND together. The first branch taken wins; the end-of-loop
+pseudo-instructions (J2_endloop0/1/01, vendor-defined) run last. Decode and compile happen once per packet
+address: a packet becomes a plan of (semantics, operand readers, operand writers).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from emu.dsp import disasm
+from emu.dsp.decode import Decoder, Inst, Packet
+from emu.dsp.isa import ISA
+from emu.dsp.lower import lower
+from emu.dsp.memory import Memory, MemoryFault
+from emu.dsp.pyback import Compiled, compile_semantics
+
+# names the semantics use for registers outside an instruction's operands: (file, index)
+REGS = {"REG_SP": ("r", 29), "REG_FP": ("r", 30), "REG_LR": ("r", 31), "REG_SA0": ("c", 0), "REG_LC0": ("c", 1),
+        "REG_SA1": ("c", 2), "REG_LC1": ("c", 3), "REG_M0": ("c", 6), "REG_M1": ("c", 7), "REG_USR": ("c", 8),
+        "REG_PC": ("c", 9), "REG_UGP": ("c", 10), "REG_GP": ("c", 11), "REG_CS0": ("c", 12),
+        "REG_CS1": ("c", 13), "REG_FRAMELIMIT": ("c", 16), "REG_FRAMEKEY": ("c", 17)}
+USR_FIELDS = {"USR_OVF": (0, 1), "USR_FPINVF": (1, 1), "USR_FPDBZF": (2, 1), "USR_FPOVFF": (3, 1),
+              "USR_FPUNFF": (4, 1), "USR_FPINPF": (5, 1), "USR_LPCFG": (8, 2), "USR_FPRND": (22, 2)}
+FP_FLAGS = {"FE_INVALID": "USR_FPINVF", "FE_DIVBYZERO": "USR_FPDBZF", "FE_OVERFLOW": "USR_FPOVFF",
+            "FE_UNDERFLOW": "USR_FPUNFF", "FE_INEXACT": "USR_FPINPF"}
+C_P30, C_PC, C_PKTCOUNT, C_QEMU_PKT, C_QEMU_INSN = 4, 9, 18, 20, 21
+_M32 = 0xFFFFFFFF
+
+
+class IllegalPacket(Exception):
+    """A packet the core cannot run (undecodable, or an instruction without compiled semantics)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    inst: Inst
+    sem: Compiled
+    readers: tuple  # per semantic input: a function of the thread
+    writers: tuple  # per semantic output: a function (thread, value)
+
+
+def _s32(x: int) -> int:
+    return ((x + 0x80000000) & _M32) - 0x80000000
+
+
+def _s64(x: int) -> int:
+    return ((x + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+
+
+class Thread:
+    def __init__(self, isa: ISA, memory: Memory):
+        self.isa, self.mem = isa, memory
+        self.decoder = Decoder(isa)
+        self.r = [0] * 32  # unsigned 32-bit
+        self.c = [0] * 32  # control registers (c4 and c9 are derived: predicates, PC)
+        self.p = [0] * 4
+        self.v = np.zeros((32, 128), np.uint8)
+        self.q = np.zeros((4, 16), np.uint8)
+        self.vtmp_reg = np.zeros(128, np.uint8)
+        self.pc = 0
+        self.packets = self.insns = 0
+        self.plans: dict[int, tuple[Packet, tuple[Step, ...], tuple[Step, ...]]] = {}
+        self.semantics: dict[str, Compiled] = {}
+        self.on_trap = None  # callable(thread, kind, imm): the OS (emu.dsp.linux) handles trap0
+
+    # ---- registers as the semantics see them ----
+    def control(self, n: int) -> int:
+        if n == C_P30:
+            return self.p[0] | self.p[1] << 8 | self.p[2] << 16 | self.p[3] << 24
+        if n == C_PC:
+            return self.pc
+        if n in (C_PKTCOUNT, C_QEMU_PKT):
+            return self.packets & _M32
+        if n == C_PKTCOUNT + 1:
+            return self.packets >> 32 & _M32
+        if n == C_QEMU_INSN:
+            return self.insns & _M32
+        return self.c[n]
+
+    # ---- the core model the generated semantics call (emu.dsp.pyback.Core) ----
+    def read_reg(self, name: str) -> int:
+        f, n = REGS[name]
+        return self.r[n] if f == "r" else self.control(n)
+
+    def write_reg(self, name: str, value: int) -> None:
+        self.log[REGS[name]] = value & _M32
+
+    def read_pred(self, n: int) -> int:
+        return self.p[n]
+
+    def write_pred(self, n: int, value: int) -> None:
+        old = self.log.get(("p", n))
+        self.log[("p", n)] = (value if old is None else old & value) & 0xFF
+
+    def new_pred(self, n: int) -> int:
+        return self.log.get(("p", n), self.p[n])
+
+    def usr_get(self, field: str) -> int:
+        lo, width = USR_FIELDS[field]
+        return (self.usr >> lo) & ((1 << width) - 1)
+
+    def usr_set(self, field: str, value: int) -> None:
+        lo, width = USR_FIELDS[field]
+        mask = ((1 << width) - 1) << lo
+        self.usr = (self.usr & ~mask) | ((value << lo) & mask)
+
+    def fp_flag(self, name: str) -> None:
+        self.usr_set(FP_FLAGS[name], 1)
+
+    def read_gp(self) -> int:
+        return 0 if self.current.extended else self.c[11]
+
+    def read_npc(self) -> int:
+        return (self.pc + self.packet.size) & _M32
+
+    def load(self, size: int, ea: int) -> int:
+        return self.mem.load(size, ea)
+
+    def store(self, size: int, ea: int, value: int) -> None:
+        self.mem.check(ea, size, "write")  # faults before the packet commits anything
+        self.stores.append((ea & _M32, (value & ((1 << 8 * size) - 1)).to_bytes(size, "little"), None))
+
+    def load_locked(self, size: int, ea: int) -> int:
+        return self.mem.load(size, ea)
+
+    def store_conditional(self, size: int, ea: int, value: int) -> int:
+        self.store(size, ea, value)
+        return 1
+
+    def load_vector(self, ea: int, unaligned: bool) -> np.ndarray:
+        ea = ea & _M32 if unaligned else ea & ~127 & _M32
+        return np.frombuffer(self.mem.read(ea, 128), np.uint8).copy()
+
+    def store_vector(self, ea: int, value: np.ndarray, mask: np.ndarray | None, unaligned: bool) -> None:
+        ea = ea & _M32 if unaligned else ea & ~127 & _M32
+        self.mem.check(ea, 128, "write")
+        keep = None if mask is None else np.unpackbits(mask, bitorder="little").astype(bool)
+        self.stores.append((ea, value.tobytes(), keep))
+
+    def branch(self, target: int) -> None:
+        if self.next_pc is None:
+            self.next_pc = target & _M32
+
+    def call(self, target: int) -> None:
+        if self.next_pc is None:
+            self.write_reg("REG_LR", self.read_npc())
+            self.branch(target)
+
+    def trap(self, kind: int, imm: int) -> None:
+        self.traps.append((kind, imm))
+
+    def circ_add(self, reg: int, incr: int, m: int, mnum: int) -> int:
+        """Circular addressing: the buffer starts at CS0/CS1 (for M0/M1), its length is M bits 16:0."""
+        start, length = self.c[12 + mnum], m & 0x1FFFF
+        new = (reg + incr) & _M32
+        if length:
+            if new >= start + length:
+                new -= length
+            elif new < start:
+                new += length
+        return _s32(new)
+
+    def vtmp(self) -> np.ndarray:
+        return self.vtmp_reg
+
+    # ---- plans ----
+    def _compiled(self, tag: str) -> Compiled:
+        c = self.semantics.get(tag)
+        if c is None:
+            try:
+                c = self.semantics[tag] = compile_semantics(lower(self.isa, self.isa.insns[tag]))
+            except ValueError as e:
+                raise IllegalPacket(f"{tag}: no compiled semantics ({e})") from None
+        return c
+
+    def _step(self, inst: Inst) -> Step:
+        sem = self._compiled(inst.tag)
+        ops = inst.form.operands
+        index = {}
+        for k, o in enumerate(ops):
+            index.setdefault(o.name, k)
+            if o.cls not in "#NO":
+                index.setdefault(o.name[:-1] + "N", -1 - k)  # the register number of operand k
+        readers = []
+        for name, _ in sem.inputs:
+            k = index[name]
+            if k < 0:
+                readers.append(lambda t, n=inst.ops[-1 - k]: n)
+            else:
+                readers.append(_reader(ops[k], inst.ops[k], inst.new_cls))
+        writers = tuple(_writer(ops[index[name]], inst.ops[index[name]]) for name, _ in sem.outputs)
+        return Step(inst, sem, tuple(readers), writers)
+
+    def plan(self, pc: int) -> tuple[Packet, tuple[Step, ...], tuple[Step, ...]]:
+        plan = self.plans.get(pc)
+        if plan is None:
+            try:
+                words = [self.mem.load(4, pc + 4 * k) if self.mem.mapped(pc + 4 * k, 4) else 0 for k in range(4)]
+                if not self.mem.mapped(pc, 4):
+                    raise MemoryFault(pc, 4, "execute")
+                pkt = self.decoder.packet(words, pc)
+            except ValueError as e:
+                raise IllegalPacket(f"at {pc:#x}: {e}") from None
+            steps = tuple(self._step(i) for i in pkt.insts)
+            loop = {(True, False): "J2_endloop0", (False, True): "J2_endloop1", (True, True): "J2_endloop01"}
+            end = loop.get((pkt.endloop0, pkt.endloop1))
+            tail = (Step(pkt.insts[0], self._compiled(end), (), ()),) if end else ()
+            plan = self.plans[pc] = (pkt, steps, tail)
+        return plan
+
+    # ---- execution ----
+    def step(self) -> None:
+        """Run the packet at pc."""
+        pkt, steps, tail = self.plan(self.pc)
+        self.packet, self.log, self.stores, self.traps, self.next_pc = pkt, {}, [], [], None
+        self.usr = self.c[8]
+        try:
+            for s in steps + tail:
+                self.current = s.inst
+                out = s.sem.fn(self, *[r(self) for r in s.readers])
+                if out is not None:
+                    for w, value in zip(s.writers, out, strict=True):
+                        w(self, value)
+        except MemoryFault as f:
+            raise MemoryFault(f.addr, f.size, f.access, self.pc, self.text(pkt)) from None
+        self._commit(pkt)
+
+    def _commit(self, pkt: Packet) -> None:
+        for (f, n), value in self.log.items():
+            if f == "r":
+                self.r[n] = value
+            elif f == "p":
+                self.p[n] = value
+            elif f == "v":
+                self.v[n] = value
+            elif f == "q":
+                self.q[n] = value
+            elif n == C_P30:
+                self.p = [(value >> (8 * k)) & 0xFF for k in range(4)]
+            elif n == 8:
+                self.usr = value
+            elif n != C_PC:
+                self.c[n] = value
+        self.c[8] = self.usr
+        for ea, data, keep in self.stores:
+            if keep is None:
+                self.mem.write(ea, data)
+            else:
+                old = np.frombuffer(self.mem.read(ea, len(data)), np.uint8).copy()
+                old[keep] = np.frombuffer(data, np.uint8)[keep]
+                self.mem.write(ea, old.tobytes())
+        self.packets += 1
+        self.insns += len(pkt.insts)
+        self.pc = self.next_pc if self.next_pc is not None else (self.pc + pkt.size) & _M32
+        for kind, imm in self.traps:
+            if self.on_trap is None:
+                raise IllegalPacket(f"trap{kind}(#{imm}) at {pkt.addr:#x} with no OS to take it")
+            self.on_trap(self, kind, imm)
+
+    def text(self, pkt: Packet) -> str:
+        return "; ".join(disasm.inst(i, pkt.addr) for i in pkt.insts)
+
+
+def _reader(o, value: int, new_cls: str):
+    """A function of the thread giving operand o's value as the semantics take it."""
+    if o.cls == "#":
+        return lambda t: value
+    if o.cls in "NO":  # new value: what the producer wrote in this packet
+        key = ("v" if new_cls == "V" else new_cls.lower(), value)
+        return lambda t: t.log[key]
+    if o.cls == "R" or o.cls == "C":
+        get = (lambda t, n: t.r[n]) if o.cls == "R" else (lambda t, n: t.control(n))
+        if o.pair:
+            return lambda t: _s64(get(t, value + 1) << 32 | get(t, value))
+        return lambda t: _s32(get(t, value))
+    if o.cls == "M":
+        return lambda t: _s32(t.c[6 + value])
+    if o.cls == "P":
+        if o.suffix == ".new":
+            return lambda t: t.new_pred(value)
+        return lambda t: t.p[value]
+    if o.cls == "V":
+        if o.pair:
+            return lambda t: t.v[value:value + 2].reshape(256)
+        return lambda t: t.v[value]
+    if o.cls == "Q":
+        return lambda t: t.q[value]
+    raise IllegalPacket(f"operand {o.text}: no reader")
+
+
+def _writer(o, value: int):
+    """A function (thread, result) logging operand o's new value."""
+    if o.cls in "RC":
+        f = o.cls.lower()
+        if o.pair:
+            def w(t, x, n=value):
+                t.log[(f, n)] = x & _M32
+                t.log[(f, n + 1)] = (x >> 32) & _M32
+            return w
+        return lambda t, x: t.log.__setitem__((f, value), x & _M32)
+    if o.cls == "M":
+        return lambda t, x: t.log.__setitem__(("c", 6 + value), x & _M32)
+    if o.cls == "P":
+        return lambda t, x: t.write_pred(value, x)
+    if o.cls == "V":
+        if o.pair:
+            def wv(t, x, n=value):
+                t.log[("v", n)] = x[:128].copy()
+                t.log[("v", n + 1)] = x[128:].copy()
+            return wv
+        return lambda t, x: t.log.__setitem__(("v", value), x.copy())
+    if o.cls == "Q":
+        return lambda t, x: t.log.__setitem__(("q", value), x.copy())
+    raise IllegalPacket(f"operand {o.text}: no writer")

@@ -1,0 +1,66 @@
+"""Differential tests: clang-19-compiled static Hexagon programs (tests/dsp_programs) on hwemu and on
+qemu-hexagon (Debian qemu-user 7.2): stdout and exit status byte for byte."""
+import shutil
+import subprocess
+
+import pytest
+from dsp_support import vendor_isa
+
+from emu.dsp.linux import Process
+from emu.dsp.memory import MemoryFault
+from tools import dsp_llvm_agreement as la
+
+PROGRAMS = sorted(p.stem for p in la.PROGRAMS.glob("*.c"))
+needs_clang = pytest.mark.skipif(not la.corpus_available(), reason="clang-19 / ld.lld-19 not installed (./dev)")
+
+
+@pytest.fixture(scope="module")
+def isa():
+    return vendor_isa()
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dsp")
+
+    def compile_(name: str, opt: str):
+        exe = out / f"{name}{opt}"
+        if not exe.exists():
+            la.compile_program(la.PROGRAMS / f"{name}.c", opt, exe)
+        return exe
+    return compile_
+
+
+@needs_clang
+@pytest.mark.skipif(not shutil.which("qemu-hexagon"), reason="qemu-hexagon not installed (./dev installs qemu-user)")
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_matches_qemu(isa, build, name, opt):
+    exe = build(name, opt)
+    ref = subprocess.run(["qemu-hexagon", str(exe)], capture_output=True, timeout=60)
+    p = Process(str(exe), isa=isa)
+    code = p.run(max_packets=5_000_000)
+    assert (bytes(p.stdout), code) == (ref.stdout, ref.returncode)
+    assert ref.stdout  # the program printed its results
+
+
+def test_fault_reports_packet_and_leaves_host(isa, tmp_path):
+    """A store outside mapped memory: a fault with address, PC and packet text; the host process lives on."""
+    from emu.dsp.core import Thread
+    from emu.dsp.memory import Memory
+    mem = Memory()
+    mem.map(0x1000, 0x1000, "rwx")
+    code = (0xA180C000).to_bytes(4, "little")  # { memw(r0+#0) = r0 }
+    mem.write(0x1000, code)
+    t = Thread(isa, mem)
+    t.pc, t.r[0] = 0x1000, 0xDEAD0000
+    with pytest.raises(MemoryFault) as e:
+        t.step()
+    assert (e.value.addr, e.value.size, e.value.pc) == (0xDEAD0000, 4, 0x1000)
+    assert "memw(r0+#0) = r0" in e.value.packet and t.pc == 0x1000  # nothing committed
+
+
+@needs_clang
+def test_exit_and_output(isa, build):
+    p = Process(str(build("arith", "-O2")), isa=isa)
+    assert p.run() == 17 and p.stdout.startswith(b"acc=")
