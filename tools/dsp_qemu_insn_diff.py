@@ -112,12 +112,11 @@ def differences(cases, theirs: bytes, mine: bytes) -> list[tuple[str, list[int],
     """(tag, words, what differs) per case whose slot differs."""
     out = []
     names = [f"r{i}" for i in range(32)] + ["p3:0", "usr"]
-    for k, (f, (words, regs, preds, usr)) in enumerate(cases):
+    for k, (f, (words, *_)) in enumerate(cases):
         a, b = theirs[k * SLOT:(k + 1) * SLOT], mine[k * SLOT:(k + 1) * SLOT]
         if a != b:
-            va = [int.from_bytes(a[4 * i:4 * i + 4], "little") for i in range(SLOT // 4 - 2)]
-            vb = [int.from_bytes(b[4 * i:4 * i + 4], "little") for i in range(SLOT // 4 - 2)]
-            what = ", ".join(f"{names[i]}: qemu {x:#x} hwemu {y:#x}" for i, (x, y) in enumerate(zip(va, vb)) if x != y)
+            va, vb = ([int.from_bytes(x[4 * i:4 * i + 4], "little") for i in range(len(names))] for x in (a, b))
+            what = ", ".join(f"{n}: qemu {x:#x} hwemu {y:#x}" for n, x, y in zip(names, va, vb, strict=True) if x != y)
             out.append((f.tag, words, what))
     return out
 
