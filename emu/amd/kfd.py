@@ -38,6 +38,7 @@ TIMEOUT_INFINITE = 0xFFFFFFFF
 GPUVM_BASE, GPUVM_LIMIT = 0x1_0000, (1 << 47) - 1  # the process's GPU VA range (48-bit, canonical lower half)
 RENDER_OFFSET_SHIFT = 40  # render-node mmap offsets: heap index << 40 | offset in the heap
 KNOWN_FLAGS = k.ALLOC_PLACEMENT | k.ALLOC_ATTRIBUTES
+RUNTIME_ENABLE_MODE_ENABLE = 1  # KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK
 
 
 def _einval(what: str) -> OSError:
@@ -148,6 +149,9 @@ class KFD:
         self.proc.vms[a.gpu_id] = a.drm_fd
 
     def _runtime_enable(self, a, _):
+        if not a.mode_mask & RUNTIME_ENABLE_MODE_ENABLE:  # a mode without the enable bit disables
+            self.proc.runtime_enabled = False
+            return
         if self.proc.runtime_enabled:
             raise OSError(errno.EBUSY, "RUNTIME_ENABLE: the runtime is already enabled")
         self.proc.runtime_enabled = True
