@@ -54,6 +54,8 @@ class Core:
     def branch(self, target):
         self.branches.append(target)
 
+    fpflags = 0
+
     def circ_add(self, reg, incr, m, mnum):
         return reg + incr  # the circular wrap is the core model's job; here only the call is checked
 

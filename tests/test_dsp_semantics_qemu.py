@@ -22,4 +22,4 @@ def test_forms_agree_with_qemu():
     theirs, mine = qd.run_both(cases, isa)
     assert len(theirs) == len(mine) == len(cases) * qd.SLOT
     diffs = qd.differences(cases, theirs, mine)
-    assert [d for d in diffs if not d[0].startswith("F2_")] == []  # the float flags (USR) are not modelled yet
+    assert diffs == []

@@ -27,8 +27,7 @@ REGS = {"REG_SP": ("r", 29), "REG_FP": ("r", 30), "REG_LR": ("r", 31), "REG_SA0"
         "REG_CS1": ("c", 13), "REG_FRAMELIMIT": ("c", 16), "REG_FRAMEKEY": ("c", 17)}
 USR_FIELDS = {"USR_OVF": (0, 1), "USR_FPINVF": (1, 1), "USR_FPDBZF": (2, 1), "USR_FPOVFF": (3, 1),
               "USR_FPUNFF": (4, 1), "USR_FPINPF": (5, 1), "USR_LPCFG": (8, 2), "USR_FPRND": (22, 2)}
-FP_FLAGS = {"FE_INVALID": "USR_FPINVF", "FE_DIVBYZERO": "USR_FPDBZF", "FE_OVERFLOW": "USR_FPOVFF",
-            "FE_UNDERFLOW": "USR_FPUNFF", "FE_INEXACT": "USR_FPINPF"}
+USR_FP_SHIFT = 1  # emu.dsp.ieee's flags (invalid, div-by-zero, overflow, underflow, inexact) are USR bits 1-5
 C_P30, C_PC, C_PKTCOUNT, C_QEMU_PKT, C_QEMU_INSN = 4, 9, 18, 20, 21
 _M32 = 0xFFFFFFFF
 
@@ -109,9 +108,6 @@ class Thread:
         lo, width = USR_FIELDS[field]
         mask = ((1 << width) - 1) << lo
         self.usr = (self.usr & ~mask) | ((value << lo) & mask)
-
-    def fp_flag(self, name: str) -> None:
-        self.usr_set(FP_FLAGS[name], 1)
 
     def read_gp(self) -> int:
         return 0 if self.current.extended else self.c[11]
@@ -222,8 +218,10 @@ class Thread:
         self.usr = self.c[8]
         try:
             for s in steps + tail:
-                self.current = s.inst
+                self.current, self.fpflags = s.inst, 0
                 out = s.sem.fn(self, *[r(self) for r in s.readers])
+                if self.fpflags:
+                    self.usr |= self.fpflags << USR_FP_SHIFT
                 if out is not None:
                     for w, value in zip(s.writers, out, strict=True):
                         w(self, value)

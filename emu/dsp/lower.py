@@ -188,7 +188,7 @@ class _Lowering:
         if isinstance(x, syntax.Unary) and x.op.startswith("post"):  # its old value is not needed
             x = syntax.Unary("pre" + x.op[4:], x.x)
         v = self.expr(x, void_ok=True)
-        if isinstance(v, ir.Prim) and v.t == ir.VOID:
+        if isinstance(v, ir.Prim):  # a primitive called for its effect (its value, if any, unused)
             self.pre.append(ir.Do(v))
 
     # ---- expressions ----
@@ -276,7 +276,7 @@ class _Lowering:
                 continue
             if isinstance(a, syntax.Name) and a.id not in self.vars and a.id not in CONSTANTS:
                 args.append(a.id)  # a register or mode name (REG_LR, COF_TYPE_JUMP)
-            elif isinstance(a, syntax.Raw):
+            elif isinstance(a, syntax.Raw) and (not a.text or a.text.startswith('"')):
                 args.append(a.text)  # an empty argument, a message string
             else:
                 args.append(self.expr(a))

@@ -14,13 +14,18 @@ from typing import Protocol
 
 import numpy as np
 
-from emu.dsp import ir, runtime
+from emu.dsp import ieee, ir, runtime
 from emu.dsp.lower import CompileError, Semantics
 
 _VEC_BYTES = {"vec": 128, "pair": 256, "qreg": 16}
 _DTYPES = {(8, True): "_i8", (8, False): "_u8", (16, True): "_i16", (16, False): "_u16", (32, True): "_i32",
            (32, False): "_u32", (64, True): "_i64", (64, False): "_u64"}
+_IEEE = frozenset(k for k in dir(ieee) if not k.startswith("_") and callable(getattr(ieee, k)))
+# float primitives that take the core (for its exception flags) as their first argument
+_FLAGGED = frozenset({*(k for k in _IEEE if k.startswith("conv_")), "fmax", "fmaxf", "fmin", "fminf", "fFMAF",
+                      "fSFMPY"})
 _NAMESPACE = {**{k: getattr(runtime, k) for k in dir(runtime) if not k.startswith("_")},
+              **{k: getattr(ieee, k) for k in _IEEE},
               "_np": np, "_inf": math.inf, "_nan": math.nan, "_i8": np.int8, "_u8": np.uint8, "_i16": np.int16,
               "_u16": np.uint16, "_i32": np.int32, "_u32": np.uint32, "_i64": np.int64, "_u64": np.uint64}
 
@@ -46,7 +51,7 @@ class Core(Protocol):
     def call(self, target: int) -> None: ...
     def trap(self, kind: int, imm: int) -> None: ...
     def circ_add(self, reg: int, incr: int, m: int, mnum: int) -> int: ...
-    def fp_flag(self, name: str) -> None: ...
+    fpflags: int  # the IEEE exception flags (emu.dsp.ieee) the instruction raised
     def vtmp(self) -> np.ndarray: ...
 
 
@@ -194,17 +199,15 @@ class _Gen:
     def binary(self, x: ir.Bin) -> str:
         a, b, op, t = self.expr(x.a), self.expr(x.b), x.op, x.t
         if op in ("==", "!=", "<", ">", "<=", ">="):
+            if x.a.t.kind == "float":
+                return f"fcmp(S, {op!r}, {a}, {b})"
             return f"int({a} {op} {b})"
         if op in ("&&", "||"):
             return f"int(bool({a}) {'and' if op == '&&' else 'or'} bool({b}))"
         if t.kind == "float":
-            if op == "/":
-                code = f"fdiv({a}, {b})"
-            elif op in ("+", "-", "*"):
-                code = f"({a} {op} {b})"
-            else:
+            if op not in ("+", "-", "*", "/"):
                 raise CompileError(f"backend: float {op}")
-            return f"f32({code})" if t.bits == 32 else code
+            return f"fop(S, {op!r}, {a}, {b}, {t.bits})"
         if op in ("&", "|", "^"):
             return f"({a} {op} {b})"
         if op in ("<<", ">>"):
@@ -226,11 +229,11 @@ class _Gen:
             widening = t.bits >= f.bits and (t.signed == f.signed or (t.signed and t.bits > f.bits))
             return a if widening or (not f.signed and t.bits > f.bits) else _wrap(t, a)
         if t.kind == "int" and f.kind == "float":
-            return f"ftoi({a}, {t.bits}, {t.signed})"
+            return f"f2i(S, {a}, {t.bits}, {t.signed})"
         if t.kind == "float" and f.kind == "int":
-            return f"f32(float({a}))" if t.bits == 32 else f"float({a})"
+            return f"i2f(S, {a}, {t.bits})"
         if t.kind == "float" and f.kind == "float":
-            return f"f32({a})" if t.bits < f.bits else a
+            return f"f2f(S, {a}, {t.bits})" if t.bits < f.bits else a
         raise CompileError(f"backend: convert {f} to {t}")
 
     def prim(self, x: ir.Prim) -> str:
@@ -239,7 +242,7 @@ class _Gen:
         simple = {"READ_RREG": "S.read_reg", "WRITE_RREG": "S.write_reg", "READ_PREG": "S.read_pred",
                   "WRITE_PREG": "S.write_pred", "GET_USR_FIELD": "S.usr_get", "SET_USR_FIELD": "S.usr_set",
                   "fREAD_GP": "S.read_gp", "fREAD_NPC": "S.read_npc", "fCALL": "S.call", "fCALLR": "S.call",
-                  "fTRAP": "S.trap", "fRAISEFLAGS": "S.fp_flag", "fTMPVDATA": "S.vtmp",
+                  "fTRAP": "S.trap", "fTMPVDATA": "S.vtmp",
                   "mem_load_locked": "S.load_locked", "mem_store_conditional": "S.store_conditional"}
         if n in simple:
             if n == "mem_load_locked":
@@ -268,12 +271,18 @@ class _Gen:
             return f"S.branch({args[0]})"
         if n == "fcirc_add":
             return f"S.circ_add({', '.join(args)})"
+        if n == "fRAISEFLAGS":
+            return f"S.fpflags |= {ieee.FLAGS[x.args[0]]}"
+        if n == "fFPCANCELFLAGS":
+            return "S.fpflags = 0"
+        if n == "fpclassify":
+            return f"fpclassify({args[0]}, {x.args[0].t.bits})"
+        if n in _FLAGGED:
+            return f"{n}(S, {', '.join(args + (['_chop'] if n.startswith('conv_') else []))})"
         if n == "fFPSETROUND_CHOP":
             return "_chop = True"
         if n == "fFPSETROUND_NEAREST":
             return "_chop = False"
-        if n.startswith("conv_"):
-            return f"{n}({args[0]}, _chop)"
         if x.t == ir.VOID and n not in _NAMESPACE:
             return ""  # no effect on the state this model keeps
         if n not in _NAMESPACE:
