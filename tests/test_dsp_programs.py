@@ -11,6 +11,7 @@ from emu.dsp.memory import MemoryFault
 from tools import dsp_llvm_agreement as la
 
 PROGRAMS = sorted(p.stem for p in la.PROGRAMS.glob("*.c"))
+STDIN = bytes(range(256)) * 20 + b"tail"  # more than one read() of the programs that read stdin
 needs_clang = pytest.mark.skipif(not la.corpus_available(), reason="clang-19 / ld.lld-19 not installed (./dev)")
 
 
@@ -37,8 +38,8 @@ def build(tmp_path_factory):
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_matches_qemu(isa, build, name, opt):
     exe = build(name, opt)
-    ref = subprocess.run(["qemu-hexagon", str(exe)], capture_output=True, timeout=60)
-    p = Process(str(exe), isa=isa)
+    ref = subprocess.run(["qemu-hexagon", str(exe)], input=STDIN, capture_output=True, timeout=60)
+    p = Process(str(exe), stdin=STDIN, isa=isa)
     code = p.run(max_packets=5_000_000)
     assert (bytes(p.stdout), code) == (ref.stdout, ref.returncode)
     assert ref.stdout  # the program printed its results
@@ -64,3 +65,16 @@ def test_fault_reports_packet_and_leaves_host(isa, tmp_path):
 def test_exit_and_output(isa, build):
     p = Process(str(build("arith", "-O2")), isa=isa)
     assert p.run() == 17 and p.stdout.startswith(b"acc=")
+
+
+@needs_clang
+def test_cli_is_a_qemu_hexagon_drop_in(build):
+    """`python -m emu.dsp [-strace] PROGRAM`: stdin in, stdout out, the exit status; as qemu-hexagon."""
+    import sys
+    exe = build("stdin_echo", "-O2")
+    r = subprocess.run([sys.executable, "-m", "emu.dsp", "-strace", str(exe)], input=b"hello", capture_output=True,
+                       timeout=120)
+    assert r.returncode == 5 and r.stdout.startswith(b"HELLO") and b"sum=" in r.stdout
+    assert b"63(0x0" in r.stderr  # -strace: the read syscall
+    bad = subprocess.run([sys.executable, "-m", "emu.dsp", "/nonexistent"], capture_output=True, timeout=60)
+    assert bad.returncode == 1 and b"nonexistent" in bad.stderr
