@@ -31,7 +31,7 @@ from stack.hcq.kfd import SDMA0_HWID, Kfd
 from stack.hcq.memory import GTT_PUBLIC, VRAM, VRAM_PUBLIC, Buffer, Memory
 from stack.hcq.queue import Doorbells, Queue
 from stack.hcq.scratch import DYNAMIC_STACK, node_scratch_layout, private_segment_buffer
-from stack.hcq.signal import Events, Timeline
+from stack.hcq.signal import Events, GPUError, Timeline
 
 DEFAULT_DEV, DEFAULT_ARCH = "MOCKKFD+AMD", "gfx1100"
 INTERFACES = {"KFD": "KFD", "MOCKKFD": "MOCKKFD", "MOCK": "MOCKKFD"}
@@ -166,6 +166,7 @@ class Device:
         self.scratch: Buffer | None = None
         self.scratch_layout = node_scratch_layout(0, node)
         self.launches = 0
+        self.fault_log: list[str] | None = None  # where GPU errors are also recorded (the pytest plugin's)
 
     def __repr__(self) -> str:
         return f"Device({self.name}, {self.arch}, {self.spec.iface})"
@@ -201,7 +202,7 @@ class Device:
             raise ValueError(f"copyin: {raw.nbytes} bytes do not fit the {buf.size}-byte buffer at {buf.va:#x}")
         for off in range(0, raw.nbytes, STAGING_BYTES):
             n = min(STAGING_BYTES, raw.nbytes - off)
-            self.timeline.wait(self._staging_free, self.timeout)
+            self._wait(self._staging_free)
             ctypes.memmove(self.staging.va, bytes(raw[off:off + n]), n)
             self._staging_free = self._copy(buf.va + off, self.staging.va, n)
 
@@ -215,7 +216,7 @@ class Device:
         for off in range(0, n, STAGING_BYTES):
             m = min(STAGING_BYTES, n - off)
             self._staging_free = self._copy(self.staging.va, buf.va + off, m)
-            self.timeline.wait(self._staging_free, self.timeout)
+            self._wait(self._staging_free)
             out += ctypes.string_at(self.staging.va, m)
         return bytes(out)
 
@@ -245,7 +246,15 @@ class Device:
 
     def synchronize(self) -> None:
         """Wait until everything issued has finished; a GPU fault raises stack.GPUError."""
-        self.timeline.wait(self.timeline.issued, self.timeout)
+        self._wait(self.timeline.issued)
+
+    def _wait(self, value: int) -> None:
+        try:
+            self.timeline.wait(value, self.timeout)
+        except GPUError as e:
+            if self.fault_log is not None:
+                self.fault_log.append(str(e))
+            raise
 
     # -- programs ------------------------------------------------------------------------------------------
     def program(self, code: bytes, name: str) -> Program:
