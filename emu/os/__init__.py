@@ -218,6 +218,22 @@ _systems: dict[tuple[str, int], type[MockFileIO]] = {}
 _systems_lock = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    """A forked child is a new process to the driver: the parent's queues are not its own, and its engine thread
+    did not survive the fork (KFD likewise serves only the process that opened it)."""
+    global _systems_lock
+    _systems_lock = threading.Lock()
+    for s in systems():
+        s.lock = s.engine.lock = threading.RLock()
+        s.kfd.lock, s.kfd.cond = s.lock, threading.Condition(s.lock)
+        s.engine.wake, s.engine._thread = threading.Event(), None
+        for g in s.gpus:
+            g.queues.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def interface(arch: str | None = None, gpus: int = 1) -> type[MockFileIO]:
     """The file-I/O interface class of the process's mock system with `gpus` GPUs of `arch` (default gfx1100)."""
     key = ((arch or DEFAULT_ARCH).lower(), gpus)
