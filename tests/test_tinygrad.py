@@ -160,7 +160,14 @@ def test_fault_raises_mmu_error_with_address_and_device_goes_on():
     assert "OK" in check(run_tinygrad(PROGRAM + textwrap.dedent(code), "MOCKKFD+AMD"))
 
 
-def test_pytest_plugin_serves_tinygrad_tests(tmp_path):
+@pytest.mark.parametrize("checkout", [False, True])
+def test_pytest_plugin_serves_tinygrad_tests(tmp_path, checkout):
+    """`DEV=MOCKKFD+AMD pytest -n 2` in a user's project, and in a tinygrad-like checkout whose own test/mockgpu
+    would otherwise be imported: hwemu's mock interface wins."""
+    if checkout:
+        (tmp_path / "test" / "mockgpu").mkdir(parents=True)
+        (tmp_path / "test" / "__init__.py").write_text("")
+        (tmp_path / "test" / "mockgpu" / "mockgpu.py").write_text("raise ImportError('the checkout mock was used')\n")
     (tmp_path / "test_user.py").write_text(textwrap.dedent("""
         import numpy as np
         from tinygrad import Tensor
@@ -170,7 +177,7 @@ def test_pytest_plugin_serves_tinygrad_tests(tmp_path):
             import sys
             assert sys.modules["test.mockgpu.mockgpu"].__hwemu__
     """))
-    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "test_user.py"],
                        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
                        env={**os.environ, "DEV": "MOCKKFD+AMD", "HWEMU": "1"})
     assert "2 passed" in p.stdout, p.stdout + p.stderr
