@@ -29,9 +29,11 @@ def device(request, _hwemu_device: Device):
     _hwemu_device.fault_log = None
     try:
         _hwemu_device.synchronize()
+        left = None
     except GPUError as e:
-        faults.append(str(e))
-        pytest.fail(f"GPU fault left behind by the test: {e}", pytrace=False)
+        faults.append(left := str(e))
+    if left:
+        pytest.fail(f"GPU fault left behind by the test: {left}", pytrace=False)
 
 
 @pytest.hookimpl(hookwrapper=True)
