@@ -9,8 +9,8 @@ import functools
 
 import numpy as np
 import pytest
-
 import test_kernels as corpus
+
 from stack import Device, GPUError
 from stack.codegen import opencl
 from stack.hcq.codeobj import CodeObject
