@@ -84,7 +84,8 @@ STORE = "kernel void store(global int *p, int v) { p[get_global_id(0)] = v + (in
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_fault_names_va_and_next_program_works(arch):
-    """A store to an unmapped address: synchronize() raises GPUError naming the VA; the device stays usable."""
+    """A store to an unmapped address: synchronize() raises GPUError naming the VA; the device stays usable (the
+    device model resumes the queue after the faulting dispatch once WAIT_EVENTS has reported the fault)."""
     dev = device(arch)
     prog = dev.program(opencl.compile_cl(STORE, arch, "-O3"), "store")
     bad = 0x7E00_0000_3000
@@ -146,8 +147,9 @@ def test_devices_by_index():
     assert (a.name, b.name) == ("AMD:0", "AMD:1") and a.node.gpu_id != b.node.gpu_id
     with pytest.raises(ValueError, match="selects 2 GPU"):
         Device("MOCKKFD:0,1+AMD::gfx1100", index=2)
-    for dev, v in ((a, 1), (b, 2)):
-        buf = dev.alloc(8)
-        dev.copyin(buf, np.array([v, v], np.int32))
-        assert np.frombuffer(dev.copyout(buf), np.int32).tolist() == [v, v]
+    for dev, v in ((a, 1), (b, 2)):  # each GPU signals through the process's one event page
+        buf = dev.alloc(32 * 4)
+        dev.program(opencl.compile_cl(STORE, dev.arch, "-O3"), "store")(buf, np.int32(v), global_size=(1,),
+                                                                        local_size=(32,))
+        assert np.frombuffer(dev.copyout(buf), np.int32).tolist() == list(range(v, v + 32))
 
