@@ -261,7 +261,7 @@ class Device:
         return Program(self, code, name)
 
     def _ensure_scratch(self, private_bytes: int) -> None:
-        if private_bytes <= self.scratch_layout.lane_bytes and (self.scratch or not private_bytes):
+        if not private_bytes or self.scratch is not None and private_bytes <= self.scratch_layout.lane_bytes:
             return
         layout = node_scratch_layout(private_bytes, self.node)
         new = self.memory.alloc(layout.size, VRAM)

@@ -60,14 +60,15 @@ class Events:
             d.event_id = eid
         args = k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=3, wait_for_all=0, timeout=timeout_ms)
         self.kfd.ioctl("WAIT_EVENTS", args)
+        # memory and hw exception events fire for the whole process: each GPU's own events report its faults
         mem, hw = data[1].memory_exception_data, data[2].hw_exception_data
-        if mem.gpu_id:
+        if mem.gpu_id == self.gpu_id:
             f = mem.failure
             kinds = [n for n, v in (("NotPresent", f.NotPresent), ("ReadOnly", f.ReadOnly),
                                     ("NoExecute", f.NoExecute), ("imprecise", f.imprecise)) if v]
             raise GPUError(f"GPU memory fault on {self.name} (gpu_id {mem.gpu_id}) at VA {mem.va:#x}: "
                            f"{', '.join(kinds) or 'no failure bits'}")
-        if hw.gpu_id:
+        if hw.gpu_id == self.gpu_id:
             raise GPUError(f"GPU hardware exception on {self.name} (gpu_id {hw.gpu_id}): reset_type "
                            f"{hw.reset_type}, reset_cause {hw.reset_cause}, memory_lost {hw.memory_lost}")
         return args.wait_result == k.WAIT_COMPLETE
