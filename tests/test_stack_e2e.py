@@ -153,3 +153,29 @@ def test_devices_by_index():
                                                                         local_size=(32,))
         assert np.frombuffer(dev.copyout(buf), np.int32).tolist() == list(range(v, v + 32))
 
+
+
+@pytest.mark.parametrize("queue_type", ["sdma", "pm4"])
+def test_ring_wraps(queue_type):
+    """A 4 KiB ring wrapped several times: PM4 packets straddle the end, SDMA packets never do (NOP padding); every
+    write lands in order."""
+    import time
+
+    from stack.hcq import kfd_ioctl, pm4, sdma
+    from stack.hcq.memory import GTT_PUBLIC
+    from stack.hcq.queue import Doorbells, Queue
+    dev = device("gfx1100")
+    qtype = kfd_ioctl.QUEUE_TYPE_SDMA if queue_type == "sdma" else kfd_ioctl.QUEUE_TYPE_COMPUTE
+    q = Queue(dev.kfd, dev.memory, dev.node, Doorbells(dev.kfd), qtype, ring_bytes=0x1000)
+    out = dev.memory.alloc(0x1000, GTT_PUBLIC)
+    words = out.view()
+    n = 400  # 24-byte writes: more than twice around the ring, and 4096 is no multiple of 24
+    for i in range(n):
+        q.submit([sdma.write_untiled(out.va + 4 * (i % 64), [i, i]) if queue_type == "sdma" else
+                  pm4.write_data(out.va + 4 * (i % 64), i, i)])
+    start = time.monotonic()
+    while words[(n - 1) % 64 + 1] != n - 1 and time.monotonic() - start < WAIT:
+        time.sleep(0.01)
+    expect = [max(i for i in range(n) if i % 64 == j or i % 64 == j - 1) for j in range(65)]
+    assert list(words[:65]) == expect
+    assert q.put * q.unit > 2 * 0x1000 and sum(q.packets.values()) == n

@@ -70,12 +70,13 @@ SDMA_NAMES = {v: n.removeprefix("SDMA_OP_") for n, v in vars(sdma).items() if n.
 class Queue:
     """One KFD user-mode queue of `queue_type` on a GPU."""
 
-    def __init__(self, kfd: Kfd, memory: Memory, node: Node, doorbells: Doorbells, queue_type: int):
-        self.kfd, self.sdma = kfd, queue_type == k.QUEUE_TYPE_SDMA
+    def __init__(self, kfd: Kfd, memory: Memory, node: Node, doorbells: Doorbells, queue_type: int,
+                 ring_bytes: int = RING_BYTES):
+        self.kfd, self.sdma, self.ring_bytes = kfd, queue_type == k.QUEUE_TYPE_SDMA, ring_bytes
         self.unit = 1 if self.sdma else 4  # bytes per write-pointer step
-        self.ring = memory.alloc(RING_BYTES, GTT_PUBLIC)
+        self.ring = memory.alloc(ring_bytes, GTT_PUBLIC)
         self.pointers = memory.alloc(POINTERS_BYTES, GTT_PUBLIC)
-        args = k.CreateQueue(ring_base_address=self.ring.va, ring_size=RING_BYTES, gpu_id=node.gpu_id,
+        args = k.CreateQueue(ring_base_address=self.ring.va, ring_size=ring_bytes, gpu_id=node.gpu_id,
                              queue_type=queue_type, queue_percentage=QUEUE_PERCENTAGE, queue_priority=QUEUE_PRIORITY,
                              write_pointer_address=self.pointers.va + WPTR_OFFSET,
                              read_pointer_address=self.pointers.va + RPTR_OFFSET)
@@ -99,7 +100,7 @@ class Queue:
     def submit(self, packets: list[list[int]]) -> None:
         """Append the packets to the ring and ring the doorbell."""
         dwords: list[int] = []
-        ring_dwords = RING_BYTES // 4
+        ring_dwords = self.ring_bytes // 4
         for p in packets:
             self.packets[SDMA_NAMES.get(sdma.HEADER_OP.get(p[0]), "?") if self.sdma else
                          PM4_NAMES.get(pm4.HEADER_OPCODE.get(p[0]), "?")] += 1
@@ -117,10 +118,10 @@ class Queue:
         self.doorbell.value = self.put
 
     def _reserve(self, ndwords: int) -> None:
-        if ndwords * 4 > RING_BYTES:
-            raise ValueError(f"{ndwords} dwords do not fit a {RING_BYTES:#x}-byte ring")
+        if ndwords * 4 > self.ring_bytes:
+            raise ValueError(f"{ndwords} dwords do not fit a {self.ring_bytes:#x}-byte ring")
         start = time.monotonic()
-        while (self.put - self.rptr.value) * self.unit + ndwords * 4 > RING_BYTES:
+        while (self.put - self.rptr.value) * self.unit + ndwords * 4 > self.ring_bytes:
             if time.monotonic() - start > RING_FULL_TIMEOUT:
                 raise GPUError(f"queue {self.queue_id}: the ring stayed full for {RING_FULL_TIMEOUT} s "
                                f"(read pointer {self.rptr.value}, write pointer {self.put})")
