@@ -94,7 +94,7 @@ class Kfd:
             self.ioctl("ACQUIRE_VM", k.AcquireVm(drm_fd=render.fd, gpu_id=node.gpu_id))
             self._render[node.gpu_id] = render
             if self.version >= (1, 14) and not self.runtime_enabled:
-                self.ioctl("RUNTIME_ENABLE", k.RuntimeEnable(r_debug=0, mode_mask=0))
+                self.ioctl("RUNTIME_ENABLE", k.RuntimeEnable(mode_mask=k.RUNTIME_ENABLE_MODE_ENABLE_MASK))
                 self.runtime_enabled = True
         return self._render[node.gpu_id]
 
