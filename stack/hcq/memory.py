@@ -77,22 +77,22 @@ class Memory:
                 raise OSError(f"render node mmap of {reserved:#x} bytes at {va:#x} landed at {got:#x}")
         return buf
 
-    def _map(self, name: str, buf: Buffer, gpu_id: int) -> None:
-        ids = (ctypes.c_uint32 * 1)(gpu_id)
+    def _map(self, name: str, buf: Buffer) -> None:
+        ids = (ctypes.c_uint32 * 1)(self.gpu_id)
         args = k.MapMemoryToGpu(handle=buf.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1)
         self.kfd.ioctl(name, args)
         if args.n_success != 1:
-            raise OSError(f"{name} of {buf.size:#x} bytes at {buf.va:#x} on gpu_id {gpu_id}: "
+            raise OSError(f"{name} of {buf.size:#x} bytes at {buf.va:#x} on gpu_id {self.gpu_id}: "
                           f"n_success {args.n_success} of 1")
 
-    def map(self, buf: Buffer, gpu_id: int | None = None) -> None:
-        """Map `buf` into the GPU VM of gpu_id (default: this GPU; another GPU maps a shared buffer)."""
-        self._map("MAP_MEMORY_TO_GPU", buf, self.gpu_id if gpu_id is None else gpu_id)
+    def map(self, buf: Buffer) -> None:
+        """Map `buf` (this GPU's, or a buffer another GPU allocated) into this GPU's VM."""
+        self._map("MAP_MEMORY_TO_GPU", buf)
 
     def free(self, buf: Buffer) -> None:
         if buf.freed:
             raise ValueError(f"buffer at {buf.va:#x} was already freed")
-        self._map("UNMAP_MEMORY_FROM_GPU", buf, self.gpu_id)
+        self._map("UNMAP_MEMORY_FROM_GPU", buf)
         self.kfd.io.munmap(buf.va, buf.reserved)
         self.kfd.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle=buf.handle))
         buf.freed = True
