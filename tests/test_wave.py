@@ -115,7 +115,9 @@ def test_packed_f16_opsel_and_constants():
         return w.vgpr[r].astype(np.uint16).view(h), (w.vgpr[r] >> 16).astype(np.uint16).view(h)
     np.testing.assert_array_equal(halves(2), (lo + h(2), hi + h(1)))
     np.testing.assert_array_equal(halves(3), (hi * h(2), lo * h(1)))  # op_sel picks v0.hi for lo, v0.lo for hi
-    np.testing.assert_array_equal(halves(4), (lo + h(1), hi + h(1)))  # an inline constant feeds both halves
+    # a float inline constant of a packed f16 operand is the f16 value in the low half and 0 in the high half
+    # (LLVM's AMDGPUBaseInfo getInlineEncodingV216 on the hardware behaviour): op_sel_hi:1 reads that 0
+    np.testing.assert_array_equal(halves(4), (lo + h(1), hi))
 
 
 def test_dpp_quad_perm_and_dpp8():

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from emu.amd.hwreg import initial_mode
 from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.amd.wave import BARRIER, Program, WaveState, run
@@ -137,6 +138,7 @@ def _initial_wave(d: Dispatch, wg, index: int, nitems: int, arch: str) -> WaveSt
     fam = d.program.family
     lanes = d.lanes
     w = WaveState(fam, lanes, agprs=256 if fam == "cdna" else 0)
+    w.mode = initial_mode(fam, d.rsrc1)  # FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE from COMPUTE_PGM_RSRC1
     r2 = d.rsrc2
     n = r2.user_sgpr_count
     w.sgpr[:n] = (list(d.user_sgprs[:n]) + [0] * n)[:n]  # USER_DATA registers a runtime did not write read as 0

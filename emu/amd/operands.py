@@ -87,7 +87,7 @@ def scalar_reader(code: int, bits: int, fmt: str = "", literal: int | None = Non
         return lambda w: int(w.sgpr[code]) | int(w.sgpr[code + 1]) << 32
     special = {VCC: lambda w: w.vcc, VCC + 1: lambda w: w.vcc >> 32, EXEC: lambda w: w.exec,
                EXEC + 1: lambda w: w.exec >> 32, M0: lambda w: w.m0, NULL: lambda w: 0,
-               VCCZ: lambda w: int(w.vcc == 0), EXECZ: lambda w: int(w.exec == 0), SCC: lambda w: w.scc,
+               VCCZ: lambda w: int((w.vcc & w.full) == 0), EXECZ: lambda w: int(w.exec == 0), SCC: lambda w: w.scc,
                SHARED_BASE: lambda w: SHARED_APERTURE >> 32, SHARED_LIMIT: lambda w: (SHARED_APERTURE >> 32),
                PRIVATE_BASE: lambda w: PRIVATE_APERTURE >> 32, PRIVATE_LIMIT: lambda w: PRIVATE_APERTURE >> 32}
     f = special.get(code)

@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emu.amd import isa
+from emu.amd import hwreg, isa
 from emu.amd.memory import FaultRecord, GPUFault
 from emu.amd.operands import OperandError, Unsupported, m0_null, scalar_reader, scalar_writer, sext, to_mask
-from emu.amd.valu import ValuPlans
+from emu.amd.valu import ValuPlans, opsel_hi
 from emu.amd.vmem import MemoryPlans
 from emu.amd.wave import BARRIER, END
 
@@ -23,15 +23,17 @@ _ENGINE_NOPS = {"S_NOP", "S_WAITCNT", "S_WAITCNT_DEPCTR", "S_WAIT_IDLE", "S_CLAU
                 "S_SET_INST_PREFETCH_DISTANCE", "S_SETPRIO", "S_ICACHE_INV", "S_WAIT_ALU", "S_WAIT_LOADCNT",
                 "S_WAIT_STORECNT", "S_WAIT_SAMPLECNT", "S_WAIT_BVHCNT", "S_WAIT_EXPCNT", "S_WAIT_DSCNT",
                 "S_WAIT_KMCNT", "S_WAIT_LOADCNT_DSCNT", "S_WAIT_STORECNT_DSCNT", "S_SENDMSG", "S_TTRACEDATA",
-                "S_TTRACEDATA_IMM", "S_INCPERFLEVEL", "S_DECPERFLEVEL", "S_WAKEUP", "S_DENORM_MODE",
-                "S_ROUND_MODE", "S_WAITCNT_VSCNT", "S_WAITCNT_VMCNT", "S_WAITCNT_EXPCNT", "S_WAITCNT_LGKMCNT",
+                "S_TTRACEDATA_IMM", "S_INCPERFLEVEL", "S_DECPERFLEVEL", "S_WAKEUP", "S_WAITCNT_VSCNT",
+                "S_WAITCNT_VMCNT", "S_WAITCNT_EXPCNT", "S_WAITCNT_LGKMCNT",
                 "S_BARRIER_SIGNAL", "S_BARRIER_SIGNAL_ISFIRST", "S_DCACHE_INV", "S_GL1_INV", "S_DCACHE_WB",
                 "S_SET_VALU_COEXEC_MODE", "BUFFER_GL0_INV", "BUFFER_GL1_INV", "BUFFER_WBL2", "BUFFER_INV",
                 "BUFFER_WBINVL1", "BUFFER_WBINVL1_VOL", "GLOBAL_INV", "GLOBAL_WB", "GLOBAL_WBINV"}
 _BARRIERS = {"S_BARRIER", "S_BARRIER_WAIT"}
 _ENDS = {"S_ENDPGM", "S_ENDPGM_SAVED"}
 _MEM_BASES = {"GLOBAL", "FLAT", "SCRATCH", "VGLOBAL", "VFLAT", "VSCRATCH"}
-GPR_IDX_EN = "WAVE_MODE.GPR_IDX_EN"  # CDNA VGPR indexing mode (s_set_gpr_idx_on / _off)
+_INST_FIELDS = {"INST.OMOD": "omod", "INST.ABS": "abs", "INST.NEG": "neg"}  # encoding fields named as such
+_CLOCKS = {"S_MEMTIME", "S_MEMREALTIME", "S_SENDMSG_RTN_B32", "S_SENDMSG_RTN_B64"}
+MSG_RTN_GET_REALTIME = 0x83  # s_sendmsg_rtn message that returns the clock (LLVM's sendmsg(MSG_RTN_GET_REALTIME))
 _MODIFIER_FIELDS = {"OPSEL": "opsel", "OPSEL_HI": "opsel_hi", "NEG": "neg", "NEG_HI": "neg_hi", "CLAMP": "clmp"}
 
 
@@ -93,6 +95,8 @@ class Planner(ValuPlans, MemoryPlans):
                 return self._control(inst, 0)
             if name == "S_TRAP":
                 return _fault_step("trap", f"s_trap {inst.fields.get('simm16', 0) & 0xFF}")
+            if name in _CLOCKS:
+                return self._clock(inst)
             if name in ("S_CODE_END", "S_SETHALT"):
                 return _fault_step("illegal-instruction", f"{name.lower()} executed")
             if base in ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP"):
@@ -145,10 +149,11 @@ class Planner(ValuPlans, MemoryPlans):
         return lambda w, v: wr(w, to_mask(v) & w.exec)
 
     def _common_read(self, n: str, inst) -> Callable:
-        """The reader of a state name every encoding may use; Unsupported when the engine has none."""
-        f = {"SCC": lambda w: w.scc, "EXEC": lambda w: w.exec, "VCC": lambda w: w.vcc, "M0": lambda w: w.m0,
-             "EXECZ": lambda w: int(w.exec == 0), "VCCZ": lambda w: int(w.vcc == 0), "MODE": lambda w: w.mode,
-             "TRAPSTS": lambda w: w.trapsts}.get(n)
+        """The reader of a state name every encoding may use; Unsupported when the engine has none. VCC is the
+        wave's lanes of it (VCC_LO in wave32)."""
+        f = {"SCC": lambda w: w.scc, "EXEC": lambda w: w.exec, "VCC": lambda w: w.vcc & w.full, "M0": lambda w: w.m0,
+             "EXECZ": lambda w: int(w.exec == 0), "VCCZ": lambda w: int((w.vcc & w.full) == 0),
+             "MODE": lambda w: w.mode, "TRAPSTS": lambda w: w.trapsts}.get(n)
         if f is not None:
             return f
         if n == "PC":
@@ -160,13 +165,22 @@ class Planner(ValuPlans, MemoryPlans):
             return lambda w: w.vgpr.T  # the pcode indexes VGPR[lane][register]
         if n == "SGPR":
             return lambda w: w.sgpr
+        if n == "OPSEL_HI":
+            v = opsel_hi(inst.fields)
+            return lambda w: v
         if n in _MODIFIER_FIELDS:
             v = inst.fields.get(_MODIFIER_FIELDS[n], 0)
             return lambda w: v
-        if n == GPR_IDX_EN:
-            return lambda w: w.gpr_idx
-        if "." in n:  # status bits the emulator does not model (TRAPSTS.INVALID, WAVE_STATUS.PRIV, ...): clear
-            return lambda w: 0
+        if n in hwreg.STATUS_BITS and hwreg.STATUS_BITS[n][0] is not None:
+            return hwreg.STATUS_BITS[n][0]
+        if n in _INST_FIELDS:
+            v = inst.fields.get(_INST_FIELDS[n], 0)
+            return lambda w: v
+        if n == "HW_REGISTERS":
+            return hwreg.snapshot
+        if n == "HwRegWriteMask":
+            mask = hwreg.write_mask(self.fam)
+            return lambda w: mask
         raise Unsupported(f"{inst.op.name}: reads {n}, which the engine does not provide")
 
     def _state_writer(self, n: str, op_name: str) -> Callable:
@@ -184,10 +198,8 @@ class Planner(ValuPlans, MemoryPlans):
             return lambda w, v: setattr(w, "trapsts", int(v) & 0xFFFFFFFF)
         if n in ("VGPR", "SGPR"):
             return lambda w, v: None  # the semantics wrote the register file in place
-        if n == GPR_IDX_EN:
-            return lambda w, v: setattr(w, "gpr_idx", int(v) & 1)
-        if "." in n:  # status bits the emulator does not model
-            return lambda w, v: None
+        if n in hwreg.STATUS_BITS and hwreg.STATUS_BITS[n][1] is not None:
+            return hwreg.STATUS_BITS[n][1]
         raise Unsupported(f"{op_name}: writes {n}, which the engine does not accept")
 
     # -- SALU and SOPP -----------------------------------------------------------------------------------------
@@ -214,7 +226,7 @@ class Planner(ValuPlans, MemoryPlans):
             else:
                 reads.append((n, self._common_read(n, inst)))
         writes = []
-        for n in sorted(sem.writes - {"PC"}):
+        for n in sorted(sem.writes - {"PC", "HW_REGISTERS"}):
             if n == "D0" and "sdst" in f:
                 writes.append((n, scalar_writer(f["sdst"], self._width(sem, n, op, "sdst"), self.fam)))
             else:
@@ -222,15 +234,34 @@ class Planner(ValuPlans, MemoryPlans):
         nxt = inst.pc + inst.size
         lanes = self.lanes
         branch = "PC" in sem.writes
+        setreg = "HW_REGISTERS" in sem.writes
 
         def step(w):
-            out = sem({n: r(w) for n, r in reads}, lanes)
+            st = {n: r(w) for n, r in reads}
+            out = sem(st, lanes)
+            if setreg:
+                hwreg.commit(w, st["HW_REGISTERS"])
             for n, wr in writes:
                 v = out.get(n)
                 if v is not None:
                     wr(w, v)
             pc = out.get("PC") if branch else None
             w.pc = nxt if pc is None else int(pc) & 0xFFFFFFFFFFFF  # the program counter is 48 bits
+            return 0
+        return step
+
+    def _clock(self, inst) -> Callable:
+        """s_memtime / s_memrealtime / s_sendmsg_rtn(MSG_RTN_GET_REALTIME): the monotonic clock into SGPRs."""
+        f = inst.fields
+        if inst.op.name.startswith("S_SENDMSG_RTN") and f.get("ssrc0") != MSG_RTN_GET_REALTIME:
+            raise Unsupported(f"{inst.op.name}: message {f.get('ssrc0')} is not modelled")
+        code = f["sdata"] if "sdata" in f else f["sdst"]
+        wr = scalar_writer(code, 32 if inst.op.name.endswith("B32") else 64, self.fam)
+        nxt = inst.pc + inst.size
+
+        def step(w):
+            wr(w, hwreg.clock())
+            w.pc = nxt
             return 0
         return step
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from emu.amd import hwreg
 from emu.amd.lanes import dpp8, dpp16, dpp_write_mask, sdwa_extract, sdwa_place
 from emu.amd.operands import (
     OperandError,
@@ -23,6 +24,9 @@ from emu.amd.wave import ACC
 
 U64 = np.uint64
 MASK_FMT = "NUM_M64"  # operand format of wave masks (compare results, carry-outs)
+# untyped (B32/B16) sources the hardware reads as floats under VOP3 abs/neg (LLVM accepts |x| / -x on them)
+FLOAT_MODIFIED = frozenset({"V_CNDMASK_B32", "V_CNDMASK_B16"})
+_MIX = ("V_FMA_MIX", "V_MAD_MIX")  # VOP3P mixed f16/f32: OPSEL_HI[i] picks f16, NEG_HI[i] is abs
 
 
 class ValuPlans:
@@ -83,7 +87,7 @@ class ValuPlans:
                 for n, wr in ws:
                     v = o.get(n)
                     if v is not None:
-                        wr(w, p(v) if p and n == "D0" else v, act)
+                        wr(w, p(w, v) if p and n == "D0" else v, act)
             w.lane_ops += int(act.sum()) * 2
             w.pc = nxt
             return 0
@@ -135,12 +139,16 @@ class ValuPlans:
                     code, hi = code - 128, True
             if base == "VOP3P" and ("PK" in fmt or op.name.startswith("V_PK_")):
                 r = self._packed(code, bits, fmt, inst.literal, i, f)
+            elif op.name.startswith(_MIX):
+                r = _then(vector_reader(code, bits, fmt, inst.literal, hi, fam), _mix_modifier(f, i))
             else:
                 r = vector_reader(code, bits, fmt, inst.literal, hi, fam)
-                if is_float(fmt):
+                if is_float(fmt) or op.name in FLOAT_MODIFIED:
                     m = modifier(bits if bits > 16 else 16, bool(abss >> i & 1), bool(negs >> i & 1))
                     if m is not None:
                         r = _then(r, m)
+            if is_float(fmt) and not _keeps_denormals(op.name):
+                r = _flush_input(r, fmt, bits)
             if sdwa and i < 2:
                 sel, sext = f.get(f"src{i}_sel", 6), bool(f.get(f"src{i}_sext", 0))
                 if sel != 6 or sext:
@@ -191,10 +199,16 @@ class ValuPlans:
                     sel, unused = f["dst_sel"], f.get("dst_unused", 0)
                     vw = _sdwa_writer(vw, vgpr_reader(reg, 32), sel, unused)
                 writes.append((n, vw))
-                post = _omod_clamp(dst_bits, dst_fmt, f.get("omod", 0), f.get("clmp", 0))
+                post = _result_modifiers(dst_bits, dst_fmt, f.get("omod", 0), f.get("clmp", 0), fam,
+                                         not _keeps_denormals(op.name))
             elif n in ("VCC", "D1") and base == "VOP3SD":
                 mw = self._mask_writer(f["sdst"])
                 writes.append((n, lambda w, v, act, mw=mw: mw(w, v)))
+            elif n in ("S0", "S1") and fm.get(n) in f:  # v_swap: the source VGPR is written too
+                code = f[fm[n]] + (256 if fm[n].startswith("vsrc") else 0)
+                if code < 256:
+                    raise OperandError(f"{op.name}: {n} must be a VGPR")
+                writes.append((n, vgpr_writer(code - 256 + self._acc(inst, fm[n], fields), 32)))
             elif n == "VCC":
                 writes.append((n, lambda w, v, act: setattr(w, "vcc", to_mask(v) & w.exec)))
             elif n == "EXEC":
@@ -215,12 +229,8 @@ class ValuPlans:
         e = bits // 2
         emask = U64((1 << e) - 1)
         whole = vector_reader(code, bits, fmt, literal, False, self.fam)
-        if 240 <= code <= 248 and e == 16:  # float inline constants fill both halves
-            c = whole
-            whole = (lambda c: lambda w: c(w) | (c(w) << U64(16)))(c)
         sel_lo = f.get("opsel", 0) >> i & 1
-        opsel_hi = f.get("opsel_hi", 3) | f.get("opsel_hi2", 1) << 2
-        sel_hi = opsel_hi >> i & 1
+        sel_hi = opsel_hi(f) >> i & 1
         neg_lo = (f.get("neg", 0) >> i & 1) if is_float(fmt) else 0
         neg_hi = (f.get("neg_hi", 0) >> i & 1) if is_float(fmt) else 0
         s_lo, s_hi = U64(e * sel_lo), U64(e * sel_hi)
@@ -263,6 +273,18 @@ def _gpr_indexed(inst, m0: int) -> dict:
     return f
 
 
+def opsel_hi(f: dict) -> int:
+    """VOP3P OPSEL_HI: bits 1:0 in one field, bit 2 (src2) in another."""
+    return f.get("opsel_hi", 3) | f.get("opsel_hi2", 1) << 2
+
+
+def _mix_modifier(f: dict, i: int) -> Callable:
+    """abs (NEG_HI) / neg (NEG) of a mix source, on the sign of the half OPSEL picks when OPSEL_HI says f16."""
+    f16 = opsel_hi(f) >> i & 1 and not f.get("opsel", 0) >> i & 1
+    m = modifier(16 if f16 else 32, bool(f.get("neg_hi", 0) >> i & 1), bool(f.get("neg", 0) >> i & 1))
+    return m or (lambda v: v)
+
+
 def _then(r: Callable, g: Callable) -> Callable:
     return lambda w: g(r(w))
 
@@ -275,19 +297,61 @@ def _sdwa_writer(vw: Callable, rd: Callable, sel: int, unused: int) -> Callable:
     return lambda w, v, act: vw(w, sdwa_place(v, rd(w), sel, unused), act)
 
 
-def _omod_clamp(bits: int, fmt: str, omod: int, clamp: int) -> Callable | None:
-    if not (omod or clamp) or not is_float(fmt) or bits not in (16, 32, 64):
-        return None
-    ft, ut = {16: (np.float16, np.uint16), 32: (np.float32, np.uint32), 64: (np.float64, np.uint64)}[bits]
-    scale = {0: None, 1: 2.0, 2: 4.0, 3: 0.5}[omod]
+def _keeps_denormals(name: str) -> bool:
+    """Ops that move or classify float bits and never flush them (moves, selects, class tests)."""
+    return "CLASS" in name or name.startswith(("V_MOV", "V_CNDMASK", "V_ACCVGPR"))
 
-    def post(v):
-        x = v.astype(ut).view(ft)
-        if scale is not None:
-            x = x * ft(scale)
-        if clamp:
-            x = np.where(np.isnan(x), ft(0), np.clip(x, ft(0), ft(1)))
-        return x.astype(ft).view(ut).astype(U64)
+
+def _float_bits(fmt: str, bits: int) -> int:
+    return 16 if "16" in fmt else 64 if "F64" in fmt else 32 if bits >= 32 else 16
+
+
+def _flush_input(r: Callable, fmt: str, bits: int) -> Callable:
+    """A float source read as zero of its sign when it is denormal and MODE.FP_DENORM flushes inputs of its type."""
+    fb = _float_bits(fmt, bits)
+    keep = hwreg.F32_KEEP_IN if fb == 32 else hwreg.F16_KEEP_IN
+    packed = "PK" in fmt and fb == 16
+
+    def fetch(w):
+        v = r(w)
+        return v if w.mode & keep else flush_denormals(v, fb, packed)
+    return fetch
+
+
+def flush_denormals(v: np.ndarray, bits: int, packed: bool = False) -> np.ndarray:
+    """Raw float bits (uint64 per lane) with denormals replaced by zero of the same sign."""
+    if packed:
+        return flush_denormals(v & U64(0xFFFF), 16) | (flush_denormals(v >> U64(16) & U64(0xFFFF), 16) << U64(16))
+    mant = {16: 10, 32: 23, 64: 52}[bits]
+    sign = U64(1 << (bits - 1))
+    denormal = ((v & (sign - U64(1))) >> U64(mant) == 0) & ((v & U64((1 << mant) - 1)) != 0)
+    return np.where(denormal, v & sign, v)
+
+
+def _result_modifiers(bits: int, fmt: str, omod: int, clamp: int, fam: str, flushes: bool) -> Callable | None:
+    """D0's output modifiers: omod (ignored while MODE.IEEE is set, as LLVM's SIFoldOperands notes; RDNA4 has no
+    IEEE mode), clamp to [0, 1] (NaN to 0 under MODE.DX10_CLAMP), then denormal flushing per MODE.FP_DENORM."""
+    if not is_float(fmt) or bits not in (16, 32, 64):
+        return None
+    fb = _float_bits(fmt, bits)
+    keep = hwreg.F32_KEEP_OUT if fb == 32 else hwreg.F16_KEEP_OUT
+    packed = "PK" in fmt and fb == 16
+    ft, ut = {16: (np.float16, np.uint16), 32: (np.float32, np.uint32), 64: (np.float64, np.uint64)}[bits]
+    scale = {0: None, 1: 2.0, 2: 4.0, 3: 0.5}[omod] if not packed else None
+    ieee = 0 if fam == "rdna4" else 1 << hwreg.IEEE
+    dx10 = 0 if fam == "rdna4" else 1 << hwreg.DX10_CLAMP
+    clamp = clamp and not packed
+
+    def post(w, v):
+        if scale is not None and not w.mode & ieee or clamp:
+            x = v.astype(ut).view(ft)
+            if scale is not None and not w.mode & ieee:
+                x = x * ft(scale)
+            if clamp:
+                nan = x if dx10 and not w.mode & dx10 else ft(0)
+                x = np.where(np.isnan(x), nan, np.clip(x, ft(0), ft(1)))
+            v = x.astype(ft).view(ut).astype(U64)
+        return v if not flushes or w.mode & keep else flush_denormals(v, fb, packed)
     return post
 
 
@@ -300,7 +364,7 @@ def _valu_step(sem, reads, writes, wmask, post, nxt: int, lanes: int) -> Callabl
         for n, wr in writes:
             v = out.get(n)
             if v is not None:
-                wr(w, post(v) if post is not None and n == "D0" else v, act)
+                wr(w, post(w, v) if post is not None and n == "D0" else v, act)
         w.lane_ops += int(np.count_nonzero(act))
         w.pc = nxt
         return 0

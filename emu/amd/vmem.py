@@ -36,6 +36,8 @@ class MemoryPlans:
                 reads.append((n, lambda w, c=numbers[n] + acc: c))
             elif n == "ADDR":
                 reads.append((n, addr))
+            elif n == "ADDR_BASE":  # two-address ops add each offset themselves
+                reads.append((n, vgpr_reader(f["addr"], 32)))
             elif n in consts:
                 reads.append((n, lambda w, c=consts[n]: c))
             elif n in fm:
@@ -127,7 +129,8 @@ class MemoryPlans:
         offen, idxen = f.get("offen", 0), f.get("idxen", 0)
         vr = vgpr_reader(f["vaddr"], 32)
         vr2 = vgpr_reader(f["vaddr"] + 1, 32)
-        nbytes = max(4, self._width(sem, "VDATA", op, "vdata") // 8)
+        access = sem.access_bits  # a sub-dword access is range-checked with its own size
+        nbytes = access // 8 if 0 < access < 32 else max(4, self._width(sem, "VDATA", op, "vdata") // 8)
 
         def addr_range(w):
             d = [r(w) for r in rr]

@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from emu.amd import isa
+from emu.amd.hwreg import default_mode
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.operands import mask_to_lanes
 
@@ -143,8 +144,9 @@ class Wave(WaveState):
 
         w = Wave("gfx1100"); w.vgpr[1] = ...; w.run(code_bytes); w.vgpr[0]
 
-    `run` executes until s_endpgm or the end of the code. The wave has 64 KiB of LDS; its VM (`.vm`) starts
-    empty, so global memory instructions fault unless something is mapped."""
+    `run` executes until s_endpgm or the end of the code. MODE starts as a clang-19 kernel's descriptor sets it
+    (emu.amd.hwreg.default_mode: denormals kept, IEEE and DX10_CLAMP on). The wave has 64 KiB of LDS; its VM
+    (`.vm`) starts empty, so global memory instructions fault unless something is mapped."""
 
     def __init__(self, arch: str, wave_size: int | None = None):
         fam = isa.family(arch)
@@ -152,6 +154,7 @@ class Wave(WaveState):
         if lanes not in ((64,) if fam == "cdna" else (32, 64)):
             raise ValueError(f"{arch} runs waves of {'64' if fam == 'cdna' else '32 or 64'} lanes, not {lanes}")
         super().__init__(fam, lanes, agprs=256 if fam == "cdna" else 0)
+        self.mode = default_mode(fam)
         from emu.amd.memspace import LDS, Flat
         self.vm = VM()
         self.lds = LDS(65536)

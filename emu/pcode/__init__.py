@@ -28,9 +28,9 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
 - Scalar ops: operands and results are Python ints (raw bits, any width).
 - All lanes are computed; the caller applies EXEC to per-lane results and to mask results (a V_CMP writes a
   bit for every lane). Encoding fields the pcode names (OPSEL, NEG, OFFSET0, SRC0 / VDST register numbers, ...)
-  are ints in st. Integer sums written to D0 of a vector op also read CLAMP (the encoding's clamp bit): set, the
-  sum saturates to D0's type instead of wrapping; float clamping and the other source/result modifiers stay the
-  caller's.
+  are ints in st. Integer sums written to D0 of a vector op (and the carry-out adds and subtracts) also read CLAMP
+  (the encoding's clamp bit): set, the sum saturates to D0's type instead of wrapping; float clamping and the
+  other source/result modifiers stay the caller's.
 - Memory: `st['MEM']` (and `st['LDS']` where the pcode says LDS) has `load(addr, bits, active) -> uint64 array`
   and `store(addr, bits, value, active)`, arrays over lanes, `active` the bool array of lanes to touch (bits
   8/16/32/64; wider accesses are split into dwords). Memory is touched only for `st['ACTIVE']` (bool array over
@@ -50,7 +50,8 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
 - Callouts: what depends on machine configuration is a function in st: `st['HwRegWriteMask'](reg, priv)`, the
   writable bits of hardware register `reg` (S_SETREG).
 - MODE (int) is read where the pcode refers to it (WAVE_MODE.IEEE = bit 9, ROUND_MODE = bits 1:0); float
-  results round to nearest even otherwise, and denormals are kept (no pcode text reads MODE.FP_DENORM).
+  results round to nearest even otherwise, and denormals are kept (no pcode text reads MODE.FP_DENORM: the
+  executor flushes inputs and results per MODE, emu.amd.valu).
   WAVE64 is `lanes == 64`.
 - A case the semantics do not model (e.g. ds_swizzle FFT mode) raises Unsupported when a lane reaches it.
 """
@@ -88,6 +89,11 @@ class Semantics:
     source: str
     fn: object = field(repr=False)
     serial: bool = False  # memory read-modify-write: run lane by lane
+
+    @property
+    def access_bits(self) -> int:
+        """Bits of the widest single memory access (MEM / LDS) the semantics make; 0 for none."""
+        return max((b for _, fl, b in _accesses(self.ir) if fl in ("MEM", "LDS")), default=0)
 
     @property
     def masks(self) -> frozenset[str]:
@@ -177,22 +183,28 @@ def _compile(fam: str, space: str, name: str) -> Semantics:
     return Semantics(name, reads, writes, widths, f.files, f, src, fn, serial)
 
 
-def _loads(f: Func, file: str) -> bool:
-    from emu.pcode.ir import Op
-    found = False
+def _accesses(f: Func) -> list[tuple[str, str, int]]:
+    """(load / store, file, bits) of every memory and register-file access in the IR."""
+    from emu.pcode.ir import Op, Store
+    found = []
 
     def visit(x):
-        nonlocal found
         if isinstance(x, Op):
-            if x.op == "load" and x.attr == file:
-                found = True
+            if x.op == "load":
+                found.append(("load", x.attr, x.ty.bits))
             for a in x.args:
                 visit(a)
         elif isinstance(x, tuple):
             for a in x:
                 visit(a)
         elif hasattr(x, "__dataclass_fields__"):
+            if isinstance(x, Store):
+                found.append(("store", x.file, x.bits))
             for k in x.__dataclass_fields__:
                 visit(getattr(x, k))
     visit(f.body)
     return found
+
+
+def _loads(f: Func, file: str) -> bool:
+    return any(kind == "load" and fl == file for kind, fl, _ in _accesses(f))

@@ -37,15 +37,13 @@ def _div_scale(text: str) -> str:
 
 
 def _div_fmas(text: str) -> str:
-    # the text scales by 2**32 (f32) / 2**64 (f64), half of what V_DIV_SCALE applies, and always upward; the
-    # hardware rounds the scaled fma once, so the f32 form computes it in f64 (exact product, one rounding of
-    # the sum, exact scaling) before rounding to f32 (a subnormal quotient is otherwise rounded twice)
-    if "f64" in text:
-        return re.sub(r"2\.0 \*\* 64", "(exponent(S2.f64) > 1023 ? 2.0 ** 128 : 2.0 ** -128)", text)
-    return ("if VCC.u64[laneId] then\n"
-            "D0.f32 = 32'F((exponent(S2.f32) > 127 ? 2.0 ** 64 : 2.0 ** -64) * "
-            "fma(64'F(S0.f32), 64'F(S1.f32), 64'F(S2.f32)))\n"
-            "else\nD0.f32 = fma(S0.f32, S1.f32, S2.f32)\nendif")
+    # the text scales by 2**32 (f32) / 2**64 (f64), half of what V_DIV_SCALE applies, always upward, and rounds
+    # twice; the hardware undoes V_DIV_SCALE (2**64 / 2**128 up for a scaled denominator, down for a scaled
+    # numerator, S2 below 1) and rounds the scaled fma once (a subnormal quotient is otherwise off by one ulp)
+    ty, bias, k = ("f64", 1023, 128) if "f64" in text else ("f32", 127, 64)
+    fma = f"fma(S0.{ty}, S1.{ty}, S2.{ty}"
+    return (f"if VCC.u64[laneId] then\nD0.{ty} = {fma}, exponent(S2.{ty}) > {bias} ? {k} : -{k})\n"
+            f"else\nD0.{ty} = {fma})\nendif")
 
 
 def _fma_mix(text: str) -> str:
@@ -70,7 +68,19 @@ def _two_over_pi_bits(n: int) -> int:
 
 
 def _trig_preop(text: str) -> str:
-    return text.replace("1201'B(2.0 / PI)", f"1201'B({_two_over_pi_bits(1201):#x})")
+    # segment `shift` of 2/pi: the 53 bits below the first `shift` fraction bits (the text shifts them left out
+    # of its 1201-bit window instead); past the 1201st bit they are zeros
+    text = text.replace("1201'B(2.0 / PI)", f"1201'B({_two_over_pi_bits(1201):#x})")
+    text = re.sub(r"(1201'B\(0x[0-9a-f]+\))\[1200 : 0\] << shift\.u32\)",
+                  r"shift.u32 > 1148U ? \1 << (shift.u32 - 1148U) : \1 >> (1148U - shift.u32))", text)
+    # and the 53-bit integer is converted by value (64'F() would reinterpret its bits)
+    return text.replace("result = 64'F(", "result = u64_to_f64(64'U(").replace("1fffffffffffff);", "1fffffffffffff));")
+
+
+def _carry_clamp(text: str) -> str:
+    # clamp saturates the 32-bit result where the carry / borrow (VCC, already written) says it wrapped
+    sat = "0xffffffffU" if "+" in text.split("\n", 1)[0] else "0U"
+    return text.replace("D0.u32 = tmp.u32", f"D0.u32 = CLAMP.u1 && VCC.u64[laneId] ? {sat} : tmp.u32")
 
 
 def _cvt_pk_16(kind: str) -> Fixup:
@@ -186,12 +196,26 @@ FIXUPS: dict[str, Fixup] = {
     "V_CVT_PK_I16_F32": _cvt_pk_16("i"),
     "V_CVT_PK_U16_F32": _cvt_pk_16("u"),
     "V_TRIG_PREOP_F64": Fixup(_trig_preop, "1201'B(2.0 / PI) stands for the first 1201 fraction bits of 2/pi, "
-                                           "which no floating-point literal holds"),
+                                           "which no floating-point literal holds; the segment is the 53 bits "
+                                           "after the first `shift` bits, not the window shifted left, and is "
+                                           "converted by value"),
+    **{n: Fixup(_carry_clamp, "the clamp bit is not in the text: set, the result saturates (0xffffffff on carry-out, "
+                              "0 on borrow) as the ISA manual's integer clamp says")
+       for n in ("V_ADD_CO_U32", "V_ADD_CO_CI_U32", "V_ADDC_CO_U32", "V_SUB_CO_U32", "V_SUB_CO_CI_U32",
+                 "V_SUBB_CO_U32", "V_SUBREV_CO_U32", "V_SUBREV_CO_CI_U32", "V_SUBBREV_CO_U32")},
     "V_CVT_OFF_F32_I4": Fixup("D0.f32 = i32_to_f32(signext_from_bit(S0.u32[3 : 0].i32, 4U)) * 0.0625F",
                               "its table CVT_OFF_TABLE is given in prose: entry i is the 4-bit signed i / 16"),
 }
+_MODE_FIELD = ("the table has no pcode; the ISA manual: SIMM16[3:0] replaces MODE.{0} (MODE[{1}])")
+_MODE_SETTERS = {
+    "S_ROUND_MODE": Fixup("MODE = (MODE.u32 & 0xfffffff0U) | 32'U(SIMM16.u16[3 : 0])",
+                          _MODE_FIELD.format("FP_ROUND", "3:0")),
+    "S_DENORM_MODE": Fixup("MODE = (MODE.u32 & 0xffffff0fU) | (32'U(SIMM16.u16[3 : 0]) << 4U)",
+                           _MODE_FIELD.format("FP_DENORM", "7:4")),
+}
 _SETREG = Fixup(lambda t: t.replace("mask = (mask & 32'I(", "mask = (mask << offset.u32);\nmask = (mask & 32'I("),
                 "the field mask is not shifted to the field's offset before masking the value (RDNA4's text is)")
+FIXUPS.update(_MODE_SETTERS)
 FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {
     ("rdna3", "S_SETREG_B32"): _SETREG, ("rdna3", "S_SETREG_IMM32_B32"): _SETREG,
     **{("cdna", n): Fixup("D0.b32 = S0.b32", "the table has no pcode; a 32-bit move between the VGPR and ACC VGPR "

@@ -108,18 +108,19 @@ def ftoi(x, bits: int, signed: bool):
     return np.where(big, U64(_m(64)) if not signed else U64(hi), v) if not signed else v
 
 
-def fma(a, b, c):
-    a, b, c = np.broadcast_arrays(np.asarray(a), np.asarray(b), np.asarray(c))
+def fma(a, b, c, n=0):
+    """a * b + c, times 2**n, rounded once."""
+    a, b, c, n = np.broadcast_arrays(np.asarray(a), np.asarray(b), np.asarray(c), sx(np.asarray(n), 32))
     dt = a.dtype
     if dt == np.float64:
         out = np.empty(a.shape, np.float64)
-        for i, (x, y, z) in enumerate(zip(a.flat, b.flat, c.flat, strict=True)):
+        for i, (x, y, z, k) in enumerate(zip(a.flat, b.flat, c.flat, n.flat, strict=True)):
             x, y, z = float(x), float(y), float(z)
             if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)):
                 # a finite product never overflows before the add: finite * finite + inf is that inf
                 out.flat[i] = z if math.isfinite(x) and math.isfinite(y) and math.isinf(z) else x * y + z
                 continue
-            exact = Fraction(x) * Fraction(y) + Fraction(z)
+            exact = (Fraction(x) * Fraction(y) + Fraction(z)) * Fraction(2) ** int(k)
             try:
                 out.flat[i] = float(exact) if exact != 0 else x * y + z
             except OverflowError:
@@ -135,7 +136,7 @@ def fma(a, b, c):
     even = (s.view(np.uint64) & U64(1)) == 0
     fix = (err != 0) & np.isfinite(err) & even
     s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-    return s.astype(dt)
+    return np.ldexp(s, n).astype(dt)  # exact: |n| is small next to the f64 range
 
 
 def ldexp(x, n):

@@ -3,7 +3,7 @@
 Op names and meaning (all backends implement them):
   fabs sqrt trunc floor fract exp2 log2 sin cos (radians) rint (roundEven: ties to even) rsq (1 / sqrt, one
   rounding) : float -> same float
-  fma(a, b, c) pow(a, b) fmin/fmax (plain IEEE) : float -> same float;  ldexp(x, n: i32)
+  fma(a, b, c[, n]) (times 2**n, one rounding) pow(a, b) fmin/fmax (plain IEEE) : float -> same float;  ldexp(x, n: i32)
   signbit isnan issnan isqnan is_even isdenorm : float -> bool;  quiet : float -> quiet NaN of it
   exponent : float -> biased exponent field (i32);  mantissa : float -> frexp mantissa in [0.5, 1)
   iabs : signed int;  popcount -> u32;  bitrev;  ff1 -> index of the lowest 1 bit or -1 (i32)
@@ -27,10 +27,10 @@ _SAME_FLOAT = {"sqrt": "sqrt", "trunc": "trunc", "floor": "floor", "fract": "fra
                "sin": "sin", "cos": "cos", "exp2": "exp2", "ceil": "ceil", "roundEven": "rint"}
 _FLOAT_PRED = {"isNAN": "isnan", "isSignalNAN": "issnan", "isQuietNAN": "isqnan", "isEven": "is_even",
                "isDENORM": "isdenorm", "isINF": "isinf"}
-_CVT = re.compile(r"^(f16|f32|f64|bf16|i32|u32|i16|u16|u8|i8|u4|i4)_to_(f16|f32|f64|bf16|i32|u32|i16|u16|u8|i8)$")
+_CVT = re.compile(r"^(f16|f32|f64|bf16|i32|u32|i16|u16|u8|i8|u4|i4|u64)_to_(f16|f32|f64|bf16|i32|u32|i16|u16|u8|i8)$")
 _TY = {"f16": Ty("f", 16), "f32": Ty("f", 32), "f64": Ty("f", 64), "bf16": Ty("bf", 16), "i32": I32, "u32": U32,
        "i16": Ty("i", 16), "u16": Ty("u", 16), "u8": Ty("u", 8), "i8": Ty("i", 8), "u4": Ty("u", 4),
-       "i4": Ty("i", 4)}
+       "i4": Ty("i", 4), "u64": Ty("u", 64)}
 
 
 def _float(x: Expr) -> Expr:
@@ -66,11 +66,12 @@ def call(name: str, args: list[Expr], lw) -> Expr:
     if name == "mantissa" and n == 1:
         x = _float(args[0])
         return Op("mantissa", (x,), x.ty)
-    if name == "fma" and n == 3:
+    if name == "fma" and n in (3, 4):
         a, b = unify(args[0], args[1])
         a, c = unify(a, args[2])
         a, b, c = (convert(concrete(v), concrete(a).ty) for v in (a, b, c))
-        return Op("fma", (a, b, c), _float(a).ty)
+        scale = (convert(concrete(args[3]), I32),) if n == 4 else ()
+        return Op("fma", (a, b, c, *scale), _float(a).ty)
     if name == "pow" and n == 2:
         base, x = args
         if isinstance(base, Const) and base.value == 2.0:

@@ -247,7 +247,7 @@ class Gen:
         return f"L.rget(st, {e.attr!r}, ({', '.join(a)},), {e.ty.bits})"
 
     def op_fma(self, e, a, m):
-        return self.round(e.ty, f"F.fma({a[0]}, {a[1]}, {a[2]})", "fma")
+        return self.round(e.ty, f"F.fma({', '.join(a)})", "fma")
 
     def op_pow(self, e, a, m):
         return self.round(e.ty, f"F.pow_({a[0]}, {a[1]})", "pow")

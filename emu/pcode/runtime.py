@@ -108,8 +108,9 @@ def wresize(x, frm: int, signed: bool, to: int):
 def shl(x, s, bits: int):
     if isinstance(x, int) and isinstance(s, int):
         return (x << s) & _m(bits) if s < bits else 0
-    if bits > 64:
-        return _wide(x, bits, False) << _objs(s) & _m(bits)
+    if bits > 64:  # a shift past the width gives 0 (without building the huge intermediate)
+        s = _objs(s)
+        return _wide(x, bits, False) << (np.minimum(s, bits) if isinstance(s, np.ndarray) else min(s, bits)) & _m(bits)
     s = arr(s)
     r = arr(x) << np.minimum(s, U64(63))
     r = np.where(s >= bits, U64(0), r)

@@ -1,0 +1,124 @@
+"""The wave's hardware registers and named status bits: one enumerated state model.
+
+- MODE: float round / denormal modes, DX10_CLAMP, IEEE (bits per the ISA manuals); waves start with it from
+  COMPUTE_PGM_RSRC1 (`initial_mode`), as the SPI programs it.
+- `HW_REGISTERS[family]`: what s_getreg_b32 reads and s_setreg_b32 / s_setreg_imm32_b32 write, by the hwreg id
+  LLVM assembles `hwreg(HW_REG_*)` to: a reader of the wave's state and the writable bits (0: read-only).
+  An id not listed reads 0 and ignores writes.
+- `STATUS_BITS`: the dotted names the pseudocode uses (WAVE_STATUS.PRIV, TRAPSTS.INVALID, ...), each read from or
+  written to that state; any other dotted name is an instruction the engine cannot run.
+- `clock()`: the monotonic counter s_memtime / s_memrealtime / s_sendmsg_rtn / SHADER_CYCLES read.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+# MODE fields
+FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE = 0, 4, 8, 9
+F32_KEEP_IN, F32_KEEP_OUT, F16_KEEP_IN, F16_KEEP_OUT = 1 << 4, 1 << 5, 1 << 6, 1 << 7  # FP_DENORM bits
+DENORM_ALL = 0xF << FP_DENORM
+# STATUS bits
+STATUS_SCC, STATUS_EXECZ, STATUS_VCCZ, STATUS_VALID = 1 << 0, 1 << 9, 1 << 10, 1 << 16
+TRAPSTS_INVALID = 1 << 0  # TRAPSTS.EXCP[0]: invalid operation
+
+MODE_ID, STATUS_ID, TRAPSTS_ID = 1, 2, 3
+SHADER_CYCLES_BITS = 20  # HW_REG_SHADER_CYCLES: a 20-bit cycle counter
+
+
+def initial_mode(family: str, rsrc1) -> int:
+    """MODE at wave start from COMPUTE_PGM_RSRC1 (FLOAT_MODE [19:12] -> MODE [7:0]; DX10_CLAMP, IEEE_MODE, which
+    RDNA4 no longer has: its RSRC1 bits 21 and 23 mean other things)."""
+    mode = (rsrc1.value >> 12) & 0xFF
+    if family != "rdna4":
+        mode |= rsrc1.enable_dx10_clamp << DX10_CLAMP | rsrc1.enable_ieee_mode << IEEE
+    return mode
+
+
+def default_mode(family: str) -> int:
+    """MODE of a free-standing wave: what a clang-19 kernel's descriptor asks for (denormals kept, IEEE and
+    DX10_CLAMP on where they exist)."""
+    return DENORM_ALL if family == "rdna4" else DENORM_ALL | 1 << DX10_CLAMP | 1 << IEEE
+
+
+def clock() -> int:
+    """A monotonic 64-bit counter (nanoseconds of the host's monotonic clock)."""
+    return time.monotonic_ns() & 0xFFFFFFFFFFFFFFFF
+
+
+def _status(w) -> int:
+    return (w.scc & 1) | STATUS_EXECZ * (w.exec == 0) | STATUS_VCCZ * ((w.vcc & w.full) == 0) | STATUS_VALID
+
+
+def _set_mode(w, v: int) -> None:
+    w.mode = v
+
+
+def _set_trapsts(w, v: int) -> None:
+    w.trapsts = v
+
+
+@dataclass(frozen=True)
+class HwReg:
+    name: str
+    read: Callable[..., int]
+    writable: int = 0
+    write: Callable | None = None
+
+
+_COMMON = {
+    MODE_ID: HwReg("MODE", lambda w: w.mode, 0xFFFFFFFF, _set_mode),
+    STATUS_ID: HwReg("STATUS", _status),
+    5: HwReg("GPR_ALLOC", lambda w: 0),
+    6: HwReg("LDS_ALLOC", lambda w: 0),
+    7: HwReg("IB_STS", lambda w: 0),
+}
+_TRAPSTS = {TRAPSTS_ID: HwReg("TRAPSTS", lambda w: w.trapsts, 0xFFFFFFFF, _set_trapsts)}
+_HW_ID1 = {23: HwReg("HW_ID1", lambda w: (w.wave_id or 0) & 0x1F), 24: HwReg("HW_ID2", lambda w: 0)}
+HW_REGISTERS: dict[str, dict[int, HwReg]] = {
+    "rdna3": {**_COMMON, **_TRAPSTS, **_HW_ID1,
+              29: HwReg("SHADER_CYCLES", lambda w: clock() & ((1 << SHADER_CYCLES_BITS) - 1))},
+    "rdna4": {**_COMMON, **_HW_ID1, 4: HwReg("STATE_PRIV", lambda w: 0),
+              29: HwReg("SHADER_CYCLES_LO", lambda w: clock() & 0xFFFFFFFF),
+              30: HwReg("SHADER_CYCLES_HI", lambda w: clock() >> 32 & 0xFFFFFFFF)},
+    "cdna": {**_COMMON, **_TRAPSTS, 4: HwReg("HW_ID", lambda w: (w.wave_id or 0) & 0xF)},
+}
+
+
+def snapshot(w) -> np.ndarray:
+    """The hardware registers of wave `w` as the array the pcode indexes (HW_REGISTERS[id])."""
+    regs = np.zeros(64, np.uint32)
+    for i, r in HW_REGISTERS[w.family].items():
+        regs[i] = r.read(w) & 0xFFFFFFFF
+    return regs
+
+
+def commit(w, regs: np.ndarray) -> None:
+    """Write back what s_setreg changed (the pcode already kept read-only bits through `write_mask`)."""
+    for i, r in HW_REGISTERS[w.family].items():
+        if r.write is not None and int(regs[i]) != r.read(w) & 0xFFFFFFFF:
+            r.write(w, int(regs[i]))
+
+
+def write_mask(family: str) -> Callable[[int, int], int]:
+    """HwRegWriteMask(reg, priv): the bits of hardware register `reg` s_setreg may change."""
+    regs = HW_REGISTERS[family]
+    return lambda reg, priv: regs[reg].writable if reg in regs else 0
+
+
+def _trapsts_invalid(w, v) -> None:
+    if int(np.any(v)) if isinstance(v, np.ndarray) else int(v):
+        w.trapsts |= TRAPSTS_INVALID
+
+
+# dotted names in the pcode: (reader or None, writer or None); a missing side is not allowed
+STATUS_BITS: dict[str, tuple[Callable | None, Callable | None]] = {
+    "WAVE_STATUS.PRIV": (lambda w: 0, None),  # user waves; writing it (s_rfe) is a trap handler's business
+    "WAVE_STATUS.COND_DBG_SYS": (lambda w: 0, None),  # no debugger attached
+    "WAVE_STATUS.COND_DBG_USER": (lambda w: 0, None),
+    "TRAPSTS.INVALID": (lambda w: w.trapsts & TRAPSTS_INVALID, _trapsts_invalid),
+    "WAVE_MODE.GPR_IDX_EN": (lambda w: w.gpr_idx, lambda w, v: setattr(w, "gpr_idx", int(v) & 1)),
+}

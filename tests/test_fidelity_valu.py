@@ -1,0 +1,218 @@
+"""Instructions whose results differed from the hardware (issue 13, item 3): snippets assembled by llvm-mc-19 and
+clang-19 kernels, each checked against numpy, Fractions, the ISA manual's rule or LLVM's description of the
+hardware."""
+from __future__ import annotations
+
+import decimal
+import shutil
+
+import numpy as np
+import pytest
+from test_wave import asm, wave
+
+from stack.codegen import opencl
+
+pytestmark = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is needed to assemble snippets")
+F32, U32 = np.float32, np.uint32
+VCC = {"gfx1100": "vcc_lo", "gfx1201": "vcc_lo", "gfx942": "vcc"}
+
+
+def f32(w, reg: int) -> np.ndarray:
+    return w.vgpr[reg].view(F32)
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_cndmask_e64_abs_neg_are_float_modifiers(arch):
+    w = wave(arch)
+    x = np.linspace(-4, 4, w.lanes).astype(F32)
+    w.vgpr[1], w.vgpr[2] = x.view(U32), (x * 3).view(U32)
+    w.vcc = 0x5555555555555555 & w.full
+    w.run(asm(f"v_cndmask_b32_e64 v0, |v1|, -v2, {VCC[arch]}\ns_endpgm", arch))
+    take2 = (0x5555555555555555 >> np.arange(w.lanes)) & 1 == 1
+    np.testing.assert_array_equal(f32(w, 0), np.where(take2, -(x * 3), np.abs(x)))
+
+
+@pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+def test_clang_sqrt_of_fabs(arch):
+    """clang selects fabs(x) with a v_cndmask_b32_e64 |x| in its correctly rounded sqrtf."""
+    from test_kernels import launch, result
+    src = "kernel void k(global float *x) { int i = get_global_id(0); x[i] = sqrt(fabs(x[i])); }"
+    x = np.linspace(-50, 50, 64).astype(F32)
+    gpu, bufs = launch(arch, opencl.compile_cl(src, arch, "-O3", ("-cl-fp32-correctly-rounded-divide-sqrt",)),
+                       "k", (1,), (64,), x.copy())
+    np.testing.assert_array_equal(result(gpu, bufs[0], x), np.sqrt(np.abs(x)))
+
+
+def test_fma_mix_source_kinds_and_modifiers():
+    """OPSEL_HI[2] (src2 as f16) sits in its own encoding field; abs (NEG_HI) / neg act on the f16 sign."""
+    w = wave("gfx1100")
+    h = np.float16
+    a, b = np.linspace(-3, 3, 32).astype(h), np.linspace(0.5, 8, 32).astype(h)
+    c = np.linspace(-10, 10, 32).astype(F32)
+    w.vgpr[1] = a.view(np.uint16).astype(U32) | U32(0x7C00) << 16  # hi half: inf, must not be read
+    w.vgpr[2] = b.view(np.uint16).astype(U32) << 16  # the f16 in the high half
+    w.vgpr[3] = c.view(U32)
+    w.vgpr[4] = (c.astype(h)).view(np.uint16).astype(U32)
+    w.run(asm("v_fma_mix_f32 v5, |v1|, -v2, v3 op_sel:[0,1,0] op_sel_hi:[1,1,0]\n"
+              "v_fma_mix_f32 v6, v1, v2, v4 op_sel:[0,1,0] op_sel_hi:[1,1,1]\n"
+              "v_fma_mixlo_f16 v7, v1, v2, v4 op_sel:[0,1,0] op_sel_hi:[1,1,1]\ns_endpgm", "gfx1100"))
+    A, B = a.astype(np.float64), b.astype(np.float64)
+    np.testing.assert_array_equal(f32(w, 5), (np.abs(A) * -B + c.astype(np.float64)).astype(F32))
+    ref = A * B + c.astype(h).astype(np.float64)
+    np.testing.assert_array_equal(f32(w, 6), ref.astype(F32))
+    np.testing.assert_array_equal((w.vgpr[7] & 0xFFFF).astype(np.uint16).view(h), ref.astype(h))
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_carry_out_ops_saturate_under_clamp(arch):
+    w = wave(arch)
+    vcc = VCC[arch]
+    w.vgpr[1] = np.arange(w.lanes, dtype=U32) + U32(0xFFFFFFF0)
+    w.vgpr[2] = np.full(w.lanes, 8, U32)
+    w.run(asm(f"v_add_co_u32 v3, {vcc}, v1, v2 clamp\nv_sub_co_u32 v4, {vcc}, v2, v1 clamp\n"
+              f"v_subrev_co_u32 v5, {vcc}, v1, v2 clamp\nv_add_co_u32 v6, {vcc}, v1, v2\ns_endpgm", arch))
+    a = w.vgpr[1].astype(np.int64)
+    s = a + 8
+    np.testing.assert_array_equal(w.vgpr[3], np.minimum(s, 0xFFFFFFFF))
+    np.testing.assert_array_equal(w.vgpr[4], np.maximum(8 - a, 0))  # a borrow saturates to 0
+    np.testing.assert_array_equal(w.vgpr[5], np.maximum(8 - a, 0))
+    np.testing.assert_array_equal(w.vgpr[6], (s & 0xFFFFFFFF).astype(U32))
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
+def test_omod_ignored_in_ieee_mode(arch):
+    """LLVM (SIFoldOperands): 'omod is ignored by hardware if IEEE bit is enabled'; RDNA4 has no IEEE mode."""
+    w = wave(arch)
+    w.vgpr[1], w.vgpr[2] = np.full(w.lanes, 3.0, F32).view(U32), np.full(w.lanes, 1.0, F32).view(U32)
+    off = "" if arch == "gfx1201" else "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 9, 1), 0\n"
+    w.run(asm(f"v_add_f32_e64 v3, v1, v2 mul:2\n{off}v_add_f32_e64 v4, v1, v2 mul:2\ns_endpgm", arch))
+    assert f32(w, 3)[0] == (8.0 if arch == "gfx1201" else 4.0)
+    assert f32(w, 4)[0] == 8.0
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_v_swap_b32_writes_both(arch):
+    w = wave(arch)
+    w.vgpr[3], w.vgpr[4] = np.arange(w.lanes, dtype=U32), np.arange(w.lanes, dtype=U32) + 100
+    w.exec = 0xF
+    w.run(asm("v_swap_b32 v3, v4\ns_endpgm", arch))
+    i = np.arange(w.lanes)
+    np.testing.assert_array_equal(w.vgpr[3], np.where(i < 4, i + 100, i))
+    np.testing.assert_array_equal(w.vgpr[4], np.where(i < 4, i, i + 100))
+
+
+def test_ds_storexchg_2addr_rtn_and_stride64():
+    w = wave("gfx1100")
+    w.lds.mem[:4096] = np.arange(4096, dtype=np.uint32).astype(np.uint8)
+    before = w.lds.mem[:4096].copy()
+    w.vgpr[2] = np.arange(32, dtype=U32) * 8
+    w.vgpr[3], w.vgpr[4] = np.full(32, 0xAAAAAAAA, U32), np.full(32, 0xBBBBBBBB, U32)
+    w.exec = 1
+    w.run(asm("ds_storexchg_2addr_rtn_b32 v[0:1], v2, v3, v4 offset0:1 offset1:3\n"
+              "ds_storexchg_2addr_stride64_rtn_b64 v[6:9], v2, v[3:4], v[3:4] offset0:1 offset1:2\ns_endpgm",
+              "gfx1100"))
+    word = before.view(U32)
+    assert (w.vgpr[0][0], w.vgpr[1][0]) == (word[1], word[3])  # byte 4 and 12 of lane 0's base 0
+    assert (w.vgpr[6][0], w.vgpr[7][0], w.vgpr[8][0], w.vgpr[9][0]) == (word[128], word[129], word[256], word[257])
+    mem = w.lds.mem[:4096].view(U32)
+    assert (mem[1], mem[3], mem[128], mem[129], mem[256]) == (0xAAAAAAAA, 0xBBBBBBBB, 0xAAAAAAAA, 0xBBBBBBBB,
+                                                              0xAAAAAAAA)
+
+
+def test_vccz_in_wave32_reads_vcc_lo_only():
+    w = wave("gfx1100")
+    w.run(asm("s_mov_b32 vcc_lo, 0\ns_mov_b32 vcc_hi, 1\ns_cbranch_vccz 1\ns_mov_b32 s7, 1\ns_endpgm", "gfx1100"))
+    assert w.sgpr[7] == 0  # VCC_LO is zero: the branch skips the move
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
+def test_buffer_sub_dword_range_check_uses_the_access_size(arch):
+    w = wave(arch)
+    va = w.vm.alloc(4096)
+    w.vm.write(va, np.arange(1, 17, dtype=np.uint8))
+    cfg = {"gfx1100": 0x31016FAC, "gfx1201": 0x31016FAC, "gfx942": 0x27000}[arch]  # dword 3: formats, raw
+    w.sgpr[0:4] = [va & 0xFFFFFFFF, va >> 32, 16, cfg]  # a 16-byte raw buffer
+    w.vgpr[5] = np.arange(w.lanes, dtype=U32)
+    load = "buffer_load_ubyte" if arch == "gfx942" else "buffer_load_u8"
+    w.run(asm(f"{load} v6, v5, s[0:3], {'null' if arch == 'gfx1201' else 0} offen\ns_endpgm", arch))
+    np.testing.assert_array_equal(w.vgpr[6][:20], [*range(1, 17), 0, 0, 0, 0])
+
+
+def test_gfx942_returning_atomic_with_vdst_equal_vaddr():
+    w = wave("gfx942")
+    va = w.vm.alloc(4096)
+    w.sgpr[4], w.sgpr[5] = va & 0xFFFFFFFF, va >> 32
+    w.vgpr[2], w.vgpr[3] = 0, 1
+    w.run(asm("global_atomic_add v2, v2, v3, s[4:5] sc0 sc1\ns_endpgm", "gfx942"))
+    assert np.frombuffer(w.vm.read(va, 4), U32)[0] == 64
+    np.testing.assert_array_equal(w.vgpr[2], np.arange(64))  # lanes in order get the old values
+
+
+def _div_scale_rule(n: float, d: float, numerator: bool) -> tuple[float, int]:
+    """The ISA manual's V_DIV_SCALE_F32 case list (D0 for the numerator or denominator instance, VCC)."""
+    e = lambda x: np.frexp(np.float32(x))[1] + 126 if x != 0 else 0  # noqa: E731 - biased exponent
+    s0 = n if numerator else d
+    tiny = np.finfo(F32).tiny
+    if n == 0 or d == 0:
+        return float("nan"), 0
+    if e(n) - e(d) >= 96:
+        return (s0 if numerator else s0 * 2.0 ** 64), 1
+    if abs(d) < tiny:
+        return s0 * 2.0 ** 64, 0
+    if abs(np.float32(n) / np.float32(d)) < tiny:
+        return (s0 * 2.0 ** 64 if numerator else s0), 1
+    if e(n) <= 23:
+        return s0 * 2.0 ** 64, 0
+    return s0, 0
+
+
+def test_div_scale_cases_of_the_manual():
+    cases = [(1.0, 0.0), (0.0, 1.0), (2.0 ** 100, 2.0 ** -30), (1.0, 1e-40), (1.0, 2.0 ** 127), (1e-38, 3.0),
+             (2.0 ** -120, 2.0 ** 10), (6.0, 3.0), (2.0 ** -110, 2.0 ** -3)]
+    w = wave("gfx1100")
+    k = len(cases)
+    w.exec = (1 << k) - 1
+    w.vgpr[1][:k] = np.array([c[0] for c in cases], F32).view(U32)
+    w.vgpr[2][:k] = np.array([c[1] for c in cases], F32).view(U32)
+    w.run(asm("v_div_scale_f32 v3, vcc_lo, v1, v2, v1\ns_mov_b32 s10, vcc_lo\n"
+              "v_div_scale_f32 v4, vcc_lo, v2, v2, v1\ns_mov_b32 s11, vcc_lo\ns_endpgm", "gfx1100"))
+    for i, (n, d) in enumerate(cases):
+        n, d = float(F32(n)), float(F32(d))
+        for reg, sreg, numerator in ((3, 10, True), (4, 11, False)):
+            want, vcc = _div_scale_rule(n, d, numerator)
+            got = float(f32(w, reg)[i])
+            assert (got == F32(want) or np.isnan(want) and np.isnan(got)), (n, d, numerator, got, want)
+            assert w.sgpr[sreg] >> i & 1 == vcc, (n, d, numerator)
+
+
+def _two_over_pi_bits(n: int) -> int:
+    """floor(2/pi * 2**n): pi by the Gauss-Legendre iteration in decimal arithmetic."""
+    decimal.getcontext().prec = n // 3 + 40
+    D = decimal.Decimal
+    a, b, t, p = D(1), D(1) / D(2).sqrt(), D(1) / D(4), D(1)
+    for _ in range(12):
+        a, b, t, p = (a + b) / 2, (a * b).sqrt(), t - p * ((a - b) / 2) ** 2, p * 2
+    pi = (a + b) ** 2 / (4 * t)
+    return int(D(2) / pi * (D(2) ** n))
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_trig_preop_segments_of_two_over_pi(arch):
+    """Segment i of 2/pi: its bits 53*i+1 .. 53*(i+1) (after `shift` = 53*i + max(0, exp - 1077)), scaled."""
+    from fractions import Fraction
+    w = wave(arch)
+    xs = [1.0, 2.0 ** 600, 2.0 ** 1000]
+    table = _two_over_pi_bits(1201)  # the hardware's 1201 bits; zeros after them
+    for x in xs:
+        w.vgpr[0] = np.full(w.lanes, x).view(np.uint64).astype(U32)
+        w.vgpr[1] = np.full(w.lanes, x).view(np.uint64) >> np.uint64(32)
+        w.vgpr[2] = np.arange(w.lanes, dtype=U32) % 5
+        w.run(asm("v_trig_preop_f64 v[4:5], v[0:1], v2\ns_endpgm", arch))
+        got = (w.vgpr[4].astype(np.uint64) | w.vgpr[5].astype(np.uint64) << np.uint64(32)).view(np.float64)
+        e = int(np.frexp(x)[1]) + 1022
+        for i in range(5):
+            shift = 53 * i + max(0, e - 1077)
+            seg = ((table << shift) >> 1148) & ((1 << 53) - 1)
+            scale = -53 - shift + (128 if e >= 1968 else 0)
+            assert Fraction(float(got[i])) == Fraction(seg) * Fraction(2) ** scale, (x, i)
