@@ -95,8 +95,9 @@ class Timeline:
         """Until the signal reaches `value`: spin briefly, then sleep in WAIT_EVENTS; faults raise GPUError."""
         start = time.monotonic()
         while self.value.value < value:
-            waited = time.monotonic() - start
-            if waited > SPIN_SECONDS:
+            if time.monotonic() - start < SPIN_SECONDS:
+                time.sleep(0)  # poll, giving up the CPU (the engine may share this interpreter)
+            else:
                 self.events.wait(SLEEP_MS)
                 if self.value.value < value and time.monotonic() - start > timeout:
                     raise GPUError(f"timeout: {self.events.name} did not reach signal value {value} in {timeout} s "
