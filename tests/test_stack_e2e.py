@@ -15,7 +15,8 @@ from stack import Device, GPUError
 from stack.codegen import opencl
 from stack.hcq.codeobj import CodeObject
 
-pytestmark = pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
+pytestmark = [pytest.mark.llvm,
+              pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")]
 
 ARCHS = ["gfx1100", "gfx1201", "gfx942"]
 WAIT = 120.0  # seconds a wait may take here before GPUError (a bound against hangs, not a timing check)

@@ -10,7 +10,8 @@ import pytest
 
 from stack.codegen import opencl
 
-pytestmark = pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
+pytestmark = [pytest.mark.llvm,
+              pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")]
 
 USER_TESTS = '''
 import numpy as np
