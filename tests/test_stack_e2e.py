@@ -180,3 +180,13 @@ def test_ring_wraps(queue_type):
     expect = [max(i for i in range(n) if i % 64 == j or i % 64 == j - 1) for j in range(65)]
     assert list(words[:65]) == expect
     assert q.put * q.unit > 2 * 0x1000 and sum(q.packets.values()) == n
+
+
+def test_malformed_packet_is_a_hardware_exception():
+    """An unknown PM4 opcode stops the queue with a CP error, reported through the HW_EXCEPTION event."""
+    from stack.hcq import pm4
+    dev = Device("MOCKKFD:0-2+AMD::gfx1201", index=2)  # a system of its own: its queue stays stopped
+    dev.timeout = WAIT
+    dev._submit_compute([pm4.packet3(0xEE, [0, 0])])
+    with pytest.raises(GPUError, match="hardware exception on AMD:2"):
+        dev.synchronize()
