@@ -143,6 +143,12 @@ def test_bad_arguments():
         dev.copyin(buf, b"")
 
 
+def test_device_from_env(monkeypatch):
+    monkeypatch.setenv("DEV", "MOCKKFD+AMD:LLVM:gfx942")
+    dev = Device()
+    assert (dev.arch, dev.name, dev.spec.renderer) == ("gfx942", "AMD:0", "LLVM")
+
+
 def test_devices_by_index():
     a, b = Device("MOCKKFD:0,1+AMD::gfx1100"), Device("MOCKKFD:0,1+AMD::gfx1100", index=1)
     assert (a.name, b.name) == ("AMD:0", "AMD:1") and a.node.gpu_id != b.node.gpu_id
