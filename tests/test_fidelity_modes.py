@@ -1,0 +1,111 @@
+"""MODE and the hardware registers (issue 13, item 2): waves start with MODE from COMPUTE_PGM_RSRC1 (AMDGPUUsage:
+FLOAT_ROUND_MODE_32/16_64, FLOAT_DENORM_MODE_32/16_64, ENABLE_DX10_CLAMP, ENABLE_IEEE_MODE become MODE.FP_ROUND,
+FP_DENORM, DX10_CLAMP, IEEE); denormals are flushed per MODE; s_round_mode / s_denorm_mode / s_setreg / s_getreg
+work on the registers at the ids LLVM assembles hwreg(HW_REG_*) to; clocks are monotonic."""
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+from test_wave import asm, wave
+
+from stack.codegen import opencl
+
+pytestmark = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is needed to assemble snippets")
+F32, U32 = np.float32, np.uint32
+TINY = np.finfo(F32).tiny
+
+
+def _flushed(x: np.ndarray) -> np.ndarray:
+    """x with denormals of its type replaced by zero of their sign (numpy: copysign(0, x))."""
+    return np.where(np.abs(x) < np.finfo(x.dtype).tiny, np.copysign(x.dtype.type(0), x), x).astype(x.dtype)
+
+
+@pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
+@pytest.mark.parametrize("daz", [False, True])
+def test_mode_at_wave_start_comes_from_rsrc1(arch, daz):
+    from test_kernels import launch, result
+
+    from stack.hcq.codeobj import CodeObject
+    src = ("kernel void k(global float *x, global float *y, global uint *mode) { int i = get_global_id(0);\n"
+           "  y[i] = x[i] * 0.75f; if (i == 0) mode[0] = __builtin_amdgcn_s_getreg(1 | 31 << 11); }")
+    code = opencl.compile_cl(src, arch, "-O3", ("-cl-denorms-are-zero",) if daz else ())
+    r1 = next(iter(CodeObject.parse(code).kernels.values())).descriptor.rsrc1
+    x = (np.linspace(-4, 4, 64) * TINY).astype(F32)  # mostly denormals
+    gpu, bufs = launch(arch, code, "k", (1,), (64,), x, np.zeros(64, F32), np.zeros(1, U32))
+    mode = int(result(gpu, bufs[2], np.zeros(1, U32))[0])
+    want = r1.float_round_mode_32 | r1.float_round_mode_16_64 << 2 | r1.float_denorm_mode_32 << 4 \
+        | r1.float_denorm_mode_16_64 << 6
+    if arch != "gfx1201":  # RDNA4 has no DX10_CLAMP / IEEE mode bits
+        want |= r1.enable_dx10_clamp << 8 | r1.enable_ieee_mode << 9
+    assert mode & 0x3FF == want
+    assert r1.float_denorm_mode_32 == (0 if daz else 3)
+    ref = _flushed(_flushed(x) * F32(0.75)) if daz else x * F32(0.75)
+    np.testing.assert_array_equal(result(gpu, bufs[1], ref).view(U32), ref.view(U32))
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+def test_s_denorm_mode_flushes_per_type(arch):
+    w = wave(arch)
+    x = (np.linspace(-3, 3, w.lanes) * TINY).astype(F32)
+    h = (np.linspace(-3, 3, w.lanes) * 2.0 ** -15).astype(np.float16)  # f16 denormals
+    d = np.linspace(-3, 3, w.lanes) * 2.0 ** -1023  # f64 denormals
+    w.vgpr[1] = x.view(U32)
+    w.vgpr[2] = h.view(np.uint16).astype(U32)
+    w.vgpr[3], w.vgpr[4] = d.view(np.uint64).astype(U32), (d.view(np.uint64) >> np.uint64(32)).astype(U32)
+    w.run(asm("v_mul_f32 v5, v1, 2.0\ns_denorm_mode 0xc\nv_mul_f32 v6, v1, 2.0\nv_mul_f16 v7, v2, 2.0\n"
+              "s_denorm_mode 0x3\nv_mul_f16 v8, v2, 2.0\nv_mul_f64 v[9:10], v[3:4], 2.0\n"
+              "s_denorm_mode 0x1\nv_mul_f32 v11, v1, 0.5\ns_endpgm", arch))
+    np.testing.assert_array_equal(w.vgpr[5].view(F32), x * F32(2))  # the wave starts with denormals kept
+    np.testing.assert_array_equal(w.vgpr[6].view(F32), _flushed(x) * F32(2))  # f32 denormal inputs read as +-0
+    np.testing.assert_array_equal((w.vgpr[7] & 0xFFFF).astype(np.uint16).view(np.float16), h * np.float16(2))
+    np.testing.assert_array_equal((w.vgpr[8] & 0xFFFF).astype(np.uint16).view(np.float16),
+                                  _flushed(h) * np.float16(2))  # now f16 / f64 flush, f32 keeps
+    d2 = (w.vgpr[9].astype(np.uint64) | w.vgpr[10].astype(np.uint64) << np.uint64(32)).view(np.float64)
+    np.testing.assert_array_equal(d2, _flushed(d) * 2)
+    # FP_DENORM f32 = 1: inputs kept, results flushed
+    np.testing.assert_array_equal(w.vgpr[11].view(F32), _flushed(x * F32(0.5)))
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
+def test_setreg_getreg_mode_status_and_unknown_registers(arch):
+    w = wave(arch)
+    start = w.mode
+    w.run(asm("s_getreg_b32 s0, hwreg(HW_REG_MODE)\n"
+              "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), 0xb\ns_getreg_b32 s1, hwreg(HW_REG_MODE)\n"
+              "s_mov_b32 s9, 0xffffffff\ns_setreg_b32 hwreg(HW_REG_STATUS), s9\n"
+              "s_cmp_eq_u32 s9, s9\ns_getreg_b32 s2, hwreg(HW_REG_STATUS, 0, 1)\n"
+              "s_setreg_b32 hwreg(63), s9\ns_getreg_b32 s3, hwreg(63)\n"
+              + ("" if arch == "gfx942" else "s_round_mode 0x2\ns_denorm_mode 0x9\n") +
+              "s_getreg_b32 s4, hwreg(HW_REG_MODE, 0, 8)\ns_endpgm", arch))
+    assert w.sgpr[0] == start
+    assert w.sgpr[1] == (start & ~0xF) | 0xB  # a field write keeps the other bits
+    assert w.sgpr[2] == 1  # STATUS.SCC as s_cmp left it; the s_setreg of the read-only register changed nothing
+    assert w.sgpr[3] == 0  # an id no register has reads 0
+    assert w.sgpr[4] == ((start & 0xF0) | 0xB if arch == "gfx942" else 0x92)
+
+
+def test_trapsts_invalid_is_sticky_state():
+    """TRAPSTS is wave state s_setreg writes and s_getreg reads back (EXCP[0], the invalid-operation flag)."""
+    w = wave("gfx1100")
+    w.run(asm("s_getreg_b32 s0, hwreg(HW_REG_TRAPSTS)\ns_setreg_imm32_b32 hwreg(HW_REG_TRAPSTS, 0, 1), 1\n"
+              "s_getreg_b32 s1, hwreg(HW_REG_TRAPSTS, 0, 1)\ns_setreg_imm32_b32 hwreg(HW_REG_TRAPSTS, 0, 1), 0\n"
+              "s_getreg_b32 s2, hwreg(HW_REG_TRAPSTS, 0, 1)\ns_endpgm", "gfx1100"))
+    assert (w.sgpr[0], w.sgpr[1], w.sgpr[2]) == (0, 1, 0)
+
+
+@pytest.mark.parametrize("arch,text", [
+    ("gfx942", "s_memtime s[0:1]\ns_nop 0\ns_memtime s[2:3]"),
+    ("gfx942", "s_memrealtime s[0:1]\ns_nop 0\ns_memrealtime s[2:3]"),
+    ("gfx1100", "s_sendmsg_rtn_b64 s[0:1], sendmsg(MSG_RTN_GET_REALTIME)\ns_nop 0\n"
+                "s_sendmsg_rtn_b64 s[2:3], sendmsg(MSG_RTN_GET_REALTIME)"),
+    ("gfx1201", "s_sendmsg_rtn_b64 s[0:1], sendmsg(MSG_RTN_GET_REALTIME)\ns_nop 0\n"
+                "s_sendmsg_rtn_b64 s[2:3], sendmsg(MSG_RTN_GET_REALTIME)"),
+])
+def test_clocks_are_monotonic(arch, text):
+    w = wave(arch)
+    w.run(asm(text + "\ns_endpgm", arch))
+    first, second = (int(w.sgpr[i]) | int(w.sgpr[i + 1]) << 32 for i in (0, 2))
+    assert 0 < first <= second
