@@ -80,12 +80,12 @@ class Queue:
                              queue_type=queue_type, queue_percentage=QUEUE_PERCENTAGE, queue_priority=QUEUE_PRIORITY,
                              write_pointer_address=self.pointers.va + WPTR_OFFSET,
                              read_pointer_address=self.pointers.va + RPTR_OFFSET)
-        self.extra = []
+        self.save_areas: list = []  # end-of-pipe buffer and context-save area (compute queues)
         if not self.sdma:
             ctl, ctx, debug = cwsr_sizes(node)
             eop = memory.alloc(PAGE, VRAM)
             cwsr = memory.alloc((ctx + debug) * node.xccs, VRAM)
-            self.extra = [eop, cwsr]
+            self.save_areas = [eop, cwsr]
             args.eop_buffer_address, args.eop_buffer_size = eop.va, eop_buffer_size(node)
             args.ctx_save_restore_address, args.ctx_save_restore_size, args.ctl_stack_size = cwsr.va, ctx, ctl
         kfd.ioctl("CREATE_QUEUE", args)
