@@ -20,6 +20,7 @@ pytestmark = [pytest.mark.llvm,
 
 ARCHS = ["gfx1100", "gfx1201", "gfx942"]
 WAIT = 120.0  # seconds a wait may take here before GPUError (a bound against hangs, not a timing check)
+RESUME_WAIT = 30.0  # the same for a two-workgroup kernel after a fault
 
 
 @functools.cache
@@ -95,7 +96,13 @@ def test_fault_names_va_and_next_program_works(arch):
         dev.synchronize()
     buf = dev.alloc(64 * 4)
     prog(buf, np.int32(100), global_size=(2,), local_size=(32,))
-    dev.synchronize()
+    dev.timeout = RESUME_WAIT
+    try:
+        dev.synchronize()
+    except GPUError as e:
+        pytest.fail(f"the queue did not resume after the fault was reported: {e}")
+    finally:
+        dev.timeout = WAIT
     np.testing.assert_array_equal(np.frombuffer(dev.copyout(buf), np.int32), 100 + np.arange(64))
 
 
