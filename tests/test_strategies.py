@@ -110,8 +110,15 @@ def test_llvm_reassembles_drawn_instructions(arch):
     decoded = llvm_decode(arch, [i for _, i in flat])
     kept = [(name, inst, res[0]) for (name, inst), res in zip(flat, decoded, strict=True) if res]
     bad: dict[str, list[str]] = defaultdict(list)
-    for (name, inst, asm), enc in zip(kept, llvm_assemble(arch, [a for _, _, a in kept]), strict=True):
-        if enc != inst:
+    differ = [(name, inst, asm, enc) for (name, inst, asm), enc in
+              zip(kept, llvm_assemble(arch, [a for _, _, a in kept]), strict=True) if enc != inst]
+    # the assembler may pick a shorter encoding of the same instruction (an operand-less VOP3 as VOP1): LLVM
+    # disassembles it to the same text, so it is the same instruction
+    again = llvm_decode(arch, [enc for *_, enc in differ if enc]) if differ else []
+    same = {enc for (_, _, asm, enc), res in zip([d for d in differ if d[3]], again, strict=True)
+            if res and res[0] == asm}
+    for name, inst, asm, enc in differ:
+        if enc not in same:
             bad[name].append(f"{asm} ({inst.hex()} -> {enc and enc.hex()})")
     low = {name: f"{len(b)}/{len(draws[name])} e.g. {b[:2]}" for name, b in bad.items()
            if len(b) > (1 - MIN_SAME) * len(draws[name])}
