@@ -251,8 +251,8 @@ def test_bad_code_objects_are_named():
         (_with(data, 7, b"\x03"), "OS/ABI is 3"), (_with(data, 8, b"\x09"), "ABI version 9"),
         (data[:2000], "runs past the end"), (_with(data, 18, b"\x3e\x00"), "not EM_AMDGPU"),
     ]
-    meta_at = data.index(b"amdhsa.target")
-    cases.append((_with(data, meta_at, b"amdhsa.tarXet"), "lacks amdhsa.target"))
+    cases.append((_with(data, 48, (0x4C).to_bytes(4, "little")), "disagrees with the ELF header's processor gfx942"))
+    cases.append((_with(data, 48, (0xFE).to_bytes(4, "little")), "no known processor"))
     note_at = data.index(b"AMDGPU\0\0") + 8
     cases.append((_with(data, note_at, b"\xc1" * 4), "not valid msgpack|not a msgpack map"))
     for bad, msg in cases:
@@ -363,3 +363,14 @@ def test_descriptor_fields_against_llvm_mc_encoding(arch, tmp_path):
         want["next_free_vgpr"] = -(-want["next_free_vgpr"] // granule) * granule
         checked = set(want) - {"reserve_vcc", "next_free_sgpr"}  # assembler inputs the descriptor does not hold as is
         assert {k: ours[k] for k in checked} == {k: want[k] for k in checked}
+
+
+def test_target_comes_from_e_flags():
+    """As in the ROCm loader: EF_AMDGPU_MACH and the xnack / sramecc fields of e_flags name the target; the
+    metadata's amdhsa.target is optional (llvm-readelf-19 prints the same processor and features)."""
+    data = _compiled("gfx1100", "-O3")
+    at = data.index(b"amdhsa.target")
+    co = CodeObject.parse(_with(data, at, b"amdhsa.tarXet"))
+    assert (co.arch, co.target) == ("gfx1100", "amdgcn-amd-amdhsa--gfx1100")
+    co = CodeObject.parse(_with(_compiled("gfx942", "-O3"), 48, (0xD4C).to_bytes(4, "little")))
+    assert co.target == "amdgcn-amd-amdhsa--gfx942:sramecc+"

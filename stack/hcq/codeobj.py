@@ -27,6 +27,22 @@ from elftools.elf.elffile import ELFFile
 EM_AMDGPU = 224
 ELFOSABI_AMDGPU_HSA = 64
 ABI_VERSION = {2: 4, 3: 5, 4: 6}  # e_ident[EI_ABIVERSION] -> code object version
+# e_flags[7:0] EF_AMDGPU_MACH -> processor (LLVM's ELF.h / AMDGPUUsage numbering)
+EF_AMDGPU_MACH = {0x2C: "gfx900", 0x2F: "gfx906", 0x30: "gfx908", 0x3F: "gfx90a", 0x40: "gfx940", 0x4B: "gfx941",
+                  0x4C: "gfx942", 0x4F: "gfx950", 0x33: "gfx1010", 0x36: "gfx1030", 0x41: "gfx1100", 0x46: "gfx1101",
+                  0x47: "gfx1102", 0x44: "gfx1103", 0x43: "gfx1150", 0x4A: "gfx1151", 0x55: "gfx1152",
+                  0x48: "gfx1200", 0x4E: "gfx1201"}
+# code object v4+ feature fields of e_flags: 0 unsupported, 1 any, 2 off, 3 on
+EF_AMDGPU_FEATURES = (("sramecc", 10), ("xnack", 8))
+
+
+def target_of(e_flags: int) -> tuple[str, str]:
+    """(processor, target id) from an AMDGPU ELF header's e_flags, as the ROCm loader reads them."""
+    arch = EF_AMDGPU_MACH.get(e_flags & 0xFF)
+    if arch is None:
+        raise CodeObjectError(f"ELF e_flags {e_flags:#x}: EF_AMDGPU_MACH {e_flags & 0xFF:#x} is no known processor")
+    feats = "".join(f":{name}{'-+'[v - 2]}" for name, at in EF_AMDGPU_FEATURES if (v := e_flags >> at & 3) >= 2)
+    return arch, f"amdgcn-amd-amdhsa--{arch}{feats}"
 NT_AMDGPU_METADATA = 32
 PT_LOAD = "PT_LOAD"
 R_AMDGPU_ABS64, R_AMDGPU_RELATIVE64 = 3, 13
@@ -318,10 +334,10 @@ def _parse(data: bytes) -> CodeObject:
                                   f"file ({len(data):#x} bytes): truncated?")
     sections = [_checked(elf.get_section(i), data) for i in range(elf.num_sections())]
     meta = _metadata(sections)
-    target = _field(meta, "amdhsa.target", str, "code object")
-    arch = target.split("--")[-1].split(":")[0]
-    if not arch.startswith("gfx"):
-        raise CodeObjectError(f"amdhsa.target {target!r} names no gfx processor")
+    arch, target = target_of(h.e_flags)
+    named = meta.get("amdhsa.target")  # optional; where present it must name the same processor
+    if named is not None and (not isinstance(named, str) or named.split("--")[-1].split(":")[0] != arch):
+        raise CodeObjectError(f"metadata amdhsa.target {named!r} disagrees with the ELF header's processor {arch}")
     symbols = {}
     for s in sections:
         if s["sh_type"] in ("SHT_SYMTAB", "SHT_DYNSYM"):
@@ -421,6 +437,8 @@ def _kernel(km, symbols, segments, arch) -> Kernel:
     ints = {k: _field(km, k, int, where, 0) for k in (
         ".kernarg_segment_size", ".kernarg_segment_align", ".wavefront_size", ".sgpr_count", ".vgpr_count",
         ".agpr_count", ".group_segment_fixed_size", ".private_segment_fixed_size", ".max_flat_workgroup_size")}
+    ints[".wavefront_size"] = ints[".wavefront_size"] or (32 if desc.wave32 else 64)  # a minimal metadata
+    ints[".kernarg_segment_size"] = ints[".kernarg_segment_size"] or desc.kernarg_size  # may leave these out
     if ints[".wavefront_size"] not in (32, 64):
         raise CodeObjectError(f"{where}: .wavefront_size is {ints['.wavefront_size']}, not 32 or 64")
     for a in args:
