@@ -9,9 +9,11 @@ pick GPUs of the topology (`0,2` or `0-3`; a mock system is built with max(indic
 the real GPU.
 
     dev = Device("MOCKKFD+AMD:gfx1100")   # Device() reads DEV; Device(..., index=i) is the i-th GPU of INDICES
-    buf = dev.alloc(nbytes); dev.copyin(buf, data); out = dev.copyout(buf)
+    buf = dev.alloc(nbytes); dev.copyin(buf, data); out = dev.copyout(buf); dev.free(buf)
     prog = dev.program(code_object, "kernel"); prog(buf, np.float32(2), global_size=(g,), local_size=(l,))
     dev.synchronize()                      # a GPU fault raises stack.GPUError naming the VA
+    dev.counters()                         # ioctls by name, PM4 and SDMA packets by name, launches
+    dev.close()                            # or `with Device(...) as dev:`
 """
 from __future__ import annotations
 
@@ -156,9 +158,9 @@ class Device:
         self.sdma_version = kfd.ip_version(node, SDMA0_HWID)[0]
         self.events = Events(kfd, self.memory, self.name)
         self.timeline = Timeline(self.memory, self.events)
-        doorbells = Doorbells(kfd)
-        self.compute = Queue(kfd, self.memory, node, doorbells, k.QUEUE_TYPE_COMPUTE)
-        self.copy = Queue(kfd, self.memory, node, doorbells, k.QUEUE_TYPE_SDMA)
+        self.doorbells = Doorbells(kfd)
+        self.compute = Queue(kfd, self.memory, node, self.doorbells, k.QUEUE_TYPE_COMPUTE)
+        self.copy = Queue(kfd, self.memory, node, self.doorbells, k.QUEUE_TYPE_SDMA)
         self.staging = self.memory.alloc(STAGING_BYTES, GTT_PUBLIC)
         self._staging_free = 0  # timeline value after which the staging buffer may be rewritten
         self.kernargs = self.memory.alloc(KERNARG_ARENA_BYTES, VRAM_PUBLIC)
@@ -167,13 +169,42 @@ class Device:
         self.scratch_layout = node_scratch_layout(0, node)
         self.launches = 0
         self.fault_log: list[str] | None = None  # where GPU errors are also recorded (the pytest plugin's)
+        self.closed = False
 
     def __repr__(self) -> str:
         return f"Device({self.name}, {self.arch}, {self.spec.iface})"
 
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Wait for the work issued, then destroy the queues and events and free this device's memory (the process's
+        event page stays). A closed device rejects further use."""
+        if self.closed:
+            return
+        try:
+            self.synchronize()
+        finally:
+            self.closed = True
+            self.compute.destroy()
+            self.copy.destroy()
+            self.events.destroy()
+            self.doorbells.unmap()
+            for buf in list(self.memory.live):
+                if buf is not self.kfd.events:
+                    self.memory.free(buf)
+
+    def _check_open(self, what: str) -> None:
+        if self.closed:
+            raise ValueError(f"{what}: {self!r} is closed")
+
     # -- memory ----------------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Buffer:
         """`nbytes` of device memory (VRAM)."""
+        self._check_open("alloc")
         if not isinstance(nbytes, (int, np.integer)) or isinstance(nbytes, bool) or nbytes <= 0:
             raise ValueError(f"alloc: size must be a positive integer, not {nbytes!r}")
         buf = self.memory.alloc(int(nbytes), VRAM)
@@ -187,6 +218,7 @@ class Device:
         self.memory.free(buf)
 
     def _own(self, buf, what: str) -> None:
+        self._check_open(what)
         if not isinstance(buf, Buffer):
             raise TypeError(f"{what}: expected a Buffer from Device.alloc, not {type(buf).__name__}")
         if buf.owner is not self:
@@ -258,6 +290,7 @@ class Device:
 
     # -- programs ------------------------------------------------------------------------------------------
     def program(self, code: bytes, name: str) -> Program:
+        self._check_open("program")
         return Program(self, code, name)
 
     def _ensure_scratch(self, private_bytes: int) -> None:
@@ -307,6 +340,7 @@ class Program:
     def __call__(self, *args, global_size=(1, 1, 1), local_size=(1, 1, 1)) -> None:
         """Launch global_size workgroups (not work-items) of local_size work-items each; asynchronous."""
         dev, kernel = self.device, self.kernel
+        dev._check_open(f"kernel {self.name!r}")
         groups, local = hcqprogram.shape(global_size, "global_size"), hcqprogram.shape(local_size, "local_size")
         items, limit = local[0] * local[1] * local[2], min(kernel.max_flat_workgroup_size or 1024, 1024)
         if items > limit:

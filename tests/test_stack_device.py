@@ -93,9 +93,11 @@ def test_scratch_layout_properties(private, gfx, cus, ses, slots, xccs):
         assert lay.size == lay.waves == lay.tmpring_size == 0
 
 
-def test_scratch_layout_rejects_negative():
+def test_scratch_layout_rejects():
     with pytest.raises(ValueError, match="negative"):
         scratch_layout(-1, 11, 1, 1, 1)
+    with pytest.raises(ValueError, match="more than COMPUTE_TMPRING_SIZE"):
+        scratch_layout(1 << 17, 11, 1, 1, 1)  # 15-bit WAVESIZE of 256-byte units: 128 KiB per lane at most
 
 
 def test_cwsr_sizes_tinygrad_example():

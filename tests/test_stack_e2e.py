@@ -203,3 +203,24 @@ def test_malformed_packet_is_a_hardware_exception():
     dev._submit_compute([pm4.packet3(0xEE, [0, 0])])
     with pytest.raises(GPUError, match="hardware exception on AMD:2"):
         dev.synchronize()
+
+
+def test_close_releases_everything():
+    """close(): DESTROY_QUEUE, DESTROY_EVENT, every buffer freed; the GPU then serves a new Device."""
+    text = "MOCKKFD:0-3+AMD::gfx1100"  # a system of its own
+    with Device(text, index=3) as dev:
+        buf = dev.alloc(32 * 4)
+        dev.program(opencl.compile_cl(STORE, dev.arch, "-O3"), "store")(buf, np.int32(5), global_size=(1,),
+                                                                        local_size=(32,))
+        before = dict(dev.kfd.ioctls)
+    after = dev.kfd.ioctls
+    assert after["DESTROY_QUEUE"] - before.get("DESTROY_QUEUE", 0) == 2
+    assert after["DESTROY_EVENT"] - before.get("DESTROY_EVENT", 0) == 3
+    assert dev.memory.live == {dev.kfd.events} and buf.freed  # the first device allocated the event page
+    assert after["FREE_MEMORY_OF_GPU"] == after["ALLOC_MEMORY_OF_GPU"] - 1  # all but the process's event page
+    with pytest.raises(ValueError, match="closed"):
+        dev.alloc(4)
+    with Device(text, index=3) as again:
+        b = again.alloc(8)
+        again.copyin(b, b"abcdefgh")
+        assert again.copyout(b) == b"abcdefgh"

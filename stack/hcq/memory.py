@@ -55,6 +55,7 @@ class Memory:
 
     def __init__(self, kfd: Kfd, gpu_id: int, render):
         self.kfd, self.gpu_id, self.render = kfd, gpu_id, render
+        self.live: set[Buffer] = set()  # allocated here and not freed
 
     def alloc(self, size: int, flags: int = VRAM) -> Buffer:
         """`size` bytes (rounded up to pages) with KFD allocation `flags`; CPU-mapped when PUBLIC."""
@@ -70,6 +71,7 @@ class Memory:
             io.munmap(va, reserved)
             raise
         buf = Buffer(va, size, reserved, args.handle, flags, cpu=bool(flags & k.ALLOC_PUBLIC))
+        self.live.add(buf)
         self.map(buf)
         if buf.cpu:
             got = self.render.mmap(va, reserved, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, args.mmap_offset)
@@ -96,3 +98,4 @@ class Memory:
         self.kfd.io.munmap(buf.va, buf.reserved)
         self.kfd.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle=buf.handle))
         buf.freed = True
+        self.live.discard(buf)

@@ -117,6 +117,9 @@ class Queue:
         self.wptr.value = self.put
         self.doorbell.value = self.put
 
+    def destroy(self) -> None:
+        self.kfd.ioctl("DESTROY_QUEUE", k.DestroyQueue(queue_id=self.queue_id))
+
     def _reserve(self, ndwords: int) -> None:
         if ndwords * 4 > self.ring_bytes:
             raise ValueError(f"{ndwords} dwords do not fit a {self.ring_bytes:#x}-byte ring")
@@ -142,4 +145,9 @@ class Doorbells:
         elif base != self.base:
             raise OSError(f"doorbell offset {doorbell_offset:#x} is outside this GPU's doorbell page {self.base:#x}")
         return ctypes.c_uint64.from_address(self.va + doorbell_offset - base)
+
+    def unmap(self) -> None:
+        if self.base is not None:
+            self.kfd.io.munmap(self.va, DOORBELL_PAGE)
+            self.base = None
 

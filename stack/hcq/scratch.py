@@ -35,7 +35,10 @@ def scratch_layout(private_bytes: int, gfx: int, cu_count: int, se_count: int, s
     per_xcc = lane_bytes * LANES * slots_per_cu * cu_count
     wavesize = -(-LANES * lane_bytes // granule)
     waves = per_xcc // (wavesize * granule) // (1 if gfx == 9 else se_count) if wavesize else 0
-    waves = min(waves, cu_count * slots_per_cu * xccs)
+    waves = min(waves, cu_count * slots_per_cu * xccs, (1 << pm4.TMPRING_SIZE_WAVES.width) - 1)
+    if wavesize >> pm4.TMPRING_SIZE_WAVESIZE[gfx].width:
+        raise ValueError(f"a private segment of {private_bytes} bytes per lane is more than COMPUTE_TMPRING_SIZE "
+                         f"can describe on gfx{gfx}")
     tmpring = pm4.TMPRING_SIZE_WAVES.put(waves) | pm4.TMPRING_SIZE_WAVESIZE[gfx].put(wavesize)
     return ScratchLayout(lane_bytes, per_xcc * xccs, waves, wavesize, tmpring)
 

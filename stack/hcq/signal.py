@@ -47,6 +47,10 @@ class Events:
         return self.kfd.ioctl("CREATE_EVENT", k.CreateEvent(event_page_offset=event_page_offset,
                                                             event_type=event_type, auto_reset=1))
 
+    def destroy(self) -> None:
+        for eid in (self.signal_id, self.memory_id, self.hw_id):
+            self.kfd.ioctl("DESTROY_EVENT", k.EventId(event_id=eid))
+
     @property
     def mailbox(self) -> int:
         """GPU address of this GPU's signal-event slot in the event page."""
