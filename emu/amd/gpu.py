@@ -10,8 +10,9 @@
 
 `grid` counts workgroups per dimension, `block` is the workgroup size (shorter tuples are padded with 1).
 `args` are the kernel's explicit arguments in order (a buffer becomes its address; numbers are packed by the
-metadata's size and type); hidden arguments are filled by the runner. A fault raises `GPUFault` carrying the
-record; host memory is never touched and the GPU stays usable.
+metadata's size and type); `kernargs=bytes` gives them raw instead (for a hand-assembled kernel whose metadata
+lists none; where the metadata lists them, the bytes must cover them); hidden arguments are filled by the runner.
+A fault raises `GPUFault` carrying the record; host memory is never touched and the GPU stays usable.
 """
 from __future__ import annotations
 
@@ -113,7 +114,8 @@ class GPU:
             raise ValueError(f"code object is for {co.arch}, this GPU is {self.arch} ({self.family})")
         return Loaded(self, co)
 
-    def launch(self, prog: Loaded, name: str, grid=(1,), block=(1,), args=(), dynamic_lds: int = 0) -> Stats:
+    def launch(self, prog: Loaded, name: str, grid=(1,), block=(1,), args=(), dynamic_lds: int = 0,
+               kernargs: bytes | None = None) -> Stats:
         k = prog.co.kernels.get(name)
         if k is None:
             raise ValueError(f"no kernel {name!r} in the code object; it has: {', '.join(prog.kernels)}")
@@ -125,7 +127,7 @@ class GPU:
                   "hidden_grid_dims": 3 if grid[2] * block[2] > 1 else 2 if grid[1] * block[1] > 1 else 1,
                   "hidden_dynamic_lds_size": dynamic_lds, "hidden_queue_ptr": self._queue,
                   "hidden_private_base": PRIVATE_APERTURE >> 32, "hidden_shared_base": SHARED_APERTURE >> 32}
-        kernargs = pack_kernargs(k, list(args), hidden)
+        kernargs = pack_kernargs(k, list(args), hidden, None if kernargs is None else bytes(kernargs))
         kd = k.descriptor
         private = kd.private_segment_fixed_size + (DYNAMIC_STACK if k.uses_dynamic_stack else 0)
         nwaves = -(-block[0] * block[1] * block[2] // lanes)

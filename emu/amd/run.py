@@ -8,8 +8,9 @@ Arguments, in the kernel's order:
   buf:out:TYPE:N         a zeroed buffer of N elements, written to DIR/argK.npy after the run
   buf:inout:TYPE:FILE    initialised from FILE and written back to DIR/argK.npy
   TYPE:VALUE             a scalar (TYPE in i8 i16 i32 i64 u8 u16 u32 u64 f16 f32 f64)
-The arch defaults to the code object's. Bad input is reported on stderr with exit status 2; a GPU fault with
-exit status 1.
+`--kernargs FILE` gives the explicit kernel arguments as raw bytes instead of --arg (for kernels whose metadata
+lists none). The arch defaults to the code object's. Bad input is reported on stderr with exit status 2; a GPU
+fault with exit status 1.
 """
 from __future__ import annotations
 
@@ -73,6 +74,13 @@ def parse_arg(spec: str):
         raise UsageError(f"--arg {spec!r}: {parts[1]!r} is not a valid {parts[0]}") from None
 
 
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m emu.amd.run", description=__doc__.split("\n")[0])
     ap.add_argument("code_object", type=Path)
@@ -80,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grid", default="1", help="workgroups per dimension X[,Y,Z]")
     ap.add_argument("--block", default="1", help="work-items per workgroup X[,Y,Z]")
     ap.add_argument("--arg", action="append", default=[], help="kernel argument (see the module help)")
+    ap.add_argument("--kernargs", type=Path, help="file holding the raw explicit kernel arguments (instead of --arg)")
     ap.add_argument("--arch", help="GPU to emulate (default: the code object's)")
     ap.add_argument("--out", type=Path, default=Path("."), help="directory for output .npy files (default: .)")
     a = ap.parse_args(argv)
@@ -88,10 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         grid, block = _dims(a.grid, "grid"), _dims(a.block, "block")
         specs = [parse_arg(s) for s in a.arg]
-        try:
-            data = a.code_object.read_bytes()
-        except OSError as e:
-            raise UsageError(f"cannot read {a.code_object}: {e}") from None
+        data = _read(a.code_object)
+        raw = _read(a.kernargs) if a.kernargs is not None else None
         co = CodeObject.parse(data)
         gpu = GPU(a.arch or co.arch)
         prog = gpu.load(data)
@@ -106,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             args.append(buf)
             if mode != "in":
                 outs.append((i, buf, dt, arr.size))
-        stats = gpu.launch(prog, a.kernel, grid=grid, block=block, args=args)
+        stats = gpu.launch(prog, a.kernel, grid=grid, block=block, args=args, kernargs=raw)
     except (UsageError, CodeObjectError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

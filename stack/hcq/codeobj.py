@@ -498,19 +498,30 @@ def hidden_args(grid_size: tuple[int, ...], block: tuple[int, ...], dynamic_lds_
     return out
 
 
-def pack_kernargs(kernel: Kernel, args, hidden: dict[str, int] | None = None) -> bytes:
+def pack_kernargs(kernel: Kernel, args, hidden: dict[str, int] | None = None, raw: bytes | None = None) -> bytes:
     """The kernarg segment for `kernel`: its explicit arguments in order, then hidden ones by value_kind.
 
     An explicit argument is an int (pointers and integers, little-endian two's complement of the argument's size),
     a float (packed as half/float/double by size when the metadata type names a floating type), a numpy scalar or
     array or bytes of exactly the argument's size, or an object with an int `.addr` (a buffer: its address).
-    `hidden` maps value kinds ('hidden_block_count_x', ...) to ints; hidden arguments not given are zero."""
+    `raw` instead gives the explicit part as bytes (HIP's HIP_LAUNCH_PARAM_BUFFER_POINTER): any length for a kernel
+    whose metadata lists no arguments, else it must cover the declared explicit arguments and stay inside the
+    kernarg segment. `hidden` maps value kinds ('hidden_block_count_x', ...) to ints; hidden arguments not given are
+    zero."""
     explicit = kernel.explicit_args
-    if len(args) != len(explicit):
+    out = bytearray(max(kernel.kernarg_segment_size, kernel.descriptor.kernarg_size, len(raw or b"")))
+    if raw is not None:
+        end = max((a.offset + a.size for a in explicit), default=0)
+        if args:
+            raise ValueError(f"kernel {kernel.name!r}: give explicit arguments or raw kernarg bytes, not both")
+        if explicit and not end <= len(raw) <= kernel.kernarg_segment_size:
+            raise ValueError(f"kernel {kernel.name!r} declares explicit arguments in bytes [0, {end}) of a "
+                             f"{kernel.kernarg_segment_size}-byte kernarg segment; raw kernargs are {len(raw)} bytes")
+        out[:len(raw)] = raw
+    elif len(args) != len(explicit):
         raise ValueError(f"kernel {kernel.name!r} takes {len(explicit)} explicit arguments "
                          f"({', '.join(a.name or a.value_kind for a in explicit)}), got {len(args)}")
-    out = bytearray(max(kernel.kernarg_segment_size, kernel.descriptor.kernarg_size))
-    for a, v in zip(explicit, args, strict=True):
+    for a, v in zip(explicit, args, strict=False):
         out[a.offset:a.offset + a.size] = _pack_arg(kernel, a, v)
     for a in kernel.args:
         if a.hidden and a.value_kind in (hidden or {}):
