@@ -88,7 +88,8 @@ STORE = "kernel void store(global int *p, int v) { p[get_global_id(0)] = v + (in
 def test_fault_names_va_and_next_program_works(arch):
     """A store to an unmapped address: synchronize() raises GPUError naming the VA; the device stays usable (the
     device model resumes the queue after the faulting dispatch once WAIT_EVENTS has reported the fault)."""
-    dev = device(arch)
+    dev = Device(f"MOCKKFD:0-4+AMD::{arch}", index=4)  # a system of its own: its faults are nobody else's
+    dev.timeout = WAIT
     prog = dev.program(opencl.compile_cl(STORE, arch, "-O3"), "store")
     bad = 0x7E00_0000_3000
     prog(bad, np.int32(1), global_size=(1,), local_size=(8,))
