@@ -3,9 +3,11 @@
 Packet semantics: every instruction of a packet reads the state as it was before the packet; register,
 predicate, control-register and memory writes are logged and commit together at the end. Within the packet,
 new-value operands (Nt8.new, Os8.new) and `.new` predicates read what an earlier instruction of the packet
-wrote; several writes of one predicate AND together. The first branch taken wins; the end-of-loop
-pseudo-instructions (J2_endloop0/1/01, vendor-defined) run last. Decode and compile happen once per packet
-address: a packet becomes a plan of (semantics, operand readers, operand writers).
+wrote; several writes of one predicate AND together. A `.cur` or `.tmp` vector load runs first and the
+other instructions of its packet read the loaded vector; a `.tmp` load's register keeps its old value.
+The first branch taken wins; the end-of-loop pseudo-instructions (J2_endloop0/1/01, vendor-defined) run
+last. Decode and compile happen once: a packet becomes a plan of (semantics, operand readers, operand
+writers), shared by every address holding the same words.
 """
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ import numpy as np
 from emu.dsp import disasm
 from emu.dsp.decode import Decoder, Inst, Packet
 from emu.dsp.isa import ISA
-from emu.dsp.lower import lower
+from emu.dsp.lower import CompileError
 from emu.dsp.memory import Memory, MemoryFault
-from emu.dsp.pyback import Compiled, compile_semantics
+from emu.dsp.pyback import Compiled, semantics
 
 # names the semantics use for registers outside an instruction's operands: (file, index)
 REGS = {"REG_SP": ("r", 29), "REG_FP": ("r", 30), "REG_LR": ("r", 31), "REG_SA0": ("c", 0), "REG_LC0": ("c", 1),
@@ -30,6 +32,7 @@ USR_FIELDS = {"USR_OVF": (0, 1), "USR_FPINVF": (1, 1), "USR_FPDBZF": (2, 1), "US
 USR_FP_SHIFT = 1  # emu.dsp.ieee's flags (invalid, div-by-zero, overflow, underflow, inexact) are USR bits 1-5
 C_P30, C_PC, C_PKTCOUNT, C_QEMU_PKT, C_QEMU_INSN = 4, 9, 18, 20, 21
 _M32 = 0xFFFFFFFF
+_ENDLOOP = {(True, False): "J2_endloop0", (False, True): "J2_endloop1", (True, True): "J2_endloop01"}
 
 
 class IllegalPacket(Exception):
@@ -65,7 +68,7 @@ class Thread:
         self.pc = 0
         self.packets = self.insns = 0
         self.plans: dict[int, tuple[Packet, tuple[Step, ...], tuple[Step, ...]]] = {}
-        self.semantics: dict[str, Compiled] = {}
+        self.steps: dict[tuple[int, ...], tuple[tuple[Step, ...], tuple[Step, ...]]] = {}  # by packet words
         self.on_trap = None  # callable(thread, kind, imm): the OS (emu.dsp.linux) handles trap0
 
     # ---- registers as the semantics see them ----
@@ -167,13 +170,10 @@ class Thread:
 
     # ---- plans ----
     def _compiled(self, tag: str) -> Compiled:
-        c = self.semantics.get(tag)
-        if c is None:
-            try:
-                c = self.semantics[tag] = compile_semantics(lower(self.isa, self.isa.insns[tag]))
-            except ValueError as e:
-                raise IllegalPacket(f"{tag}: no compiled semantics ({e})") from None
-        return c
+        try:
+            return semantics(self.isa, tag)
+        except CompileError as e:
+            raise IllegalPacket(f"{tag}: no compiled semantics ({e})") from None
 
     def _step(self, inst: Inst) -> Step:
         sem = self._compiled(inst.tag)
@@ -203,18 +203,20 @@ class Thread:
                 pkt = self.decoder.packet(words, pc)
             except ValueError as e:
                 raise IllegalPacket(f"at {pc:#x}: {e}") from None
-            steps = tuple(self._step(i) for i in pkt.insts)
-            loop = {(True, False): "J2_endloop0", (False, True): "J2_endloop1", (True, True): "J2_endloop01"}
-            end = loop.get((pkt.endloop0, pkt.endloop1))
-            tail = (Step(pkt.insts[0], self._compiled(end), (), ()),) if end else ()
-            plan = self.plans[pc] = (pkt, steps, tail)
+            shared = self.steps.get(pkt.words)
+            if shared is None:
+                steps = tuple(sorted((self._step(i) for i in pkt.insts), key=lambda s: not _forwards(s.inst)))
+                end = _ENDLOOP.get((pkt.endloop0, pkt.endloop1))
+                tail = (Step(pkt.insts[0], self._compiled(end), (), ()),) if end else ()
+                shared = self.steps[pkt.words] = (steps, tail)
+            plan = self.plans[pc] = (pkt, *shared)
         return plan
 
     # ---- execution ----
     def step(self) -> None:
         """Run the packet at pc."""
         pkt, steps, tail = self.plan(self.pc)
-        self.packet, self.log, self.stores, self.traps, self.next_pc = pkt, {}, [], [], None
+        self.packet, self.log, self.stores, self.traps, self.next_pc, self.fwd = pkt, {}, [], [], None, {}
         self.usr = self.c[8]
         try:
             for s in steps + tail:
@@ -265,6 +267,10 @@ class Thread:
         return "; ".join(disasm.inst(i, pkt.addr) for i in pkt.insts)
 
 
+def _forwards(inst: Inst) -> bool:
+    return any(o.suffix in (".cur", ".tmp") for o in inst.form.operands)
+
+
 def _reader(o, value: int, new_cls: str):
     """A function of the thread giving operand o's value as the semantics take it."""
     if o.cls == "#":
@@ -283,10 +289,10 @@ def _reader(o, value: int, new_cls: str):
         if o.suffix == ".new":
             return lambda t: t.new_pred(value)
         return lambda t: t.p[value]
-    if o.cls == "V":
+    if o.cls == "V":  # a vector a .cur/.tmp load of the packet forwards, else the register
         if o.pair:
-            return lambda t: t.v[value:value + 2].reshape(256)
-        return lambda t: t.v[value]
+            return lambda t: np.concatenate([t.fwd.get(value, t.v[value]), t.fwd.get(value + 1, t.v[value + 1])])
+        return lambda t: t.fwd.get(value, t.v[value])
     if o.cls == "Q":
         return lambda t: t.q[value]
     raise IllegalPacket(f"operand {o.text}: no reader")
@@ -312,6 +318,12 @@ def _writer(o, value: int):
                 t.log[("v", n)] = x[:128].copy()
                 t.log[("v", n + 1)] = x[128:].copy()
             return wv
+        if o.suffix == ".tmp":
+            return lambda t, x: t.fwd.__setitem__(value, x.copy())
+        if o.suffix == ".cur":
+            def wc(t, x, n=value):
+                t.fwd[n] = t.log[("v", n)] = x.copy()
+            return wc
         return lambda t, x: t.log.__setitem__(("v", value), x.copy())
     if o.cls == "Q":
         return lambda t, x: t.log.__setitem__(("q", value), x.copy())

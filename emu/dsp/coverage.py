@@ -9,8 +9,8 @@ import json
 
 from emu.dsp import syntax
 from emu.dsp.isa import ISA, load
-from emu.dsp.lower import CompileError, lower
-from emu.dsp.pyback import compile_semantics
+from emu.dsp.lower import CompileError
+from emu.dsp.pyback import semantics
 
 
 def report(isa: ISA) -> dict:
@@ -26,7 +26,7 @@ def report(isa: ISA) -> dict:
             continue
         g["parsed"] += 1
         try:
-            compile_semantics(lower(isa, insn))
+            semantics(isa, tag)
         except CompileError as e:
             failing[tag] = str(e)
             continue

@@ -15,7 +15,8 @@ from typing import Protocol
 import numpy as np
 
 from emu.dsp import ieee, ir, runtime
-from emu.dsp.lower import CompileError, Semantics
+from emu.dsp.isa import ISA
+from emu.dsp.lower import CompileError, Semantics, lower
 
 _VEC_BYTES = {"vec": 128, "pair": 256, "qreg": 16}
 _DTYPES = {(8, True): "_i8", (8, False): "_u8", (16, True): "_i16", (16, False): "_u16", (32, True): "_i32",
@@ -312,3 +313,21 @@ def compile_semantics(sem: Semantics) -> Compiled:
     ns = dict(_NAMESPACE)
     exec(compile(src, f"<hexagon {sem.tag}>", "exec"), ns)
     return Compiled(sem.tag, ns[sem.tag], sem.inputs, sem.outputs, src)
+
+
+_COMPILED: dict[tuple[int, str], Compiled | CompileError] = {}
+
+
+def semantics(isa: ISA, tag: str) -> Compiled:
+    """The compiled semantics of one instruction, compiled once per process (CompileError if it has none)."""
+    key = (id(isa), tag)
+    c = _COMPILED.get(key)
+    if c is None:
+        try:
+            c = compile_semantics(lower(isa, isa.insns[tag]))
+        except CompileError as e:
+            c = e
+        _COMPILED[key] = c
+    if isinstance(c, CompileError):
+        raise c
+    return c
