@@ -153,6 +153,8 @@ class Device:
         if spec.arch and node.arch != spec.arch:
             raise ValueError(f"DEV {text!r} asks for {spec.arch}; GPU {gpu} is {node.arch}")
         self.arch, self.gfx, self.name = node.arch, node.gfx_version[0], f"{spec.device}:{gpu}"
+        if node.xccs != 1:  # several XCCs need per-XCC scratch bases under PRED_EXEC (or AQL queues)
+            raise ValueError(f"{self.name} ({node.arch}) has {node.xccs} XCCs; stack drives single-XCC GPUs only")
         self.memory = Memory(kfd, node.gpu_id, kfd.acquire(node))
         self.apertures = kfd.apertures(node.gpu_id)
         self.sdma_version = kfd.ip_version(node, SDMA0_HWID)[0]
