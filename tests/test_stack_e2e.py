@@ -225,3 +225,30 @@ def test_close_releases_everything():
         b = again.alloc(8)
         again.copyin(b, b"abcdefgh")
         assert again.copyout(b) == b"abcdefgh"
+
+
+PRIVATE = """kernel void priv(global int *o, int n) {
+  int a[SIZE];
+  for (int i = 0; i < SIZE; i++) a[i] = i * n;
+  int g = get_global_id(0);
+  o[g] = a[(g * 7) % SIZE] + a[(n + g) % SIZE];
+}"""
+
+
+def test_scratch_grows_and_kernargs_wrap():
+    """A kernel needing more private memory than the scratch has grows it; the kernarg arena wraps around."""
+    dev = Device("MOCKKFD:0-5+AMD::gfx1100", index=5)  # a system of its own
+    dev.timeout = WAIT
+    out = dev.alloc(64 * 4)
+    g, scratches = np.arange(64), []
+    for size in (16, 512):
+        code = opencl.compile_cl(PRIVATE.replace("SIZE", str(size)), dev.arch, "-O0")
+        prog = dev.program(code, "priv")
+        assert prog.private_bytes >= 4 * size
+        dev._kernarg_at = dev.kernargs.size - 64  # the next launch wraps
+        prog(out, np.int32(3), global_size=(2,), local_size=(32,))
+        assert dev.scratch_layout.lane_bytes >= prog.private_bytes and dev.scratch.size >= dev.scratch_layout.size
+        scratches.append(dev.scratch)
+        np.testing.assert_array_equal(np.frombuffer(dev.copyout(out), np.int32),
+                                      (g * 7 % size) * 3 + (3 + g) % size * 3)
+    assert scratches[0].freed and not scratches[1].freed
