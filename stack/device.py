@@ -344,7 +344,8 @@ class Program:
         dev, kernel = self.device, self.kernel
         dev._check_open(f"kernel {self.name!r}")
         groups, local = hcqprogram.shape(global_size, "global_size"), hcqprogram.shape(local_size, "local_size")
-        items, limit = local[0] * local[1] * local[2], min(kernel.max_flat_workgroup_size or 1024, 1024)
+        items = local[0] * local[1] * local[2]
+        limit = min(kernel.max_flat_workgroup_size or hcqprogram.MAX_WORKGROUP_ITEMS, hcqprogram.MAX_WORKGROUP_ITEMS)
         if items > limit:
             raise ValueError(f"local_size {local} has {items} work-items; kernel {self.name!r} allows at most {limit}")
         for a in args:
