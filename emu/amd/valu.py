@@ -336,11 +336,11 @@ def _result_modifiers(bits: int, fmt: str, omod: int, clamp: int, fam: str, flus
     fb = _float_bits(fmt, bits)
     keep = hwreg.F32_KEEP_OUT if fb == 32 else hwreg.F16_KEEP_OUT
     packed = "PK" in fmt and fb == 16
-    ft, ut = {16: (np.float16, np.uint16), 32: (np.float32, np.uint32), 64: (np.float64, np.uint64)}[bits]
-    scale = {0: None, 1: 2.0, 2: 4.0, 3: 0.5}[omod] if not packed else None
+    ft = {16: np.float16, 32: np.float32, 64: np.float64}[fb]
+    ut = {16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]  # a packed pair is two f16 in a dword
+    scale = {0: None, 1: 2.0, 2: 4.0, 3: 0.5}[omod]
     ieee = 0 if fam == "rdna4" else 1 << hwreg.IEEE
     dx10 = 0 if fam == "rdna4" else 1 << hwreg.DX10_CLAMP
-    clamp = clamp and not packed
 
     def post(w, v):
         if scale is not None and not w.mode & ieee or clamp:
@@ -350,7 +350,7 @@ def _result_modifiers(bits: int, fmt: str, omod: int, clamp: int, fam: str, flus
             if clamp:
                 nan = x if dx10 and not w.mode & dx10 else ft(0)
                 x = np.where(np.isnan(x), nan, np.clip(x, ft(0), ft(1)))
-            v = x.astype(ft).view(ut).astype(U64)
+            v = x.astype(ft).view(ut).reshape(v.shape).astype(U64)
         return v if not flushes or w.mode & keep else flush_denormals(v, fb, packed)
     return post
 
