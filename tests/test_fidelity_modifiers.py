@@ -52,7 +52,7 @@ def vop3_cases(draw):
     ty = draw(st.sampled_from(["f16", "f32", "f64"]))
     op = draw(st.sampled_from(["add", "mul"] if ty == "f64" else sorted(OPS)))  # there is no v_sub_f64
     srcs = []
-    for i in range(2):
+    for _ in range(2):
         kinds = ["v", "c"] + (["lit"] if ty == "f32" and arch != "gfx942" and "lit" not in srcs else [])
         srcs.append(draw(st.sampled_from(kinds)))
     return (arch, ty, op, srcs, draw(st.sampled_from(sorted(CONSTS))), draw(st.floats(-1e3, 1e3, width=32)),
