@@ -56,9 +56,8 @@ class Events:
         """GPU address of this GPU's signal-event slot in the event page."""
         return self.page.va + self.slot * EVENT_SLOT_BYTES
 
-    def wait(self, timeout_ms: int) -> bool:
-        """Sleep in WAIT_EVENTS until an event fires or the timeout passes; raise GPUError for a fault.
-        Returns whether an event fired."""
+    def wait(self, timeout_ms: int) -> None:
+        """Sleep in WAIT_EVENTS until an event fires or the timeout passes; raise GPUError for a fault."""
         data = (k.EventData * 3)()
         for d, eid in zip(data, (self.signal_id, self.memory_id, self.hw_id), strict=True):
             d.event_id = eid
@@ -75,7 +74,6 @@ class Events:
         if hw.gpu_id == self.gpu_id:
             raise GPUError(f"GPU hardware exception on {self.name} (gpu_id {hw.gpu_id}): reset_type "
                            f"{hw.reset_type}, reset_cause {hw.reset_cause}, memory_lost {hw.memory_lost}")
-        return args.wait_result == k.WAIT_COMPLETE
 
 
 class Timeline:
