@@ -74,7 +74,7 @@ def test_coverage(isa):
     r = report(isa)
     assert r["total"] == len(isa.insns) and r["parsed"] == r["total"]  # every definition parses
     assert r["scalar"]["compiled"] / r["scalar"]["total"] >= 0.99
-    assert r["hvx"]["compiled"] / r["hvx"]["total"] >= 0.90
+    assert r["hvx"]["compiled"] / r["hvx"]["total"] >= 0.97
     assert set(r["failing"]) == {t for t in isa.insns if t in r["failing"]}
 
 

@@ -54,6 +54,11 @@ PACKETS = [
     "{ r1 = usr }\n{ r2 = add(r3,r4):sat; r5 = add(r6,r7):sat }\n{ r8 = usr }",
     "{ r1 = ##vdata+640 }\n{ v20 = vmem(r1+#0):nt }\n{ v21 = vmem(r1+#-1) }",
     "{ r29 = ##vdata+4000 }\n{ allocframe(#16) }\n{ r2 = memw(r29+#4); r3 = r30 }\n{ deallocframe }",
+    "{ r1 = ##vdata+1024 }\n{ v0.tmp = vmem(r1+#0); vhist }",
+    "{ r1 = ##vdata+1152 }\n{ v1.tmp = vmem(r1+#0); vhist(q2) }",
+    "{ r1 = ##vdata+1280 }\n{ v2.tmp = vmem(r1+#0); vwhist256:sat }",
+    "{ r1 = ##vdata+1408 }\n{ v3.tmp = vmem(r1+#0); vwhist128(q1,#1) }",
+    "{ r1 = ##vdata+1536 }\n{ vmem(r1+#0):scatter_release }\n{ v6 = vmem(r1+#0) }",
 ]
 
 

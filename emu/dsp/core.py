@@ -168,6 +168,13 @@ class Thread:
     def vtmp(self) -> np.ndarray:
         return self.vtmp_reg
 
+    def read_vreg(self, n: int) -> np.ndarray:
+        """Vector register n as this packet has written it so far (vhist accumulates through it)."""
+        return self.log.get(("v", n), self.v[n])
+
+    def write_vreg(self, n: int, value: np.ndarray) -> None:
+        self.log[("v", n)] = value.copy()
+
     # ---- plans ----
     def _compiled(self, tag: str) -> Compiled:
         try:
@@ -319,7 +326,9 @@ def _writer(o, value: int):
                 t.log[("v", n + 1)] = x[128:].copy()
             return wv
         if o.suffix == ".tmp":
-            return lambda t, x: t.fwd.__setitem__(value, x.copy())
+            def wt(t, x, n=value):
+                t.fwd[n] = t.vtmp_reg = x.copy()  # vhist and vwhist read it as vtmp
+            return wt
         if o.suffix == ".cur":
             def wc(t, x, n=value):
                 t.fwd[n] = t.log[("v", n)] = x.copy()

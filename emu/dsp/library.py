@@ -86,13 +86,15 @@ PRIMITIVES: dict[str, str] = {
        for a, b in [(f, i) for f in ("sf", "df") for i in ("4u", "4s", "8u", "8s")]
        + [(i, f) for f in ("sf", "df") for i in ("4u", "4s", "8u", "8s")] + [("sf", "df"), ("df", "sf")]},
     # HVX machinery
-    "fVECLOGSIZE": "int", "fNOTQ": "mmqreg_t", "fTMPVDATA": "mmvector_t",
+    "fVECLOGSIZE": "int", "fNOTQ": "mmqreg_t", "fTMPVDATA": "mmvector_t",  # vtmp: the packet's .tmp load
+    "READ_EXT_VREG": "mmvector_t", "WRITE_EXT_VREG": "void",  # a vector register by number (vhist)
     # no effect on the architectural state this model keeps (caches, hints, speculation, pipeline notes)
     **{n: "void" for n in (
         "fBRANCH_SPECULATE_STALL", "fHINTJR", "fDOCHKPAGECROSS", "fGP_DOCHKPAGECROSS", "fFRAMECHECK",
         "fCHECK_PCALIGN", "fDCFETCH", "fDCZEROA", "fDCCLEANA", "fDCCLEANINVA", "fDCINVA", "fICINVA",
         "fISYNC", "fBARRIER", "fSYNCH", "fL2FETCH", "fPAUSE", "fUARCH_NOTE_PUMP_2X", "fUARCH_NOTE_PUMP_4X",
-        "IV1DEAD", "fCOF_CALLBACK", "fV_AL_CHECK", "fatal", "warn")},
+        "IV1DEAD", "fCOF_CALLBACK", "fV_AL_CHECK", "fatal", "warn",
+        "fSTORERELEASE")},  # orders scatters before later accesses; this model runs them in order
 }
 
 # Constant names the bodies use.

@@ -32,7 +32,7 @@ _REG_TYPES = {"R": (ir.S32, ir.S64), "C": (ir.S32, ir.S64), "M": (ir.S32, ir.S32
               "N": (ir.S32, ir.S32), "V": (ir.VEC, ir.PAIR), "O": (ir.VEC, ir.VEC), "Q": (ir.QREG, ir.QREG)}
 _VEC_LOG_SIZE = 7  # 128-byte HVX
 # primitives that write one of their arguments: its index, and whether it is also an input
-_OUT_ARG = {"fLOADMMV": (1, False), "fLOADMMVU": (1, False), "fcirc_add": (0, True)}
+_OUT_ARG = {"fLOADMMV": (1, False), "fLOADMMVU": (1, False), "fcirc_add": (0, True), "READ_EXT_VREG": (1, False)}
 _CANCEL = frozenset({"CANCEL", "LOAD_CANCEL", "STORE_CANCEL"})
 _CONTEXT = frozenset({"thread", "insn"})  # the simulator's handles the vendor text passes around
 

@@ -54,6 +54,8 @@ class Core(Protocol):
     def circ_add(self, reg: int, incr: int, m: int, mnum: int) -> int: ...
     fpflags: int  # the IEEE exception flags (emu.dsp.ieee) the instruction raised
     def vtmp(self) -> np.ndarray: ...
+    def read_vreg(self, n: int) -> np.ndarray: ...
+    def write_vreg(self, n: int, value: np.ndarray) -> None: ...
 
 
 def _wrap(t: ir.Type, code: str) -> str:
@@ -243,14 +245,18 @@ class _Gen:
         simple = {"READ_RREG": "S.read_reg", "WRITE_RREG": "S.write_reg", "READ_PREG": "S.read_pred",
                   "WRITE_PREG": "S.write_pred", "GET_USR_FIELD": "S.usr_get", "SET_USR_FIELD": "S.usr_set",
                   "fREAD_GP": "S.read_gp", "fREAD_NPC": "S.read_npc", "fCALL": "S.call", "fCALLR": "S.call",
-                  "fTRAP": "S.trap", "fTMPVDATA": "S.vtmp",
+                  "fTRAP": "S.trap", "fTMPVDATA": "S.vtmp", "WRITE_EXT_VREG": "S.write_vreg",
                   "mem_load_locked": "S.load_locked", "mem_store_conditional": "S.store_conditional"}
         if n in simple:
             if n == "mem_load_locked":
                 args = args[::-1]
             elif n == "mem_store_conditional":
                 args = [args[2], args[0], args[1]]
+            elif n == "WRITE_EXT_VREG":
+                args = args[:2]
             return f"{simple[n]}({', '.join(args)})"
+        if n == "READ_EXT_VREG":
+            return f"S.read_vreg({args[0]})"
         if n in ("fLSBNEW0", "fLSBNEW1"):
             return f"(S.new_pred({n[-1]}) & 1)"
         if n == "fLSBNEW":
