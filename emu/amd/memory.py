@@ -22,8 +22,10 @@ API (addresses are ints or uint64 arrays; lanes are the rows of the per-lane arr
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -96,12 +98,28 @@ class Mapping:
         return self.va + self.size
 
 
+class _Index(NamedTuple):
+    """The mappings sorted by va, with search arrays: replaced whole on every change, so a reader that took it
+    once sees one consistent address space while other threads map and unmap."""
+    maps: tuple[Mapping, ...]
+    vas: list[int]
+    starts: np.ndarray
+    ends: np.ndarray
+    writable: np.ndarray
+
+
+def _index(maps: tuple[Mapping, ...]) -> _Index:
+    return _Index(maps, [m.va for m in maps], np.array([m.va for m in maps], np.uint64),
+                  np.array([m.end for m in maps], np.uint64), np.array([m.writable for m in maps], bool))
+
+
 class VM:
-    """A GPU virtual address space; see the module docstring for the API."""
+    """A GPU virtual address space; see the module docstring for the API. Safe to use from several threads:
+    changes are serialized, accesses see the mappings as they were when the access began."""
 
     def __init__(self) -> None:
-        self._maps: list[Mapping] = []  # sorted by va, non-overlapping
-        self._reindex()
+        self._ix = _index(())
+        self._lock = threading.RLock()
 
     # -- mappings ----------------------------------------------------------------------------------------------
     def map(self, va: int, buf: np.ndarray | memoryview | bytearray, writable: bool = True, name: str = "") -> Mapping:
@@ -116,12 +134,13 @@ class VM:
             raise ValueError(f"map {name!r}: [{va:#x}, {va + size:#x}) is outside the {VA_BITS}-bit VA space")
         if not mem.flags.writeable:
             raise ValueError(f"map {name!r}: backing buffer is not writable host memory")
-        i = bisect.bisect_right(self._vas, va)
-        if (i and self._maps[i - 1].end > va) or (i < len(self._maps) and self._maps[i].va < va + size):
-            raise ValueError(f"map {name!r}: [{va:#x}, {va + size:#x}) overlaps an existing mapping")
-        m = Mapping(va, size, mem, writable, name)
-        self._maps.insert(i, m)
-        self._reindex()
+        with self._lock:
+            maps = self._ix.maps
+            i = bisect.bisect_right(self._ix.vas, va)
+            if (i and maps[i - 1].end > va) or (i < len(maps) and maps[i].va < va + size):
+                raise ValueError(f"map {name!r}: [{va:#x}, {va + size:#x}) overlaps an existing mapping")
+            m = Mapping(va, size, mem, writable, name)
+            self._ix = _index(maps[:i] + (m,) + maps[i:])
         return m
 
     def alloc(self, size: int, align: int = PAGE, writable: bool = True, name: str = "") -> int:
@@ -132,77 +151,63 @@ class VM:
             raise ValueError(f"alloc {name!r}: bad size {size} or alignment {align} (power of two)")
         size = -(-size // PAGE) * PAGE
         align = max(align, PAGE)
-        va = ALLOC_BASE
-        for m in self._maps:
-            if m.end + PAGE <= va:
-                continue
-            if va + size + PAGE <= m.va:
-                break
-            va = -(-(m.end + PAGE) // align) * align
-        self.map(va, np.zeros(size, np.uint8), writable, name)
+        with self._lock:
+            va = ALLOC_BASE
+            for m in self._ix.maps:
+                if m.end + PAGE <= va:
+                    continue
+                if va + size + PAGE <= m.va:
+                    break
+                va = -(-(m.end + PAGE) // align) * align
+            self.map(va, np.zeros(size, np.uint8), writable, name)
         return va
 
     def unmap(self, va: int) -> Mapping:
         """Remove the mapping that starts at `va`; returns it."""
-        for i, m in enumerate(self._maps):
-            if m.va == va:
-                del self._maps[i]
-                self._reindex()
-                return m
+        with self._lock:
+            maps = self._ix.maps
+            for i, m in enumerate(maps):
+                if m.va == va:
+                    self._ix = _index(maps[:i] + maps[i + 1:])
+                    return m
         raise ValueError(f"unmap: no mapping starts at {va:#x}")
 
     def mapping(self, va: int) -> Mapping | None:
-        i = bisect.bisect_right(self._vas, va) - 1
-        return self._maps[i] if i >= 0 and va < self._maps[i].end else None
+        ix = self._ix
+        i = bisect.bisect_right(ix.vas, va) - 1
+        return ix.maps[i] if i >= 0 and va < ix.maps[i].end else None
 
     @property
     def mappings(self) -> tuple[Mapping, ...]:
-        return tuple(self._maps)
-
-    def _reindex(self) -> None:
-        self._vas = [m.va for m in self._maps]
-        self._starts = np.array([m.va for m in self._maps], np.uint64)
-        self._ends = np.array([m.end for m in self._maps], np.uint64)
-        self._writable = np.array([m.writable for m in self._maps], bool)
+        return self._ix.maps
 
     # -- translation --------------------------------------------------------------------------------------------
-    def _find(self, addr: np.ndarray) -> np.ndarray:
-        """Index of the mapping holding each address, -1 where none does."""
-        i = np.searchsorted(self._starts, addr, side="right").astype(np.int64) - 1
-        ok = i >= 0
-        ok[ok] = addr[ok] < self._ends[i[ok]]
-        return np.where(ok, i, -1)
-
     def _translate(self, addr: np.ndarray, nbytes: int, active: np.ndarray | None, write: bool):
-        """Check an access of `nbytes` per lane; returns (lanes, mapping index per byte or a single int, offsets).
-
-        `offsets` is [lanes, nbytes] host offsets into the mapping(s). Raises GPUFault naming every bad lane."""
+        """Check an access of `nbytes` per lane; returns (lanes, [(mapping, selector, offsets)]): `offsets` are
+        host offsets [lanes, nbytes] into the mapping for the lanes `selector` picks. Raises GPUFault naming every
+        bad lane."""
+        ix = self._ix
         addr = np.asarray(addr, np.uint64).reshape(-1)
         lanes = _lanes(addr, active)
         a = addr[lanes]
         byte = a[:, None] + np.arange(nbytes, dtype=np.uint64)  # wraps at 2**64: the lane's first byte then faults
-        if (m := self._one_mapping(a, nbytes, write)) is not None:
-            return lanes, m, byte - np.uint64(self._maps[m].va)
-        which = self._find(byte.reshape(-1)).reshape(byte.shape)
+        if (m := _one_mapping(ix, a, nbytes, write)) is not None:
+            return lanes, [(m, slice(None), byte - np.uint64(m.va))]
+        flat = byte.reshape(-1)
+        i = np.searchsorted(ix.starts, flat, side="right").astype(np.int64) - 1
+        ok = i >= 0
+        ok[ok] = flat[ok] < ix.ends[i[ok]]
+        which = np.where(ok, i, -1).reshape(byte.shape)
         bad = (which < 0).any(axis=1)
         kind = "unmapped"
         if not bad.any() and write:
-            bad = ~self._writable[which].all(axis=1)
+            bad = ~ix.writable[which].all(axis=1)
             kind = "read-only"
         if bad.any():
             raise GPUFault(FaultRecord(kind, tuple(int(x) for x in a[bad]), tuple(int(x) for x in lanes[bad]),
                                        nbytes * 8, write))
-        return lanes, which, byte - self._starts[which]
-
-    def _one_mapping(self, a: np.ndarray, nbytes: int, write: bool) -> int | None:
-        """Index of the mapping holding every byte of every access when one does (the common case), else None."""
-        if not a.size:
-            return None
-        lo, hi = int(a.min()), int(a.max()) + nbytes - 1
-        i = bisect.bisect_right(self._vas, lo) - 1
-        if i >= 0 and hi < self._maps[i].end and (self._maps[i].writable or not write):
-            return i
-        return None
+        off = byte - ix.starts[which]
+        return lanes, [(ix.maps[int(k)], which == k, off) for k in np.unique(which)]
 
     def _aligned(self, addr, nbytes: int, active, write: bool):
         """(lanes, mapping, element indices) when all active lanes hit one mapping at multiples of nbytes, else None:
@@ -210,30 +215,21 @@ class VM:
         addr = np.asarray(addr, np.uint64).reshape(-1)
         lanes = _lanes(addr, active)
         a = addr[lanes]
-        i = self._one_mapping(a, nbytes, write)
-        if i is None:
+        m = _one_mapping(self._ix, a, nbytes, write)
+        if m is None:
             return None
-        m = self._maps[i]
         off = a - np.uint64(m.va)
         if (off & np.uint64(nbytes - 1)).any():
             return None
         return lanes, m.buf.view(f"<u{nbytes}"), (off >> np.uint64(nbytes.bit_length() - 1)).astype(np.intp)
 
-    def _segments(self, which, off):
-        """(mapping, selector) pairs covering a translated access."""
-        if isinstance(which, int):
-            yield self._maps[which], slice(None)
-            return
-        for m in np.unique(which):
-            yield self._maps[int(m)], which == m
-
     # -- lane accesses ------------------------------------------------------------------------------------------
     def gather(self, addr: np.ndarray, nbytes: int, active: np.ndarray | None = None) -> np.ndarray:
         """Read `nbytes` at each active lane's address: uint8 [lanes, nbytes], zeros for inactive lanes."""
-        lanes, which, off = self._translate(addr, nbytes, active, write=False)
+        lanes, parts = self._translate(addr, nbytes, active, write=False)
         out = np.zeros((np.asarray(addr).size, nbytes), np.uint8)
         got = np.empty((lanes.size, nbytes), np.uint8)
-        for m, sel in self._segments(which, off):
+        for m, sel, off in parts:
             got[sel] = m.buf[off[sel].astype(np.intp)]
         out[lanes] = got
         return out
@@ -241,9 +237,9 @@ class VM:
     def scatter(self, addr: np.ndarray, data: np.ndarray, active: np.ndarray | None = None) -> None:
         """Write data[lane, :] at each active lane's address (uint8 [lanes, nbytes]). Higher lanes win overlaps."""
         data = np.asarray(data, np.uint8)
-        lanes, which, off = self._translate(addr, data.shape[1], active, write=True)
+        lanes, parts = self._translate(addr, data.shape[1], active, write=True)
         src = data[lanes]
-        for m, sel in self._segments(which, off):
+        for m, sel, off in parts:
             m.buf[off[sel].astype(np.intp)] = src[sel]
 
     def load(self, addr: np.ndarray, bits: int, active: np.ndarray | None = None) -> np.ndarray:
@@ -274,6 +270,10 @@ class VM:
         fn gets the old values (uint64) and the lane indices they belong to and returns the new values. Lanes
         hitting the same address are applied one after the other (each sees the previous lane's result)."""
         addr = np.asarray(addr, np.uint64).reshape(-1)
+        with self._lock:  # read-modify-write: atomic with respect to the other threads using this VM
+            return self._atomic(addr, bits, active, fn)
+
+    def _atomic(self, addr, bits, active, fn) -> np.ndarray:
         self._translate(addr, _nbytes(bits), active, write=True)  # fault before anything changes
         old = np.zeros(addr.size, np.uint64)
         todo = _lanes(addr, active)
@@ -329,6 +329,17 @@ class VM:
             else:
                 m.buf[o:o + k] = src[p:p + k]
         return out
+
+
+def _one_mapping(ix: _Index, a: np.ndarray, nbytes: int, write: bool) -> Mapping | None:
+    """The mapping holding every byte of every access when one does (the common case), else None."""
+    if not a.size:
+        return None
+    lo, hi = int(a.min()), int(a.max()) + nbytes - 1
+    i = bisect.bisect_right(ix.vas, lo) - 1
+    if i >= 0 and hi < ix.maps[i].end and (ix.maps[i].writable or not write):
+        return ix.maps[i]
+    return None
 
 
 def _lanes(addr: np.ndarray, active: np.ndarray | None) -> np.ndarray:

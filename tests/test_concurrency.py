@@ -1,0 +1,80 @@
+"""Several host threads on one emulated GPU: the VM's mappings change while other threads translate through
+it, and launches from different threads each see their own buffers (the device model's engine thread and its
+clients do the same)."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from stack.codegen import opencl
+
+pytestmark = pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
+
+SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float a, uint n) {
+  uint i = get_global_id(0);
+  if (i < n) y[i] = a * x[i] + y[i];
+}"""
+
+
+def test_threads_alloc_load_launch_on_one_gpu():
+    from emu.amd import GPU
+    gpu = GPU("gfx1100")
+    code = opencl.compile_cl(SAXPY, "gfx1100")
+    errors: list[BaseException] = []
+
+    def worker(seed: int) -> None:
+        try:
+            rng = np.random.default_rng(seed)
+            prog = gpu.load(code)
+            for _ in range(3):
+                n = int(rng.integers(1, 300))
+                x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+                xb, yb = gpu.alloc(x.nbytes), gpu.alloc(y.nbytes)
+                gpu.write(xb, x)
+                gpu.write(yb, y)
+                a = np.float32(rng.standard_normal())
+                gpu.launch(prog, "saxpy", grid=(-(-n // 64),), block=(64,), args=[yb, xb, a, np.uint32(n)])
+                got = np.frombuffer(gpu.read(yb), np.float32)
+                assert np.allclose(got, a * x + y, rtol=1e-6, atol=1e-6)
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_vm_maps_and_translates_from_threads():
+    from emu.amd.memory import VM, GPUFault
+    vm = VM()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    keep = vm.alloc(4096, name="kept")
+    vm.write(keep, np.arange(1024, dtype=np.uint32))
+
+    def churn() -> None:
+        while not stop.is_set():
+            vm.unmap(vm.alloc(8192, name="churn"))
+
+    def read() -> None:
+        try:
+            for _ in range(300):
+                got = vm.load(np.array([keep + 4 * i for i in range(0, 1024, 37)], np.uint64), 32)
+                assert (got == np.arange(0, 1024, 37)).all()
+                with pytest.raises(GPUFault):
+                    vm.load(np.array([keep + 4096 + 8], np.uint64), 32)  # the guard page after it
+        except BaseException as e:
+            errors.append(e)
+    t = [threading.Thread(target=churn), threading.Thread(target=read), threading.Thread(target=read)]
+    for x in t:
+        x.start()
+    t[1].join()
+    t[2].join()
+    stop.set()
+    t[0].join()
+    assert not errors, errors
