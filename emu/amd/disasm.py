@@ -34,6 +34,10 @@ def code_object_instructions(data: bytes, arch: str) -> list[tuple[str, list[Ins
                        if s["st_info"]["type"] == "STT_FUNC" and base <= s["st_value"] < base + len(body)})
     except ELFError as e:
         raise DisasmError(f"not a valid ELF code object: {e}") from None
+    except DisasmError:
+        raise
+    except Exception as e:  # pyelftools/construct report damaged tables in many ways
+        raise DisasmError(f"malformed ELF code object: {type(e).__name__}: {e}") from None
     out = []
     for i, (addr, name) in enumerate(syms):
         end = syms[i + 1][0] if i + 1 < len(syms) else base + len(body)  # as llvm-objdump: up to the next symbol

@@ -37,6 +37,8 @@ from emu.amd.wave import Program
 from stack.hcq.codeobj import CodeObject, pack_kernargs
 
 DEFAULT_ARCH = {"rdna3": "gfx1100", "rdna4": "gfx1201", "cdna": "gfx942"}
+# AMDGPUUsage, kernarg preloading: the first 256 bytes of such a kernel are a prologue for firmware without it
+PRELOAD_SKIP = 256
 SCRATCH_GRANULE = 256  # bytes: TMPRING_SIZE.WAVESIZE unit (gfx10+; gfx9 uses 1 KiB, a multiple)
 
 
@@ -140,9 +142,13 @@ class GPU:
             self.vm.write(ka, kernargs)
             # what a runtime programs into the compute registers (workgroups run one at a time: one scratch slot
             # per wave of a workgroup)
-            d = Dispatch(prog.program(lanes), prog.base + k.entry, grid, block, lanes, kd.rsrc2,
-                         tuple(user_sgprs(kd, ka, pkt, self._queue, self.dispatches)), lds, scratch, wave_bytes,
-                         nwaves, dispatch_id=self.dispatches, rsrc1=kd.rsrc1)
+            sgprs, entry = user_sgprs(kd, ka, pkt, self._queue, self.dispatches), prog.base + k.entry
+            pre = kd.kernarg_preload
+            if pre.length:  # firmware that preloads: the dwords follow the user SGPRs; the code skips its prologue
+                words = np.frombuffer(kernargs.ljust(4 * (pre.offset + pre.length), b"\0"), "<u4")
+                sgprs, entry = sgprs + [int(x) for x in words[pre.offset:pre.offset + pre.length]], entry + PRELOAD_SKIP
+            d = Dispatch(prog.program(lanes), entry, grid, block, lanes, kd.rsrc2, tuple(sgprs), lds, scratch,
+                         wave_bytes, nwaves, dispatch_id=self.dispatches, rsrc1=kd.rsrc1)
             self.vm.write(pkt, dispatch_packet(d, prog.base + k.descriptor_address, ka, private, lds))
             self.dispatches += 1
             self.last_stats = run_dispatch(self.vm, d, self.arch)

@@ -298,6 +298,11 @@ class Planner(ValuPlans, MemoryPlans):
 
         def step(w):
             addr = (base(w) + off + soff(w)) & 0xFFFFFFFFFFFC
+            try:
+                w.vm.check_range(addr, 4 * ndw, False)  # a device access: faults like one
+            except GPUFault as e:
+                e.record.detail = f"scalar {e.record.detail} by the wave"
+                raise
             w.sgpr[dst:dst + ndw] = np.frombuffer(w.vm.read(addr, 4 * ndw), np.uint32)
             w.pc = nxt
             return 0

@@ -115,7 +115,9 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
             if r:
                 return r
             if n >= limit:
-                raise GPUFault(FaultRecord("watchdog", detail=f"wave ran {n} instructions without ending"))
+                pc, inst = w.pc, str(prog.inst(w.pc))
+                detail = f"wave ran {n} instructions without ending; {_dump(w, prog)}"
+                raise GPUFault(FaultRecord("watchdog", pc=pc, instruction=inst, detail=detail))
     except GPUFault as e:
         _complete(e.record, w, prog)
         raise
@@ -125,6 +127,25 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
         raise GPUFault(rec) from e
     finally:
         w.executed += n
+
+
+WATCHDOG_TAIL = 8  # instructions the watchdog's wave dump shows
+
+
+def _dump(w: WaveState, prog: Program) -> str:
+    """The wave's PC, EXEC, VCC, SCC, first SGPRs and the next instructions it runs (of the loop it is stuck in;
+    the hot loop keeps no history)."""
+    head = (f"wave dump: pc {w.pc:#x} exec {w.exec:#x} vcc {w.vcc:#x} scc {w.scc} "
+            f"s0..s7 {' '.join(f'{int(x):#x}' for x in w.sgpr[:8])}")
+    seen = []
+    try:
+        for _ in range(WATCHDOG_TAIL):
+            seen.append(f"{w.pc:#x}: {prog.inst(w.pc)}")
+            if (prog.steps.get(w.pc) or prog.build(w.pc))(w):
+                break
+    except Exception as e:  # the dump must not hide the watchdog
+        seen.append(f"({type(e).__name__} while tracing)")
+    return head + "; then " + " | ".join(seen)
 
 
 def _complete(rec: FaultRecord, w: WaveState, prog: Program) -> None:
