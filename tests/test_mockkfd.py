@@ -6,6 +6,7 @@ import ctypes
 import errno
 import os
 import shutil
+import struct
 import subprocess
 import time
 
@@ -488,3 +489,68 @@ def test_dispatch_fault_is_reported_and_queue_resumes(arch, tmp_path):
     assert wait_for(lambda: sig.mem.view(np.uint32)[0] == 2)  # reported: the queue went on after the dispatch
     rec = c.system.gpus[0].faults[-1]
     assert rec.kind == "unmapped" and rec.write and rec.addresses[0] == bad and "global_store" in rec.instruction
+
+
+# -- AQL queues ---------------------------------------------------------------------------------------------------
+SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float a, uint n) {
+  uint i = get_global_id(0);
+  if (i < n) y[i] = a * x[i] + y[i];
+  else y[i] = -1.0f;  /* no lane of a partial workgroup may run past the grid */
+}"""
+
+
+def _aql_packet(header_type: int, body: bytes, signal: int = 0) -> bytes:
+    header = header_type | 1 << 8 | 2 << 9 | 2 << 11  # barrier, system-scope acquire and release fences
+    return (struct.pack("<H", header) + body).ljust(56, b"\0") + struct.pack("<Q", signal)
+
+
+@pytest.mark.skipif(not shutil.which("clang-19"), reason="needs clang-19 (llvm-19)")
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_aql_dispatch_barrier_and_pm4_ib(arch):
+    from stack.codegen.opencl import compile_cl
+    from stack.hcq.codeobj import CodeObject, hidden_args, pack_kernargs
+    c = RawClient(arch, 1)
+    co = CodeObject.parse(compile_cl(SAXPY, arch))
+    kern = co.kernels["saxpy"]
+    code = c.alloc(co.image_size, VRAM_FLAGS)
+    code.mem[:co.image_size] = np.frombuffer(bytes(co.image(code.va)), np.uint8)
+    n, block = 1000, 64  # 15 full workgroups and a partial one of 40 work-items
+    x, y = np.arange(n, dtype=np.float32), np.full(n, 2, np.float32)
+    xb, yb, args = c.alloc(4 * n), c.alloc(4 * 1024), c.alloc(4096)
+    xb.mem[:4 * n] = x.view(np.uint8)
+    yb.mem[:4 * n] = y.view(np.uint8)
+    ka = pack_kernargs(kern, [yb.va, xb.va, np.float32(3), np.uint32(n)], hidden_args((n,), (block,)))
+    args.mem[:len(ka)] = np.frombuffer(ka, np.uint8)
+    ev = c.ioctl("CREATE_EVENT", k.CreateEvent(event_type=k.EVENT_SIGNAL, auto_reset=1))
+    sigs = c.alloc(4096)  # amd_signal_t: [0] gates the dispatch, [1] completes it (with an event mailbox)
+    gate, done, mailbox = sigs.va, sigs.va + 64, sigs.va + 256
+    sigs.mem.view(np.int64)[[1, 9]] = [1, 1]
+    sigs.mem.view(np.uint64)[10] = mailbox
+    sigs.mem.view(np.uint32)[2 * 8 + 8] = ev.event_id
+    q = c.queue(k.QUEUE_TYPE_COMPUTE_AQL, ring_size=4096)
+    ring = q.ring.mem
+    packets = [_aql_packet(3, struct.pack("<HI5Q", 0, 0, gate, 0, 0, 0, 0)),  # BARRIER_AND on the gate signal
+               _aql_packet(2, struct.pack("<HHHHHIIIIIQQ", 1, block, 1, 1, 0, n, 1, 1, 0, 0,
+                                          code.va + kern.descriptor_address, args.va), done)]
+    flag = c.alloc(4096)
+    ib = c.alloc(4096)
+    body = pm4.release_mem(11 if arch == "gfx1100" else 9, flag.va, 7, pm4.DATA_SEL_SEND_32_BIT_LOW)
+    ib.mem.view(np.uint32)[:len(body)] = body
+    packets.append(_aql_packet(0, struct.pack("<H", 1) + np.array(pm4.indirect_buffer(ib.va, len(body)) + [10],
+                                                                   np.uint32).tobytes()))
+    for i, p in enumerate(packets):
+        ring[64 * i:64 * i + 64] = np.frombuffer(p, np.uint8)
+    q.gart.mem[56:64].view(np.uint64)[0] = len(packets)  # write_dispatch_id
+    q.doorbell[0] = len(packets) - 1
+    time.sleep(0.05)
+    assert q.rptr == 0 and (yb.mem[:4 * n].view(np.float32) == 2).all()  # the barrier holds the dispatch back
+    sigs.mem.view(np.int64)[1] = 0  # release the gate
+    q.doorbell[0] = len(packets) - 1
+    data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
+    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=20000))
+    assert w.wait_result == k.WAIT_COMPLETE and sigs.mem.view(np.int64)[9] == 0  # completion signal decremented
+    assert sigs.mem.view(np.uint64)[32] == ev.event_id  # the mailbox got the event id
+    assert wait_for(lambda: flag.mem.view(np.uint32)[0] == 7 and q.rptr == 3)
+    got = yb.mem.view(np.float32)
+    assert (got[:n] == 3 * x + 2).all() and (got[n:1024] == 0).all()
+    assert all(ring[64 * i] == 1 for i in range(3))  # consumed packets are INVALID again

@@ -181,3 +181,16 @@ def test_pytest_plugin_serves_tinygrad_tests(tmp_path, checkout):
                        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
                        env={**os.environ, "DEV": "MOCKKFD+AMD", "HWEMU": "1"})
     assert "2 passed" in p.stdout, p.stdout + p.stderr
+
+
+def test_aql_queue_path():
+    """AMD_AQL=1: tinygrad's compute queue is an HSA queue (kernel dispatch packets, PM4 in vendor packets)."""
+    code = """
+    import numpy as np
+    from tinygrad import Tensor
+    a = np.arange(300, dtype=np.float32)
+    assert ((Tensor(a) * 2 + 1).numpy() == a * 2 + 1).all() and Tensor(a).sum().numpy() == a.sum()
+    print("OK")
+    """
+    p = run_tinygrad(code, "MOCKKFD+AMD", {"AMD_AQL": "1", "HWEMU_STATS": "1"})
+    assert "OK" in check(p) and "dispatches" in p.stderr

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.amd import isa, topology
+from emu.amd.aql import AQLQueue
 from emu.amd.bo import BufferObject, Heap
 from emu.amd.cp import ComputeQueue
 from emu.amd.dispatch import Stats
@@ -94,7 +95,7 @@ class GPUDevice:
             import errno
             raise OSError(errno.ENOSPC, f"CREATE_QUEUE: all {DOORBELLS} doorbells of {self.name} are in use")
         self.doorbells[slot] = 0
-        q = (ComputeQueue if kind == "pm4" else SDMAQueue)(self, qid, slot, ring, ring_size, rptr, wptr)
+        q = {"pm4": ComputeQueue, "aql": AQLQueue, "sdma": SDMAQueue}[kind](self, qid, slot, ring, ring_size, rptr, wptr)
         self.queues[qid] = q
         self.engine.kick()
         return q

@@ -10,7 +10,7 @@ for user pointers that are not accessible, EBUSY for state conflicts.
 Memory: ALLOC_MEMORY_OF_GPU takes VRAM and GTT buffers from heaps (emu.amd.bo) and returns the render-node
 mmap offset that maps them into the process at their VA; USERPTR buffers are the process's own pages.
 MAP_MEMORY_TO_GPU maps a buffer into each listed GPU's VM at its VA (peer GPUs included); until then the GPU
-faults on it. Queues are created on the GPU model (emu.amd.gpu), which rings no bell here: it polls its
+faults on it. Queues are created on the GPU model (emu.amd.device), which rings no bell here: it polls its
 doorbells like hardware. Events follow kfd_events.c: signal events own a slot of the event page (written by
 RELEASE_MEM / SDMA fence, raised by the interrupt that follows), memory-exception events are signalled by GPU
 VM faults with the faulting page, hw-exception events by a CP error.
@@ -39,6 +39,8 @@ GPUVM_BASE, GPUVM_LIMIT = 0x1_0000, (1 << 47) - 1  # the process's GPU VA range 
 RENDER_OFFSET_SHIFT = 40  # render-node mmap offsets: heap index << 40 | offset in the heap
 KNOWN_FLAGS = k.ALLOC_PLACEMENT | k.ALLOC_ATTRIBUTES
 RUNTIME_ENABLE_MODE_ENABLE = 1  # KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK
+QUEUE_KINDS = {k.QUEUE_TYPE_COMPUTE: "pm4", k.QUEUE_TYPE_SDMA: "sdma", k.QUEUE_TYPE_COMPUTE_AQL: "aql",
+               k.QUEUE_TYPE_SDMA_XGMI: "sdma"}
 
 
 def _einval(what: str) -> OSError:
@@ -262,8 +264,8 @@ class KFD:
     def _create_queue(self, a, _):
         g = self._gpu(a.gpu_id, "CREATE_QUEUE")
         what = f"CREATE_QUEUE (type {a.queue_type}, ring {a.ring_base_address:#x}+{a.ring_size:#x})"
-        if a.queue_type not in (k.QUEUE_TYPE_COMPUTE, k.QUEUE_TYPE_SDMA, k.QUEUE_TYPE_SDMA_XGMI):
-            raise _einval(f"{what}: queue type {a.queue_type} is not supported (PM4 compute 0, SDMA 1 or 3)")
+        if a.queue_type not in QUEUE_KINDS:
+            raise _einval(f"{what}: unknown queue type {a.queue_type} (compute 0, SDMA 1, compute AQL 2, SDMA XGMI 3)")
         if a.queue_percentage & 0xFF > k.MAX_QUEUE_PERCENTAGE or a.queue_priority > k.MAX_QUEUE_PRIORITY:
             raise _einval(f"{what}: percentage {a.queue_percentage & 0xFF} / priority {a.queue_priority} out of range")
         if a.ring_size < k.MIN_QUEUE_RING_SIZE or a.ring_size & (a.ring_size - 1):
@@ -278,8 +280,7 @@ class KFD:
             if p % 8 or self._bo_at(p, 8) is None:
                 raise OSError(errno.EFAULT, f"{what}: {n} pointer {p:#x} is not an aligned address in a buffer")
         qid = self.proc.next_queue
-        kind = "pm4" if a.queue_type == k.QUEUE_TYPE_COMPUTE else "sdma"
-        q = g.create_queue(qid, kind, a.ring_base_address, a.ring_size, a.read_pointer_address,
+        q = g.create_queue(qid, QUEUE_KINDS[a.queue_type], a.ring_base_address, a.ring_size, a.read_pointer_address,
                            a.write_pointer_address)
         self.proc.next_queue += 1
         self.proc.queues[qid] = (g, q)

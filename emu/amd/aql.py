@@ -1,0 +1,140 @@
+"""HSA (AQL) compute queues: the packet processor of a KFD queue of type COMPUTE_AQL.
+
+The ring holds 64-byte packets. The runtime publishes its write index in the amd_queue_t it points
+write_pointer_address at (`write_dispatch_id`) and rings the doorbell; the packet processor runs packets in
+order while their header is not INVALID, marks each INVALID when done and publishes `read_dispatch_id`.
+
+- KERNEL_DISPATCH: the processor reads the kernel descriptor at `kernel_object` (unlike a PM4 dispatch, where the
+  runtime copied it into registers) and loads the user SGPRs it enables: the private-segment V# and the scratch
+  of amd_queue_t, the packet itself as the dispatch pointer, the amd_queue_t as the queue pointer, the kernarg
+  address, the packet index as dispatch id. A grid that is not a multiple of the workgroup size ends in partial
+  workgroups.
+- BARRIER_AND / BARRIER_OR: wait until all / any dependent signals are 0.
+- VENDOR_SPECIFIC with the AMD PM4-IB format: a PM4 INDIRECT_BUFFER run by the PM4 processor.
+- A completion signal (amd_signal_t) is decremented; with an event mailbox, the event id is written there and an
+  interrupt raised with it, as the KFD event interface expects.
+"""
+from __future__ import annotations
+
+import itertools
+import struct
+
+import numpy as np
+
+from emu.amd.cp import ComputeQueue
+from emu.amd.dispatch import Dispatch, run_dispatch, user_sgprs
+from emu.amd.memory import GPUFault
+from emu.amd.queue import CPError, Wait
+from stack.hcq import pm4
+from stack.hcq.codeobj import KernelDescriptor
+
+PACKET_BYTES = 64
+TYPE_VENDOR_SPECIFIC, TYPE_INVALID, TYPE_KERNEL_DISPATCH, TYPE_BARRIER_AND, TYPE_BARRIER_OR = 0, 1, 2, 3, 5
+AMD_AQL_FORMAT_PM4_IB = 1
+WRITE_DISPATCH_ID = 56  # offsets in amd_queue_t
+COMPUTE_TMPRING_SIZE, SCRATCH_RESOURCE_DESCRIPTOR, SCRATCH_BACKING_MEMORY_LOCATION = 140, 144, 160
+SIGNAL_VALUE, SIGNAL_MAILBOX, SIGNAL_EVENT_ID, SIGNAL_END_TS = 8, 16, 24, 40  # offsets in amd_signal_t
+U64 = np.uint64
+
+
+class AQLQueue(ComputeQueue):
+    unit = PACKET_BYTES
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.amd_queue = self.wptr_addr - WRITE_DISPATCH_ID
+        self._in_ib: tuple[int, int] | None = None  # (packet address, completion signal) of a running PM4-IB packet
+
+    @property
+    def wptr(self) -> int:
+        return self._u64(self.wptr_addr)
+
+    def step(self) -> bool:
+        if self.ibs:
+            self._step_ib()
+            if not self.ibs and self._in_ib is not None:
+                self._finish(*self._in_ib)
+                self._in_ib = None
+            return True
+        addr = self.ring + self.rptr * PACKET_BYTES % self.ring_size
+        pkt = self.gpu.vm.read(addr, PACKET_BYTES)
+        header, = struct.unpack_from("<H", pkt)
+        kind = header & 0xFF
+        if kind == TYPE_INVALID:
+            raise Wait  # the runtime reserved the slot but has not published the packet yet
+        signal = struct.unpack_from("<Q", pkt, 56)[0]
+        self.count(f"AQL_{('VENDOR', 'INVALID', 'KERNEL_DISPATCH', 'BARRIER_AND', '', 'BARRIER_OR')[kind]}")
+        if kind == TYPE_KERNEL_DISPATCH:
+            try:
+                self._kernel_dispatch(addr, pkt)
+            except GPUFault:
+                self._finish(addr, 0)  # a halted queue resumes after the packet that faulted
+                raise
+        elif kind in (TYPE_BARRIER_AND, TYPE_BARRIER_OR):
+            deps = [s for s in struct.unpack_from("<5Q", pkt, 8) if s]
+            done = [self._u64(s + SIGNAL_VALUE) == 0 for s in deps]
+            if not (all(done) if kind == TYPE_BARRIER_AND else any(done) or not deps):
+                raise Wait
+        elif kind == TYPE_VENDOR_SPECIFIC and struct.unpack_from("<H", pkt, 2)[0] == AMD_AQL_FORMAT_PM4_IB:
+            ib = np.frombuffer(pkt[4:20], np.uint32)
+            if pm4.HEADER_OPCODE.get(int(ib[0])) != pm4.PACKET3_INDIRECT_BUFFER:
+                raise CPError(f"AQL packet {self.rptr}: the AMD PM4-IB packet holds no INDIRECT_BUFFER")
+            self._run(ib, self.rptr, lambda: None)
+            if self.ibs:  # the packet completes when its indirect buffer has run
+                self._in_ib = (addr, signal)
+                return True
+        else:
+            raise CPError(f"AQL packet {self.rptr}: type {kind} (header {header:#06x}) is not supported")
+        self._finish(addr, signal)
+        return True
+
+    def _finish(self, addr: int, signal: int) -> None:
+        """The packet at `addr` is done: signal its completion, hand the slot back (INVALID), advance."""
+        self._complete(signal)
+        self.gpu.vm.write(addr, struct.pack("<H", TYPE_INVALID))
+        self.rptr += 1
+
+    def _kernel_dispatch(self, addr: int, pkt: bytes) -> None:
+        setup, bx, by, bz, _, gx, gy, gz, private, group, kobj, kernarg = struct.unpack_from("<HHHHHIIIIIQQ", pkt, 2)
+        block, grid = (bx, by, bz), (gx, gy, gz)
+        if not all(block) or bx * by * bz > 1024 or not 1 <= setup & 3 <= 3:
+            raise CPError(f"AQL dispatch {self.rptr}: workgroup {block}, {setup & 3} dimensions")
+        if not all(grid):
+            return
+        kd = KernelDescriptor.parse(self.gpu.vm.read(kobj, 64), self.gpu.arch)
+        q = self.gpu.vm.read(self.amd_queue, 256)
+        tmpring, = struct.unpack_from("<I", q, COMPUTE_TMPRING_SIZE)
+        vsharp = struct.unpack_from("<4I", q, SCRATCH_RESOURCE_DESCRIPTOR)
+        scratch, = struct.unpack_from("<Q", q, SCRATCH_BACKING_MEMORY_LOCATION)
+        gfx = self.gpu.gfx
+        lanes = 32 if gfx >= 10 and kd.wave32 else 64
+        entry = kobj + kd.kernel_code_entry_byte_offset
+        prog = self.gpu.program(entry, lanes)
+        sgprs = tuple(user_sgprs(kd, kernarg, addr, self.amd_queue, self.rptr, vsharp))
+        # whole workgroups, then the partial ones at the far edge of each dimension
+        spans = [[(0, g // b, b)] + ([(g // b, 1, g % b)] if g % b else []) for g, b in zip(grid, block, strict=True)]
+        try:
+            for (sx, nx, wx), (sy, ny, wy), (sz, nz, wz) in itertools.product(*spans):
+                if nx and ny and nz:
+                    d = Dispatch(prog, entry, (nx, ny, nz), (wx, wy, wz), lanes, kd.rsrc2, sgprs, group, scratch,
+                                 pm4.TMPRING_SIZE_WAVESIZE[gfx].get(tmpring) * pm4.SCRATCH_WAVESIZE_GRANULE[gfx],
+                                 pm4.TMPRING_SIZE_WAVES.get(tmpring), (sx, sy, sz), self.gpu.dispatches, kd.rsrc1)
+                    self.gpu.add_stats(run_dispatch(self.gpu.vm, d, self.gpu.arch))
+        finally:
+            self.gpu.dispatches += 1
+            self.gpu.seal(prog)
+
+    def _complete(self, signal: int) -> None:
+        if not signal:
+            return
+        value = self._u64(signal + SIGNAL_VALUE)
+        self.gpu.vm.write(signal + SIGNAL_VALUE, struct.pack("<q", np.int64(np.uint64(value) - U64(1))))
+        self.gpu.vm.write(signal + SIGNAL_END_TS, struct.pack("<Q", self.gpu.clock()))
+        mailbox = self._u64(signal + SIGNAL_MAILBOX)
+        if mailbox:
+            event = self._u64(signal + SIGNAL_EVENT_ID) & 0xFFFFFFFF
+            self.gpu.vm.write(mailbox, struct.pack("<Q", event))
+            self.gpu.interrupt(event)
+
+    def _u64(self, addr: int) -> int:
+        return struct.unpack("<Q", self.gpu.vm.read(addr, 8))[0]
