@@ -69,10 +69,10 @@ def test_abi_matches_kernel_header(tmp_path):
     (tmp_path / "drm").mkdir()
     (tmp_path / "drm" / "drm.h").write_text("#include <linux/types.h>\n#include <linux/ioctl.h>\n")  # what it needs
     lines = []
-    for struct, cname in C_NAMES.items():
-        lines.append(f'printf("{struct.__name__} sizeof %zu\\n", sizeof(struct {cname}));')
-        for f, _ in _c_fields(struct):
-            lines.append(f'printf("{struct.__name__} {f} %zu\\n", offsetof(struct {cname}, {f}));')
+    for args, cname in C_NAMES.items():
+        lines.append(f'printf("{args.__name__} sizeof %zu\\n", sizeof(struct {cname}));')
+        for f, _ in _c_fields(args):
+            lines.append(f'printf("{args.__name__} {f} %zu\\n", offsetof(struct {cname}, {f}));')
     header_requests = [n for n in k.REQUEST if n not in ("RUNTIME_ENABLE",)]
     for n in header_requests:
         lines.append(f'printf("request {n} %lu\\n", (unsigned long)AMDKFD_IOC_{n});')
@@ -91,11 +91,11 @@ def test_abi_matches_kernel_header(tmp_path):
             else:
                 assert ours == int(v), b
         else:
-            struct = next(s for s in C_NAMES if s.__name__ == a)
+            args = next(s for s in C_NAMES if s.__name__ == a)
             if b == "sizeof":
-                assert ctypes.sizeof(struct) == int(v) + (8 if struct is k.CreateQueue else 0), a
+                assert ctypes.sizeof(args) == int(v) + (8 if args is k.CreateQueue else 0), a
             else:
-                assert getattr(struct, b).offset == int(v), (a, b)
+                assert getattr(args, b).offset == int(v), (a, b)
         seen += 1
     assert seen > 80
 

@@ -25,6 +25,7 @@ from emu.amd.wave import Program
 
 DOORBELLS = 1024
 MAX_INSTRUCTION = 16  # bytes
+QUEUE_CLASSES = {"pm4": ComputeQueue, "aql": AQLQueue, "sdma": SDMAQueue}
 
 
 @dataclass(eq=False)
@@ -95,7 +96,7 @@ class GPUDevice:
             import errno
             raise OSError(errno.ENOSPC, f"CREATE_QUEUE: all {DOORBELLS} doorbells of {self.name} are in use")
         self.doorbells[slot] = 0
-        q = {"pm4": ComputeQueue, "aql": AQLQueue, "sdma": SDMAQueue}[kind](self, qid, slot, ring, ring_size, rptr, wptr)
+        q = QUEUE_CLASSES[kind](self, qid, slot, ring, ring_size, rptr, wptr)
         self.queues[qid] = q
         self.engine.kick()
         return q
