@@ -8,15 +8,22 @@ model; see `Core` for the calls it must answer.
 """
 from __future__ import annotations
 
+import atexit
+import hashlib
 import math
+import os
+import pickle
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from emu.dsp import ieee, ir, runtime
-from emu.dsp.isa import ISA
+from emu.dsp.isa import ISA, SCHEMA
 from emu.dsp.lower import CompileError, Semantics, lower
+from emu.dsp.vendor import QEMU_VERSION, cache_root
 
 _VEC_BYTES = {"vec": 128, "pair": 256, "qreg": 16}
 _DTYPES = {(8, True): "_i8", (8, False): "_u8", (16, True): "_i16", (16, False): "_u16", (32, True): "_i32",
@@ -315,24 +322,77 @@ class _Gen:
 
 
 def compile_semantics(sem: Semantics) -> Compiled:
-    src = _Gen(sem).function()
-    ns = dict(_NAMESPACE)
-    exec(compile(src, f"<hexagon {sem.tag}>", "exec"), ns)
-    return Compiled(sem.tag, ns[sem.tag], sem.inputs, sem.outputs, src)
+    return _from_source(sem.tag, (_Gen(sem).function(), sem.inputs, sem.outputs))
 
 
 _COMPILED: dict[tuple[int, str], Compiled | CompileError] = {}
+_SOURCES: dict[str, tuple | str] | None = None  # tag -> (source, inputs, outputs), or the CompileError text
+_NEW: dict[str, tuple | str] = {}
+_COMPILER = ("cpp", "syntax", "library", "ir", "lower", "pyback", "runtime", "ieee", "operands", "isa")
+
+
+def _cache_file() -> Path:
+    """The generated sources, keyed by the compiler's own source and the vendor version."""
+    h = hashlib.sha256(f"{QEMU_VERSION}/{SCHEMA}".encode())
+    for m in _COMPILER:
+        h.update((Path(__file__).parent / f"{m}.py").read_bytes())
+    return cache_root() / f"semantics-{h.hexdigest()[:16]}.pickle"
+
+
+def _load_sources() -> dict:
+    global _SOURCES
+    if _SOURCES is None:
+        try:
+            with open(_cache_file(), "rb") as f:
+                _SOURCES = pickle.load(f)
+        except (OSError, EOFError, pickle.UnpicklingError):
+            _SOURCES = {}
+    return _SOURCES
+
+
+def _save_sources() -> None:
+    """Merge this process's new compilations into the cache file (atomically; unwritable: no cache)."""
+    path = _cache_file()
+    try:
+        merged = {**_load_sources(), **_NEW}
+        try:
+            with open(path, "rb") as f:
+                merged = {**pickle.load(f), **merged}
+        except (OSError, EOFError, pickle.UnpicklingError):
+            pass
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
+            pickle.dump(merged, f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(f.name, path)
+    except OSError:
+        pass
+
+
+def _from_source(tag: str, entry: tuple) -> Compiled:
+    src, inputs, outputs = entry
+    ns = dict(_NAMESPACE)
+    exec(compile(src, f"<hexagon {tag}>", "exec"), ns)
+    return Compiled(tag, ns[tag], inputs, outputs, src)
 
 
 def semantics(isa: ISA, tag: str) -> Compiled:
-    """The compiled semantics of one instruction, compiled once per process (CompileError if it has none)."""
+    """The compiled semantics of one instruction (CompileError if it has none): compiled once, the generated
+    source cached on disk next to the vendor data for later processes."""
     key = (id(isa), tag)
     c = _COMPILED.get(key)
     if c is None:
-        try:
-            c = compile_semantics(lower(isa, isa.insns[tag]))
-        except CompileError as e:
-            c = e
+        entry = _load_sources().get(tag)
+        if entry is None:
+            try:
+                c = compile_semantics(lower(isa, isa.insns[tag]))
+                entry = (c.source, c.inputs, c.outputs)
+            except CompileError as e:
+                c, entry = e, str(e)
+            if not _NEW:
+                atexit.register(_save_sources)
+            _NEW[tag] = entry
+        else:
+            c = CompileError(entry) if isinstance(entry, str) else _from_source(tag, entry)
         _COMPILED[key] = c
     if isinstance(c, CompileError):
         raise c
