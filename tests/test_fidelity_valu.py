@@ -216,3 +216,16 @@ def test_trig_preop_segments_of_two_over_pi(arch):
             seg = ((table << shift) >> 1148) & ((1 << 53) - 1)
             scale = -53 - shift + (128 if e >= 1968 else 0)
             assert Fraction(float(got[i])) == Fraction(seg) * Fraction(2) ** scale, (x, i)
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_sin_cos_reduce_large_revolutions(arch):
+    """v_sin_f32 / v_cos_f32 take revolutions: 132000.25 revolutions is a quarter turn (the hardware reduces the
+    argument before scaling by 2*pi)."""
+    w = wave(arch)
+    turns = np.arange(w.lanes) % 8 / 8.0  # exact eighths
+    x = (np.array([0, 1, 17, 255, 4096, 132000, -132001, 1048000] * 8)[:w.lanes] + turns).astype(F32)
+    w.vgpr[1] = x.view(U32)
+    w.run(asm("v_sin_f32 v2, v1\nv_cos_f32 v3, v1\ns_endpgm", arch))
+    np.testing.assert_allclose(f32(w, 2), np.sin(2 * np.pi * turns), atol=2e-6)
+    np.testing.assert_allclose(f32(w, 3), np.cos(2 * np.pi * turns), atol=2e-6)

@@ -206,6 +206,14 @@ FIXUPS: dict[str, Fixup] = {
     "V_CVT_OFF_F32_I4": Fixup("D0.f32 = i32_to_f32(signext_from_bit(S0.u32[3 : 0].i32, 4U)) * 0.0625F",
                               "its table CVT_OFF_TABLE is given in prose: entry i is the 4-bit signed i / 16"),
 }
+def _trig(fn: str) -> Fixup:
+    return Fixup(lambda t: re.sub(rf"{fn}\(S0\.(f16|f32) \* (16|32)'F\(PI \* 2\.0\)\)",
+                                  rf"\2'F({fn}(64'F(S0.\1 - roundEven(S0.\1)) * (PI * 2.0)))", t),
+                 "the input counts revolutions; multiplying a large one by 2*pi in its own precision loses the "
+                 "fraction (132000.25 revolutions gave sin 0.9995): the hardware reduces to the fraction first "
+                 "(x - nearest integer: exact in any float type) and the rest is evaluated in f64 here")
+
+
 _MODE_FIELD = ("the table has no pcode; the ISA manual: SIMM16[3:0] replaces MODE.{0} (MODE[{1}])")
 _MODE_SETTERS = {
     "S_ROUND_MODE": Fixup("MODE = (MODE.u32 & 0xfffffff0U) | 32'U(SIMM16.u16[3 : 0])",
@@ -216,6 +224,7 @@ _MODE_SETTERS = {
 _SETREG = Fixup(lambda t: t.replace("mask = (mask & 32'I(", "mask = (mask << offset.u32);\nmask = (mask & 32'I("),
                 "the field mask is not shifted to the field's offset before masking the value (RDNA4's text is)")
 FIXUPS.update(_MODE_SETTERS)
+FIXUPS.update({f"V_{fn.upper()}_{t}": _trig(fn) for fn in ("sin", "cos") for t in ("F16", "F32")})
 FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {
     ("rdna3", "S_SETREG_B32"): _SETREG, ("rdna3", "S_SETREG_IMM32_B32"): _SETREG,
     **{("cdna", n): Fixup("D0.b32 = S0.b32", "the table has no pcode; a 32-bit move between the VGPR and ACC VGPR "
