@@ -12,44 +12,28 @@ from stack.codegen import opencl
 
 pytestmark = pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
 
-KERNELS = {
-"gfx1100": """
-#pragma OPENCL EXTENSION cl_khr_fp16 : enable
-typedef half half16 __attribute__((ext_vector_type(16)));
-typedef float float8v __attribute__((ext_vector_type(8)));
-kernel void mm(global const half *A, global const half *B, global const float *C, global float *D) {
-  int l = get_local_id(0), r = l % 16, hi = l / 16;
-  half16 a, b; float8v c;
-  for (int i = 0; i < 16; i++) { a[i] = A[16 * r + i]; b[i] = B[16 * i + r]; }
-  for (int i = 0; i < 8; i++) c[i] = C[16 * (2 * i + hi) + r];
-  float8v d = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32(a, b, c);
-  for (int i = 0; i < 8; i++) D[16 * (2 * i + hi) + r] = d[i];
-}""",
-"gfx1201": """
-#pragma OPENCL EXTENSION cl_khr_fp16 : enable
-typedef half half8v __attribute__((ext_vector_type(8)));
-typedef float float8v __attribute__((ext_vector_type(8)));
-kernel void mm(global const half *A, global const half *B, global const float *C, global float *D) {
-  int l = get_local_id(0), r = l % 16, hi = l / 16;
-  half8v a, b; float8v c;
-  for (int i = 0; i < 8; i++) { a[i] = A[16 * r + 8 * hi + i]; b[i] = B[16 * (8 * hi + i) + r]; }
-  for (int i = 0; i < 8; i++) c[i] = C[16 * (i + 8 * hi) + r];
-  float8v d = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(a, b, c);
-  for (int i = 0; i < 8; i++) D[16 * (i + 8 * hi) + r] = d[i];
-}""",
-"gfx942": """
-#pragma OPENCL EXTENSION cl_khr_fp16 : enable
-typedef half half4v __attribute__((ext_vector_type(4)));
-typedef float float16v __attribute__((ext_vector_type(16)));
-kernel void mm(global const half *A, global const half *B, global const float *C, global float *D) {
-  int l = get_local_id(0), r = l % 32, hi = l / 32;
-  half4v a, b; float16v c;
-  for (int i = 0; i < 4; i++) { a[i] = A[8 * r + 4 * hi + i]; b[i] = B[32 * (4 * hi + i) + r]; }
-  for (int i = 0; i < 16; i++) c[i] = C[32 * (8 * (i / 4) + 4 * hi + i % 4) + r];
-  float16v d = __builtin_amdgcn_mfma_f32_32x32x8f16(a, b, c, 0, 0, 0);
-  for (int i = 0; i < 16; i++) D[32 * (8 * (i / 4) + 4 * hi + i % 4) + r] = d[i];
-}""",
+KERNEL = """#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+typedef half hv __attribute__((ext_vector_type({ka})));
+typedef float fv __attribute__((ext_vector_type({kd})));
+kernel void mm(global const half *A, global const half *B, global const float *C, global float *D) {{
+  int l = get_local_id(0), r = l % {rows}, hi = l / {rows};
+  hv a, b; fv c;
+  for (int i = 0; i < {ka}; i++) {{ a[i] = A[{a}]; b[i] = B[{b}]; }}
+  for (int i = 0; i < {kd}; i++) c[i] = C[{d}];
+  fv d = {call}(a, b, c{extra});
+  for (int i = 0; i < {kd}; i++) D[{d}] = d[i];
+}}"""
+# per lane l (r = l % rows, hi = l / rows): element i of A, B and C/D, as row-major indices
+LAYOUTS = {
+    "gfx1100": dict(ka=16, kd=8, rows=16, a="16 * r + i", b="16 * i + r", d="16 * (2 * i + hi) + r",
+                    call="__builtin_amdgcn_wmma_f32_16x16x16_f16_w32", extra=""),
+    "gfx1201": dict(ka=8, kd=8, rows=16, a="16 * r + 8 * hi + i", b="16 * (8 * hi + i) + r", d="16 * (i + 8 * hi) + r",
+                    call="__builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12", extra=""),
+    "gfx942": dict(ka=4, kd=16, rows=32, a="8 * r + 4 * hi + i", b="32 * (4 * hi + i) + r",
+                   d="32 * (8 * (i / 4) + 4 * hi + i % 4) + r", call="__builtin_amdgcn_mfma_f32_32x32x8f16",
+                   extra=", 0, 0, 0"),
 }
+KERNELS = {arch: KERNEL.format(**lay) for arch, lay in LAYOUTS.items()}
 SHAPE = {"gfx1100": (16, 16, 16), "gfx1201": (16, 16, 16), "gfx942": (32, 32, 8)}  # M, N, K
 
 
