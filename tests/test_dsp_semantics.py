@@ -76,6 +76,9 @@ def test_coverage(isa):
     assert r["scalar"]["compiled"] / r["scalar"]["total"] >= 0.99
     assert r["hvx"]["compiled"] / r["hvx"]["total"] >= 0.97
     assert set(r["failing"]) == {t for t in isa.insns if t in r["failing"]}
+    from emu.dsp.fixups import FIXUPS
+    assert set(FIXUPS) <= set(isa.insns)  # every fixup names a vendor instruction
+    assert all("emu.dsp.fixups" in r["failing"][t] for t, (text, _) in FIXUPS.items() if text is None)
 
 
 def test_parse_shapes():

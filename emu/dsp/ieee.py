@@ -219,18 +219,18 @@ fmax = fmaxf = _fminmax(max)
 fmin = fminf = _fminmax(min)
 
 
-def fFMAF(S, a: float, b: float, c: float) -> float:
-    """fmaf: a*b+c rounded once to binary32."""
+def internal_fmafx(S, a: float, b: float, c: float, scale: int) -> float:
+    """(a*b+c) * 2**scale rounded once to binary32 (fmaf when scale is 0)."""
     if _nan(S, a, b, c):
         return math.nan
     if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
         p = fop(S, "*", a, b, 64)
         return fop(S, "+", p, c, 32) if p == p else p
-    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    exact = (Fraction(a) * Fraction(b) + Fraction(c)) * Fraction(2) ** scale
     if exact == 0:
         return a * b + c  # binary32 products are exact in binary64: IEEE's sign of an exact zero
     return round_to(S, exact, 32)
 
 
-def fSFMPY(S, a: float, b: float) -> float:
+def internal_mpyf(S, a: float, b: float) -> float:
     return fop(S, "*", a, b, 32)

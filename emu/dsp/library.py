@@ -21,6 +21,7 @@ fCHECKSFNAN DST,A; fCHECKSFNAN3 DST,A,B,C; fCLIP DST,SRC,U; fCONDMASK8 QREG,IDX,
 fCONDMASK16 QREG,IDX,YESVAL,NOVAL; fCONDMASK32 QREG,IDX,YESVAL,NOVAL; fCONSTLL A; fCRND A;
 fDF_GETEXP A; fDF_ISBIG X; fDF_MANTBITS; fSF_MANTBITS; fSF_BIAS; fSF_GETEXP A; fMAKESF SIGN,EXP,MANT;
 fDF_MAX A,B; fDF_MIN A,B; fSF_MAX A,B; fSF_MIN A,B; fISINFPROD A,B; fISZEROPROD A,B; fSFNANVAL;
+fFMAF A,B,C; fFMAFX A,B,C,ADJ; fSFMPY A,B;
 fEA_GPI IMM; fEA_IMM IMM; fEA_IRs IMM,REG,SCALE; fEA_REG REG; fEA_RI REG,IMM; fEA_RRs REG,REG2,SCALE;
 fEA_BREVR REG; fECHO A; fEXTRACTU_BIDIR INREG,WIDTH,OFFSET; fEXTRACTU_RANGE INREG,HIBIT,LOWBIT;
 fFRAME_SCRAMBLE VAL; fFRAME_UNSCRAMBLE VAL; fGET_FRAMEKEY; fGENMASKH QREG,IDX; fGENMASKW QREG,IDX;
@@ -78,7 +79,7 @@ PRIMITIVES: dict[str, str] = {
     # floating point: bit casts, host math, the fenv rounding mode
     "fFLOAT": "float", "fUNFLOAT": "size4u_t", "fDOUBLE": "double", "fUNDOUBLE": "size8u_t",
     "isnan": "int", "isinf": "int", "isfinite": "int", "fpclassify": "int", "fmaxf": "float", "fminf": "float",
-    "fmax": "double", "fmin": "double", "fFMAF": "float", "fFMAFX": "float", "fSFMPY": "float",
+    "fmax": "double", "fmin": "double", "internal_fmafx": "float", "internal_mpyf": "float",
     "fDF_MPY_HH": "size8u_t", "fSF_RECIP_COMMON": "int", "fSF_INVSQRT_COMMON": "int", "fRAISEFLAGS": "void",
     "fFPSETROUND_CHOP": "void", "fFPSETROUND_NEAREST": "void", "fFPCANCELFLAGS": "void",
     "fDF_ISNORMAL": "int", "fDF_ISDENORM": "int", "isunordered": "int",

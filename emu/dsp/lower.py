@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from emu.dsp import cpp, ir, runtime, syntax
 from emu.dsp import operands as ops
+from emu.dsp.fixups import FIXUPS
 from emu.dsp.ir import C_TYPES, LANES, Type
 from emu.dsp.isa import ISA, Insn
 from emu.dsp.library import CONSTANTS, PARAMS, PRIMITIVES
@@ -397,8 +398,11 @@ def _fold(x):
 
 
 def lower(isa: ISA, insn: Insn) -> Semantics:
+    text, reason = FIXUPS.get(insn.tag, (insn.semantics, ""))
+    if text is None:
+        raise CompileError(f"withheld (emu.dsp.fixups): {reason}")
     try:
-        tree = syntax.parse(expand(isa, insn.semantics))
+        tree = syntax.parse(expand(isa, text))
     except (syntax.ParseError, cpp.CppError) as e:
         raise CompileError(f"parse: {e}") from None
     lo = _Lowering(isa, insn)

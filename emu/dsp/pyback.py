@@ -30,8 +30,8 @@ _DTYPES = {(8, True): "_i8", (8, False): "_u8", (16, True): "_i16", (16, False):
            (32, False): "_u32", (64, True): "_i64", (64, False): "_u64"}
 _IEEE = frozenset(k for k in dir(ieee) if not k.startswith("_") and callable(getattr(ieee, k)))
 # float primitives that take the core (for its exception flags) as their first argument
-_FLAGGED = frozenset({*(k for k in _IEEE if k.startswith("conv_")), "fmax", "fmaxf", "fmin", "fminf", "fFMAF",
-                      "fSFMPY"})
+_FLAGGED = frozenset({*(k for k in _IEEE if k.startswith("conv_")), "fmax", "fmaxf", "fmin", "fminf",
+                      "internal_fmafx", "internal_mpyf"})
 _NAMESPACE = {**{k: getattr(runtime, k) for k in dir(runtime) if not k.startswith("_")},
               **{k: getattr(ieee, k) for k in _IEEE},
               "_np": np, "_inf": math.inf, "_nan": math.nan, "_i8": np.int8, "_u8": np.uint8, "_i16": np.int16,
@@ -328,7 +328,7 @@ def compile_semantics(sem: Semantics) -> Compiled:
 _COMPILED: dict[tuple[int, str], Compiled | CompileError] = {}
 _SOURCES: dict[str, tuple | str] | None = None  # tag -> (source, inputs, outputs), or the CompileError text
 _NEW: dict[str, tuple | str] = {}
-_COMPILER = ("cpp", "syntax", "library", "ir", "lower", "pyback", "runtime", "ieee", "operands", "isa")
+_COMPILER = ("cpp", "syntax", "library", "fixups", "ir", "lower", "pyback", "runtime", "ieee", "operands", "isa")
 
 
 def _cache_file() -> Path:
