@@ -116,9 +116,10 @@ def test_topology_as_amdkfd_writes_it(arch, cus, wave):
     assert sorted(c.io(ips).listdir(), key=int) == ["11", "42", "108"]
     gc = tuple(int(c.io(f"{ips}/11/0/{f}").read()) for f in ("major", "minor", "revision"))
     assert gc[0] == (9 if arch == "gfx942" else int(arch[3:5]))
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError):  # the mock owns the topology: no node 9, whatever the host has
         c.io("/sys/devices/virtual/kfd/kfd/topology/nodes/9/gpu_id")
     assert c.io.exists("/dev/kfd") and not c.io.exists("/dev/dri/renderD200")
+    assert c.io.exists("/etc/hostname") == os.path.exists("/etc/hostname")  # other paths are the OS's
 
 
 # -- ioctls: errno and no change on error ---------------------------------------------------------------------------

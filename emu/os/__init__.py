@@ -26,6 +26,7 @@ from stack.hcq.fileio import MAP_FIXED, FileIO, os_mmap, os_munmap
 DEFAULT_ARCH = "gfx1100"
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
 FIRST_RENDER_MINOR = 128
+OWNED = ("/sys/devices/virtual/kfd", "/sys/class/kfd", "/dev/dri/renderD", "/sys/class/drm/renderD")
 GTT_SIZE = 64 << 30  # system memory GPU buffers can take (sparse: pages exist once touched)
 
 
@@ -70,7 +71,13 @@ class MockSystem:
                           f"{ip}/base_addr": "0x00001260\n"})
         return f
 
-    def is_mock(self, path: str) -> bool:
+    @staticmethod
+    def owns(path: str) -> bool:
+        """Whether `path` is in the mock's namespace (present or not): the KFD device and topology, render nodes."""
+        p = os.path.normpath(path) if path else ""
+        return p == "/dev/kfd" or p.startswith(OWNED)
+
+    def exists(self, path: str) -> bool:
         p = os.path.normpath(path)
         return p in self.files or self.is_dir(p)
 
@@ -115,11 +122,11 @@ class MockFileIO:
     def __init__(self, path: str, flags: int = os.O_RDONLY, fd: int | None = None):
         self.path = os.path.normpath(path) if path else path
         self._real: FileIO | None = None
-        if fd is not None or not self.system.is_mock(self.path):
+        if fd is not None or not self.system.owns(self.path):
             self._real = FileIO(path, flags) if fd is None else _wrap_fd(path, fd)
             self.fd = self._real.fd
             return
-        if self.path not in self.system.files and not self.system.is_dir(self.path):
+        if not self.system.exists(self.path):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
         self.fd = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
         node = "kfd" if self.path == "/dev/kfd" else self.system.render_gpu(self.path)
@@ -189,7 +196,7 @@ class MockFileIO:
 
     @classmethod
     def exists(cls, path: str) -> bool:
-        return cls.system.is_mock(path) or os.path.exists(path)
+        return cls.system.exists(path) if cls.system.owns(path) else os.path.exists(path)
 
     @staticmethod
     def anon_mmap(addr: int, size: int, prot: int, flags: int, offset: int = 0) -> int:
