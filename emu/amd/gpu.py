@@ -66,7 +66,7 @@ class Loaded:
         p = self._programs.get(lanes)
         if p is None:
             vm = self._gpu.vm
-            p = Program(self._gpu.family, lanes, lambda pc, n: fetch_code(vm, pc, n))
+            p = Program(self._gpu.arch, lanes, lambda pc, n: fetch_code(vm, pc, n))
             for s in self.co.segments:
                 if s.flags & 1:  # PF_X: decode the code once
                     p.predecode(s.data, self.base + s.vaddr)

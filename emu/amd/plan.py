@@ -32,6 +32,7 @@ _BARRIERS = {"S_BARRIER", "S_BARRIER_WAIT"}
 _ENDS = {"S_ENDPGM", "S_ENDPGM_SAVED"}
 _MEM_BASES = {"GLOBAL", "FLAT", "SCRATCH", "VGLOBAL", "VFLAT", "VSCRATCH"}
 _INST_FIELDS = {"INST.OMOD": "omod", "INST.ABS": "abs", "INST.NEG": "neg"}  # encoding fields named as such
+_SDWA_SELECTS = {"BYTE0": 0, "BYTE1": 1, "BYTE2": 2, "BYTE3": 3, "WORD0": 4, "WORD1": 5, "DWORD": 6}
 _CLOCKS = {"S_MEMTIME", "S_MEMREALTIME", "S_SENDMSG_RTN_B32", "S_SENDMSG_RTN_B64"}
 MSG_RTN_GET_REALTIME = 0x83  # s_sendmsg_rtn message that returns the clock (LLVM's sendmsg(MSG_RTN_GET_REALTIME))
 _MODIFIER_FIELDS = {"OPSEL": "opsel", "OPSEL_HI": "opsel_hi", "NEG": "neg", "NEG_HI": "neg_hi", "CLAMP": "clmp"}
@@ -57,8 +58,10 @@ def _fault_step(kind: str, detail: str) -> Callable:
 class Planner(ValuPlans, MemoryPlans):
     """Builds the step closure of an instruction for one family and wave size."""
 
-    def __init__(self, family: str, lanes: int):
-        self.fam, self.lanes = family, lanes
+    def __init__(self, target: str, lanes: int):
+        """`target`: a processor (gfx942) or a family name (its instructions as the family's tables say)."""
+        family = isa.family(target)
+        self.target, self.fam, self.lanes = target, family, lanes
         self.isa = isa.load(family)
         self.cdna = family == "cdna"
         self.m0, self.null = m0_null(family)
@@ -73,7 +76,7 @@ class Planner(ValuPlans, MemoryPlans):
         if s is None:
             try:
                 from emu.pcode import compile_op
-                s = compile_op(self.fam, op.enc, op.name)
+                s = compile_op(self.target, op.enc, op.name)
             except Exception as e:  # Unsupported, or a pcode gap: the instruction faults when executed
                 s = Unsupported(f"{op.enc} {op.name}: no compiled semantics ({type(e).__name__}: {e})")
             self._sems[key] = s
@@ -165,6 +168,11 @@ class Planner(ValuPlans, MemoryPlans):
             return lambda w: w.vgpr.T  # the pcode indexes VGPR[lane][register]
         if n == "SGPR":
             return lambda w: w.sgpr
+        if n in _SDWA_SELECTS:
+            return lambda w, v=_SDWA_SELECTS[n]: v
+        if n == "SDWA_SRC0_SEL":  # the SDWA source select (fp8 conversions pick their byte); other forms: byte 0
+            v = inst.fields.get("src0_sel", 0) if inst.enc.endswith("SDWA") else 0
+            return lambda w: v
         if n == "OPSEL_HI":
             v = opsel_hi(inst.fields)
             return lambda w: v

@@ -149,7 +149,7 @@ class ValuPlans:
                         r = _then(r, m)
             if is_float(fmt) and not _keeps_denormals(op.name):
                 r = _flush_input(r, fmt, bits)
-            if sdwa and i < 2:
+            if sdwa and i < 2 and not (i == 0 and "SDWA_SRC0_SEL" in sem.reads):  # else the pcode selects
                 sel, sext = f.get(f"src{i}_sel", 6), bool(f.get(f"src{i}_sext", 0))
                 if sel != 6 or sext:
                     r = _then(r, lambda v, sel=sel, sext=sext: sdwa_extract(v, sel, sext))

@@ -54,16 +54,16 @@ class WaveState:
 
 
 class Program:
-    """Decoded code with lazily built execution plans, for one family and wave size."""
+    """Decoded code with lazily built execution plans, for one processor (or family) and wave size."""
 
-    def __init__(self, family: str, lanes: int, fetch):
+    def __init__(self, target: str, lanes: int, fetch):
         """`fetch(pc, n) -> bytes` reads up to n bytes of code at pc (raises GPUFault when unmapped)."""
         from emu.amd.plan import Planner
-        self.family, self.lanes = family, lanes
+        self.family, self.lanes = isa.family(target), lanes
         self.fetch = fetch
         self.steps: dict[int, object] = {}
         self.insts: dict[int, object] = {}
-        self.planner = Planner(family, lanes)
+        self.planner = Planner(target, lanes)
 
     def predecode(self, code: bytes, base: int) -> None:
         from emu.amd.decode import decode
@@ -175,6 +175,7 @@ class Wave(WaveState):
         if lanes not in ((64,) if fam == "cdna" else (32, 64)):
             raise ValueError(f"{arch} runs waves of {'64' if fam == 'cdna' else '32 or 64'} lanes, not {lanes}")
         super().__init__(fam, lanes, agprs=256 if fam == "cdna" else 0)
+        self.arch = arch
         self.mode = default_mode(fam)
         from emu.amd.memspace import LDS, Flat
         self.vm = VM()
@@ -189,7 +190,7 @@ class Wave(WaveState):
             if not pc <= at < end:
                 raise GPUFault(FaultRecord("illegal-instruction", detail=f"pc {at:#x} outside the snippet"))
             return code[at - pc:at - pc + n]
-        prog = Program(self.family, self.lanes, fetch)
+        prog = Program(self.arch, self.lanes, fetch)
         prog.predecode(code, pc)
         from emu.amd.plan import end_step
         prog.steps[end] = end_step

@@ -64,7 +64,7 @@ import numpy as np
 
 from emu.amd import isa as _isa
 from emu.pcode import pyback
-from emu.pcode.fixups import fixup
+from emu.pcode.fixups import FNUZ_ARCHS, fixup, fnuz
 from emu.pcode.ir import Func
 from emu.pcode.lower import Lowerer
 from emu.pcode.syntax import PcodeSyntaxError, parse
@@ -139,9 +139,12 @@ def pcode_of(arch: str, space: str, name: str) -> tuple[str | None, str | None]:
     if text is None:  # the VOP3 form of a VOP1 / VOP2 / VOPC op: CDNA's table gives the text with the short form
         text = next((by[sp, name].pcode for sp in _SHORT_FORMS if (sp, name) in by and by[sp, name].pcode), None)
     fx = fixup(fam, name)
+    reason = None
     if fx is not None:
-        return fx.apply(text), fx.reason
-    return text, None
+        text, reason = fx.apply(text), fx.reason
+    if text and arch in FNUZ_ARCHS:
+        text = fnuz(text)
+    return text, reason
 
 
 def _callee(fam: str, name: str) -> str | None:
@@ -157,7 +160,7 @@ def _callee(fam: str, name: str) -> str | None:
 def lower_op(arch: str, space: str, name: str) -> Func:
     """The typed IR of an instruction (raises Unsupported)."""
     fam = _isa.family(arch)
-    text, reason = pcode_of(fam, space, name)
+    text, reason = pcode_of(arch, space, name)
     if text is None:
         raise Unsupported(reason or f"{name} has no pcode")
     try:
@@ -168,8 +171,9 @@ def lower_op(arch: str, space: str, name: str) -> Func:
 
 
 def compile_op(arch: str, space: str, name: str) -> Semantics:
-    """The compiled semantics of instruction `name` of opcode space `space` (cached per family)."""
-    return _compile(_isa.family(arch), space, name)
+    """The compiled semantics of instruction `name` of opcode space `space` (cached per family; the CDNA3
+    processors, whose fp8 / bf8 formats differ from the CDNA4 text, have their own)."""
+    return _compile(arch if arch in FNUZ_ARCHS else _isa.family(arch), space, name)
 
 
 @functools.cache

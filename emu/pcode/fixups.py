@@ -253,5 +253,14 @@ def _matrix(family: str, name: str) -> Fixup | None:
         return Fixup(None, f"prose: matrix op not modelled ({e})")
 
 
+# The CDNA tables are CDNA4's (gfx950: OCP E4M3 / E5M2 fp8 and bf8). CDNA3 (gfx940-942) has the FNUZ formats
+# instead (bias 8 / 16, no infinities, no -0, 0x80 the only NaN): its texts name those.
+FNUZ_ARCHS = frozenset({"gfx940", "gfx941", "gfx942"})
+
+
+def fnuz(text: str) -> str:
+    return re.sub(r"(?<![A-Za-z0-9])(fp8|bf8)(?![A-Za-z0-9])", r"\1fnuz", text)
+
+
 def fixup(family: str, name: str) -> Fixup | None:
     return FAMILY_FIXUPS.get((family, name)) or FIXUPS.get(name) or _matrix(family, name)

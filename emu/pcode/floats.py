@@ -241,10 +241,13 @@ def _mf_table(kind: str):
                 v = math.inf if m == 0 else math.nan
             if special == "nan" and e == (1 << eb) - 1 and m == (1 << mb) - 1:
                 v = math.nan
+            if special == "fnuz" and code == 1 << (n - 1):  # what would be -0
+                v = math.nan
             vals[code] = -v if s else v
         pos = [c for c in range(1 << (n - 1)) if np.isfinite(vals[c])]
         fin = vals[pos]
-        over = {"ieee": (((1 << eb) - 1) << mb), "nan": (1 << (n - 1)) - 1, "none": pos[-1]}[special]
+        over = {"ieee": (((1 << eb) - 1) << mb), "nan": (1 << (n - 1)) - 1, "none": pos[-1],
+                "fnuz": 1 << (n - 1)}[special]
         _MF[kind] = (vals, fin, np.array(pos, U64), fin[-1], over, n)
     return _MF[kind]
 
@@ -266,11 +269,19 @@ def mf_encode(x, kind: str):
     code = np.where(pick_hi, codes[i], codes[i - 1])
     ulp = fin[-1] - fin[-2]
     code = np.where(a >= top + ulp / 2, U64(over), np.where(a > top, codes[-1], code))
-    nan = ({"ieee": ((1 << (n - 1)) - 1), "nan": (1 << (n - 1)) - 1}.get(_spec(kind)))
+    return _signed(code, d, kind, n)
+
+
+def _signed(code, d, kind: str, n: int):
+    """A magnitude's code with NaN and the sign applied as the format has them (FNUZ: no -0, NaN 0x80)."""
+    spec = _spec(kind)
+    nan = {"ieee": (1 << (n - 1)) - 1, "nan": (1 << (n - 1)) - 1, "fnuz": 1 << (n - 1)}.get(spec)
     if nan is not None:
         code = np.where(np.isnan(d), U64(nan), code)
-    sign = np.where(np.signbit(d) & ~np.isnan(d), U64(1 << (n - 1)), U64(0))
-    return code | sign
+    neg = np.signbit(d) & ~np.isnan(d)
+    if spec == "fnuz":
+        neg &= code != 0
+    return code | np.where(neg, U64(1 << (n - 1)), U64(0))
 
 
 def _spec(kind: str) -> str:
@@ -294,10 +305,7 @@ def mf_encode_sr(x, rnd, kind: str):
     code = np.where(_sr_up(np.minimum(a, top + ulp), ext[i], ext[i + 1], rnd),
                     np.append(codes, U64(over))[i + 1], codes[i])
     code = np.where(a >= top + ulp, U64(over), code)
-    nan = {"ieee": (1 << (n - 1)) - 1, "nan": (1 << (n - 1)) - 1}.get(_spec(kind))
-    if nan is not None:
-        code = np.where(np.isnan(d), U64(nan), code)
-    return code | np.where(np.signbit(d) & ~np.isnan(d), U64(1 << (n - 1)), U64(0))
+    return _signed(code, d, kind, n)
 
 
 def fconv_sr(x, rnd, bits: int, bf: bool = False):

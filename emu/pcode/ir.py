@@ -35,7 +35,8 @@ class Ty:
 # small float formats, held as raw bits: exponent bits, mantissa bits, bias, special values
 # ('ieee': inf and NaN at the top exponent, 'nan': only all-ones is NaN, 'none': all codes finite)
 MINIFLOATS = {"fp8": (4, 3, 7, "nan"), "bf8": (5, 2, 15, "ieee"), "fp6": (2, 3, 1, "none"),
-              "bf6": (3, 2, 3, "none"), "fp4": (2, 1, 1, "none")}
+              "bf6": (3, 2, 3, "none"), "fp4": (2, 1, 1, "none"),
+              "fp8fnuz": (4, 3, 8, "fnuz"), "bf8fnuz": (5, 2, 16, "fnuz")}  # fnuz: 0x80 is NaN, no inf, no -0
 
 
 BOOL = Ty("bool", 1)

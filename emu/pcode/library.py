@@ -122,7 +122,8 @@ def call(name: str, args: list[Expr], lw) -> Expr:
     raise Unsupported(f"unknown function {name}/{n}")
 
 
-_MINI_CVT = re.compile(r"^(f32|f16|bf16|fp8|bf8|fp6|bf6|fp4)_to_(f32|f16|bf16|fp8|bf8|fp6|bf6|fp4)(_sr)?(_scale)?$")
+_MINI = "f32|f16|bf16|fp8fnuz|bf8fnuz|fp8|bf8|fp6|bf6|fp4"
+_MINI_CVT = re.compile(rf"^({_MINI})_to_({_MINI})(_sr)?(_scale)?$")
 
 
 def minifloat_conversion(m: re.Match, args: list[Expr]) -> Expr:

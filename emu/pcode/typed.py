@@ -19,7 +19,7 @@ class Unsupported(Exception):
 LIT = Ty("int", 0)  # an unsized integer literal: takes its partner's type
 FLIT = Ty("flt", 0)  # an unsuffixed float literal
 _TYPE = re.compile(r"^(bf|[uibf])(\d+)$")
-_MINI = {"fp8": 8, "bf8": 8, "fp6": 6, "bf6": 6, "fp4": 4}
+_MINI = {"fp8": 8, "bf8": 8, "fp6": 6, "bf6": 6, "fp4": 4, "fp8fnuz": 8, "bf8fnuz": 8}
 def type_name(name: str) -> Ty | None:
     """Ty of a typed-access suffix ('u32', 'b64', 'f16', 'bf16', 'i24'), None for other names."""
     if name in _MINI:
