@@ -185,3 +185,14 @@ def test_kernel_registers_priv_and_lds():
 def test_shape_rejects(bad, exc):
     with pytest.raises(exc, match="global_size"):
         hp.shape(bad, "global_size")
+
+
+@pytest.mark.parametrize("version,arch", [(110000, "gfx1100"), (120001, "gfx1201"), (90402, "gfx942"),
+                                          (90010, "gfx90a"), (110501, "gfx1151"), (90000, "gfx900")])
+def test_node_arch_from_gfx_target_version(version, arch):
+    assert Node(1, 1, {"gfx_target_version": version}).arch == arch
+
+
+def test_properties_errors():
+    with pytest.raises(ValueError, match="nodes/1/properties: line 'simd_count many'"):
+        parse_properties("simd_count 4\nsimd_count many\n", "nodes/1/properties")
