@@ -229,3 +229,34 @@ def test_sin_cos_reduce_large_revolutions(arch):
     w.run(asm("v_sin_f32 v2, v1\nv_cos_f32 v3, v1\ns_endpgm", arch))
     np.testing.assert_allclose(f32(w, 2), np.sin(2 * np.pi * turns), atol=2e-6)
     np.testing.assert_allclose(f32(w, 3), np.cos(2 * np.pi * turns), atol=2e-6)
+
+
+def test_vinterp_reads_the_quads_parameter_lanes():
+    """v_interp_p10_f32 D = P10 * I + P0 and v_interp_p2_f32 D = P20 * J + S2, P0 / P10 / P20 from lanes 0 / 1 / 2
+    of the lane's quad (as lds_param_load leaves them); neg on the parameter source and clamp apply."""
+    w = wave("gfx1100")
+    p = np.linspace(-2, 2, 32).astype(F32)
+    ij, b = np.linspace(0.1, 3.2, 32).astype(F32), np.linspace(-5, 9, 32).astype(F32)
+    w.vgpr[1], w.vgpr[2], w.vgpr[3] = p.view(U32), ij.view(U32), b.view(U32)
+    w.run(asm("v_interp_p10_f32 v4, v1, v2, v1 wait_exp:0\nv_interp_p2_f32 v5, -v1, v2, v3 clamp\ns_endpgm",
+              "gfx1100"))
+    q = np.arange(32) & ~3
+    np.testing.assert_array_equal(f32(w, 4), (p[q + 1].astype(np.float64) * ij + p[q]).astype(F32))
+    np.testing.assert_array_equal(f32(w, 5), np.clip((-p[q + 2].astype(np.float64) * ij + b).astype(F32), 0, 1))
+
+
+def test_vopc_dpp_row_controls_in_wave64_on_gfx11():
+    """row_share / row_xmask (gfx11 has no row_bcast: llvm-mc rejects it) on compares of a wave64."""
+    from emu.amd import Wave
+    w = Wave("gfx1100", 64)
+    i = np.arange(64)
+    a, b = (i % 7).astype(U32), (i % 5).astype(U32)
+    w.vgpr[1], w.vgpr[2] = a, b
+    w.run(asm("v_cmp_eq_u32_dpp vcc, v1, v2 row_share:3 row_mask:0xf bank_mask:0xf\ns_mov_b64 s[4:5], vcc\n"
+              "v_cmp_eq_u32_e64_dpp s[0:1], v1, v2 row_xmask:1 row_mask:0xf bank_mask:0xf\ns_endpgm",
+              "gfx1100", "wavefrontsize64"))
+
+    def mask(x):
+        return sum(1 << int(k) for k in np.flatnonzero(x))
+    assert int(w.sgpr[4]) | int(w.sgpr[5]) << 32 == mask(a[(i & ~15) | 3] == b)
+    assert int(w.sgpr[0]) | int(w.sgpr[1]) << 32 == mask(a[(i & ~15) | ((i & 15) ^ 1)] == b)

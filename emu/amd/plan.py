@@ -106,7 +106,7 @@ class Planner(ValuPlans, MemoryPlans):
                 return self._salu(inst)
             if base == "SMEM":
                 return self._smem(inst)
-            if base in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P"):
+            if base in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P", "VINTERP"):
                 return self._indexable(inst, self._valu(inst)) if self.cdna else self._valu(inst)
             if base == "VOPD":
                 return self._vopd(inst)

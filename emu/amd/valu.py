@@ -99,7 +99,7 @@ class ValuPlans:
         base = base or inst.base
         enc = inst.enc
         fam, cdna = self.fam, self.cdna
-        vop3 = base in ("VOP3", "VOP3SD", "VOP3P")
+        vop3 = base in ("VOP3", "VOP3SD", "VOP3P", "VINTERP")
         dpp16_ = enc.endswith("DPP16")
         dpp8_ = enc.endswith("DPP8")
         sdwa = enc.endswith("SDWA") or enc.endswith("SDWA_SDST")

@@ -214,6 +214,18 @@ def _trig(fn: str) -> Fixup:
                  "(x - nearest integer: exact in any float type) and the rest is evaluated in f64 here")
 
 
+def _vinterp_source(m: re.Match) -> str:
+    lane, k, ty = m.group(1), m.group(2), m.group(3)
+    reg = f"VGPR[{lane}][SRC{k}.u32]"
+    v = f"(OPSEL[{k}].u1 ? {reg}[31 : 16].f16 : {reg}[15 : 0].f16)" if ty == "f16" else f"{reg}.f32"
+    return f"(NEG[{k}].u1 ? -{v} : {v})"
+
+
+_VINTERP = Fixup(lambda t: re.sub(r"VGPR\[([^\[\]]*)\]\[SRC(\d)\.u32\]\.(f16|f32)", _vinterp_source, t),
+                 "the sources read from other lanes' registers (the quad's parameter data) take the encoding's neg "
+                 "and, for f16 data, op_sel (high half) modifiers, which the text leaves out")
+
+
 _MODE_FIELD = ("the table has no pcode; the ISA manual: SIMM16[3:0] replaces MODE.{0} (MODE[{1}])")
 _MODE_SETTERS = {
     "S_ROUND_MODE": Fixup("MODE = (MODE.u32 & 0xfffffff0U) | 32'U(SIMM16.u16[3 : 0])",
@@ -224,6 +236,8 @@ _MODE_SETTERS = {
 _SETREG = Fixup(lambda t: t.replace("mask = (mask & 32'I(", "mask = (mask << offset.u32);\nmask = (mask & 32'I("),
                 "the field mask is not shifted to the field's offset before masking the value (RDNA4's text is)")
 FIXUPS.update(_MODE_SETTERS)
+FIXUPS.update({n: _VINTERP for n in ("V_INTERP_P10_F32", "V_INTERP_P2_F32", "V_INTERP_P10_F16_F32",
+                                     "V_INTERP_P2_F16_F32", "V_INTERP_P10_RTZ_F16_F32", "V_INTERP_P2_RTZ_F16_F32")})
 FIXUPS.update({f"V_{fn.upper()}_{t}": _trig(fn) for fn in ("sin", "cos") for t in ("F16", "F32")})
 FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {
     ("rdna3", "S_SETREG_B32"): _SETREG, ("rdna3", "S_SETREG_IMM32_B32"): _SETREG,
