@@ -34,6 +34,7 @@ _MEM_BASES = {"GLOBAL", "FLAT", "SCRATCH", "VGLOBAL", "VFLAT", "VSCRATCH"}
 _INST_FIELDS = {"INST.OMOD": "omod", "INST.ABS": "abs", "INST.NEG": "neg"}  # encoding fields named as such
 _SDWA_SELECTS = {"BYTE0": 0, "BYTE1": 1, "BYTE2": 2, "BYTE3": 3, "WORD0": 4, "WORD1": 5, "DWORD": 6}
 _CLOCKS = {"S_MEMTIME", "S_MEMREALTIME", "S_SENDMSG_RTN_B32", "S_SENDMSG_RTN_B64"}
+VCC_LO, VCC_HI = 106, 107  # operand codes
 MSG_RTN_GET_REALTIME = 0x83  # s_sendmsg_rtn message that returns the clock (LLVM's sendmsg(MSG_RTN_GET_REALTIME))
 _MODIFIER_FIELDS = {"OPSEL": "opsel", "OPSEL_HI": "opsel_hi", "NEG": "neg", "NEG_HI": "neg_hi", "CLAMP": "clmp"}
 
@@ -300,7 +301,8 @@ class Planner(ValuPlans, MemoryPlans):
             soff_code = None if soff_code in (None, self.null) else soff_code
         soff = scalar_reader(soff_code, 32, "", None, self.fam) if soff_code is not None else (lambda w: 0)
         dst = f["sdata"]
-        if dst + ndw > 106 and not (108 <= dst and dst + ndw <= 124):
+        vcc = dst + ndw > VCC_LO and dst <= VCC_HI  # a load into VCC (VCC_LO/VCC_HI are SGPRs 106/107)
+        if not (dst + ndw <= VCC_HI + 1 or 108 <= dst and dst + ndw <= 124):
             raise OperandError(f"s_load destination s{dst}+{ndw} out of range")
         nxt = inst.pc + inst.size
 
@@ -311,7 +313,12 @@ class Planner(ValuPlans, MemoryPlans):
             except GPUFault as e:
                 e.record.detail = f"scalar {e.record.detail} by the wave"
                 raise
-            w.sgpr[dst:dst + ndw] = np.frombuffer(w.vm.read(addr, 4 * ndw), np.uint32)
+            data = np.frombuffer(w.vm.read(addr, 4 * ndw), np.uint32)
+            w.sgpr[dst:dst + ndw] = data
+            if vcc:  # VCC lives beside the SGPR file: its halves take the dwords that land on 106 / 107
+                for k in range(max(dst, VCC_LO), dst + ndw):
+                    half = (k - VCC_LO) * 32
+                    w.vcc = (w.vcc & ~(0xFFFFFFFF << half)) | int(data[k - dst]) << half
             w.pc = nxt
             return 0
         return step
