@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from emu.amd.memory import FaultRecord, GPUFault
 from emu.amd.operands import APERTURE_SIZE, PRIVATE_APERTURE, SHARED_APERTURE
 
 U64 = np.uint64
@@ -45,7 +46,8 @@ class LDS:
 
 
 class Scratch:
-    """Private memory of one wave through the VM, lane-interleaved per dword."""
+    """Private memory of one wave through the VM, lane-interleaved per dword. A wave given no scratch
+    (TMPRING_SIZE.WAVESIZE 0, or a free-standing Wave) faults on every access, naming the private aperture."""
 
     def __init__(self, vm, base: int, lanes: int, size_per_lane: int):
         self.vm, self.base, self.lanes, self.size = vm, base, lanes, size_per_lane
@@ -54,8 +56,18 @@ class Scratch:
     def _phys(self, off: np.ndarray) -> np.ndarray:
         return U64(self.base) + ((off >> U64(2)) * U64(self.lanes) + self.lane[:off.size]) * U64(4) + (off & U64(3))
 
+    def _none(self, off: np.ndarray, bits: int, active, write: bool) -> None:
+        lanes = np.flatnonzero(np.ones(off.size, bool) if active is None else np.asarray(active, bool))
+        if lanes.size:
+            raise GPUFault(FaultRecord("unmapped", tuple(int(PRIVATE_APERTURE + o) for o in off[lanes]),
+                                       tuple(int(x) for x in lanes), bits, write,
+                                       detail="private aperture: the wave has no scratch (TMPRING_SIZE.WAVESIZE 0)"))
+
     def load(self, addr, bits: int, active=None) -> np.ndarray:
         off = np.asarray(addr, U64).reshape(-1) & U64(0xFFFFFFFF)
+        if not self.size:
+            self._none(off, bits, active, False)
+            return np.zeros(off.size, U64)
         if bits <= 32:
             return self.vm.load(self._phys(off), bits, active)
         out = np.zeros(off.size, U64)
@@ -65,6 +77,9 @@ class Scratch:
 
     def store(self, addr, bits: int, value, active=None) -> None:
         off = np.asarray(addr, U64).reshape(-1) & U64(0xFFFFFFFF)
+        if not self.size:
+            self._none(off, bits, active, True)
+            return
         value = np.broadcast_to(np.asarray(value, U64), off.shape)
         if bits <= 32:
             self.vm.store(self._phys(off), bits, value, active)

@@ -177,10 +177,11 @@ class Wave(WaveState):
         super().__init__(fam, lanes, agprs=256 if fam == "cdna" else 0)
         self.arch = arch
         self.mode = default_mode(fam)
-        from emu.amd.memspace import LDS, Flat
+        from emu.amd.memspace import LDS, Flat, Scratch
         self.vm = VM()
         self.lds = LDS(65536)
-        self.flat = Flat(self.vm, self.lds, None)
+        self.scratch = Scratch(self.vm, 0, lanes, 0)  # no private segment: scratch accesses fault
+        self.flat = Flat(self.vm, self.lds, self.scratch)
 
     def run(self, code: bytes, pc: int = 0, limit: int = 1_000_000) -> None:
         code = bytes(code)
