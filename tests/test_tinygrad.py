@@ -72,9 +72,7 @@ def test_tensor_ops_gfx1100_default_renderer():
     assert "ALL OK" in check(run_tinygrad(OPS, "MOCKKFD+AMD", {"HWEMU_STATS": "1"}))
 
 
-@pytest.mark.parametrize("arch", ["gfx1201", pytest.param("gfx942", marks=pytest.mark.xfail(
-    strict=True, reason="gfx9 SDWA of 16-bit ops (v_add_u16_sdwa src0_sel:WORD_1 / dst_sel:WORD_1) loses the word: "
-                        "int8 adds come out 0"))])
+@pytest.mark.parametrize("arch", ["gfx1201", "gfx942"])
 def test_tensor_ops_other_archs(arch):
     assert "ALL OK" in check(run_tinygrad(OPS, f"MOCKKFD+AMD:LLVM:{arch}"))
 

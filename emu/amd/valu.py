@@ -131,6 +131,9 @@ class ValuPlans:
                     code -= 256
             if i == 1 and sdwa and f.get("s1"):
                 code -= 256
+            sel, sext = (f.get(f"src{i}_sel", 6), bool(f.get(f"src{i}_sext", 0))) if sdwa and i < 2 else (6, False)
+            if i == 0 and "SDWA_SRC0_SEL" in sem.reads:
+                sel, sext = 6, False  # the pcode selects itself
             hi = False
             if bits <= 16 and not cdna:
                 if vop3:
@@ -142,17 +145,17 @@ class ValuPlans:
             elif op.name.startswith(_MIX):
                 r = _then(vector_reader(code, bits, fmt, inst.literal, hi, fam), _mix_modifier(f, i))
             else:
-                r = vector_reader(code, bits, fmt, inst.literal, hi, fam)
+                if sel != 6 or sext:  # SDWA: the operand is a byte or word of the whole dword, then modified
+                    r = _then(vector_reader(code, 32, fmt, inst.literal, False, fam),
+                              lambda v, sel=sel, sext=sext: sdwa_extract(v, sel, sext))
+                else:
+                    r = vector_reader(code, bits, fmt, inst.literal, hi, fam)
                 if is_float(fmt) or op.name in FLOAT_MODIFIED:
                     m = modifier(bits if bits > 16 else 16, bool(abss >> i & 1), bool(negs >> i & 1))
                     if m is not None:
                         r = _then(r, m)
             if is_float(fmt) and not _keeps_denormals(op.name):
                 r = _flush_input(r, fmt, bits)
-            if sdwa and i < 2 and not (i == 0 and "SDWA_SRC0_SEL" in sem.reads):  # else the pcode selects
-                sel, sext = f.get(f"src{i}_sel", 6), bool(f.get(f"src{i}_sext", 0))
-                if sel != 6 or sext:
-                    r = _then(r, lambda v, sel=sel, sext=sext: sdwa_extract(v, sel, sext))
             if i == 0 and dpp16_:
                 r, wmask = self._dpp16(r, f)
             elif i == 0 and dpp8_:
@@ -195,9 +198,9 @@ class ValuPlans:
                 if dst_bits <= 16 and not vop3 and not cdna and reg >= 128:
                     reg, hi = reg - 128, True
                 vw = vgpr_writer(reg, dst_bits, hi, zero_hi16=cdna)
-                if sdwa and f.get("dst_sel", 6) != 6:
+                if sdwa and f.get("dst_sel", 6) != 6:  # the result goes to a byte or word of the whole dword
                     sel, unused = f["dst_sel"], f.get("dst_unused", 0)
-                    vw = _sdwa_writer(vw, vgpr_reader(reg, 32), sel, unused)
+                    vw = _sdwa_writer(vgpr_writer(reg, 32), vgpr_reader(reg, 32), sel, unused)
                 writes.append((n, vw))
                 post = _result_modifiers(dst_bits, dst_fmt, f.get("omod", 0), f.get("clmp", 0), fam,
                                          not _keeps_denormals(op.name))
