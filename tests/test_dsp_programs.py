@@ -5,6 +5,8 @@ import subprocess
 
 import pytest
 from dsp_support import vendor_isa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emu.dsp.linux import Process
 from emu.dsp.memory import MemoryFault
@@ -78,3 +80,28 @@ def test_cli_is_a_qemu_hexagon_drop_in(build):
     assert b"63(0x0" in r.stderr  # -strace: the read syscall
     bad = subprocess.run([sys.executable, "-m", "emu.dsp", "/nonexistent"], capture_output=True, timeout=60)
     assert bad.returncode == 1 and b"nonexistent" in bad.stderr
+
+
+@settings(max_examples=150)
+@given(st.data())
+def test_any_packet_runs_or_faults(isa, data):
+    """Untrusted code: a packet (well-formed or arbitrary words) runs, or raises MemoryFault / IllegalPacket."""
+    import numpy as np
+
+    from emu.dsp.core import IllegalPacket, Thread
+    from emu.dsp.decode import Decoder
+    from emu.dsp.memory import Memory
+    from emu.dsp.strategies import packets
+    words = data.draw(st.one_of(packets(Decoder.of(isa)), st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=4)))
+    mem = Memory()
+    mem.map(0x10000, 0x10000, "rwx")
+    for k, w in enumerate(words):
+        mem.store(4, 0x10000 + 4 * k, w)
+    t = Thread(isa, mem)
+    t.pc, t.on_trap = 0x10000, lambda *_: None
+    t.r = data.draw(st.lists(st.sampled_from([0, 4, 0x10800, 0x7FFFFFFF, 0xFFFFFFFF]), min_size=32, max_size=32))
+    t.v = np.arange(32 * 128, dtype=np.uint32).astype(np.uint8).reshape(32, 128)
+    try:
+        t.step()
+    except (MemoryFault, IllegalPacket):
+        pass

@@ -58,7 +58,7 @@ def _s64(x: int) -> int:
 class Thread:
     def __init__(self, isa: ISA, memory: Memory):
         self.isa, self.mem = isa, memory
-        self.decoder = Decoder(isa)
+        self.decoder = Decoder.of(isa)
         self.r = [0] * 32  # unsigned 32-bit
         self.c = [0] * 32  # control registers (c4 and c9 are derived: predicates, PC)
         self.p = [0] * 4
@@ -228,7 +228,11 @@ class Thread:
         try:
             for s in steps + tail:
                 self.current, self.fpflags = s.inst, 0
-                out = s.sem.fn(self, *[r(self) for r in s.readers])
+                try:
+                    args = [r(self) for r in s.readers]
+                except KeyError:  # a new-value operand whose producer was cancelled: so is the consumer
+                    continue
+                out = s.sem.fn(self, *args)
                 if self.fpflags:
                     self.usr |= self.fpflags << USR_FP_SHIFT
                 if out is not None:
@@ -282,7 +286,7 @@ def _reader(o, value: int, new_cls: str):
     """A function of the thread giving operand o's value as the semantics take it."""
     if o.cls == "#":
         return lambda t: value
-    if o.cls in "NO":  # new value: what the producer wrote in this packet
+    if o.cls in "NO":  # new value: what the producer wrote in this packet (KeyError: it did not)
         key = ("v" if new_cls == "V" else new_cls.lower(), value)
         return lambda t: t.log[key]
     if o.cls == "R" or o.cls == "C":

@@ -94,6 +94,9 @@ def _bits(word: int, positions: tuple[int, ...]) -> int:
     return v
 
 
+_DECODERS: dict[int, Decoder] = {}
+
+
 class Decoder:
     def __init__(self, isa: ISA):
         self.isa = isa
@@ -113,6 +116,14 @@ class Decoder:
         self.ambiguous = [(a.tag, b.tag) for forms in [*self.by_iclass, *self.sub.values()]
                           for i, a in enumerate(forms) for b in forms[i + 1:]
                           if a.mask == b.mask and a.value == b.value]
+
+    @classmethod
+    def of(cls, isa: ISA) -> Decoder:
+        """The decoder of an ISA, built once."""
+        d = _DECODERS.get(id(isa))
+        if d is None or d.isa is not isa:
+            d = _DECODERS[id(isa)] = cls(isa)
+        return d
 
     def match(self, word: int, forms: Sequence[Form]) -> Form | None:
         for f in forms:
