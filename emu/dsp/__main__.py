@@ -4,12 +4,29 @@
 
 stdin goes to the program, its stdout and stderr come out, and the exit status is the program's; a memory
 fault exits 139 and an illegal packet 132 (the statuses of SIGSEGV and SIGILL), with a report on stderr.
+`write_shims(DIR)` makes `qemu-hexagon-static` / `qemu-hexagon` executables that run it (for PATH).
 """
 from __future__ import annotations
 
+import os
+import shlex
 import sys
+from pathlib import Path
 
 _WITH_ARG = {"-L", "-cpu", "-d", "-E", "-U", "-D", "-R", "-s"}  # qemu options that take a value (ignored)
+QEMU_NAMES = ("qemu-hexagon-static", "qemu-hexagon")
+
+
+def write_shims(folder: str | os.PathLike) -> list[Path]:
+    """Executables named like qemu-hexagon in `folder` that run this emulator: put the folder first on PATH
+    and programs that start qemu-hexagon-static (tinygrad's MOCKDSP mode) run on hwemu."""
+    out = []
+    for name in QEMU_NAMES:
+        path = Path(folder) / name
+        path.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m emu.dsp \"$@\"\n")
+        path.chmod(0o755)
+        out.append(path)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,38 @@
+"""tinygrad 0.14's MOCKDSP mode (MOCKDSP=1 DEV=DSP) running its Hexagon programs on hwemu: the programs it
+compiles with clang for hexagonv65/HVX go to `qemu-hexagon-static`, which here is hwemu (emu.dsp shims)."""
+import os
+import subprocess
+import sys
+
+import pytest
+from dsp_support import vendor_isa
+
+from emu.dsp.__main__ import write_shims
+from tools import dsp_llvm_agreement as la
+
+SCRIPT = """
+import numpy as np
+from tinygrad import Tensor
+a = np.arange(64, dtype=np.float32).reshape(8, 8) / 7
+b = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+ta, tb = Tensor(a), Tensor(b)
+assert np.allclose((ta + tb).numpy(), a + b), "elementwise"
+assert np.allclose(ta.sum(axis=1).numpy(), a.sum(axis=1), rtol=1e-5), "reduction"
+assert np.allclose((ta @ tb).numpy(), a @ b, rtol=1e-4, atol=1e-5), "matmul"
+i = np.arange(300, dtype=np.int32) - 150
+assert ((Tensor(i) * 3 + 7).numpy() == i * 3 + 7).all(), "int32"
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not la.corpus_available(), reason="clang-19 / ld.lld-19 not installed (./dev)")
+def test_tinygrad_mockdsp_runs_on_hwemu(tmp_path):
+    vendor_isa()
+    shims = write_shims(tmp_path)
+    log = tmp_path / "calls"
+    shims[0].write_text(shims[0].read_text().replace("exec ", f"echo \"$@\" >> {log}\nexec ", 1))
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}", "MOCKDSP": "1", "DEV": "DSP",
+           "CC": "clang-19"}
+    r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+    assert len(log.read_text().splitlines()) >= 4  # every kernel ran on hwemu
