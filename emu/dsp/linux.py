@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from elftools.elf.elffile import ELFFile
 
-from emu.dsp.core import Thread
+from emu.dsp.core import IllegalPacket, Thread
 from emu.dsp.isa import ISA, load
 from emu.dsp.memory import PAGE, Memory, MemoryFault
 
@@ -98,7 +98,7 @@ class Process:
     # ---- syscalls ----
     def _trap(self, t: Thread, kind: int, imm: int) -> None:
         if kind != 0 or imm != 1:
-            raise ValueError(f"trap{kind}(#{imm}) at {t.pc:#x}: only trap0(#1) (Linux syscalls) is supported")
+            raise IllegalPacket(f"trap{kind}(#{imm}) before {t.pc:#x}: only trap0(#1) (Linux syscalls) is supported")
         n, a = t.r[6], t.r[:6]
         try:
             r = self._syscall(n, a)
