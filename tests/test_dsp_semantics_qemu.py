@@ -59,6 +59,9 @@ PACKETS = [
     "{ r1 = ##vdata+1280 }\n{ v2.tmp = vmem(r1+#0); vwhist256:sat }",
     "{ r1 = ##vdata+1408 }\n{ v3.tmp = vmem(r1+#0); vwhist128(q1,#1) }",
     "{ r1 = ##vdata+1536 }\n{ vmem(r1+#0):scatter_release }\n{ v6 = vmem(r1+#0) }",
+    "{ r5 = #0; r6 = #0 }\n{ p3 = sp1loop0(1f,#4) }\n1: { r5 = add(r5,#1); if (p3) r6 = add(r6,r5) }:endloop0",
+    "{ r5 = #0; r6 = #0 }\n{ p3 = sp2loop0(1f,#5) }\n1: { r5 = add(r5,#2); if (p3) r6 = add(r6,r5) }:endloop0",
+    "{ r5 = #0; r9 = #3 }\n{ loop0(1f,r9) }\n1: { r5 = add(r5,r9) }:endloop0\n{ r10 = lc0 }\n{ r11 = sa0 }",
     # bit-reversed addressing: r1's low half is the bit-reversed offset of vdata+8
     "{ r2 = ##vdata+8 }\n{ r3 = brev(r2) }\n{ r3 = lsr(r3,#16); r4 = and(r2,##-65536) }\n"
     "{ r1 = or(r4,r3); r5 = #4 }\n{ m1 = r5 }\n{ r6 = memw(r1++m1:brev) }",
