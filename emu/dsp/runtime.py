@@ -122,10 +122,6 @@ def fNOTQ(q: np.ndarray) -> np.ndarray:
     return ~q
 
 
-def lanes(v: np.ndarray, dtype) -> np.ndarray:
-    return v.view(dtype)
-
-
 def fCRNDN(a: int, n: int) -> int:
     """Convergent rounding of a at bit n, shifted down: ties (exactly half) go to the even result."""
     if n == 0:
