@@ -50,7 +50,7 @@ class Inst:
     ops: tuple[int, ...]  # per operand: register number (a pair's low register), or the immediate's value
     extended: bool = False
     word: int = 0  # the instruction word (for a sub-instruction, the duplex word)
-    new_cls: str = ""  # the register class (R, V) of the producer a new-value operand names
+    new_cls: str = ""  # the register class (R, V, ...; T: vtmp) of the producer a new-value operand names
 
     @property
     def tag(self) -> str:
@@ -218,12 +218,15 @@ class Decoder:
                     raise DecodeError(f"{inst.tag} at {addr:#x}: new-value operand names no earlier instruction")
                 producer = earlier[-back]
                 dests = [j for j, p in enumerate(producer.form.operands) if p.written]
-                if not dests:
-                    raise DecodeError(f"{inst.tag} at {addr:#x}: new-value producer {producer.tag} writes no register")
                 ops = list(out[k].ops)
-                p = producer.form.operands[dests[0]]
-                ops[i] = producer.ops[dests[0]] + p.pair  # of a pair, the high register (as LLVM names it)
-                cls = p.cls
+                if dests:
+                    p = producer.form.operands[dests[0]]
+                    ops[i] = producer.ops[dests[0]] + (p.pair and inst.ops[i] & 1)  # bit 0: a pair's high half
+                    cls = p.cls
+                elif producer.tag.startswith("V6_vgather"):  # a gather writes the vtmp register
+                    ops[i], cls = 0, "T"
+                else:
+                    raise DecodeError(f"{inst.tag} at {addr:#x}: new-value producer {producer.tag} writes no register")
                 out[k] = Inst(inst.form, tuple(ops), inst.extended, inst.word, cls)
         return tuple(out)
 

@@ -22,6 +22,8 @@ def operand(o, value: int, extended: bool, addr: int, new_cls: str = "") -> str:
         name = f"c{value + 1}:{value}" if o.pair else CONTROL.get(value, f"c{value}")
     else:
         prefix = {"R": "r", "N": "r", "P": "p", "M": "m", "V": "v", "O": "v", "Q": "q"}[o.cls]
+        if new_cls == "T":  # the vtmp register a gather wrote
+            return "vtmp" + o.suffix
         if new_cls:  # a new-value operand spells its producer's register
             prefix = new_cls.lower()
         name = f"{prefix}{value + 1}:{value}" if o.pair and prefix == "v" else (

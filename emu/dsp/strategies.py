@@ -14,11 +14,24 @@ from emu.dsp.decode import PARSE_DUPLEX, PARSE_END, PARSE_LOOP, Decoder, Form
 _NOT_END = 0b01
 
 
-def _fill(rng: random.Random, f: Form, bits: int) -> int:
-    """Random operand fields; the don't-care bits are zero (as LLVM's tables require), now and then random."""
+def _set(word: int, positions: tuple[int, ...], value: int) -> int:
+    for k, p in enumerate(reversed(positions)):
+        word = (word & ~(1 << p)) | ((value >> k) & 1) << p
+    return word
+
+
+def _fill(rng: random.Random, f: Form, bits: int, earlier: int = 0) -> int:
+    """Random operand fields; the don't-care bits are zero (as LLVM's tables require), now and then random;
+    register pairs mostly even; a new-value operand mostly names one of the `earlier` instructions."""
     used = f.mask | sum(1 << b for pos in f.fields for b in pos)
     keep = used if rng.random() < 0.95 else (1 << bits) - 1
-    return (rng.getrandbits(bits) & keep & ~f.mask) | f.value
+    word = (rng.getrandbits(bits) & keep & ~f.mask) | f.value
+    for o, pos in zip(f.operands, f.fields, strict=True):
+        if o.pair and pos and o.cls != "#" and rng.random() < 0.9:
+            word &= ~(1 << pos[-1])
+        if o.cls in "NO" and earlier and rng.random() < 0.9:
+            word = _set(word, pos, rng.randint(1, min(earlier, 3)) << 1)
+    return word
 
 
 def random_packet(decoder: Decoder, rng: random.Random) -> list[int]:
@@ -34,7 +47,7 @@ def random_packet(decoder: Decoder, rng: random.Random) -> list[int]:
             break
         if extend:
             words.append(_fill(rng, ext, 32))
-        words.append(_fill(rng, f, 32))
+        words.append(_fill(rng, f, 32, len(words) - sum(w >> 28 == 0 for w in words)))
     if duplex:
         code = rng.choice([c for c, d in decoder.duplex.items() if d.low in decoder.sub and d.high in decoder.sub])
         d = decoder.duplex[code]
