@@ -4,6 +4,7 @@
     hwemu run [--dev DEV] -- CMD ARGS...              run a program with the mock devices visible to it
     hwemu disasm ...                                  disassemble code objects or bytes (python -m emu.amd.disasm)
     hwemu kernel ...                                  run one kernel of a code object (python -m emu.amd.run)
+    hwemu hexagon [-strace] PROGRAM [ARGS...]         run a static Hexagon Linux program (python -m emu.dsp)
 
 Bad usage exits with status 2 and a one-line message; `hwemu run` exits with the program's status.
 """
@@ -55,12 +56,18 @@ def info(arch: str, gpus: int, real: bool) -> int:
 
 
 def run(dev: str | None, cmd: list[str]) -> int:
-    """Run `cmd` with DEV naming the mock interface: hwemu's stack picks MOCKKFD from it, and Python programs
-    start with emu/os/boot on their path, whose sitecustomize points tinygrad at hwemu's mock interface."""
+    """Run `cmd` with DEV naming the mock interface: hwemu's stack picks MOCKKFD from it, Python programs start
+    with emu/os/boot on their path, whose sitecustomize points tinygrad at hwemu's mock interface, and
+    qemu-hexagon on PATH is hwemu's Hexagon core."""
     env = dict(os.environ)
     env["DEV"] = dev or env.get("DEV") or "MOCKKFD+AMD"
     boot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "os", "boot")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (boot, env.get("PYTHONPATH")) if p)
+    shims = os.path.join(os.environ.get("HWEMU_CACHE", os.path.expanduser("~/.cache/hwemu")), "bin")
+    os.makedirs(shims, exist_ok=True)
+    from emu.dsp.__main__ import write_shims
+    write_shims(shims)  # programs that start qemu-hexagon (tinygrad's MOCKDSP) get hwemu's Hexagon core
+    env["PATH"] = os.pathsep.join(p for p in (shims, env.get("PATH")) if p)
     if not env["DEV"].startswith("MOCK"):
         print(f"hwemu run: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD)", file=sys.stderr)
         return 2
@@ -74,7 +81,7 @@ def run(dev: str | None, cmd: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(prog="hwemu", description="hwemu: emulated GPUs behind mock drivers")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{info,run,disasm,kernel}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{info,run,disasm,kernel,hexagon}")
     p_info = sub.add_parser("info", help="the KFD topology a runtime sees (like rocminfo)")
     p_info.add_argument("--arch", default=None, help="chip of the mock GPUs (default gfx1100)")
     p_info.add_argument("--gpus", type=int, default=1, help="number of mock GPUs")
@@ -84,10 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     p_run.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     sub.add_parser("disasm", help="disassemble (see hwemu disasm --help)", add_help=False)
     sub.add_parser("kernel", help="run one kernel of a code object (see hwemu kernel --help)", add_help=False)
-    if argv and argv[0] in ("disasm", "kernel"):
+    sub.add_parser("hexagon", help="run a static Hexagon Linux program (see hwemu hexagon --help)", add_help=False)
+    if argv and argv[0] in ("disasm", "kernel", "hexagon"):
         from emu.amd import disasm
         from emu.amd import run as kernel
-        return (disasm if argv[0] == "disasm" else kernel).main(argv[1:])
+        from emu.dsp import __main__ as hexagon
+        return {"disasm": disasm, "kernel": kernel, "hexagon": hexagon}[argv[0]].main(argv[1:])
     a = ap.parse_args(argv)
     if a.command == "info":
         if a.gpus < 1:

@@ -1,7 +1,9 @@
 """Differential tests: clang-19-compiled static Hexagon programs (tests/dsp_programs) on hwemu and on
 qemu-hexagon (Debian qemu-user 7.2): stdout and exit status byte for byte."""
+import os
 import shutil
 import subprocess
+import sys
 
 import pytest
 from dsp_support import vendor_isa
@@ -105,3 +107,17 @@ def test_any_packet_runs_or_faults(isa, data):
         t.step()
     except (MemoryFault, IllegalPacket):
         pass
+
+
+@needs_clang
+@pytest.mark.skipif(not shutil.which("qemu-hexagon"), reason="qemu-hexagon not installed (./dev installs qemu-user)")
+def test_hwemu_cli_runs_programs_like_qemu(isa, build, tmp_path):
+    """`hwemu hexagon PROGRAM` and, under `hwemu run`, a `qemu-hexagon` found on PATH both run hwemu's core."""
+    exe = build("arith", "-O2")
+    ref = subprocess.run(["qemu-hexagon", str(exe)], capture_output=True, timeout=60)
+    direct = subprocess.run([sys.executable, "-m", "emu.cli", "hexagon", str(exe)], capture_output=True, timeout=300)
+    shim = subprocess.run([sys.executable, "-m", "emu.cli", "run", "--", "sh", "-c",
+                           f"command -v qemu-hexagon && exec qemu-hexagon {exe}"], capture_output=True, timeout=300,
+                          env={**os.environ, "HWEMU_CACHE": str(tmp_path)})
+    assert (direct.stdout, direct.returncode) == (ref.stdout, ref.returncode)
+    assert shim.stdout.startswith(str(tmp_path).encode()) and shim.stdout.endswith(ref.stdout)
