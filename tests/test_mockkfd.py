@@ -555,3 +555,19 @@ def test_aql_dispatch_barrier_and_pm4_ib(arch):
     got = yb.mem.view(np.float32)
     assert (got[:n] == 3 * x + 2).all() and (got[n:1024] == 0).all()
     assert all(ring[64 * i] == 1 for i in range(3))  # consumed packets are INVALID again
+
+
+def test_indirect_buffer_at_unmapped_address_is_a_cp_error(client):
+    c = client
+    ev = c.ioctl("CREATE_EVENT", k.CreateEvent(event_type=k.EVENT_HW_EXCEPTION))
+    q = c.queue()
+    try:
+        q.submit(pm4.indirect_buffer(0x5000_0000_0000, 16))
+        data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
+        w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=5000))
+        assert w.wait_result == k.WAIT_COMPLETE and data[0].hw_exception_data.gpu_id == c.gpu_id
+        q_model = c.system.gpus[0].queues[q.args.queue_id]
+        assert q_model.state == "stopped" and "0x500000000000" in q_model.error and "not mapped" in q_model.error
+    finally:
+        c.destroy(q)
+        c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))

@@ -74,17 +74,24 @@ class ComputeQueue(Queue):
         self.since_progress += 1
         if self.since_progress > WATCHDOG_PACKETS:
             raise CPError(f"watchdog: {WATCHDOG_PACKETS} indirect-buffer packets without the ring advancing")
-        header = int(np.frombuffer(self.gpu.vm.read(addr + 4 * pos, 4), np.uint32)[0])
+        header = int(self._ib_words(addr, size, pos, 1)[0])
         n = self._length(header)
         if pos + n > size:
             raise CPError(f"packet header {header:#010x} at dword {pos} of the indirect buffer at {addr:#x} runs "
                           f"past its {size} dwords")
-        pkt = np.frombuffer(self.gpu.vm.read(addr + 4 * pos, 4 * n), np.uint32)
+        pkt = self._ib_words(addr, size, pos, n)
 
         def advance() -> None:
             ib[2] = pos + n
         self._run(pkt, pos, advance)
         return True
+
+    def _ib_words(self, addr: int, size: int, pos: int, n: int) -> np.ndarray:
+        """n dwords of the indirect buffer at `addr` from dword `pos`; an unmapped buffer is a CP error."""
+        try:
+            return np.frombuffer(self.gpu.vm.read(addr + 4 * pos, 4 * n), np.uint32)
+        except GPUFault:
+            raise CPError(f"INDIRECT_BUFFER at {addr:#x} ({size} dwords) is not mapped on the GPU") from None
 
     @staticmethod
     def _length(header: int) -> int:
@@ -187,8 +194,7 @@ class ComputeQueue(Queue):
         size = p.INDIRECT_BUFFER_IB_SIZE.get(ctl)
         if not p.INDIRECT_BUFFER_VALID.get(ctl) and self.gpu.gfx >= 10:
             raise CPError(f"INDIRECT_BUFFER at {addr:#x}: VALID bit clear")
-        if size and self.gpu.vm.mapping(addr) is None:
-            self.gpu.vm.read(addr, 4)  # raises the fault naming the address
+        self._ib_words(addr, size, 0, size)  # the whole buffer must be mapped: a CP error names it otherwise
         if p.INDIRECT_BUFFER_CHAIN.get(ctl) and self.ibs:
             self.ibs[-1][:] = [addr, size, 0]
             return "chained"
