@@ -405,6 +405,7 @@ class KFD:
                 break
             self.cond.wait(left)
         complete = done()
+        reported = any(e.type in (k.EVENT_MEMORY, k.EVENT_HW_EXCEPTION) and e.signaled for e in evs)
         for d, e in zip(data, evs, strict=True):
             if e.signaled and e.data:
                 ctypes.memmove(ctypes.addressof(d), e.data, len(e.data))
@@ -412,10 +413,9 @@ class KFD:
                 e.signaled = False
         copy_to_user(a.events_ptr, bytes(data), "WAIT_EVENTS")
         a.wait_result = k.WAIT_COMPLETE if complete else k.WAIT_TIMEOUT
-        for e in evs:
-            if e.type == k.EVENT_MEMORY and e.signaled:
-                for g in self.gpus.values():
-                    g.fault_reported()
+        if reported:  # the process has been told of the fault: halted queues go on (auto-reset or not)
+            for g in self.gpus.values():
+                g.fault_reported()
 
     # -- from the GPUs -----------------------------------------------------------------------------------------
     def interrupt(self, ctxid: int) -> None:
