@@ -109,3 +109,39 @@ def test_clocks_are_monotonic(arch, text):
     w.run(asm(text + "\ns_endpgm", arch))
     first, second = (int(w.sgpr[i]) | int(w.sgpr[i + 1]) << 32 for i in (0, 2))
     assert 0 < first <= second
+
+
+def _directed(exact, rm: int, dt=np.float32) -> float:
+    """The neighbour of the exact value (a Fraction) that rounding mode rm picks: 1 up, 2 down, 3 toward zero."""
+    from fractions import Fraction
+    c = dt(float(exact))
+    near = [np.nextafter(c, dt(-np.inf)), c, np.nextafter(c, dt(np.inf))]
+    down = max(v for v in near if Fraction(float(v)) <= exact)
+    up = min(v for v in near if Fraction(float(v)) >= exact)
+    return float({1: up, 2: down, 3: down if exact >= 0 else up}[rm])
+
+
+@pytest.mark.parametrize("rm", [1, 2, 3])
+def test_s_round_mode_directs_f32_arithmetic(rm):
+    """MODE.FP_ROUND[1:0] (f32), set by s_round_mode, directs the rounding of v_add, v_mul and v_fma; checked
+    against the exact results (Fractions) and their f32 neighbours."""
+    from fractions import Fraction
+    w = wave("gfx1100")
+    r = np.random.default_rng(rm)
+    a = (r.standard_normal(32) * 10.0 ** r.integers(-5, 5, 32)).astype(F32)
+    b = (r.standard_normal(32) * 10.0 ** r.integers(-5, 5, 32)).astype(F32)
+    a[0], b[0] = 1.0, 2.0 ** -30
+    w.vgpr[1], w.vgpr[2] = a.view(U32), b.view(U32)
+    w.run(asm(f"s_round_mode {rm:#x}\nv_add_f32 v3, v1, v2\nv_mul_f32 v4, v1, v2\nv_fma_f32 v5, v1, v2, v1\n"
+              "s_round_mode 0x0\nv_add_f32 v7, v1, v2\ns_endpgm", "gfx1100"))
+    fa, fb = [Fraction(float(x)) for x in a], [Fraction(float(x)) for x in b]
+    for i in range(32):
+        assert float(f32(w, 3)[i]) == _directed(fa[i] + fb[i], rm), i
+        assert float(f32(w, 4)[i]) == _directed(fa[i] * fb[i], rm), i
+        assert float(f32(w, 5)[i]) == _directed(fa[i] * fb[i] + fa[i], rm), i
+    np.testing.assert_array_equal(f32(w, 7), a + b)  # back to nearest even
+    assert f32(w, 3)[0] == (np.nextafter(F32(1), F32(2)) if rm == 1 else 1.0)
+
+
+def f32(w, reg: int) -> np.ndarray:
+    return w.vgpr[reg].view(F32)

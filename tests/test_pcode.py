@@ -159,7 +159,7 @@ def test_v_add_f32():
     a[:4] = [np.inf, -0.0, np.nan, 1e-40]
     b[:4] = [-np.inf, -0.0, 1.0, 1e-40]
     sem = compile_op("rdna3", "VOP2", "V_ADD_F32")
-    assert sem.reads == {"S0", "S1"} and sem.writes == {"D0"} and sem.widths["D0"] == 32
+    assert sem.reads == {"S0", "S1", "MODE"} and sem.writes == {"D0"} and sem.widths["D0"] == 32
     got = f32(sem({"S0": bits32(a), "S1": bits32(b)}, LANES)["D0"])
     with np.errstate(invalid="ignore"):
         expect = a + b

@@ -49,8 +49,10 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
   permlane, ds_swizzle, matrix ops) work this way; matrix ops ignore EXEC: pass ACTIVE all true.
 - Callouts: what depends on machine configuration is a function in st: `st['HwRegWriteMask'](reg, priv)`, the
   writable bits of hardware register `reg` (S_SETREG).
-- MODE (int) is read where the pcode refers to it (WAVE_MODE.IEEE = bit 9, ROUND_MODE = bits 1:0); float
-  results round to nearest even otherwise, and denormals are kept (no pcode text reads MODE.FP_DENORM: the
+- MODE (int) is read where the pcode refers to it (WAVE_MODE.IEEE = bit 9, ROUND_MODE = bits 1:0) and by every
+  op with a basic float operation (add sub mul div fma sqrt), which rounds as MODE.FP_ROUND says (bits 1:0 for
+  f32, 3:2 for f16; 0 nearest even, the default when MODE is not given; f64 is not directed); other float
+  results round to nearest even, and denormals are kept (no pcode text reads MODE.FP_DENORM: the
   executor flushes inputs and results per MODE, emu.amd.valu).
   WAVE64 is `lanes == 64`.
 - A case the semantics do not model (e.g. ds_swizzle FFT mode) raises Unsupported when a lane reaches it.
@@ -67,6 +69,7 @@ from emu.pcode import pyback
 from emu.pcode.fixups import FNUZ_ARCHS, fixup, fnuz
 from emu.pcode.ir import Func
 from emu.pcode.lower import Lowerer
+from emu.pcode.pyback import ROUNDED
 from emu.pcode.syntax import PcodeSyntaxError, parse
 from emu.pcode.typed import Unsupported
 
@@ -181,33 +184,44 @@ def _compile(fam: str, space: str, name: str) -> Semantics:
     f = lower_op(fam, space, name)
     fn, src = pyback.build(f)
     writes = frozenset(f.outputs) | f.file_writes
-    reads = frozenset(f.inputs) | f.files
+    reads = frozenset(f.inputs) | f.files | ({"MODE"} if _rounds(f) else frozenset())
     widths = {**f.inputs, **f.outputs}
     serial = f.vector and any(m in f.files and m in f.file_writes and _loads(f, m) for m in ("MEM", "LDS"))
     return Semantics(name, reads, writes, widths, f.files, f, src, fn, serial)
 
 
-def _accesses(f: Func) -> list[tuple[str, str, int]]:
-    """(load / store, file, bits) of every memory and register-file access in the IR."""
+def _nodes(f: Func):
+    """Every Op and Store of the IR."""
     from emu.pcode.ir import Op, Store
     found = []
 
     def visit(x):
+        if isinstance(x, (Op, Store)):
+            found.append(x)
         if isinstance(x, Op):
-            if x.op == "load":
-                found.append(("load", x.attr, x.ty.bits))
             for a in x.args:
                 visit(a)
         elif isinstance(x, tuple):
             for a in x:
                 visit(a)
         elif hasattr(x, "__dataclass_fields__"):
-            if isinstance(x, Store):
-                found.append(("store", x.file, x.bits))
             for k in x.__dataclass_fields__:
                 visit(getattr(x, k))
     visit(f.body)
     return found
+
+
+def _accesses(f: Func) -> list[tuple[str, str, int]]:
+    """(load / store, file, bits) of every memory and register-file access in the IR."""
+    from emu.pcode.ir import Op
+    return [("load", n.attr, n.ty.bits) if isinstance(n, Op) else ("store", n.file, n.bits)
+            for n in _nodes(f) if not isinstance(n, Op) or n.op == "load"]
+
+
+def _rounds(f: Func) -> bool:
+    """Whether the IR has a basic float operation whose rounding MODE.FP_ROUND selects."""
+    from emu.pcode.ir import Op
+    return any(isinstance(n, Op) and n.op in ROUNDED and n.ty.kind == "f" for n in _nodes(f))
 
 
 def _loads(f: Func, file: str) -> bool:

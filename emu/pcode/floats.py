@@ -319,3 +319,57 @@ def fconv_sr(x, rnd, bits: int, bf: bool = False):
         hi = np.nextafter(lo, np.where(np.signbit(lo), -np.inf, np.inf).astype(lo.dtype))
     up = np.isfinite(x) & _sr_up(np.abs(x.astype(np.float64)), lod, np.abs(hi.astype(np.float64)), rnd)
     return np.where(up, hi, lo).astype(lo.dtype)
+
+
+# ---- MODE.FP_ROUND: directed rounding of the basic operations ---------------------------------------------------
+# MODE[1:0] rounds f32 results, MODE[3:2] f16 (and f64, which stays nearest even here: see rop):
+# 0 nearest even, 1 toward +inf, 2 toward -inf, 3 toward 0
+_NATIVE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "sqrt": np.sqrt}
+
+
+def _odd_sum(p, c):
+    """p + c in f64 rounded to odd (TwoSum error term): a later rounding to a narrower type is then correct."""
+    s = p + c
+    bv = s - p
+    err = (p - (s - bv)) + (c - bv)
+    fix = (err != 0) & np.isfinite(err) & ((s.view(np.uint64) & U64(1)) == 0)
+    return np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+
+
+def _wide(op: str, args) -> np.ndarray:
+    """The result of `op` on f16 / f32 operands in f64, close enough to the exact one that no value of the narrow
+    type lies between them (products and sums exact or rounded to odd; a quotient or root of 24-bit operands is
+    never within 2**-53 of a 24-bit value it does not equal)."""
+    a = [np.asarray(x).astype(np.float64) for x in args]
+    if op in ("add", "sub"):
+        return _odd_sum(a[0], a[1] if op == "add" else -a[1])
+    if op == "fma":
+        return np.ldexp(_odd_sum(a[0] * a[1], a[2]), sx(np.asarray(args[3]), 32) if len(args) > 3 else 0)
+    return _NATIVE[op](*a)
+
+
+def rop(op: str, mode, *args):
+    """The IEEE operation `op` (add sub mul div sqrt fma) rounded as MODE.FP_ROUND says, for f16 and f32; f64
+    results round to nearest even (directed f64 rounding is not modelled)."""
+    near = fma(*args) if op == "fma" else _NATIVE[op](*args)
+    near = np.asarray(near)
+    mode = np.asarray(mode)  # an int (MODE is wave state); a per-lane array from a caller counts by its first lane
+    rm = (int(mode.flat[0]) if mode.size else 0) >> (0 if near.dtype == np.float32 else 2) & 3
+    if rm == 0 or near.dtype not in (np.float16, np.float32):
+        return near
+    dt = near.dtype.type
+    w = _wide(op, args)
+    back = near.astype(np.float64)
+    step = {1: back < w, 2: back > w, 3: ((back > w) & (w > 0)) | ((back < w) & (w < 0))}[rm]
+    toward = {1: dt(np.inf), 2: dt(-np.inf), 3: dt(0)}[rm]
+    out = np.where(step, np.nextafter(near, toward), near)
+    if rm == 2 and op in ("add", "sub", "fma"):  # an exact zero sum of opposite signs is -0 toward -inf
+        out = np.where((w == 0) & ~((out == 0) & np.signbit(out)), np.where(_both_plus_zero(op, args), out, dt(-0.0)),
+                       out)
+    return out.astype(dt)
+
+
+def _both_plus_zero(op: str, args):
+    a = np.asarray(args[0]) * np.asarray(args[1]) if op == "fma" else np.asarray(args[0])
+    b = np.asarray(args[2]) if op == "fma" else (np.asarray(args[1]) if op == "add" else -np.asarray(args[1]))
+    return (a == 0) & ~np.signbit(a) & (b == 0) & ~np.signbit(b)

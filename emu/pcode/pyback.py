@@ -23,6 +23,7 @@ _NP1 = {"sqrt": "np.sqrt", "trunc": "np.trunc", "floor": "np.floor", "ceil": "np
         "exp2": "F.exp2", "sin": "F.sin", "cos": "F.cos", "mantissa": "F.mantissa", "is_even": "F.is_even",
         "rint": "np.rint", "rsq": "F.rsq"}
 _VIEWS = {"bitcast", "resize", "extract", "fconv", "tobool", "frombool"}
+ROUNDED = ("add", "sub", "mul", "div", "fma", "sqrt")  # rounded as MODE.FP_ROUND says (floats.rop)
 _ROUNDS = {"add", "sub", "mul", "div", "fma", "sqrt", "exp2", "log2", "sin", "cos", "pow", "ldexp", "fract", "rsq"}
 
 
@@ -100,6 +101,8 @@ class Gen:
         fn = getattr(self, "op_" + e.op, None)
         if fn is not None:
             return fn(e, a, m)
+        if e.op == "sqrt":
+            return self.directed(e, a, f"np.sqrt({a[0]})")
         if e.op in _NP1:
             return self.round(t, f"{_NP1[e.op]}({a[0]})", e.op)
         raise Unsupported(f"no backend for op {e.op}")
@@ -107,10 +110,16 @@ class Gen:
     def round(self, t: Ty, code: str, op: str) -> str:
         return f"F.bf16({code})" if _bf(t) and op in _ROUNDS else code
 
+    def directed(self, e: Op, a, native: str) -> str:
+        """A basic float operation: nearest even, or as MODE.FP_ROUND says when the caller passes MODE."""
+        if _bf(e.ty):
+            return self.round(e.ty, native, e.op)
+        return f"F.rop({e.op!r}, st.get('MODE', 0), {', '.join(a)})"
+
     def arith(self, e: Op, a, sym: str) -> str:
         t = e.ty
         if t.is_float:
-            return self.round(t, f"({a[0]} {sym} {a[1]})", e.op)
+            return self.directed(e, a, f"({a[0]} {sym} {a[1]})")
         return f"(({a[0]} {sym} {a[1]}) & {_m(t.bits)})"
 
     def op_add(self, e, a, m):
@@ -124,7 +133,7 @@ class Gen:
 
     def op_div(self, e, a, m):
         if e.ty.is_float:
-            return self.round(e.ty, f"({a[0]} / {a[1]})", "div")
+            return self.directed(e, a, f"({a[0]} / {a[1]})")
         return f"L.idiv({a[0]}, {a[1]}, {e.ty.bits}, {e.ty.kind == 'i'})"
 
     def op_mod(self, e, a, m):
@@ -247,7 +256,7 @@ class Gen:
         return f"L.rget(st, {e.attr!r}, ({', '.join(a)},), {e.ty.bits})"
 
     def op_fma(self, e, a, m):
-        return self.round(e.ty, f"F.fma({', '.join(a)})", "fma")
+        return self.directed(e, a, f"F.fma({', '.join(a)})")
 
     def op_pow(self, e, a, m):
         return self.round(e.ty, f"F.pow_({a[0]}, {a[1]})", "pow")
