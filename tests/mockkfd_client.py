@@ -30,7 +30,11 @@ class Buf:
 
 
 class RawClient:
-    def __init__(self, arch: str = "gfx1100", gpus: int = 1):
+    """A raw client of its own mock systems: these have 3 or more GPUs, so that a `stack.Device` in the same test
+    process (one or two GPUs) never shares the KFD process state with it (a second ACQUIRE_VM from another render
+    fd is EBUSY, as on a real kernel)."""
+
+    def __init__(self, arch: str = "gfx1100", gpus: int = 3):
         self.io = file_interface("MOCKKFD", arch, gpus)
         self.kfd = self.io("/dev/kfd", os.O_RDWR)
         self.gpu_ids, self.props = [], []

@@ -24,7 +24,7 @@ EXPLORE = not os.environ.get("CI")
 
 @pytest.fixture(scope="module")
 def client() -> RawClient:
-    return RawClient("gfx1100", 2)
+    return RawClient("gfx1100", 4)
 
 
 def wait_for(cond, timeout: float = 10.0) -> bool:
@@ -103,7 +103,7 @@ def test_abi_matches_kernel_header(tmp_path):
 # -- topology ------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("arch,cus,wave", [("gfx1100", 96, 32), ("gfx1201", 64, 32), ("gfx942", 38, 64)])
 def test_topology_as_amdkfd_writes_it(arch, cus, wave):
-    c = RawClient(arch, 1)
+    c = RawClient(arch)
     p = c.props[0]
     for key in ("gfx_target_version", "simd_count", "simd_per_cu", "array_count", "simd_arrays_per_engine",
                 "cu_per_simd_array", "max_waves_per_simd", "lds_size_in_kb", "wave_front_size",
@@ -177,7 +177,7 @@ def test_memory_is_shared_between_cpu_and_gpu_views(client):
     c = client
     b = c.alloc(3 * 4096, VRAM_FLAGS, map_to=(0, 1))
     b.mem[:] = np.arange(b.size) % 256
-    for g in c.system.gpus:  # both GPUs' VMs see the process's stores, at the same VA
+    for g in c.system.gpus[:2]:  # both GPUs' VMs see the process's stores, at the same VA
         assert g.vm.read(b.va + 4095, 3) == bytes(b.mem[4095:4098])
     c.system.gpus[1].vm.write(b.va, b"\xAA")
     assert b.mem[0] == 0xAA
@@ -229,7 +229,7 @@ def _ioctl_args(draw, c: RawClient, safe: int):
 @settings(max_examples=2000 if EXPLORE else 300, suppress_health_check=list(HealthCheck), deadline=None)
 @given(data=st.data())
 def test_random_ioctls_are_errno_or_success(data):
-    c = RawClient("gfx1201", 1)
+    c = RawClient("gfx1201")
     scratch = (ctypes.c_uint8 * 4096)()
     name, args = _ioctl_args(data.draw, c, ctypes.addressof(scratch))
     if name == "WAIT_EVENTS" and args.num_events and args.events_ptr == ctypes.addressof(scratch):
@@ -467,7 +467,7 @@ def _dispatch(gfx: int, code_va: int, user: list[int], block: int, wave32: bool)
 @pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
 def test_dispatch_fault_is_reported_and_queue_resumes(arch, tmp_path):
-    c = RawClient(arch, 1)
+    c = RawClient(arch)
     gfx, wave32 = (11, True) if arch == "gfx1100" else (9, False)
     lanes = 32 if wave32 else 64
     code, out, sig = c.alloc(4096, VRAM_FLAGS), c.alloc(4096), c.alloc(4096)
@@ -510,7 +510,7 @@ def _aql_packet(header_type: int, body: bytes, signal: int = 0) -> bytes:
 def test_aql_dispatch_barrier_and_pm4_ib(arch):
     from stack.codegen.opencl import compile_cl
     from stack.hcq.codeobj import CodeObject, hidden_args, pack_kernargs
-    c = RawClient(arch, 1)
+    c = RawClient(arch)
     co = CodeObject.parse(compile_cl(SAXPY, arch))
     kern = co.kernels["saxpy"]
     code = c.alloc(co.image_size, VRAM_FLAGS)

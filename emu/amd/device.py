@@ -63,7 +63,7 @@ class GPUDevice:
 
     def unmap(self, bo: BufferObject) -> None:
         m = self.vm.unmap(bo.va)
-        for key in [k for k, c in self._code.items() if c.mapping is m]:
+        for key in [k for k, c in list(self._code.items()) if c.mapping is m]:
             del self._code[key]
 
     def program(self, entry: int, lanes: int) -> Program:

@@ -145,7 +145,8 @@ class KFD:
         owner = render_fds.get(a.drm_fd)
         if owner is not g:
             raise _einval(f"ACQUIRE_VM: fd {a.drm_fd} is not an open render node of gpu_id {a.gpu_id}")
-        if self.proc.vms.get(a.gpu_id, a.drm_fd) != a.drm_fd:
+        bound = self.proc.vms.get(a.gpu_id)
+        if bound is not None and bound != a.drm_fd and render_fds.get(bound) is g:  # that render file is still open
             raise OSError(errno.EBUSY, f"ACQUIRE_VM: gpu_id {a.gpu_id} already has a VM from fd "
                                        f"{self.proc.vms[a.gpu_id]}")
         self.proc.vms[a.gpu_id] = a.drm_fd

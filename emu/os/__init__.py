@@ -40,7 +40,7 @@ class MockSystem:
         self.arch = arch
         self.lock = threading.RLock()
         self.gpus: list[GPUDevice] = []
-        self.engine = Engine(self.gpus, self.lock)
+        self.engine = Engine(self.gpus)
         self.gpus.extend(GPUDevice(arch, i + 1, FIRST_RENDER_MINOR + i, self.engine) for i in range(ngpus))
         self.kfd = KFD(self.gpus, Heap("gtt", GTT_SIZE), self.lock)
         self.files = self._sysfs()
@@ -231,7 +231,7 @@ def _after_fork_in_child() -> None:
     global _systems_lock
     _systems_lock = threading.Lock()
     for s in systems():
-        s.lock = s.engine.lock = threading.RLock()
+        s.lock = threading.RLock()
         s.kfd.lock, s.kfd.cond = s.lock, threading.Condition(s.lock)
         s.engine.wake, s.engine._thread = threading.Event(), None
         for g in s.gpus:
