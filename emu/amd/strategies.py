@@ -80,6 +80,7 @@ _LLVM_LACKS = (
     (r"gfx942", r".*", r"V_MAD_MIX\w*", "gfx940 has V_FMA_MIX, not V_MAD_MIX"),
     (r"gfx9\d+", r".*", r"V_MFMA_F32_\w+_XF32", "the table lists no operands for it"),
     (r"gfx9\d+", r"VOP3|VOP1_DPP16", r"V_ACCVGPR_MOV_B32|V_SWAP_B32", "LLVM 19 decodes only its VOP1 form"),
+    (r"gfx9\d+", r"VOP3", r"V_PK_FMAC_F16", "LLVM 19: 'e64 variant of this instruction is not supported'"),
     (r"gfx9\d+", r"VOP[12]_SDWA\w*", r"V_ACCVGPR_MOV_B32|V_DOT\w+|V_MAC_F16|V_FMAC_F32|V_PK_FMAC_F16|V_SWAP_B32",
      "no SDWA form"),
     (r"gfx9\d+", r"VOP1_SDWA", r"V_CVT_F32_(FP8|BF8)", "LLVM 19 rejects most of their SDWA encodings"),
