@@ -75,7 +75,7 @@ class GPUDevice:
         if c is not None and c.mapping is m and np.array_equal(m.buf[c.lo:c.lo + len(c.data)], c.data):
             return c.program
         vm = self.vm
-        prog = Program(self.family, lanes, lambda pc, n: fetch_code(vm, pc, n))
+        prog = Program(self.arch, lanes, lambda pc, n: fetch_code(vm, pc, n))
         self._code[(m.va, lanes)] = _Code(m, prog)
         return prog
 
