@@ -98,6 +98,9 @@ def llvm_assemble(arch: str, lines: list[str]) -> list[bytes | None]:
 # LLVM 19's gfx12 disassembler prints one data and one address register for VIMAGE whatever dmask/dim say,
 # and its assembler then rejects the text.
 NOT_REASSEMBLED = {("gfx1201", "VIMAGE")}
+# opcodes whose encodings are many-to-one: LLVM's assembler writes its own canonical form of the same meaning
+# (ds_swizzle: several and/or/xor masks give one lane pattern, e.g. BITMASK_PERM "11110" = BROADCAST,32,30)
+CANONICALIZED = ("ds_swizzle",)
 
 
 @pytest.mark.skipif(not LLVM_MC, reason="llvm-mc-19 not installed")
@@ -118,7 +121,7 @@ def test_llvm_reassembles_drawn_instructions(arch):
     same = {enc for (_, _, asm, enc), res in zip([d for d in differ if d[3]], again, strict=True)
             if res and res[0] == asm}
     for name, inst, asm, enc in differ:
-        if enc not in same:
+        if enc not in same and not asm.startswith(CANONICALIZED):
             bad[name].append(f"{asm} ({inst.hex()} -> {enc and enc.hex()})")
     low = {name: f"{len(b)}/{len(draws[name])} e.g. {b[:2]}" for name, b in bad.items()
            if len(b) > (1 - MIN_SAME) * len(draws[name])}
