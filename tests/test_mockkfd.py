@@ -571,3 +571,24 @@ def test_indirect_buffer_at_unmapped_address_is_a_cp_error(client):
     finally:
         c.destroy(q)
         c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+
+
+def test_each_gpu_has_a_vm_of_its_own(client):
+    """A host buffer allocated as USERPTR on two GPUs uses the same VA in both VMs; mapping a buffer into a peer's
+    VM where that VM already holds another buffer is EINVAL, with nothing changed."""
+    from stack.hcq.fileio import MAP_ANONYMOUS, MAP_SHARED, PROT_READ, PROT_WRITE
+    c = client
+    host = c.io.anon_mmap(0, 8192, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, 0)
+    flags = k.ALLOC_USERPTR | k.ALLOC_WRITABLE | k.ALLOC_PUBLIC
+    handles = [c.ioctl("ALLOC_MEMORY_OF_GPU", k.AllocMemoryOfGpu(va_addr=host, size=8192, gpu_id=g, flags=flags,
+                                                                 mmap_offset=host)).handle for g in c.gpu_ids[:2]]
+    for h, g in zip(handles, c.gpu_ids[:2], strict=True):
+        c.map(h, [g])
+    ctypes.memmove(host, b"shared", 6)
+    assert all(g.vm.read(host, 6) == b"shared" for g in c.system.gpus[:2])
+    peer = (ctypes.c_uint32 * 1)(c.gpu_ids[1])
+    expect_errno(c, errno.EINVAL, "MAP_MEMORY_TO_GPU", k.MapMemoryToGpu(
+        handle=handles[0], device_ids_array_ptr=ctypes.addressof(peer), n_devices=1))
+    for h, g in zip(handles, c.gpu_ids[:2], strict=True):
+        c.map(h, [g], "UNMAP_MEMORY_FROM_GPU")
+        c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(h))

@@ -198,7 +198,7 @@ class KFD:
         size = page_round(a.size)
         if not (GPUVM_BASE <= a.va_addr and a.va_addr + size - 1 <= GPUVM_LIMIT):
             raise _einval(f"{what}: outside the process's GPU VA range [{GPUVM_BASE:#x}, {GPUVM_LIMIT:#x}]")
-        if (clash := self._bo_at(a.va_addr, size)) is not None:
+        if (clash := self._bo_at(a.va_addr, size, g)) is not None:
             raise _einval(f"{what}: overlaps the buffer at {clash.va:#x} ({clash.size:#x} bytes)")
         heap, off, mem, mmap_offset = None, 0, None, 0
         if placement in (k.ALLOC_VRAM, k.ALLOC_GTT):
@@ -250,6 +250,10 @@ class KFD:
         gpus = [self._gpu(int(i), name) for i in ids[a.n_success:]]
         for g in gpus:
             self._vm(g.gpu_id, name)
+            clash = self._bo_at(bo.va, bo.size, g)
+            if not unmap and g not in bo.mapped_on and clash is not None and clash is not bo:
+                raise _einval(f"{name}: [{bo.va:#x}, {bo.end:#x}) overlaps the buffer {clash.handle:#x} in the VM of "
+                              f"gpu_id {g.gpu_id}")
         for g in gpus:
             if unmap and g in bo.mapped_on:
                 g.unmap(bo)
@@ -273,12 +277,12 @@ class KFD:
             raise _einval(f"{what}: ring size must be a power of two >= {k.MIN_QUEUE_RING_SIZE}")
         if a.ring_base_address % 256:
             raise _einval(f"{what}: ring base must be 256-byte aligned")
-        bo = self._bo_at(a.ring_base_address, a.ring_size)
+        bo = self._bo_at(a.ring_base_address, a.ring_size, g)
         if bo is None or g not in bo.mapped_on or not (bo.va <= a.ring_base_address
                                                          and a.ring_base_address + a.ring_size <= bo.end):
             raise _einval(f"{what}: the ring is not inside one buffer mapped on gpu_id {a.gpu_id}")
         for p, n in ((a.read_pointer_address, "read"), (a.write_pointer_address, "write")):
-            if p % 8 or self._bo_at(p, 8) is None:
+            if p % 8 or self._bo_at(p, 8, g) is None:
                 raise OSError(errno.EFAULT, f"{what}: {n} pointer {p:#x} is not an aligned address in a buffer")
         qid = self.proc.next_queue
         q = g.create_queue(qid, QUEUE_KINDS[a.queue_type], a.ring_base_address, a.ring_size, a.read_pointer_address,
@@ -477,8 +481,11 @@ class KFD:
             raise _einval(f"{what}: no buffer with handle {handle:#x}")
         return bo
 
-    def _bo_at(self, va: int, size: int) -> BufferObject | None:
-        return next((b for b in self.proc.bos.values() if b.va < va + size and va < b.end), None)
+    def _bo_at(self, va: int, size: int, gpu) -> BufferObject | None:
+        """A buffer in `gpu`'s VM (allocated on it or mapped into it) overlapping [va, va+size). Each GPU has a VM
+        of its own: buffers of different GPUs may share VAs (a host buffer mapped to several GPUs, say)."""
+        return next((b for b in self.proc.bos.values() if b.va < va + size and va < b.end
+                     and (b.gpu is gpu or gpu in b.mapped_on)), None)
 
     def _event(self, eid: int, what: str) -> Event:
         ev = self.proc.events.get(eid)
