@@ -6,17 +6,9 @@ import os
 
 import numpy as np
 
+from stack.hcq import fileio
 from stack.hcq import kfd_ioctl as k
-from stack.hcq.fileio import (
-    MAP_FIXED,
-    MAP_NORESERVE,
-    MAP_PRIVATE,
-    MAP_SHARED,
-    PROT_NONE,
-    PROT_READ,
-    PROT_WRITE,
-    file_interface,
-)
+from stack.hcq.fileio import file_interface
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 GTT_FLAGS = k.ALLOC_GTT | k.ALLOC_WRITABLE | k.ALLOC_EXECUTABLE | k.ALLOC_COHERENT | k.ALLOC_UNCACHED | k.ALLOC_PUBLIC
@@ -60,12 +52,13 @@ class RawClient:
 
     def alloc(self, size: int, flags: int = GTT_FLAGS, gpu: int = 0, map_to=(0,)) -> Buf:
         size = -(-size // 4096) * 4096
-        va = self.io.anon_mmap(0, size, PROT_NONE, MAP_PRIVATE | MAP_NORESERVE, 0)
+        va = self.io.anon_mmap(0, size, fileio.PROT_NONE, fileio.MAP_PRIVATE | fileio.MAP_NORESERVE, 0)
         a = self.ioctl("ALLOC_MEMORY_OF_GPU", k.AllocMemoryOfGpu(va_addr=va, size=size, gpu_id=self.gpu_ids[gpu],
                                                                   flags=flags))
         if map_to:
             self.map(a.handle, [self.gpu_ids[i] for i in map_to])
-        self.drms[gpu].mmap(va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, a.mmap_offset)
+        rw, fixed = fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_SHARED | fileio.MAP_FIXED
+        self.drms[gpu].mmap(va, size, rw, fixed, a.mmap_offset)
         return Buf(va, size, a.handle)
 
     def map(self, handle: int, gpu_ids, name: str = "MAP_MEMORY_TO_GPU"):
@@ -90,7 +83,7 @@ class RawClient:
             queue_percentage=100, queue_priority=7, write_pointer_address=gart.va + 56,
             read_pointer_address=gart.va + 128))
         base = q.doorbell_offset & ~0x1FFF
-        bells = self.kfd.mmap(0, 0x2000, PROT_READ | PROT_WRITE, MAP_SHARED, base)
+        bells = self.kfd.mmap(0, 0x2000, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_SHARED, base)
         return Queue(self, q, ring, gart, bells + (q.doorbell_offset - base), qtype == k.QUEUE_TYPE_COMPUTE)
 
 
