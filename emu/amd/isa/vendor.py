@@ -9,7 +9,7 @@ import ast
 import importlib.util
 from pathlib import Path
 
-from emu.amd.isa import ISA, Encoding, Field, Op, Operand
+from emu.amd.isa.tables import ISA, Encoding, Field, Op, Operand
 
 _FIELD_KINDS = {"BitField": "bits", "FixedBitField": "fixed", "EnumBitField": "enum", "VGPRField": "vgpr",
                 "SGPRField": "sgpr", "SSrcField": "ssrc", "SrcField": "src", "SBaseField": "sbase",
