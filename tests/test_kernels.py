@@ -29,16 +29,22 @@ def launch(arch: str, code: bytes, kernel: str, grid, block, *args):
     from emu.amd import GPU
     gpu = GPU(arch)
     prog = gpu.load(code)
+    bufs = to_buffers(args, gpu.alloc, gpu.write)
+    gpu.launch(prog, kernel, grid=grid, block=block, args=bufs)
+    return gpu, bufs
+
+
+def to_buffers(args, alloc, write) -> list:
+    """Each numpy-array argument in a buffer of its own (`alloc(nbytes)`, `write(buf, array)`); scalars as given."""
     bufs = []
     for a in args:
         if isinstance(a, np.ndarray):
-            b = gpu.alloc(max(a.nbytes, 4))
-            gpu.write(b, a)
+            b = alloc(max(a.nbytes, 4))
+            write(b, a)
             bufs.append(b)
         else:
             bufs.append(a)
-    gpu.launch(prog, kernel, grid=grid, block=block, args=bufs)
-    return gpu, bufs
+    return bufs
 
 
 def result(gpu, buf, like: np.ndarray) -> np.ndarray:

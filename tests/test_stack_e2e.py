@@ -35,14 +35,7 @@ def through_stack(arch, code, kernel, grid, block, *args):
     bit. Returns (device, [buffer or scalar per arg]) for the case's numpy check."""
     gpu, direct = direct_launch(arch, code, kernel, grid, block, *args)
     dev = device(arch)
-    bufs = []
-    for a in args:
-        if isinstance(a, np.ndarray):
-            b = dev.alloc(max(a.nbytes, 4))
-            dev.copyin(b, a)
-            bufs.append(b)
-        else:
-            bufs.append(a)
+    bufs = corpus.to_buffers(args, dev.alloc, dev.copyin)
     dev.program(code, kernel)(*bufs, global_size=grid, local_size=block)
     dev.synchronize()
     for i, (a, d, s) in enumerate(zip(args, direct, bufs, strict=True)):
