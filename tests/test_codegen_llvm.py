@@ -5,9 +5,9 @@ import subprocess
 
 import pytest
 
-from stack.hcq.codeobj import CodeObject
 from stack.codegen import llvm as irc
 from stack.codegen.opencl import CompileError
+from stack.hcq.codeobj import CodeObject
 
 pytestmark = [pytest.mark.llvm,
               pytest.mark.skipif(not irc.available(), reason="needs llvmlite with AMDGPU and ld.lld-19")]

@@ -14,8 +14,8 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stack.hcq.codeobj import CodeObject, CodeObjectError, KernelDescriptor, hidden_args, pack_kernargs
 from stack.codegen import opencl
+from stack.hcq.codeobj import CodeObject, CodeObjectError, KernelDescriptor, hidden_args, pack_kernargs
 
 TOOLS = opencl.available() and shutil.which("llvm-objdump-19") and shutil.which("llvm-readelf-19")
 needs_llvm = pytest.mark.skipif(not TOOLS, reason="needs clang-19, ld.lld-19, llvm-objdump-19, llvm-readelf-19")

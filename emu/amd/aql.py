@@ -22,11 +22,12 @@ import struct
 import numpy as np
 
 from emu.amd.cp import ComputeQueue
-from emu.amd.dispatch import Dispatch, run_dispatch, user_sgprs
+from emu.amd.dispatch import Dispatch, run_dispatch
 from emu.amd.memory import GPUFault
 from emu.amd.queue import CPError, Wait
 from stack.hcq import pm4
 from stack.hcq.codeobj import KernelDescriptor
+from stack.hcq.program import user_sgprs
 
 PACKET_BYTES = 64
 TYPE_VENDOR_SPECIFIC, TYPE_INVALID, TYPE_KERNEL_DISPATCH, TYPE_BARRIER_AND, TYPE_BARRIER_OR = 0, 1, 2, 3, 5
@@ -110,7 +111,8 @@ class AQLQueue(ComputeQueue):
         lanes = 32 if gfx >= 10 and kd.wave32 else 64
         entry = kobj + kd.kernel_code_entry_byte_offset
         prog = self.gpu.program(entry, lanes)
-        sgprs = tuple(user_sgprs(kd, kernarg, addr, self.amd_queue, self.rptr, vsharp))
+        sgprs = tuple(user_sgprs(kd, kernarg, addr, self.amd_queue, self.rptr, vsharp, 0,
+                                 kd.private_segment_fixed_size))
         # whole workgroups, then the partial ones at the far edge of each dimension
         spans = [[(0, g // b, b)] + ([(g // b, 1, g % b)] if g % b else []) for g, b in zip(grid, block, strict=True)]
         try:

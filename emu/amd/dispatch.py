@@ -14,7 +14,6 @@ or s_endpgm; a barrier releases when every wave still running has reached it.
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,7 +22,7 @@ from emu.amd.hwreg import initial_mode
 from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.amd.wave import BARRIER, Program, WaveState, run
-from stack.hcq.codeobj import Kernel, KernelDescriptor, Rsrc1, Rsrc2
+from stack.hcq.codeobj import Kernel, Rsrc1, Rsrc2
 
 PACKED_IDS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
 DISPATCH_PACKET_SIZE = 64
@@ -59,39 +58,6 @@ class Stats:
     waves: int = 0
     wave_instructions: int = 0
     lane_instructions: int = 0
-
-
-def user_sgprs(kd: KernelDescriptor, kernarg: int, dispatch_ptr: int = 0, queue_ptr: int = 0, dispatch_id: int = 0,
-               private_segment_buffer: tuple[int, int, int, int] = (0, 0, 0, 0)) -> list[int]:
-    """The user SGPR values a runtime loads for a kernel (AMDGPUUsage "Initial Kernel Execution State" order)."""
-    props, out = kd.code_properties, []
-
-    def put(value: int, n: int) -> None:
-        out.extend((value >> (32 * j)) & 0xFFFFFFFF for j in range(n))
-    if props.enable_sgpr_private_segment_buffer:
-        out.extend(private_segment_buffer)
-    if props.enable_sgpr_dispatch_ptr:
-        put(dispatch_ptr, 2)
-    if props.enable_sgpr_queue_ptr:
-        put(queue_ptr, 2)
-    if props.enable_sgpr_kernarg_segment_ptr:
-        put(kernarg, 2)
-    if props.enable_sgpr_dispatch_id:
-        put(dispatch_id, 2)
-    if props.enable_sgpr_flat_scratch_init:
-        put(0, 2)
-    if props.enable_sgpr_private_segment_size:
-        put(kd.private_segment_fixed_size, 1)
-    return out
-
-
-def dispatch_packet(d: Dispatch, kernel_object: int, kernarg: int, private_size: int, group_size: int) -> bytes:
-    """An HSA kernel_dispatch_packet (64 bytes) describing the launch."""
-    (gx, gy, gz), (bx, by, bz) = d.grid, d.block
-    dims = 3 if gz * bz > 1 else 2 if gy * by > 1 else 1
-    header = 2 | (1 << 8)  # HSA_PACKET_TYPE_KERNEL_DISPATCH, barrier bit
-    return struct.pack("<HHHHHHIIIIIQQQQ", header, dims, bx, by, bz, 0, gx * bx, gy * by, gz * bz, private_size,
-                       group_size, kernel_object, kernarg, 0, 0)
 
 
 def run_dispatch(vm: VM, d: Dispatch, arch: str) -> Stats:

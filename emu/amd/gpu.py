@@ -27,14 +27,13 @@ from emu.amd.dispatch import (
     Dispatch,
     Stats,
     check_launch,
-    dispatch_packet,
     run_dispatch,
-    user_sgprs,
 )
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.operands import PRIVATE_APERTURE, SHARED_APERTURE
 from emu.amd.wave import Program
 from stack.hcq.codeobj import CodeObject, pack_kernargs
+from stack.hcq.program import dispatch_packet, grid_dims, user_sgprs
 
 DEFAULT_ARCH = {"rdna3": "gfx1100", "rdna4": "gfx1201", "cdna": "gfx942"}
 # AMDGPUUsage, kernarg preloading: the first 256 bytes of such a kernel are a prologue for firmware without it
@@ -142,14 +141,17 @@ class GPU:
             self.vm.write(ka, kernargs)
             # what a runtime programs into the compute registers (workgroups run one at a time: one scratch slot
             # per wave of a workgroup)
-            sgprs, entry = user_sgprs(kd, ka, pkt, self._queue, self.dispatches), prog.base + k.entry
+            sgprs = user_sgprs(kd, ka, pkt, self._queue, self.dispatches, (0, 0, 0, 0), 0,
+                               kd.private_segment_fixed_size)
+            entry = prog.base + k.entry
             pre = kd.kernarg_preload
             if pre.length:  # firmware that preloads: the dwords follow the user SGPRs; the code skips its prologue
                 words = np.frombuffer(kernargs.ljust(4 * (pre.offset + pre.length), b"\0"), "<u4")
                 sgprs, entry = sgprs + [int(x) for x in words[pre.offset:pre.offset + pre.length]], entry + PRELOAD_SKIP
             d = Dispatch(prog.program(lanes), entry, grid, block, lanes, kd.rsrc2, tuple(sgprs), lds, scratch,
                          wave_bytes, nwaves, dispatch_id=self.dispatches, rsrc1=kd.rsrc1)
-            self.vm.write(pkt, dispatch_packet(d, prog.base + k.descriptor_address, ka, private, lds))
+            self.vm.write(pkt, dispatch_packet(grid, block, grid_dims(grid, block), private, lds,
+                                               prog.base + k.descriptor_address, ka))
             self.dispatches += 1
             self.last_stats = run_dispatch(self.vm, d, self.arch)
             return self.last_stats
