@@ -358,21 +358,21 @@ def table(rows: list[Row]) -> list[str]:
     return ["  ".join(c.ljust(wd) for c, wd in zip(line, widths, strict=True)).rstrip() for line in lines]
 
 
-def _names(text: str, allowed: tuple[str, ...], what: str) -> list[str]:
+def _names(text: str, allowed: tuple[str, ...]) -> list[str]:
     names = [s for s in text.split(",") if s]
     bad = [s for s in names if s not in allowed]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"{what}: {', '.join(bad) or '(none)'}; choose from {', '.join(allowed)}")
+        raise argparse.ArgumentTypeError(f"{', '.join(bad) or 'none given'}; choose from {', '.join(allowed)}")
     return names
 
 
 def main(argv: list[str] | None = None) -> int:
     since_start, t_mark = seconds_since_process_start(), time.perf_counter()
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="gfx1100")
-    ap.add_argument("--only", type=lambda s: _names(s, WORKLOADS, "--only"), default=list(WORKLOADS),
+    ap.add_argument("--only", type=lambda s: _names(s, WORKLOADS), default=list(WORKLOADS),
                     help=f"comma-separated workloads ({','.join(WORKLOADS)})")
-    ap.add_argument("--tiers", type=lambda s: _names(s, TIER_NAMES, "--tiers"), default=list(TIER_NAMES),
+    ap.add_argument("--tiers", type=lambda s: _names(s, TIER_NAMES), default=list(TIER_NAMES),
                     help="comma-separated tiers (default: all; those the engine lacks print n/a)")
     ap.add_argument("--quick", action="store_true", help="small problems for every tier (a smoke test)")
     ap.add_argument("--profile", nargs="?", const="", metavar="TIER",
@@ -389,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     have = getattr(engine, "TIERS", ("ref",))  # an engine from before the tiers has only the reference one
     tiers = [t for t in args.tiers if t in have]
     prof_tier = (args.profile or (tiers[-1] if tiers else None)) if args.profile is not None else None
+    if args.profile and args.profile not in tiers:
+        ap.error(f"--profile {args.profile}: not a tier that runs here ({', '.join(tiers) or 'none'})")
     prof = cProfile.Profile() if prof_tier else None
     scale = (lambda tier: "quick") if args.quick else (lambda tier: "ref" if tier == "ref" else "full")
     cold = compile_cold(tiers, SIZES["cold"]["quick" if args.quick else "full"], args.arch) \
