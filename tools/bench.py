@@ -33,10 +33,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from stack.codegen.opencl import compile_cl
+
+if TYPE_CHECKING:  # emu is imported at run time only once the first launch is being timed
+    from emu.amd import GPU, Buffer
+    from emu.amd.dispatch import Stats
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_CL = ROOT / "tools" / "kernels" / "bench.cl"
@@ -66,7 +71,7 @@ class Work:
     lane_instructions: int = 0
     seconds: float = 0.0
 
-    def add(self, stats) -> None:
+    def add(self, stats: Stats) -> None:
         self.waves += stats.waves
         self.wave_instructions += stats.wave_instructions
         self.lane_instructions += stats.lane_instructions
@@ -74,7 +79,8 @@ class Work:
 
 @dataclass
 class Case:
-    """A loaded workload: `launch` runs it and returns the work done; `check` compares the result with numpy."""
+    """A loaded workload: `launch` runs it and returns the work done; `check` compares the result with numpy and
+    clears it, so that the next launch is checked on its own output."""
     problem: str
     launch: Callable[[], Work]
     check: Callable[[], None]
@@ -100,11 +106,11 @@ def _expect(got: np.ndarray, want: np.ndarray, what: str) -> None:
         raise Mismatch(f"{what}: {bad} of {want.size} values differ from numpy")
 
 
-def _f32(gpu, buf, n: int | None = None) -> np.ndarray:
+def _f32(gpu: GPU, buf: Buffer, n: int | None = None) -> np.ndarray:
     return np.frombuffer(gpu.read(buf, None if n is None else 4 * n), np.float32)
 
 
-def _upload(gpu, *arrays: np.ndarray) -> list:
+def _upload(gpu: GPU, *arrays: np.ndarray) -> list[Buffer]:
     bufs = []
     for x in arrays:
         bufs.append(gpu.alloc(x.nbytes))
@@ -113,7 +119,7 @@ def _upload(gpu, *arrays: np.ndarray) -> list:
 
 
 # -- workloads ------------------------------------------------------------------------------------------------
-def matmul_case(gpu, code: dict[str, bytes], size: tuple[int, tuple[int, int]]) -> Case:
+def matmul_case(gpu: GPU, code: dict[str, bytes], size: tuple[int, tuple[int, int]]) -> Case:
     n, grid = size
     rng = np.random.default_rng(0)
     a, b = (rng.integers(-8, 9, (n, n)).astype(np.float32) for _ in range(2))  # every partial sum exact
@@ -128,12 +134,13 @@ def matmul_case(gpu, code: dict[str, bytes], size: tuple[int, tuple[int, int]]) 
 
     def check() -> None:
         _expect(_f32(gpu, bufs[2]).reshape(n, n)[:rows, :cols], (a @ b)[:rows, :cols], "matmul")
+        gpu.write(bufs[2], np.zeros((n, n), np.float32))
     total = (n // 16) ** 2
     part = "" if grid[0] * grid[1] == total else f", {grid[0] * grid[1]}/{total} wgs ({rows}x{cols} of C)"
     return Case(f"{n}x{n}{part}", launch, check)
 
 
-def add_case(gpu, code: dict[str, bytes], size: tuple[int, int]) -> Case:
+def add_case(gpu: GPU, code: dict[str, bytes], size: tuple[int, int]) -> Case:
     n, groups = size
     rng = np.random.default_rng(1)
     a, b = (rng.standard_normal(n).astype(np.float32) for _ in range(2))
@@ -148,11 +155,12 @@ def add_case(gpu, code: dict[str, bytes], size: tuple[int, int]) -> Case:
 
     def check() -> None:
         _expect(_f32(gpu, bufs[2], done), (a + b)[:done], "add")
+        gpu.write(bufs[2], np.zeros(n, np.float32))
     part = "" if done == n else f", {groups}/{-(-n // BLOCK)} wgs"
     return Case(f"{n:,} f32{part}", launch, check)
 
 
-def sum_case(gpu, code: dict[str, bytes], n: int) -> Case:
+def sum_case(gpu: GPU, code: dict[str, bytes], n: int) -> Case:
     x = np.random.default_rng(2).integers(0, 16, n).astype(np.float32)  # total < 2^24: exact in any order
     sizes = [n]
     while sizes[-1] > 1:
@@ -169,10 +177,11 @@ def sum_case(gpu, code: dict[str, bytes], n: int) -> Case:
 
     def check() -> None:
         _expect(_f32(gpu, bufs[-1]), np.array([x.sum(dtype=np.float64)], np.float32), "sum")
+        gpu.write(bufs[-1], np.zeros(1, np.float32))
     return Case(f"{n:,} f32, {len(sizes) - 1} passes", launch, check)
 
 
-def fma_case(gpu, code: dict[str, bytes], groups: int) -> Case:
+def fma_case(gpu: GPU, code: dict[str, bytes], groups: int) -> Case:
     n = groups * BLOCK
     rng = np.random.default_rng(3)
     a = (rng.integers(-14, 15, n) / 16).astype(np.float32)  # |a| < 1 with 4 significant bits: numpy is exact
@@ -190,6 +199,7 @@ def fma_case(gpu, code: dict[str, bytes], groups: int) -> Case:
         for _ in range(FMA_ITERS):  # a*x + b is exact in float64: one rounding, as fma
             want = (want.astype(np.float64) * a64 + b64).astype(np.float32)
         _expect(_f32(gpu, bufs[2]), want, "fma")
+        gpu.write(bufs[2], np.zeros(n, np.float32))
     return Case(f"{groups} wgs x {FMA_ITERS} fma", launch, check)
 
 
@@ -249,7 +259,7 @@ def cold_inputs(dtype: type) -> tuple[np.ndarray, np.ndarray]:
     return tuple((rng.standard_normal(BLOCK) * 8).astype(np.float32) for _ in range(2))
 
 
-def run_cold(gpu, kernels: list[ColdKernel], codes: list[bytes], prof: cProfile.Profile | None) -> Row:
+def run_cold(gpu: GPU, kernels: list[ColdKernel], codes: list[bytes], prof: cProfile.Profile | None) -> Row:
     """Load and launch each kernel once on BLOCK elements; time load+launch per kernel (results checked)."""
     inputs = {dt: cold_inputs(dt) for dt in (np.uint32, np.float32)}
     bufs = {dt: _upload(gpu, *inputs[dt], np.zeros(BLOCK, dt)) for dt in inputs}
