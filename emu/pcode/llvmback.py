@@ -1,0 +1,475 @@
+"""LLVM backend of the pcode compiler: the typed IR (emu.pcode.ir) lowered to LLVM IR through llvmlite,
+bit-identical to the reference backend (emu.pcode.pyback) for every input. Built to be inlined: `emit` writes one
+instruction's semantics at an IRBuilder's position over values the caller provides, so that a translator can fuse
+many instructions into one native function over the wave's flat state. `standalone` wraps one Func in a
+JIT-compiled function with pyback's calling contract (what the tests compare). Modules: llvmemit (statements,
+integers), llvmfloats (floats, value helpers), this one (API, harness, coverage:
+`python -m emu.pcode.llvmback --coverage [--arch rdna3|rdna4|cdna]`).
+
+    emit(b: ir.IRBuilder, f: Func, lanes: int, inputs: dict[str, ir.Value], hooks: Hooks) -> dict[str, ir.Value]
+
+Values (inputs and outputs of `emit`), raw bits:
+- vector Func (`f.vector`): every input and output of B bits (B as `f.inputs` / `f.outputs` give it, any width,
+  i1 .. i1024) is `<lanes x iB>`, encoding fields included (OPSEL, NEG, CLAMP, SRC0, VDST, ...: the caller splats
+  uniform values; constants fold). Exceptions, both wave-wide scalars: names in `f.masks` (EXEC, VCC, D0 of
+  V_CMP*) are `i64`, bit i = lane i; `MODE` is `i32`.
+- scalar Func: every input and output is a scalar `iB`.
+- extra inputs: `MODE` (`i32`, MODE.FP_ROUND directs the rounding of f16 / f32 add sub mul div sqrt fma; 0, pyback's
+  default, when absent) and for vector Funcs `ACTIVE` (`<lanes x i1>`: lanes whose memory / register-file side
+  effects may happen; all when absent).
+- a name the body assigns on some paths only must be given with its current value (as for pyback); all lanes are
+  computed, the caller applies EXEC.
+Hooks (`Hooks`, emu.pcode.llvmemit): in vector Funcs the addresses, register indices, values and masks handed to a
+hook are `<lanes x ...>` vectors (masks `<lanes x i1>`, ACTIVE included); in scalar Funcs scalars (mask: i1 true).
+
+Excluded (emit raises emu.pcode.typed.Unsupported, never the emitted code):
+- lane-serial read-modify-write memory ops (`Semantics.serial`): pyback runs them lane by lane (the caller must not
+  hand them to emit: their Func alone does not say so);
+- formatted buffer ops (FORMAT: decode / encode callbacks);
+- a wave-wide value (mask, MODE) assigned under a lane predicate or from a per-lane value: pyback then holds a
+  per-lane array and reports lane 0;
+- the float cases emu.pcode.llvmfloats lists (small float formats, stochastic rounding, scaled f64 fma, float to
+  64-bit integer).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+
+from emu.pcode import llvmfloats as FL
+from emu.pcode import runtime
+from emu.pcode.ir import Func
+from emu.pcode.llvmemit import Hooks, emit
+from emu.pcode.llvmfloats import I1, I32, I64, const, elem, entry_alloca, lanes, like, resize
+from emu.pcode.typed import Unsupported
+
+__all__ = ["Hooks", "emit", "standalone", "Unsupported"]
+
+
+# ---- the standalone harness: one Func as a JIT-compiled function with pyback's calling contract ----------------
+
+def _words(bits: int) -> int:
+    return (bits + 63) // 64
+
+
+class _Jit:
+    """The process's one MCJIT engine (host CPU), its O2 pipeline and the harness's callback into Python."""
+
+    def __init__(self):
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target = llvm.Target.from_default_triple()
+        self.tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                               features=llvm.get_host_cpu_features().flatten(), opt=2)
+        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
+        self.cb = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(_dispatch)
+        llvm.add_symbol("hwemu_harness_cb", ctypes.cast(self.cb, ctypes.c_void_p).value)
+        FL.register_symbols(llvm.add_symbol)
+        self.lock = threading.Lock()
+        self.count = 0
+
+    def module(self) -> ir.Module:
+        self.count += 1
+        m = ir.Module(f"pcode{self.count}")
+        m.triple = self.tm.triple
+        m.data_layout = str(self.tm.target_data)
+        return m
+
+    def compile(self, mod: ir.Module, name: str) -> int:
+        """Optimize (O2) and JIT the module; the address of function `name`."""
+        with self.lock:
+            m = llvm.parse_assembly(str(mod))
+            m.verify()
+            pb = llvm.create_pass_builder(self.tm, llvm.PipelineTuningOptions(speed_level=2))
+            pb.getModulePassManager().run(m, pb)
+            self.engine.add_module(m)
+            self.engine.finalize_object()
+            return self.engine.get_function_address(name)
+
+
+_JIT: _Jit | None = None
+
+
+def _jit() -> _Jit:
+    global _JIT
+    if _JIT is None:
+        _JIT = _Jit()
+    return _JIT
+
+
+class _Call(threading.local):
+    """The state of the harness call under way (hooks call back into Python)."""
+    st: dict | None = None
+    lanes: int = 0
+    error: BaseException | None = None
+
+
+_CALL = _Call()
+_SITES: list[Callable] = []
+
+
+def _dispatch(site: int, addr: int) -> None:
+    if _CALL.error is not None:
+        return
+    try:
+        _SITES[site](addr)
+    except BaseException as e:  # re-raised by the harness once the native call returns
+        _CALL.error = e
+
+
+def _buf(addr: int, size: int) -> np.ndarray:
+    return np.ctypeslib.as_array((ctypes.c_uint64 * size).from_address(addr))
+
+
+def _get(buf: np.ndarray, off: int, bits: int, n: int | None):
+    """A value packed by _pack: (n,) uint64 / object array per lane, or a Python int."""
+    w = _words(bits)
+    if not n:
+        return sum(int(buf[off + k]) << (64 * k) for k in range(w))
+    if w == 1:
+        return buf[off:off + n].copy()
+    return np.array([sum(int(buf[off + k * n + j]) << (64 * k) for k in range(w)) for j in range(n)], dtype=object)
+
+
+def _put(buf: np.ndarray, off: int, value, bits: int, n: int | None) -> None:
+    w, m = _words(bits), (1 << bits) - 1
+    if not n:
+        v = int(np.asarray(value).flat[0]) & m if not isinstance(value, int) else value & m
+        for k in range(w):
+            buf[off + k] = (v >> (64 * k)) & ((1 << 64) - 1)
+        return
+    a = np.asarray(value)
+    if a.ndim == 2:  # (dwords, lanes), row 0 least significant
+        a = np.array([sum(int(a[k, j]) << (32 * k) for k in range(a.shape[0])) for j in range(a.shape[1])], object)
+    a = np.broadcast_to(a, (n,))
+    if w == 1 and a.dtype != object:
+        buf[off:off + n] = a.astype(np.uint64) & np.uint64(m)
+        return
+    for j in range(n):
+        v = int(a[j]) & m
+        for k in range(w):
+            buf[off + k * n + j] = (v >> (64 * k)) & ((1 << 64) - 1)
+
+
+def _slot(b: ir.IRBuilder, base: ir.Value, off: int, t: ir.Type) -> ir.Value:
+    """Pointer to word `off` of base, typed for a value of type t."""
+    p = b.gep(base, [I64(off)], source_etype=I64) if base.type.is_opaque else b.gep(base, [I64(off)])
+    return p if base.type.is_opaque else b.bitcast(p, t.as_pointer())
+
+
+def _pack(b: ir.IRBuilder, base: ir.Value, off: int, v: ir.Value, bits: int) -> int:
+    """Store integer v (iB or <n x iB>) at word `off` of base: word k of lane j at off + k * n + j."""
+    n = lanes(v)
+    if elem(v.type) == I1 and bits == 1:
+        v = b.zext(v, like(ir.IntType(1), n))
+    for k in range(_words(bits)):
+        part = b.lshr(v, const(v.type, 64 * k, n)) if k else v
+        part = resize(b, part, 64)
+        b.store(part, _slot(b, base, off + k * (n or 1), part.type), align=8)
+    return off + _words(bits) * (n or 1)
+
+
+def _unpack(b: ir.IRBuilder, base: ir.Value, off: int, bits: int, n: int | None) -> ir.Value:
+    r = None
+    for k in range(_words(bits)):
+        w = b.load(_slot(b, base, off + k * (n or 1), like(I64, n)), typ=like(I64, n), align=8)
+        w = resize(b, w, max(bits, 64))
+        if k:
+            w = b.shl(w, const(w.type, 64 * k, n))
+        r = w if r is None else b.or_(r, w)
+    return resize(b, r, bits)
+
+
+class _HarnessHooks:
+    """Hooks that call pyback's own runtime helpers (emu.pcode.runtime) through a ctypes callback."""
+
+    def __init__(self, f: Func, n: int | None):
+        self.n = n
+        self.nl = n or 0
+        self.cb = None
+
+    def _site(self, b: ir.IRBuilder, handler: Callable, operands: list[tuple[ir.Value, int]],
+              results: list[int]) -> list[ir.Value]:
+        """Pack operands (value, bits), call handler(views of operands) -> result values, unpack results."""
+        n = self.n
+        sizes = [_words(bits) * (n or 1) for _, bits in operands] + [_words(bits) * (n or 1) for bits in results]
+        buf = entry_alloca(b, ir.ArrayType(I64, max(sum(sizes), 1)))
+        base = b.gep(buf, [I32(0), I32(0)])
+        off = 0
+        for v, bits in operands:
+            off = _pack(b, base, off, v, bits)
+        res_off = off
+        site = len(_SITES)
+
+        def run(addr: int) -> None:
+            mem = _buf(addr, max(sum(sizes), 1))
+            o, args = 0, []
+            for (_, bits), size in zip(operands, sizes, strict=False):
+                args.append(_get(mem, o, bits, n))
+                o += size
+            outs = handler(*args)
+            for val, bits in zip(outs, results, strict=True):
+                _put(mem, o, val, bits, n)
+                o += _words(bits) * (n or 1)
+
+        _SITES.append(run)
+        cb = b.module.globals.get("hwemu_harness_cb") or ir.Function(
+            b.module, ir.FunctionType(ir.VoidType(), [I64, ir.PointerType()]), "hwemu_harness_cb")
+        b.call(cb, [I64(site), base])
+        out, off = [], res_off
+        for bits in results:
+            out.append(_unpack(b, base, off, bits, n))
+            off += _words(bits) * (n or 1)
+        return out
+
+    def _mask(self, m):
+        return m.astype(bool) if self.n else True
+
+    def load(self, b, file, addr, bits, mask):
+        return self._site(b, lambda a, m: (runtime.load(_CALL.st, file, a, bits, self._mask(m), self.nl),),
+                          [(addr, 64), (mask, 1)], [bits])[0]
+
+    def store(self, b, file, addr, value, bits, mask):
+        def run(a, v, m):
+            runtime.store(_CALL.st, file, a, v, bits, self._mask(m), self.nl)
+            return ()
+        self._site(b, run, [(addr, 64), (value, bits), (mask, 1)], [])
+
+    def reg_read(self, b, file, index, bits, mask):
+        def run(*idx):
+            return (runtime.rget(_CALL.st, file, tuple(idx[:-1]), bits),)
+        return self._site(b, run, [(i, elem(i.type).width) for i in index] + [(mask, 1)], [bits])[0]
+
+    def reg_write(self, b, file, index, value, bits, mask):
+        def run(*args):
+            *idx, v, m = args
+            runtime.rset(_CALL.st, file, tuple(idx), v, self._mask(m), self.nl, bits)
+            return ()
+        self._site(b, run, [(i, elem(i.type).width) for i in index] + [(value, bits), (mask, 1)], [])
+
+    def callout(self, b, name, args):
+        return self._site(b, lambda *a: (runtime.arr(_CALL.st[name](*a)),),
+                          [(a, elem(a.type).width) for a in args], [32])[0]
+
+    def fail(self, b, mask, reason):
+        def run(m):
+            raise Unsupported(reason)
+        self._site(b, run, [(mask, 1)], [])
+
+
+def _in_specs(f: Func) -> list[tuple[str, int, bool]]:
+    """(name, bits, per lane) of the harness's inputs, in buffer order."""
+    specs = []
+    for name, bits in f.inputs.items():
+        if name == "MODE" and f.vector:
+            continue
+        specs.append((name, bits, f.vector and name not in f.masks))
+    specs.append(("MODE", 32, False))
+    if f.vector:
+        specs.append(("ACTIVE", 1, True))
+    return specs
+
+
+def _out_specs(f: Func) -> list[tuple[str, int, bool]]:
+    return [(name, bits, f.vector and name not in f.masks) for name, bits in f.outputs.items()]
+
+
+def _pyback_value(bits: int, v, n: int | None):
+    """A harness output as pyback returns it."""
+    if not n:
+        return int(v)
+    if bits > 64:
+        return np.array([[(int(e) >> (32 * k)) & 0xFFFFFFFF for e in v] for k in range((bits + 31) // 32)],
+                        np.uint64)
+    return v
+
+
+def standalone(f: Func, lanes: int) -> Callable[[dict, int], dict]:
+    """f compiled natively for `lanes` lanes behind pyback's calling contract: fn(st, lanes) -> outputs. Memory,
+    register files, callouts and Fail call back into Python (pyback's own helpers)."""
+    jit = _jit()
+    n = lanes if f.vector else None
+    mod = jit.module()
+    name = f"sem_{jit.count}"
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType(), ir.PointerType()]), name)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    src, dst = fn.args
+    ins, outs = _in_specs(f), _out_specs(f)
+    values, off = {}, 0
+    for name_, bits, per_lane in ins:
+        values[name_] = _unpack(b, src, off, bits, n if per_lane else None)
+        off += _words(bits) * (n if per_lane else 1)
+    in_size = off
+    res = emit(b, f, lanes, values, _HarnessHooks(f, n))
+    off = 0
+    for name_, bits, _ in outs:
+        off = _pack(b, dst, off, res[name_], bits)
+    out_size = off
+    b.ret_void()
+    addr = jit.compile(mod, name)
+    native = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(addr)
+
+    def run(st: dict, lanes_: int) -> dict:
+        if lanes_ != lanes:
+            raise ValueError(f"compiled for {lanes} lanes, called with {lanes_}")
+        src_buf, dst_buf = np.zeros(max(in_size, 1), np.uint64), np.zeros(max(out_size, 1), np.uint64)
+        o = 0
+        for name_, bits, per_lane in ins:
+            default = {"MODE": 0, "ACTIVE": True}.get(name_)
+            _put(src_buf, o, st.get(name_, default) if default is not None else st[name_], bits,
+                 n if per_lane else None)
+            o += _words(bits) * (n if per_lane else 1)
+        prev = (_CALL.st, _CALL.lanes, _CALL.error)
+        _CALL.st, _CALL.lanes, _CALL.error = st, lanes, None
+        try:
+            with np.errstate(all="ignore"):
+                native(src_buf.ctypes.data, dst_buf.ctypes.data)
+            err = _CALL.error
+        finally:
+            _CALL.st, _CALL.lanes, _CALL.error = prev
+        if err is not None:
+            raise err
+        out, o = {}, 0
+        for name_, bits, per_lane in outs:
+            out[name_] = _pyback_value(bits, _get(dst_buf, o, bits, n if per_lane else None), n if per_lane else None)
+            o += _words(bits) * (n if per_lane else 1)
+        return out
+
+    run.ir = str(mod)  # type: ignore[attr-defined]
+    return run
+
+
+# ---- coverage: what the backend takes ------------------------------------------------------------------------------
+
+VALU_SALU = ("VOP1", "VOP2", "VOP3", "VOP3SD", "VOP3P", "VOPC", "SOP1", "SOP2", "SOPC", "SOPK")
+FAMILIES = ("rdna3", "rdna4", "cdna")
+
+
+class _NullHooks:
+    """Hooks that emit nothing (a read gives 0): enough to see whether emit takes a Func."""
+
+    def __init__(self, n: int | None):
+        self.n = n
+
+    def load(self, b, file, addr, bits, mask):
+        return const(ir.IntType(bits), 0, self.n)
+
+    reg_read = load
+
+    def store(self, b, file, addr, value, bits, mask):
+        pass
+
+    reg_write = store
+
+    def callout(self, b, name, args):
+        return const(I32, 0, self.n)
+
+    def fail(self, b, mask, reason):
+        pass
+
+
+def _inputs(b: ir.IRBuilder, f: Func, n: int | None) -> dict[str, ir.Value]:
+    """Zero-valued inputs of the right types (function arguments would do as well)."""
+    vals = {name: const(ir.IntType(bits), 0, n if f.vector and name not in f.masks else None)
+            for name, bits in f.inputs.items()}
+    for name in f.masks & set(f.inputs) if f.vector else ():
+        vals[name] = I64(0)
+    vals["MODE"] = I32(0)
+    return vals
+
+
+def emit_module(funcs: list[Func], lanes_: int) -> ir.Module:
+    """One function emitting every Func of the list in turn (inputs 0, outputs returned through a store each)."""
+    mod = ir.Module("probe")
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType()]), "probe")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    for k, f in enumerate(funcs):
+        n = lanes_ if f.vector else None
+        outs = emit(b, f, lanes_, _inputs(b, f, n), _NullHooks(n))
+        for v in outs.values():
+            b.store(v, b.gep(fn.args[0], [I64(k)], source_etype=v.type), align=1)
+    b.ret_void()
+    return mod
+
+
+def coverage(arch: str, spaces: tuple[str, ...] | None = VALU_SALU) -> dict:
+    """Per instruction pyback compiles (in `spaces`; None: all): taken, or the reason it is not."""
+    from emu.amd import isa  # the instruction tables (emu.pcode itself takes them through compile_op)
+    from emu.pcode import compile_op
+    fam = isa.family(arch)
+    taken, failing = [], {}
+    for op in sorted(isa.load(fam).ops.values(), key=lambda o: (o.enc, o.value)):
+        if spaces is not None and op.enc not in spaces:
+            continue
+        try:
+            sem = compile_op(arch, op.enc, op.name)
+        except Unsupported:
+            continue
+        key = f"{op.enc}.{op.name}"
+        try:
+            if sem.serial:
+                raise Unsupported("lane-serial read-modify-write memory op")
+            llvm.parse_assembly(str(emit_module([sem.ir], 32))).verify()
+            taken.append(key)
+        except Unsupported as e:
+            failing[key] = str(e)
+    return {"arch": fam, "compiled": len(taken) + len(failing), "taken": taken, "failing": failing}
+
+
+def _bench(arch: str) -> None:
+    """ms to JIT one instruction and a block of 50 inlined ones at O2 (fresh modules, one engine)."""
+    from emu.amd import isa
+    from emu.pcode import compile_op
+    funcs = []
+    for op in isa.load(isa.family(arch)).ops.values():
+        if op.enc in ("VOP2", "VOP3") and len(funcs) < 50:
+            try:
+                f = compile_op(arch, op.enc, op.name).ir
+                llvm.parse_assembly(str(emit_module([f], 32)))
+                funcs.append(f)
+            except Unsupported:
+                continue
+    jit = _jit()
+    for label, group in (("1 instruction", funcs[:1]), ("50 instructions", funcs)):
+        t0 = time.perf_counter()
+        mod = emit_module(group, 32)
+        t1 = time.perf_counter()
+        mod.triple, mod.data_layout = jit.tm.triple, str(jit.tm.target_data)
+        jit.compile(mod, "probe")
+        t2 = time.perf_counter()
+        print(f"{label:16}: emit {1e3 * (t1 - t0):7.1f} ms, LLVM O2 + codegen {1e3 * (t2 - t1):7.1f} ms "
+              f"({', '.join(f.name for f in group[:3])}{', ...' if len(group) > 3 else ''})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m emu.pcode.llvmback", description=__doc__.split("\n")[0])
+    ap.add_argument("--coverage", action="store_true", help="per family: the VALU / SALU ops the backend takes")
+    ap.add_argument("--all-spaces", action="store_true", help="with --coverage: every opcode space")
+    ap.add_argument("--bench", action="store_true", help="compile time of 1 and 50 inlined instructions")
+    ap.add_argument("--arch", action="append", help="rdna3, rdna4, cdna or a gfx name (default: the three)")
+    a = ap.parse_args(argv)
+    for arch in a.arch or FAMILIES:
+        if a.bench:
+            _bench(arch)
+        if not a.coverage:
+            continue
+        r = coverage(arch, None if a.all_spaces else VALU_SALU)
+        print(f"{r['arch']}: {len(r['taken'])} of {r['compiled']} compiled instructions taken")
+        for reason, count in Counter(v.split(":")[0] for v in r["failing"].values()).most_common():
+            print(f"  {count:4}  {reason}")
+        for name, reason in r["failing"].items():
+            print(f"    {name}: {reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

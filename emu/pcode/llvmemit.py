@@ -1,0 +1,582 @@
+"""The LLVM backend's emitter: one Func's semantics written at an IRBuilder's position (emu.pcode.llvmback is the
+public face and documents the value rules; floats are emu.pcode.llvmfloats). Control flow mirrors the reference
+backend (emu.pcode.pyback) exactly: every expression is computed for all lanes, an If runs a branch only when a lane
+of its predicate is set, an assignment under a predicate is a select, a Break clears lanes from the loop's mask and
+a vector loop ends once no lane is left; loop bounds are uniform (lane 0 is taken). Variables live in allocas of
+the function's entry block (promoted to registers by LLVM); wave-wide names (masks, MODE, loop counters) are
+scalars, the others `<lanes x T>` vectors in vector Funcs.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from llvmlite import ir
+
+from emu.pcode import llvmfloats as FL
+from emu.pcode.ir import Assign, Break, Const, Expr, Fail, Func, If, Loop, Op, SetLaneBit, Store, Var
+from emu.pcode.llvmfloats import (
+    I1,
+    I32,
+    I64,
+    any_lane,
+    bcast,
+    const,
+    elem,
+    entry_alloca,
+    intrinsic,
+    lane0,
+    lanes,
+    like,
+    resize,
+    scalar_type,
+    select,
+    splat,
+)
+from emu.pcode.typed import Unsupported
+
+__all__ = ["Hooks", "emit"]
+
+
+class Hooks(Protocol):
+    """What the semantics reach beyond their inputs; each method emits code at b's position."""
+
+    def load(self, b: ir.IRBuilder, file: str, addr: ir.Value, bits: int, mask: ir.Value) -> ir.Value:
+        """Memory read ('MEM' / 'LDS') of `bits` at byte addresses `addr` (i64 lanes) for the lanes of `mask`."""
+
+    def store(self, b: ir.IRBuilder, file: str, addr: ir.Value, value: ir.Value, bits: int, mask: ir.Value) -> None:
+        ...
+
+    def reg_read(self, b: ir.IRBuilder, file: str, index: tuple, bits: int, mask: ir.Value) -> ir.Value:
+        """Register-file read ('VGPR' [lane, reg], 'SGPR' [reg], 'HW_REGISTERS' [reg]); bits > 32 spans
+        consecutive registers. pyback reads every lane whatever `mask` says (an index out of range raises)."""
+
+    def reg_write(self, b: ir.IRBuilder, file: str, index: tuple, value: ir.Value, bits: int,
+                  mask: ir.Value) -> None:
+        ...
+
+    def callout(self, b: ir.IRBuilder, name: str, args: tuple) -> ir.Value:
+        """st[name](*args) of pyback (HwRegWriteMask): u32 in, u32 out."""
+
+    def fail(self, b: ir.IRBuilder, mask: ir.Value, reason: str) -> None:
+        """The IR's Fail: the emitted code reaches it only when a lane of `mask` is set; pyback raises
+        Unsupported(reason) there. The hook leaves b in an open block (the emitted code continues)."""
+
+
+def emit(b: ir.IRBuilder, f: Func, lanes: int, inputs: dict[str, ir.Value], hooks: Hooks) -> dict[str, ir.Value]:
+    """Emit f's semantics at b's position (blocks are added to b's function); returns the outputs."""
+    return _Emitter(b, f, lanes, inputs, hooks).run()
+
+
+class _LoopMask:
+    """The predicate of a vector loop's body: lanes that have not left the loop (a Break clears them)."""
+
+    def __init__(self, slot: ir.AllocaInstr):
+        self.slot = slot
+
+
+class _Emitter:
+    def __init__(self, b: ir.IRBuilder, f: Func, wave: int, inputs: dict, hooks: Hooks):
+        self.b, self.f, self.wave, self.inputs, self.hooks = b, f, wave, inputs, hooks
+        self.n = wave if f.vector else None
+        self.mode = resize(b, inputs["MODE"], 32) if "MODE" in inputs else I32(0)
+        self.active = inputs.get("ACTIVE")
+        loop_vars = _loop_vars(f.body)
+        self.uniform = (set(f.masks) | {"MODE"} | loop_vars) if f.vector else set(f.vars)
+        self.slots: dict[str, ir.AllocaInstr] = {}
+        self.loops: list[tuple[ir.Block, _LoopMask | None]] = []  # enclosing loops: exit block, vector mask
+        self.loop_vars = loop_vars
+
+    # ---- variables ---------------------------------------------------------------------------------------------
+    def var_type(self, var: str) -> ir.Type:
+        t = scalar_type(self.f.vars[var])
+        return like(t, None if var in self.uniform else self.n)
+
+    def run(self) -> dict[str, ir.Value]:
+        f, b = self.f, self.b
+        for var in f.vars:
+            if var in self.loop_vars:
+                self.slots[var] = entry_alloca(self.b, self.var_type(var), name=var)
+                continue
+            t = self.var_type(var)
+            if var in f.arrays:
+                t = ir.ArrayType(t, f.arrays[var])
+            self.slots[var] = slot = entry_alloca(self.b, t, name=var)
+            if var in f.arrays:
+                b.store(ir.Constant(t, None), slot)
+            elif var in f.inputs:
+                b.store(self.input(var), slot)
+            else:
+                b.store(const(t, 0, self.n if isinstance(t, ir.VectorType) else None), slot)
+        self.block(f.body, None)
+        return {name: self.output(name, bits) for name, bits in f.outputs.items()}
+
+    def input(self, var: str) -> ir.Value:
+        if var not in self.inputs:
+            raise ValueError(f"{self.f.name}: input {var} not given")
+        v = self.inputs[var]
+        t = self.var_type(var)
+        if lanes(v) != (t.count if isinstance(t, ir.VectorType) else None):
+            raise ValueError(f"{self.f.name}: input {var} is {v.type}, expected {t} lanes")
+        return self.fit(v, elem(t))
+
+    def fit(self, v: ir.Value, t: ir.Type) -> ir.Value:
+        """An integer value resized (raw bits) to integer type t; floats must match."""
+        if elem(v.type) == t:
+            return v
+        if not isinstance(t, ir.IntType) or not isinstance(elem(v.type), ir.IntType):
+            raise Unsupported(f"value of {v.type} where {t} is needed")
+        return resize(self.b, v, t.width)
+
+    def output(self, name: str, bits: int) -> ir.Value:
+        v = self.b.load(self.slots[name], typ=self.var_type(name))
+        if not isinstance(elem(v.type), ir.IntType):
+            raise Unsupported(f"output {name} of type {v.type}")
+        v = resize(self.b, v, bits)
+        if self.f.vector and name in self.f.masks:
+            return resize(self.b, v, 64)
+        return v
+
+    # ---- predicates ---------------------------------------------------------------------------------------------
+    def pred(self, m) -> ir.Value | None:
+        if isinstance(m, _LoopMask):
+            return self.b.load(m.slot, typ=ir.VectorType(I1, self.n))
+        return m
+
+    def full_mask(self, m) -> ir.Value:
+        """<n x i1>: ACTIVE and the predicate (hooks' mask)."""
+        p = self.pred(m)
+        if p is None:
+            p = const(I1, 1, self.n)
+        if self.active is not None:
+            p = self.b.and_(p, self.active)
+        return p
+
+    # ---- statements ---------------------------------------------------------------------------------------------
+    def block(self, stmts: tuple, m) -> None:
+        for s in stmts:
+            self.stmt(s, m)
+
+    def stmt(self, s, m) -> None:
+        if isinstance(s, Assign):
+            self.assign(s, m)
+        elif isinstance(s, SetLaneBit):
+            self.set_lane_bit(s, m)
+        elif isinstance(s, Store):
+            self.store(s, m)
+        elif isinstance(s, If):
+            self.if_(s, m) if self.f.vector else self.scalar_if(s)
+        elif isinstance(s, Loop):
+            self.loop(s, m)
+        elif isinstance(s, Break):
+            self.break_(m)
+        elif isinstance(s, Fail):
+            self.fail(s, m)
+        else:
+            raise Unsupported(f"statement {type(s).__name__}")
+
+    def assign(self, s: Assign, m) -> None:
+        b, slot, t = self.b, self.slots[s.var], self.var_type(s.var)
+        val = self.ex(s.value, m)
+        p = self.pred(m)
+        if s.var in self.uniform and self.f.vector and (p is not None or lanes(val)):
+            raise Unsupported(f"wave-wide {s.var} assigned per lane")
+        if s.index is not None:
+            return self.array_set(s, val, p)
+        old = b.load(slot, typ=t)
+        if s.width is not None:
+            new = self.setbits(old, self.ex(s.lo, m), s.width, val, self.f.vars[s.var].bits)
+        else:
+            new = splat(b, self.fit(val, elem(t)) if isinstance(elem(t), ir.IntType) else val,
+                        lanes(old)) if not lanes(val) else val
+        if p is not None:
+            new = b.select(p, new, old)
+        b.store(new, slot)
+
+    def array_set(self, s: Assign, val: ir.Value, p) -> None:
+        """a[i] = v: per lane, lanes whose index is out of range write nothing."""
+        b, slot, n = self.b, self.slots[s.var], self.f.arrays[s.var]
+        t = self.var_type(s.var)
+        idx = self.ex(s.index, None)
+        val = splat(b, val, lanes(b.load(b.gep(slot, [I32(0), I32(0)]), typ=t)))
+        for k in range(n):
+            ptr = b.gep(slot, [I32(0), I32(k)])
+            old = b.load(ptr, typ=t)
+            hit = self.cmp_const(idx, k)
+            if p is not None:
+                hit = b.and_(*bcast(b, hit, p))
+            b.store(select(b, hit, val, old) if (lanes(hit) or lanes(old)) else b.select(hit, val, old), ptr)
+
+    def cmp_const(self, idx: ir.Value, k: int) -> ir.Value:
+        w = elem(idx.type).width
+        if k >> w:
+            return const(I1, 0, lanes(idx))
+        return self.b.icmp_unsigned("==", idx, const(idx.type, k, lanes(idx)))
+
+    def set_lane_bit(self, s: SetLaneBit, m) -> None:
+        """Bit laneId of the mask var = value, for the lanes of the predicate."""
+        b, slot = self.b, self.slots[s.var]
+        t = self.var_type(s.var)
+        v = self.ex(s.value, m)
+        if not self.f.vector:
+            raise Unsupported("SetLaneBit in a scalar instruction")
+        n = self.n
+        v = splat(b, v, n)
+        p = self.pred(m)
+        on = v if p is None else b.and_(v, p)
+        on = resize(b, b.bitcast(on, ir.IntType(n)), t.width)
+        old = b.load(slot, typ=t)
+        if p is None:
+            touched = const(t, (1 << n) - 1)
+        else:
+            touched = resize(b, b.bitcast(p, ir.IntType(n)), t.width)
+        b.store(b.or_(b.and_(old, b.not_(touched)), on), slot)
+
+    def store(self, s: Store, m) -> None:
+        b = self.b
+        idx = tuple(self.hookval(self.ex(x, m)) for x in s.addr)
+        val = self.hookval(self.ex(s.value, m))
+        if not isinstance(elem(val.type), ir.IntType):
+            raise Unsupported(f"store of a {val.type} value")
+        mask = self.full_mask(m) if self.f.vector else I1(1)
+        if s.file in ("MEM", "LDS"):
+            self.hooks.store(b, s.file, idx[0], val, s.bits, mask)
+        elif s.file == "FORMAT":
+            raise Unsupported("formatted buffer store")
+        else:
+            self.hooks.reg_write(b, s.file, idx, val, s.bits, mask)
+
+    def hookval(self, v: ir.Value) -> ir.Value:
+        return splat(self.b, v, self.n)
+
+    def if_(self, s: If, m) -> None:
+        b = self.b
+        c = self.ex(s.cond, m)
+        if not lanes(c) and not isinstance(m, _LoopMask):  # uniform condition: a plain branch, same predicate
+            with b.if_else(c) as (then, other):
+                with then:
+                    self.block(s.then, m)
+                with other:
+                    self.block(s.orelse, m)
+            return
+        c = splat(b, c, self.n)
+        for body, cond in ((s.then, c), (s.orelse, None)):
+            if not body:
+                continue
+            if cond is None:
+                cond = b.not_(c)
+            p = self.pred(m)
+            mm = cond if p is None else b.and_(p, cond)
+            with b.if_then(any_lane(b, mm)):
+                self.block(body, mm)
+
+    def scalar_if(self, s: If) -> None:
+        c = self.ex(s.cond, None)
+        with self.b.if_else(c) as (then, other):
+            with then:
+                self.block(s.then, None)
+            with other:
+                self.block(s.orelse, None)
+
+    def loop(self, s: Loop, m) -> None:
+        """for var in lo .. hi (uniform, inclusive); a vector loop also ends once every lane has left it."""
+        b = self.b
+        lo, hi = (resize(b, lane0(b, self.ex(x, m)), 64) for x in (s.lo, s.hi))
+        vt = self.var_type(s.var)
+        fn = b.function
+        head, body, exit_ = (fn.append_basic_block(f"{s.var}.{k}") for k in ("head", "body", "exit"))
+        ctr = entry_alloca(self.b, I64, name=f"{s.var}.i")
+        b.store(lo, ctr)
+        mb = None
+        if self.f.vector:
+            mb = entry_alloca(self.b, ir.VectorType(I1, self.n), name=f"{s.var}.mask")
+            p = self.pred(m)
+            b.store(p if p is not None else const(I1, 1, self.n), mb)
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.load(ctr, typ=I64)
+        b.cbranch(b.icmp_unsigned("<=", i, hi), body, exit_)
+        b.position_at_end(body)
+        b.store(resize(b, i, vt.width), self.slots[s.var])
+        lm = _LoopMask(mb) if mb is not None else None
+        self.loops.append((exit_, lm))
+        self.block(s.body, lm if lm is not None else m)
+        self.loops.pop()
+        if not b.block.is_terminated:
+            done = b.icmp_unsigned("==", i, hi)
+            if mb is not None:
+                done = b.or_(done, b.not_(any_lane(b, b.load(mb, typ=mb.allocated_type))))
+            b.store(b.add(i, I64(1)), ctr)
+            b.cbranch(done, exit_, head)
+        b.position_at_end(exit_)
+
+    def break_(self, m) -> None:
+        b = self.b
+        if not self.loops:
+            raise Unsupported("break outside a loop")
+        exit_, loop_m = self.loops[-1]
+        if loop_m is None:
+            b.branch(exit_)
+            b.position_at_end(b.function.append_basic_block("after.break"))
+            return
+        cur = b.load(loop_m.slot, typ=loop_m.slot.allocated_type)
+        p = self.pred(m)
+        b.store(const(I1, 0, self.n) if p is None else b.and_(cur, b.not_(p)), loop_m.slot)
+
+    def fail(self, s: Fail, m) -> None:
+        b = self.b
+        if not self.f.vector:
+            self.hooks.fail(b, I1(1), s.reason)
+            return
+        p = self.pred(m)
+        mask = p if p is not None else const(I1, 1, self.n)
+        with b.if_then(any_lane(b, mask)):
+            self.hooks.fail(b, mask, s.reason)
+
+    # ---- expressions --------------------------------------------------------------------------------------------
+    def ex(self, e: Expr, m) -> ir.Value:
+        if isinstance(e, Const):
+            return FL.constant(e.value, e.ty) if e.ty.is_float else _int_const(e)
+        if isinstance(e, Var):
+            if e.name in self.f.arrays:
+                raise Unsupported(f"array {e.name} used as a value")
+            return self.b.load(self.slots[e.name], typ=self.var_type(e.name))
+        if not isinstance(e, Op):
+            raise Unsupported(f"IR node {type(e).__name__}")
+        if e.op == "elem":
+            return self.array_get(e, m)
+        a = [self.ex(x, m) for x in e.args]
+        if e.ty.is_float or any(x.ty.is_float for x in e.args):
+            return FL.op(self.b, e, a, self.mode)
+        fn = getattr(self, "op_" + e.op, None)
+        if fn is None:
+            raise Unsupported(f"no LLVM lowering for op {e.op}")
+        return fn(e, a, m)
+
+    def array_get(self, e: Op, m) -> ir.Value:
+        """a[i]; per lane, an index past the end reads the last element (as pyback's per-lane path)."""
+        b = self.b
+        var = e.args[0].name
+        slot, n, t = self.slots[var], self.f.arrays[var], self.var_type(var)
+        idx = self.ex(e.args[1], m)
+        r = None
+        for k in reversed(range(n)):
+            v = b.load(b.gep(slot, [I32(0), I32(k)]), typ=t)
+            r = v if r is None else select(b, self.cmp_const(idx, k), v, r)
+        return r
+
+    def setbits(self, x: ir.Value, lo: ir.Value, width: int, v: ir.Value, bits: int) -> ir.Value:
+        """x with bits lo .. lo+width-1 replaced by v's low bits (bits past x's width dropped)."""
+        b = self.b
+        k = max(bits, width) + 64
+        xx, vv = resize(b, x, k), resize(b, self.as_int(v), k)
+        lo = resize(b, lo, k) if elem(lo.type).width <= k else b.select(
+            b.icmp_unsigned("<", lo, const(lo.type, k, lanes(lo))), lo, const(lo.type, k - 1, lanes(lo)))
+        lo = resize(b, lo, k)
+        xx, vv, lo = bcast(b, xx, vv, lo)
+        n = lanes(xx)
+        fm = b.shl(const(xx.type, (1 << width) - 1, n), lo)
+        vv = b.and_(vv, const(xx.type, (1 << width) - 1, n))
+        r = b.or_(b.and_(xx, b.not_(fm)), b.shl(vv, lo))
+        return resize(b, r, bits)
+
+    def as_int(self, v: ir.Value) -> ir.Value:
+        if elem(v.type) == I1:
+            return self.b.zext(v, like(ir.IntType(1), lanes(v)))
+        return v
+
+    # integers -------------------------------------------------------------------------------------------------
+    def _arith(self, e, a, m):
+        x, y = (self.fit(v, scalar_type(e.ty)) for v in bcast(self.b, *a))
+        return getattr(self.b, {"add": "add", "sub": "sub", "mul": "mul"}[e.op])(x, y)
+
+    op_add = op_sub = op_mul = _arith
+
+    def op_div(self, e, a, m):
+        return self.idiv(e, a, False)
+
+    def op_mod(self, e, a, m):
+        return self.idiv(e, a, True)
+
+    def idiv(self, e: Op, a, mod: bool) -> ir.Value:
+        """Truncating division; x / 0 is all ones, x % 0 is x (pyback's L.idiv)."""
+        b, bits, signed = self.b, e.ty.bits, e.ty.kind == "i"
+        x, y = bcast(b, *(self.fit(v, scalar_type(e.ty)) for v in a))
+        n = lanes(x)
+        zero = b.icmp_unsigned("==", y, const(y.type, 0, n))
+        w = bits + 1 if signed else bits
+        xw, yw = resize(b, x, w, signed), resize(b, b.select(zero, const(y.type, 1, n), y), w, signed)
+        if signed:
+            r = b.srem(xw, yw) if mod else b.sdiv(xw, yw)
+        else:
+            r = b.urem(xw, yw) if mod else b.udiv(xw, yw)
+        return b.select(zero, x if mod else const(x.type, -1, n), resize(b, r, bits))
+
+    def op_neg(self, e, a, m):
+        return self.b.neg(a[0])
+
+    def op_not(self, e, a, m):
+        return self.b.not_(a[0])
+
+    def _bitop(self, e, a, m):
+        x, y = bcast(self.b, *a)
+        if elem(x.type) != I1:
+            x, y = (self.fit(v, scalar_type(e.ty)) for v in (x, y))
+        return getattr(self.b, {"and": "and_", "or": "or_", "xor": "xor", "land": "and_", "lor": "or_"}[e.op])(x, y)
+
+    op_and = op_or = op_xor = op_land = op_lor = _bitop
+
+    def op_lnot(self, e, a, m):
+        return self.b.not_(a[0])
+
+    def _cmp(self, e, a, m):
+        x, y = bcast(self.b, *a)
+        sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[e.op]
+        if e.args[0].ty.kind == "i":
+            return self.b.icmp_signed(sym, x, y)
+        return self.b.icmp_unsigned(sym, x, y)
+
+    op_eq = op_ne = op_lt = op_le = op_gt = op_ge = _cmp
+
+    def op_select(self, e, a, m):
+        return select(self.b, *a)
+
+    def op_shl(self, e, a, m):
+        return self.shift(e, a, "shl")
+
+    def op_shr(self, e, a, m):
+        return self.shift(e, a, "ashr" if e.ty.kind == "i" else "lshr")
+
+    def shift(self, e: Op, a, kind: str) -> ir.Value:
+        """Shifts by any amount: past the width gives 0 (left, logical right) or the sign (arithmetic)."""
+        b, bits = self.b, e.ty.bits
+        x, s = bcast(b, self.fit(a[0], scalar_type(e.ty)), a[1])
+        n = lanes(x)
+        k = max(elem(s.type).width, bits.bit_length() + 1)
+        s = resize(b, s, k)
+        big = b.icmp_unsigned(">=", s, const(s.type, bits, n))
+        amt = resize(b, b.select(big, const(s.type, bits - 1, n), s), bits)
+        r = getattr(b, kind)(x, amt)
+        return r if kind == "ashr" else b.select(big, const(x.type, 0, n), r)
+
+    def op_tobool(self, e, a, m):
+        x = a[0]
+        if elem(x.type) == I1:
+            return x
+        return self.b.icmp_unsigned("!=", x, const(x.type, 0, lanes(x)))
+
+    def op_frombool(self, e, a, m):
+        return self.b.zext(a[0], like(scalar_type(e.ty), lanes(a[0])))
+
+    def op_resize(self, e, a, m):
+        return resize(self.b, a[0], e.ty.bits, e.args[0].ty.kind == "i")
+
+    def op_extract(self, e, a, m):
+        """Bits lo .. lo+width-1 of x (0 past x's width)."""
+        b, width = self.b, e.attr
+        x, lo = bcast(b, self.as_int(a[0]), a[1])
+        k = max(elem(x.type).width, width, elem(lo.type).width)
+        xx, lo = resize(b, x, k), resize(b, lo, k)
+        n = lanes(xx)
+        big = b.icmp_unsigned(">=", lo, const(lo.type, k, n))
+        r = b.lshr(xx, b.select(big, const(lo.type, 0, n), lo))
+        r = b.select(big, const(xx.type, 0, n), r)
+        return resize(b, r, width)
+
+    def op_insert(self, e, a, m):
+        return self.setbits(a[0], a[1], e.attr, a[2], e.ty.bits)
+
+    def op_concat(self, e, a, m):
+        b, total = self.b, e.ty.bits
+        parts = bcast(b, *(self.as_int(v) for v in a))
+        r, sh = None, 0
+        for v, p in reversed(list(zip(parts, e.args, strict=True))):
+            w = resize(b, self.fit(v, ir.IntType(p.ty.bits)), total)
+            if sh:
+                w = b.shl(w, const(w.type, sh, lanes(w)))
+            r = w if r is None else b.or_(r, w)
+            sh += p.ty.bits
+        return r
+
+    def op_lane_id(self, e, a, m):
+        t = scalar_type(e.ty)
+        if not self.n:
+            return t(0)
+        return ir.Constant(ir.VectorType(t, self.n), [t(i) for i in range(self.n)])
+
+    def op_wave64(self, e, a, m):
+        return I1(self.wave == 64)
+
+    def op_load(self, e, a, m):
+        mask = self.full_mask(m) if self.f.vector else I1(1)
+        return self.hooks.load(self.b, e.attr, self.hookval(a[0]), e.ty.bits, mask)
+
+    def op_reg_read(self, e, a, m):
+        mask = self.full_mask(m) if self.f.vector else I1(1)
+        return self.hooks.reg_read(self.b, e.attr, tuple(self.hookval(x) for x in a), e.ty.bits, mask)
+
+    def op_callout(self, e, a, m):
+        return self.hooks.callout(self.b, e.attr, tuple(self.hookval(x) for x in a))
+
+    def op_iabs(self, e, a, m):
+        return intrinsic(self.b, "llvm.abs", a[0].type, [a[0], I1(0)])
+
+    def op_popcount(self, e, a, m):
+        return resize(self.b, intrinsic(self.b, "llvm.ctpop", a[0].type, [a[0]]), e.ty.bits)
+
+    def op_bitrev(self, e, a, m):
+        return intrinsic(self.b, "llvm.bitreverse", a[0].type, [a[0]])
+
+    def op_ff1(self, e, a, m):
+        b, x = self.b, a[0]
+        n = lanes(x)
+        r = resize(b, intrinsic(b, "llvm.cttz", x.type, [x, I1(0)]), e.ty.bits)
+        return b.select(b.icmp_unsigned("==", x, const(x.type, 0, n)), const(r.type, 0xFFFFFFFF, n), r)
+
+    def op_sext_from(self, e, a, m):
+        """Sign-extend x from bit n-1 (n = 0 gives 0; n past 64 counts as 64)."""
+        b = self.b
+        x, nn = bcast(b, resize(b, a[0], 64), resize(b, a[1], 64))
+        n = lanes(x)
+        c = b.select(b.icmp_unsigned(">", nn, const(I64, 64, n)), const(I64, 64, n), nn)
+        c = b.select(b.icmp_unsigned("==", c, const(I64, 0, n)), const(I64, 1, n), c)
+        sh = b.sub(const(I64, 64, n), c)
+        r = b.ashr(b.shl(x, sh), sh)
+        r = b.select(b.icmp_unsigned("==", nn, const(I64, 0, n)), const(I64, 0, n), r)
+        return resize(b, r, e.ty.bits)
+
+    def op_sat(self, e, a, m):
+        """Integer clamp to the result type's range."""
+        b, s, t = self.b, e.args[0].ty, e.ty
+        k = max(s.bits, t.bits) + 2
+        v = resize(b, a[0], k, s.kind == "i")
+        n = lanes(v)
+        lo, hi = (-(1 << t.bits - 1), (1 << t.bits - 1) - 1) if t.kind == "i" else (0, (1 << t.bits) - 1)
+        v = b.select(b.icmp_signed("<", v, const(v.type, lo, n)), const(v.type, lo, n), v)
+        v = b.select(b.icmp_signed(">", v, const(v.type, hi, n)), const(v.type, hi, n), v)
+        return resize(b, v, t.bits)
+
+    def op_fmt_offset(self, e, a, m):
+        raise Unsupported("formatted buffer op")
+
+    op_fmt_load = op_fmt_offset
+
+
+def _int_const(e: Const) -> ir.Constant:
+    t = scalar_type(e.ty)
+    if t == I1:
+        return I1(bool(e.value))
+    if not e.ty.is_int:
+        raise Unsupported(f"constant of type {e.ty}")
+    return const(t, int(e.value))
+
+
+def _loop_vars(body: tuple) -> set[str]:
+    out: set[str] = set()
+    for s in body:
+        if isinstance(s, Loop):
+            out |= {s.var} | _loop_vars(s.body)
+        elif isinstance(s, If):
+            out |= _loop_vars(s.then) | _loop_vars(s.orelse)
+    return out
+
+
