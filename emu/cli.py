@@ -2,7 +2,7 @@
 
     hwemu info [--arch gfx1100] [--gpus N] [--real]   the KFD topology a runtime sees (like rocminfo)
     hwemu run [--dev DEV] -- CMD ARGS...              run a program with the mock devices visible to it
-    hwemu disasm ...                                  disassemble code objects or bytes (python -m emu.amd.disasm)
+    hwemu disasm ...                                  disassemble code objects or bytes (python -m emu.amd.asm.disasm)
     hwemu kernel ...                                  run one kernel of a code object (python -m emu.amd.run)
     hwemu hexagon [-strace] PROGRAM [ARGS...]         run a static Hexagon Linux program (python -m emu.dsp)
 
@@ -93,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("kernel", help="run one kernel of a code object (see hwemu kernel --help)", add_help=False)
     sub.add_parser("hexagon", help="run a static Hexagon Linux program (see hwemu hexagon --help)", add_help=False)
     if argv and argv[0] in ("disasm", "kernel", "hexagon"):
-        from emu.amd import disasm
         from emu.amd import run as kernel
+        from emu.amd.asm import disasm
         from emu.dsp import __main__ as hexagon
         return {"disasm": disasm, "kernel": kernel, "hexagon": hexagon}[argv[0]].main(argv[1:])
     a = ap.parse_args(argv)

@@ -1,4 +1,4 @@
-"""emu.amd.decode / emu.amd.disasm: the Inst API, robustness on arbitrary bytes, the CLI.
+"""emu.amd.decode / emu.amd.asm.disasm: the Inst API, robustness on arbitrary bytes, the CLI.
 
 Expected texts are llvm-mc-19's output for the same bytes (`llvm-mc-19 --disassemble -mcpu=ARCH`); the
 differential tests against LLVM itself are in test_llvm_diff.py."""
@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emu.amd import Inst, decode, isa
-from emu.amd.disasm import main as disasm_main
+from emu.amd.asm.disasm import main as disasm_main
 
 # (arch, hex bytes, llvm-mc-19 text)
 LLVM_TEXTS = [
@@ -133,6 +133,6 @@ def test_cli_code_object(tmp_path):
 
 def test_module_entry_point():
     import subprocess
-    r = subprocess.run([sys.executable, "-m", "emu.amd.disasm", "--arch", "gfx942", "--hex", "00 00 7f 01"],
+    r = subprocess.run([sys.executable, "-m", "emu.amd.asm.disasm", "--arch", "gfx942", "--hex", "00 00 7f 01"],
                        capture_output=True, text=True)
     assert r.returncode == 0 and "v_cndmask_b32_e32 v191, s0, v128, vcc" in r.stdout

@@ -32,7 +32,7 @@ def saxpy() -> bytes:
 def test_disasm_on_damaged_elfs_exits_2_with_one_line(saxpy, data):
     """Bytes of the ELF header, the section header table or anywhere replaced: exit 0 (still decodable) or 2 with
     one error line, never a traceback."""
-    from emu.amd.disasm import main
+    from emu.amd.asm.disasm import main
     blob = bytearray(saxpy)
     shoff = int.from_bytes(blob[40:48], "little")
     regions = [(0, 64), (shoff, len(blob)), (0, len(blob))]

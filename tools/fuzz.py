@@ -78,13 +78,13 @@ def run_codeobject(arch: str, blob: bytes) -> str:
 
 
 def run_cli(arch: str, blob: bytes) -> str:
-    """The corrupted code object through `emu.amd.disasm` and `emu.amd.run`: one line on error, exit 2 or 1."""
+    """The corrupted code object through `emu.amd.asm.disasm` and `emu.amd.run`: one line on error, exit 2 or 1."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.hsaco")
         with open(path, "wb") as f:
             f.write(blob)
         outs = []
-        for cmd in (["emu.amd.disasm", "--arch", arch, path],
+        for cmd in (["emu.amd.asm.disasm", "--arch", arch, path],
                     ["emu.amd.run", path, "--kernel", "saxpy", "--grid", "1", "--block", "64", "--arg",
                      "buf:out:f32:64", "--arg", "buf:out:f32:64", "--arg", "f32:2", "--arg", "u32:64", "--out", d]):
             p = subprocess.run([sys.executable, "-m", *cmd], capture_output=True, text=True, timeout=60)

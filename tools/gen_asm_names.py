@@ -1,7 +1,7 @@
-"""Regenerate emu/amd/asm_names.py: the symbolic names LLVM 19 prints (hwreg, sendmsg, buffer formats, export
+"""Regenerate emu/amd/asm/names.py: the symbolic names LLVM 19 prints (hwreg, sendmsg, buffer formats, export
 targets), read off llvm-mc-19 by disassembling one instruction per value.
 
-    python -m tools.gen_asm_names > emu/amd/asm_names.py
+    python -m tools.gen_asm_names > emu/amd/asm/names.py
 """
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def image_variants(fam: str) -> dict[tuple[int, int], tuple]:
     if fam == "cdna":
         return {}
     from emu.amd import isa
-    from emu.amd.asm_memory import image_address_words
+    from emu.amd.asm.memory import image_address_words
     t = isa.load(fam)
     spaces = ("MIMG",) if fam == "rdna3" else ("VIMAGE", "VSAMPLE")
     cases, codes = [], []

@@ -127,7 +127,7 @@ def corpus_diffs(arches=("gfx1100", "gfx1201", "gfx942"), opts=("-O0", "-O3"), f
     and a final count of compared instructions."""
     import tempfile
 
-    from emu.amd.disasm import code_object_instructions
+    from emu.amd.asm.disasm import code_object_instructions
     from stack.codegen.opencl import compile_cl
     total = 0
     diffs = []

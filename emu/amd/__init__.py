@@ -1,10 +1,11 @@
-"""AMD GPUs: ISA tables (emu.amd.isa), decoder and disassembler (emu.amd.decode, emu.amd.disasm),
+"""AMD GPUs: ISA tables (emu.amd.isa), decoder and disassembler (emu.amd.decode, emu.amd.asm),
 the kernel runner (GPU, GPUFault) and free-standing waves (Wave)."""
+from emu.amd.asm import text as _text  # noqa: F401 - makes str(Inst) the LLVM text
 from emu.amd.decode import Inst, Operand, decode
 
 __all__ = ["Inst", "Operand", "decode", "GPU", "GPUFault", "Wave"]
 
-_LAZY = {"GPU": "emu.amd.gpu", "GPUFault": "emu.amd.memory", "Wave": "emu.amd.wave"}
+_LAZY = {"GPU": "emu.amd.gpu", "GPUFault": "emu.amd.memory", "Wave": "emu.amd.exec.wave"}
 
 
 def __getattr__(name: str):

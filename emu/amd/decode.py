@@ -22,15 +22,17 @@ most specific match wins. Among the encodings sharing a matcher (VOP3 / VOP3SD /
 VOP3P_MFMA, ...) the one with the smallest opcode set holding the op field is taken. Then the source operand
 values select the variant: DPP16 (250), DPP8 (233/234), SDWA (249, CDNA) and LIT (255 in any source, or an
 opcode only the literal variant admits, such as v_fmamk_f32). Where the vendor tables and LLVM disagree the
-code says so next to the rule (asm_operands.OPERAND_FIXUPS, RENAMES, NO_E32; RDNA3 NSA and buffer literals).
+code says so next to the rule (asm.operands.OPERAND_FIXUPS, RENAMES, NO_E32; RDNA3 NSA and buffer literals).
 """
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from emu.amd import isa
-from emu.amd.asm_operands import DPP8, DPP8FI, DPP16, LITERAL, SDWA, Operand, mnemonic, operands
+from emu.amd.asm.operands import DPP8, DPP8FI, DPP16, LITERAL, SDWA, Operand, mnemonic, operands
 from emu.amd.isa import Encoding, Op
 
 _SRC_FIELDS = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")  # may hold the literal marker 255
@@ -52,6 +54,7 @@ class Inst:
     family: str
     literal: int | None = None
     _text: str | None = field(default=None, repr=False)
+    renderer: ClassVar[Callable[[Inst], str]] = lambda inst: inst.name  # LLVM text: emu.amd.asm.text sets it
 
     @property
     def valid(self) -> bool:
@@ -59,9 +62,8 @@ class Inst:
 
     def __str__(self) -> str:
         if self._text is None:
-            from emu.amd.asm_text import render
             try:
-                self._text = render(self)
+                self._text = Inst.renderer(self)
             except Exception as e:  # a printer gap must not crash a disassembly listing
                 self._text = f"{self.name} <operands not printable: {type(e).__name__}>"
         return self._text

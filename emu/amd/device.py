@@ -17,11 +17,11 @@ from emu.amd.aql import AQLQueue
 from emu.amd.bo import BufferObject, Heap
 from emu.amd.cp import ComputeQueue
 from emu.amd.dispatch import Stats
+from emu.amd.exec.wave import Program
 from emu.amd.gpu import fetch_code
 from emu.amd.memory import PAGE, VM, FaultRecord
 from emu.amd.queue import HALTED, RUNNING, Queue
 from emu.amd.sdma import SDMAQueue
-from emu.amd.wave import Program
 
 DOORBELLS = 1024
 MAX_INSTRUCTION = 16  # bytes

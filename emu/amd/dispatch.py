@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emu.amd.hwreg import initial_mode
+from emu.amd.exec.hwreg import initial_mode
+from emu.amd.exec.wave import BARRIER, Program, WaveState, run
 from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
-from emu.amd.wave import BARRIER, Program, WaveState, run
 from stack.hcq.codeobj import Kernel, Rsrc1, Rsrc2
 
 PACKED_IDS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")

@@ -29,9 +29,9 @@ from emu.amd.dispatch import (
     check_launch,
     run_dispatch,
 )
+from emu.amd.exec.wave import Program
 from emu.amd.memory import VM, FaultRecord, GPUFault
-from emu.amd.operands import PRIVATE_APERTURE, SHARED_APERTURE
-from emu.amd.wave import Program
+from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
 from stack.hcq.codeobj import CodeObject, pack_kernargs
 from stack.hcq.program import dispatch_packet, grid_dims, user_sgprs
 

@@ -179,7 +179,7 @@ class KFD:
 
     @staticmethod
     def _apertures(ap, g) -> None:
-        from emu.amd.operands import APERTURE_SIZE, PRIVATE_APERTURE, SHARED_APERTURE
+        from emu.amd.memspace import APERTURE_SIZE, PRIVATE_APERTURE, SHARED_APERTURE
         ap.lds_base, ap.lds_limit = SHARED_APERTURE, SHARED_APERTURE + APERTURE_SIZE - 1
         ap.scratch_base, ap.scratch_limit = PRIVATE_APERTURE, PRIVATE_APERTURE + APERTURE_SIZE - 1
         ap.gpuvm_base, ap.gpuvm_limit, ap.gpu_id = GPUVM_BASE, GPUVM_LIMIT, g.gpu_id

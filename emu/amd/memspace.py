@@ -12,7 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from emu.amd.memory import FaultRecord, GPUFault
-from emu.amd.operands import APERTURE_SIZE, PRIVATE_APERTURE, SHARED_APERTURE
+
+# Apertures of the flat address space (their bases' high 32 bits are what the aperture registers report).
+SHARED_APERTURE = 0x0001_0000_0000_0000
+PRIVATE_APERTURE = 0x0002_0000_0000_0000
+APERTURE_SIZE = 1 << 32
 
 U64 = np.uint64
 

@@ -53,7 +53,7 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
   op with a basic float operation (add sub mul div fma sqrt), which rounds as MODE.FP_ROUND says (bits 1:0 for
   f32, 3:2 for f16; 0 nearest even, the default when MODE is not given; f64 is not directed); other float
   results round to nearest even, and denormals are kept (no pcode text reads MODE.FP_DENORM: the
-  executor flushes inputs and results per MODE, emu.amd.valu).
+  executor flushes inputs and results per MODE, emu.amd.exec.valu).
   WAVE64 is `lanes == 64`.
 - A case the semantics do not model (e.g. ds_swizzle FFT mode) raises Unsupported when a lane reaches it.
 """
@@ -64,12 +64,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emu.amd import isa as _isa
 from emu.pcode import pyback
 from emu.pcode.fixups import FNUZ_ARCHS, fixup, fnuz
 from emu.pcode.ir import Func
 from emu.pcode.lower import Lowerer
 from emu.pcode.pyback import ROUNDED
+from emu.pcode.source import vendor
 from emu.pcode.syntax import PcodeSyntaxError, parse
 from emu.pcode.typed import Unsupported
 
@@ -133,8 +133,8 @@ class Semantics:
 
 def pcode_of(arch: str, space: str, name: str) -> tuple[str | None, str | None]:
     """(pcode text after fixups, fixup reason or None) of an instruction."""
-    fam = _isa.family(arch)
-    by = _isa.load(fam).by_name
+    fam = vendor().family(arch)
+    by = vendor().load(fam).by_name
     op = by.get((space, name))
     if op is None:
         raise Unsupported(f"{fam} has no instruction {space} {name}")
@@ -151,7 +151,7 @@ def pcode_of(arch: str, space: str, name: str) -> tuple[str | None, str | None]:
 
 
 def _callee(fam: str, name: str) -> str | None:
-    by = _isa.load(fam).by_name
+    by = vendor().load(fam).by_name
     for sp in _CALLEE_SPACES:
         if (sp, name) in by:
             text, _ = pcode_of(fam, sp, name)
@@ -162,7 +162,7 @@ def _callee(fam: str, name: str) -> str | None:
 
 def lower_op(arch: str, space: str, name: str) -> Func:
     """The typed IR of an instruction (raises Unsupported)."""
-    fam = _isa.family(arch)
+    fam = vendor().family(arch)
     text, reason = pcode_of(arch, space, name)
     if text is None:
         raise Unsupported(reason or f"{name} has no pcode")
@@ -176,7 +176,7 @@ def lower_op(arch: str, space: str, name: str) -> Func:
 def compile_op(arch: str, space: str, name: str) -> Semantics:
     """The compiled semantics of instruction `name` of opcode space `space` (cached per family; the CDNA3
     processors, whose fp8 / bf8 formats differ from the CDNA4 text, have their own)."""
-    return _compile(arch if arch in FNUZ_ARCHS else _isa.family(arch), space, name)
+    return _compile(arch if arch in FNUZ_ARCHS else vendor().family(arch), space, name)
 
 
 @functools.cache

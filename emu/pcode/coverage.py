@@ -14,18 +14,18 @@ import json
 import sys
 from collections import Counter
 
-from emu.amd import isa
 from emu.pcode import PcodeSyntaxError, Unsupported, compile_op, pcode_of
 from emu.pcode.fixups import fixup
+from emu.pcode.source import vendor
 from emu.pcode.syntax import parse
 
 
 def coverage(arch: str) -> dict:
-    fam = isa.family(arch)
-    t = isa.load(fam)
+    fam = vendor().family(arch)
+    t = vendor().load(fam)
     total = parsed = compiled = fixed = 0
     failing: dict[str, str] = {}
-    for op in sorted(t.ops.values(), key=lambda o: (o.enc, o.value)):
+    for op in sorted(t.by_name.values(), key=lambda o: (o.enc, o.value)):
         if not op.pcode:
             continue
         total += 1
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         r = coverage(a.arch)
-    except isa.UnknownArch as e:
+    except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if a.json:

@@ -2,9 +2,9 @@
 MFMA, VOPD, VINTERP."""
 from __future__ import annotations
 
-from emu.amd import asm_syntax as syn
-from emu.amd.asm_operands import Operand, op_info, scalar
-from emu.amd.asm_text import bits_text, join, literal_text, operand_text, src_text
+from emu.amd.asm import syntax as syn
+from emu.amd.asm.operands import Operand, op_info, scalar
+from emu.amd.asm.spell import bits_text, join, literal_text, operand_text, src_text
 from emu.amd.decode import Inst
 
 

@@ -1,18 +1,21 @@
 """Disassemble HSA code objects or raw bytes in LLVM's syntax.
 
-    python -m emu.amd.disasm --arch gfx1100 kernel.hsaco
-    python -m emu.amd.disasm --arch gfx1100 --hex "01 05 00 06"
+    python -m emu.amd.asm.disasm --arch gfx1100 kernel.hsaco
+    python -m emu.amd.asm.disasm --arch gfx1100 --hex "01 05 00 06"
 
-Bad input (not an ELF, unknown arch, unreadable file, bad hex) prints one line on stderr and exits with 2.
+Bad input (not an ELF, a malformed one, unknown arch, an unreadable file or one over the 256 MiB limit of a code
+object, bad hex) and output that cannot be written print one line on stderr and exit with 2.
 """
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 
 from emu.amd import isa
 from emu.amd.decode import Inst, decode
+from stack.hcq.codeobj import EM_AMDGPU, read_file
 
 
 class DisasmError(ValueError):
@@ -25,6 +28,8 @@ def code_object_instructions(data: bytes, arch: str) -> list[tuple[str, list[Ins
     from elftools.elf.elffile import ELFFile
     try:
         elf = ELFFile(io.BytesIO(data))
+        if elf.header.e_machine not in ("EM_AMDGPU", EM_AMDGPU):
+            raise DisasmError(f"ELF machine is {elf.header.e_machine}, not EM_AMDGPU")
         text = elf.get_section_by_name(".text")
         symtab = elf.get_section_by_name(".symtab")
         if text is None:
@@ -57,7 +62,7 @@ def parse_hex(s: str) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emu.amd.disasm", description="AMD GPU disassembler (LLVM syntax)")
+    ap = argparse.ArgumentParser(prog="python -m emu.amd.asm.disasm", description="AMD GPU disassembler (LLVM syntax)")
     ap.add_argument("--arch", required=True, help="gfx name or family (rdna3, rdna4, cdna)")
     ap.add_argument("--hex", help="raw little-endian bytes, e.g. '01 05 00 06'")
     ap.add_argument("file", nargs="?", help="HSA code object (ELF)")
@@ -70,15 +75,21 @@ def main(argv: list[str] | None = None) -> int:
         if a.file is None:
             raise DisasmError("give a code object FILE or --hex BYTES")
         try:
-            with open(a.file, "rb") as f:
-                data = f.read()
+            data = read_file(a.file)
         except OSError as e:
-            raise DisasmError(f"cannot read {a.file}: {e.strerror}") from None
+            raise DisasmError(f"cannot read {a.file}: {e.strerror or e}") from None
         if data[:4] != b"\x7fELF":
             raise DisasmError(f"{a.file}: not an ELF file")
         for name, insts in code_object_instructions(data, a.arch):
             sys.stdout.write(f"{insts[0].pc if insts else 0:016x} <{name}>:\n{format_insts(insts)}\n")
-    except (DisasmError, isa.UnknownArch) as e:
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, as cat does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as e:  # the output cannot be written (a full disk, a file size limit)
+        print(f"error: cannot write the disassembly: {e.strerror or e}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # DisasmError, UnknownArch, CodeObjectLimitError
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

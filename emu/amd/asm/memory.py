@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from emu.amd import asm_names as names
-from emu.amd import asm_syntax as syn
-from emu.amd.asm_operands import scalar
-from emu.amd.asm_text import bad_class, join, operand_text, reg, src_text
+from emu.amd.asm import names
+from emu.amd.asm import syntax as syn
+from emu.amd.asm.operands import scalar
+from emu.amd.asm.spell import bad_class, join, operand_text, reg, src_text
 from emu.amd.decode import Inst
 
 

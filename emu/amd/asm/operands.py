@@ -8,13 +8,16 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from emu.amd.isa import Encoding, Op
+from emu.amd.isa import ISA, Encoding, Op
 from emu.amd.isa import Operand as IsaOperand
 
-if TYPE_CHECKING:
-    from emu.amd.decode import Decoder
+
+class Decoder(Protocol):
+    """What operand classification needs of a decoder (emu.amd.decode.Decoder): its family and tables."""
+    family: str
+    isa: ISA
 
 LITERAL, DPP16, DPP8, DPP8FI, SDWA = 255, 250, 233, 234, 249
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from emu.amd import asm_names as names
+from emu.amd.asm import names
 
 if TYPE_CHECKING:
     from emu.amd.decode import Inst

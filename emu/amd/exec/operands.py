@@ -13,14 +13,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
+
 U64 = np.uint64
 VCC, EXEC = 106, 126
 LITERAL, VCCZ, EXECZ, SCC = 255, 251, 252, 253
 SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT = 235, 236, 237, 238
-# Apertures of the flat address space (high 32 bits), as the aperture registers report them.
-SHARED_APERTURE = 0x0001_0000_0000_0000 >> 32 << 32
-PRIVATE_APERTURE = 0x0002_0000_0000_0000 >> 32 << 32
-APERTURE_SIZE = 1 << 32
 
 _F32 = {240: 0x3F000000, 241: 0xBF000000, 242: 0x3F800000, 243: 0xBF800000, 244: 0x40000000, 245: 0xC0000000,
         246: 0x40800000, 247: 0xC0800000, 248: 0x3E22F983}

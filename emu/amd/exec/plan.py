@@ -1,4 +1,4 @@
-"""Execution plans: one closure per decoded instruction, built once, run many times by emu.amd.wave.
+"""Execution plans: one closure per decoded instruction, built once, run many times by emu.amd.exec.wave.
 
 A plan binds the instruction's operand fetchers (registers, inline constants, literal, abs/neg/opsel, DPP,
 SDWA), the compiled pcode semantics (emu.pcode.compile_op) and its result writers (destination width, EXEC,
@@ -12,12 +12,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emu.amd import hwreg, isa
+from emu.amd import isa
+from emu.amd.exec import hwreg
+from emu.amd.exec.operands import OperandError, Unsupported, m0_null, scalar_reader, scalar_writer, sext, to_mask
+from emu.amd.exec.state import BARRIER, END
+from emu.amd.exec.valu import ValuPlans, opsel_hi
+from emu.amd.exec.vmem import MemoryPlans
 from emu.amd.memory import FaultRecord, GPUFault
-from emu.amd.operands import OperandError, Unsupported, m0_null, scalar_reader, scalar_writer, sext, to_mask
-from emu.amd.valu import ValuPlans, opsel_hi
-from emu.amd.vmem import MemoryPlans
-from emu.amd.wave import BARRIER, END
 
 _ENGINE_NOPS = {"S_NOP", "S_WAITCNT", "S_WAITCNT_DEPCTR", "S_WAIT_IDLE", "S_CLAUSE", "S_DELAY_ALU", "S_SLEEP",
                 "S_SET_INST_PREFETCH_DISTANCE", "S_SETPRIO", "S_ICACHE_INV", "S_WAIT_ALU", "S_WAIT_LOADCNT",
@@ -168,7 +169,7 @@ class Planner(ValuPlans, MemoryPlans):
         if n == "VGPR":
             return lambda w: w.vgpr.T  # the pcode indexes VGPR[lane][register]
         if n == "SGPR":
-            return lambda w: w.sgpr
+            return lambda w: w.sgpr[:128]  # the registers scalar operand codes 0..127 name
         if n in _SDWA_SELECTS:
             return lambda w, v=_SDWA_SELECTS[n]: v
         if n == "SDWA_SRC0_SEL":  # the SDWA source select (fp8 conversions pick their byte); other forms: byte 0

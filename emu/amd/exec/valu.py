@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emu.amd import hwreg
-from emu.amd.lanes import dpp8, dpp16, dpp_write_mask, sdwa_extract, sdwa_place
-from emu.amd.operands import (
+from emu.amd.exec import hwreg
+from emu.amd.exec.lanes import dpp8, dpp16, dpp_write_mask, sdwa_extract, sdwa_place
+from emu.amd.exec.operands import (
     OperandError,
     Unsupported,
     as_int,
@@ -20,7 +20,7 @@ from emu.amd.operands import (
     vgpr_reader,
     vgpr_writer,
 )
-from emu.amd.wave import ACC
+from emu.amd.exec.state import ACC
 
 U64 = np.uint64
 MASK_FMT = "NUM_M64"  # operand format of wave masks (compare results, carry-outs)
@@ -30,7 +30,7 @@ _MIX = ("V_FMA_MIX", "V_MAD_MIX")  # VOP3P mixed f16/f32: OPSEL_HI[i] picks f16,
 
 
 class ValuPlans:
-    """VALU part of emu.amd.plan.Planner."""
+    """VALU part of emu.amd.exec.plan.Planner."""
 
     # -- VALU --------------------------------------------------------------------------------------------------
     def _valu(self, inst, fields: dict | None = None) -> Callable:

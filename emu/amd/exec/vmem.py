@@ -6,15 +6,15 @@ from collections.abc import Callable
 
 import numpy as np
 
+from emu.amd.exec.operands import scalar_reader, sext, vgpr_reader, vgpr_writer
+from emu.amd.exec.state import ACC
 from emu.amd.memspace import Buffer
-from emu.amd.operands import scalar_reader, sext, vgpr_reader, vgpr_writer
-from emu.amd.wave import ACC
 
 U64 = np.uint64
 
 
 class MemoryPlans:
-    """Memory part of emu.amd.plan.Planner."""
+    """Memory part of emu.amd.exec.plan.Planner."""
 
     # -- LDS ---------------------------------------------------------------------------------------------------
     def _ds(self, inst) -> Callable:

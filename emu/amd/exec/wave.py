@@ -1,10 +1,8 @@
 """One wave: its architectural state in flat arrays and its execution.
 
-State: SGPRs as a uint32 array indexed by operand code, VGPRs as ONE contiguous uint32 array [regs, lanes]
-(on CDNA the ACC VGPRs follow as rows 256..511, `agpr` a view of them), EXEC/VCC/SCC/M0/MODE/TRAPSTS/PC as
-Python ints.
+State: emu.amd.exec.state.
 
-Execution: code is decoded once and every instruction gets an execution plan on first use (emu.amd.plan): a
+Execution: code is decoded once and every instruction gets an execution plan on first use (emu.amd.exec.plan): a
 closure holding its operand fetchers, the compiled pcode semantics and its result writers. The hot loop only
 looks up the step for the PC and calls it. A step returns 0, or BARRIER / END to suspend / finish the wave.
 Faults raised while a step runs are completed with the wave's identity, PC, instruction text and active lanes.
@@ -16,41 +14,14 @@ import os
 import numpy as np
 
 from emu.amd import isa
-from emu.amd.hwreg import default_mode
+from emu.amd.decode import decode, decoder
+from emu.amd.exec.hwreg import default_mode
+from emu.amd.exec.plan import Planner, end_step
+from emu.amd.exec.state import ACC, BARRIER, END, WaveState
 from emu.amd.memory import VM, FaultRecord, GPUFault
-from emu.amd.operands import mask_to_lanes
+from emu.amd.memspace import LDS, Flat, Scratch
 
-END, BARRIER = 1, 2
-ACC = 256  # first row of the ACC VGPRs in WaveState.vgpr
 DEFAULT_LIMIT = 50_000_000  # instructions per wave before the watchdog stops a runaway wave
-
-
-class WaveState:
-    """Registers and memory spaces of one wave."""
-
-    def __init__(self, family: str, lanes: int, vgprs: int = 256, agprs: int = 0):
-        self.family, self.lanes = family, lanes
-        self.full = (1 << lanes) - 1
-        self.sgpr = np.zeros(128, np.uint32)
-        # ACC VGPRs (CDNA) are rows ACC.. of the same array, so ACC operands are plain register numbers ACC + n
-        self.vgpr = np.zeros((ACC + agprs if agprs else vgprs, lanes), np.uint32)
-        self.agpr = self.vgpr[ACC:] if agprs else None
-        self.exec, self.active = self.full, np.ones(lanes, bool)
-        self.vcc = self.scc = self.m0 = self.mode = self.trapsts = self.pc = 0
-        self.gpr_idx = 0  # CDNA VGPR indexing mode enabled
-        self.vm: VM | None = None
-        self.lds = self.scratch = self.flat = None
-        self.dispatch: int | None = None
-        self.workgroup: tuple[int, int, int] | None = None
-        self.wave_id: int | None = None
-        self.executed = 0  # instructions executed (wave-instructions)
-        self.lane_ops = 0  # lane-instructions: active lanes summed over vector instructions
-
-    def set_exec(self, value: int) -> None:
-        value &= self.full
-        if value != self.exec:
-            self.exec = value
-            self.active = mask_to_lanes(value, self.lanes)
 
 
 class Program:
@@ -58,7 +29,6 @@ class Program:
 
     def __init__(self, target: str, lanes: int, fetch):
         """`fetch(pc, n) -> bytes` reads up to n bytes of code at pc (raises GPUFault when unmapped)."""
-        from emu.amd.plan import Planner
         self.family, self.lanes = isa.family(target), lanes
         self.fetch = fetch
         self.steps: dict[int, object] = {}
@@ -66,14 +36,12 @@ class Program:
         self.planner = Planner(target, lanes)
 
     def predecode(self, code: bytes, base: int) -> None:
-        from emu.amd.decode import decode
         for inst in decode(code, self.family, base):
             self.insts[inst.pc] = inst
 
     def inst(self, pc: int):
         i = self.insts.get(pc)
         if i is None:
-            from emu.amd.decode import decoder
             d = decoder(self.family)
             raw = self.fetch(pc, 16)
             i = d.decode_one(raw, 0, pc)
@@ -166,7 +134,7 @@ class Wave(WaveState):
         w = Wave("gfx1100"); w.vgpr[1] = ...; w.run(code_bytes); w.vgpr[0]
 
     `run` executes until s_endpgm or the end of the code. MODE starts as a clang-19 kernel's descriptor sets it
-    (emu.amd.hwreg.default_mode: denormals kept, IEEE and DX10_CLAMP on). The wave has 64 KiB of LDS; its VM
+    (emu.amd.exec.hwreg.default_mode: denormals kept, IEEE and DX10_CLAMP on). The wave has 64 KiB of LDS; its VM
     (`.vm`) starts empty, so global memory instructions fault unless something is mapped."""
 
     def __init__(self, arch: str, wave_size: int | None = None):
@@ -177,7 +145,6 @@ class Wave(WaveState):
         super().__init__(fam, lanes, agprs=256 if fam == "cdna" else 0)
         self.arch = arch
         self.mode = default_mode(fam)
-        from emu.amd.memspace import LDS, Flat, Scratch
         self.vm = VM()
         self.lds = LDS(65536)
         self.scratch = Scratch(self.vm, 0, lanes, 0)  # no private segment: scratch accesses fault
@@ -193,10 +160,7 @@ class Wave(WaveState):
             return code[at - pc:at - pc + n]
         prog = Program(self.arch, self.lanes, fetch)
         prog.predecode(code, pc)
-        from emu.amd.plan import end_step
         prog.steps[end] = end_step
-        self.exec &= self.full  # registers may have been set directly: resync the derived lane mask
-        self.active = mask_to_lanes(self.exec, self.lanes)
         self.pc = pc
         run(self, prog, limit)
 

@@ -1,0 +1,2 @@
+"""The wave engine: flat wave state, execution plans (one fused step per decoded instruction), operand access,
+VALU / memory plans, and the run loop with its tiers."""

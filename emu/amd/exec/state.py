@@ -1,0 +1,122 @@
+"""The state of one wave in flat arrays (the layout every execution tier works on), and what a step returns to
+the run loop."""
+from __future__ import annotations
+
+import numpy as np
+
+from emu.amd.exec.operands import mask_to_lanes
+from emu.amd.memory import VM
+from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
+
+END, BARRIER = 1, 2  # a step's result: the wave finished / waits at a barrier (0: go on)
+ACC = 256  # first row of the ACC VGPRs in WaveState.vgpr
+
+
+# Slots of the scalar register file WaveState.sgpr: scalar operand codes index it directly.
+VCC, TTMP, EXEC = 106, 108, 126  # VCC_LO/HI 106/107, TTMP0..15 108..123, EXEC_LO/HI 126/127; M0 at its code
+SCC, MODE, TRAPSTS = 253, 256, 257  # SCC at its operand code; MODE and TRAPSTS past the codes
+SLOTS = 258
+
+
+def _constants() -> np.ndarray:
+    """The slots of the inline constants and aperture registers, as a 32-bit source reads them."""
+    c = np.zeros(SLOTS, np.uint32)
+    c[128:193] = np.arange(65)
+    c[193:209] = (-np.arange(1, 17)).astype(np.uint32)
+    c[240:249] = [0x3F000000, 0xBF000000, 0x3F800000, 0xBF800000, 0x40000000, 0xC0000000, 0x40800000, 0xC0800000,
+                  0x3E22F983]  # 0.5 -0.5 1 -1 2 -2 4 -4 1/(2*pi)
+    c[235:239] = [SHARED_APERTURE >> 32, SHARED_APERTURE >> 32, PRIVATE_APERTURE >> 32, PRIVATE_APERTURE >> 32]
+    return c
+
+
+CONSTANTS = _constants()
+
+
+class WaveState:
+    """Registers and memory spaces of one wave.
+
+    `sgpr` is the whole scalar state as one uint32 array indexed by operand code (SGPRs, VCC, TTMPs, M0, EXEC, the
+    inline constants and aperture registers materialized, SCC) with MODE and TRAPSTS after it; `vgpr` is
+    [register][lane] uint32 (CDNA: ACC VGPRs as rows ACC..). `exec`, `vcc`, `scc`, `m0`, `mode` and `trapsts` are
+    views of their slots as ints; `active` caches EXEC as a bool array over lanes (every EXEC write goes through
+    `set_exec`, which keeps it)."""
+
+    def __init__(self, family: str, lanes: int, vgprs: int = 256, agprs: int = 0):
+        self.family, self.lanes = family, lanes
+        self.full = (1 << lanes) - 1
+        self.sgpr = CONSTANTS.copy()
+        self.m0_slot = 124 if family == "cdna" else 125
+        # ACC VGPRs (CDNA) are rows ACC.. of the same array, so ACC operands are plain register numbers ACC + n
+        self.vgpr = np.zeros((ACC + agprs if agprs else vgprs, lanes), np.uint32)
+        self.agpr = self.vgpr[ACC:] if agprs else None
+        self.active = np.zeros(lanes, bool)
+        self.set_exec(self.full)
+        self.pc = 0
+        self.gpr_idx = 0  # CDNA VGPR indexing mode enabled
+        self.vm: VM | None = None
+        self.lds = self.scratch = self.flat = None
+        self.dispatch: int | None = None
+        self.workgroup: tuple[int, int, int] | None = None
+        self.wave_id: int | None = None
+        self.executed = 0  # instructions executed (wave-instructions)
+        self.lane_ops = 0  # lane-instructions: active lanes summed over vector instructions
+
+    def _pair(self, slot: int) -> int:
+        return int(self.sgpr[slot]) | int(self.sgpr[slot + 1]) << 32
+
+    def _set_pair(self, slot: int, value: int) -> None:
+        self.sgpr[slot] = value & 0xFFFFFFFF
+        self.sgpr[slot + 1] = value >> 32 & 0xFFFFFFFF
+
+    @property
+    def exec(self) -> int:
+        return self._pair(EXEC)
+
+    @exec.setter
+    def exec(self, value: int) -> None:
+        self.set_exec(value)
+
+    def set_exec(self, value: int) -> None:
+        value &= self.full
+        self._set_pair(EXEC, value)
+        self.active = mask_to_lanes(value, self.lanes)
+
+    @property
+    def vcc(self) -> int:
+        return self._pair(VCC)
+
+    @vcc.setter
+    def vcc(self, value: int) -> None:
+        self._set_pair(VCC, value)
+
+    @property
+    def scc(self) -> int:
+        return int(self.sgpr[SCC])
+
+    @scc.setter
+    def scc(self, value: int) -> None:
+        self.sgpr[SCC] = value & 1
+
+    @property
+    def m0(self) -> int:
+        return int(self.sgpr[self.m0_slot])
+
+    @m0.setter
+    def m0(self, value: int) -> None:
+        self.sgpr[self.m0_slot] = value & 0xFFFFFFFF
+
+    @property
+    def mode(self) -> int:
+        return int(self.sgpr[MODE])
+
+    @mode.setter
+    def mode(self, value: int) -> None:
+        self.sgpr[MODE] = value & 0xFFFFFFFF
+
+    @property
+    def trapsts(self) -> int:
+        return int(self.sgpr[TRAPSTS])
+
+    @trapsts.setter
+    def trapsts(self, value: int) -> None:
+        self.sgpr[TRAPSTS] = value & 0xFFFFFFFF
