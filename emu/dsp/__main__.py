@@ -1,9 +1,14 @@
 """Run a static Hexagon Linux program on hwemu, with qemu-hexagon's command line:
 
-    python -m emu.dsp [-strace] [-L DIR] [-cpu CPU] PROGRAM [ARGS...]
+    python -m emu.dsp [-strace] [--max-packets N] [--timeout SECONDS] [-L DIR] [-cpu CPU] PROGRAM [ARGS...]
 
 stdin goes to the program, its stdout and stderr come out, and the exit status is the program's; a memory
 fault exits 139 and an illegal packet 132 (the statuses of SIGSEGV and SIGILL), with a report on stderr.
+
+Watchdog: a program that has not exited after --max-packets packets (default 2000000000, environment
+HWEMU_DSP_MAX_PACKETS) or --timeout seconds of wall time (default 600, HWEMU_DSP_TIMEOUT) is stopped with
+a report naming its PC and packet count, exit status 124 (as timeout(1)); 0 turns a limit off. Ctrl-C stops
+the program the same way with status 130. Output the program wrote before that still comes out.
 `write_shims(DIR)` makes `qemu-hexagon-static` / `qemu-hexagon` executables that run it (for PATH).
 """
 from __future__ import annotations
@@ -15,6 +20,10 @@ from pathlib import Path
 
 _WITH_ARG = {"-L", "-cpu", "-d", "-E", "-U", "-D", "-R", "-s"}  # qemu options that take a value (ignored)
 QEMU_NAMES = ("qemu-hexagon-static", "qemu-hexagon")
+MAX_PACKETS, TIMEOUT = 2_000_000_000, 600.0  # the watchdog's defaults
+EXIT_WATCHDOG, EXIT_INTERRUPTED = 124, 130
+_LIMITS = {"--max-packets": ("HWEMU_DSP_MAX_PACKETS", int, MAX_PACKETS), "--timeout": ("HWEMU_DSP_TIMEOUT", float,
+                                                                                       TIMEOUT)}
 
 
 def write_shims(folder: str | os.PathLike) -> list[Path]:
@@ -29,23 +38,54 @@ def write_shims(folder: str | os.PathLike) -> list[Path]:
     return out
 
 
+def _limit(opt: str, text: str) -> int | float:
+    _, kind, _ = _LIMITS[opt]
+    value = kind(text)
+    if value < 0:
+        raise ValueError(f"{opt} must not be negative")
+    return value
+
+
+def _where(p) -> str:
+    """The PC, the packet count and the packet at the PC (if it decodes)."""
+    t = p.thread
+    try:
+        text = f" ({t.text(t.plan(t.pc)[0])})"
+    except Exception:  # noqa: BLE001 - the report must not fail on a PC that does not decode
+        text = ""
+    return f"pc {t.pc:#x}{text} after {t.packets} packets"
+
+
 def main(argv: list[str] | None = None) -> int:
     from emu.dsp.core import IllegalPacket
-    from emu.dsp.linux import Process
+    from emu.dsp.linux import Process, Runaway
     from emu.dsp.memory import MemoryFault
     args = list(sys.argv[1:] if argv is None else argv)
     strace = False
-    while args and args[0].startswith("-"):
-        opt = args.pop(0)
-        if opt == "-strace":
-            strace = True
-        elif opt in _WITH_ARG and args:
-            args.pop(0)
-        elif opt in ("-h", "-help", "--help"):
-            print(__doc__.strip())
-            return 0
+    limits = {}
+    try:
+        for opt, (env, _, default) in _LIMITS.items():
+            limits[opt] = _limit(opt, os.environ[env]) if os.environ.get(env) else default
+        while args and args[0].startswith("-"):
+            opt = args.pop(0)
+            opt, eq, value = opt.partition("=")
+            if opt == "-strace":
+                strace = True
+            elif opt in _LIMITS:
+                if not eq and not args:
+                    raise ValueError(f"{opt} needs a value")
+                limits[opt] = _limit(opt, value if eq else args.pop(0))
+            elif opt in _WITH_ARG and args:
+                args.pop(0)
+            elif opt in ("-h", "-help", "--help"):
+                print(__doc__.strip())
+                return 0
+    except ValueError as e:
+        print(f"hwemu hexagon: bad limit: {e}", file=sys.stderr)
+        return 2
     if not args:
-        print("usage: python -m emu.dsp [-strace] PROGRAM [ARGS...]", file=sys.stderr)
+        print("usage: python -m emu.dsp [-strace] [--max-packets N] [--timeout SECONDS] PROGRAM [ARGS...]",
+              file=sys.stderr)
         return 2
     try:
         p = Process(args[0], stdin=sys.stdin.buffer.read() if not sys.stdin.isatty() else b"", argv=args[1:],
@@ -53,15 +93,24 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"hwemu: {args[0]}: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("hwemu: interrupted while loading", file=sys.stderr)
+        return EXIT_INTERRUPTED
     status = 0
     try:
-        status = p.run()
+        status = p.run(max_packets=limits["--max-packets"], timeout=limits["--timeout"])
     except MemoryFault as e:
         print(f"hwemu: memory fault: {e}", file=sys.stderr)
         status = 139
     except IllegalPacket as e:
         print(f"hwemu: illegal packet: {e}", file=sys.stderr)
         status = 132
+    except Runaway as e:
+        print(f"hwemu: watchdog: {str(e).partition(':')[0]}; stopped at {_where(p)}", file=sys.stderr)
+        status = EXIT_WATCHDOG
+    except KeyboardInterrupt:
+        print(f"hwemu: interrupted at {_where(p)}", file=sys.stderr)
+        status = EXIT_INTERRUPTED
     finally:
         sys.stdout.buffer.write(p.stdout)
         sys.stdout.flush()

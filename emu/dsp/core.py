@@ -30,7 +30,14 @@ REGS = {"REG_SP": ("r", 29), "REG_FP": ("r", 30), "REG_LR": ("r", 31), "REG_SA0"
 USR_FIELDS = {"USR_OVF": (0, 1), "USR_FPINVF": (1, 1), "USR_FPDBZF": (2, 1), "USR_FPOVFF": (3, 1),
               "USR_FPUNFF": (4, 1), "USR_FPINPF": (5, 1), "USR_LPCFG": (8, 2), "USR_FPRND": (22, 2)}
 USR_FP_SHIFT = 1  # emu.dsp.ieee's flags (invalid, div-by-zero, overflow, underflow, inexact) are USR bits 1-5
-C_P30, C_PC, C_PKTCOUNT, C_QEMU_PKT, C_QEMU_INSN = 4, 9, 18, 20, 21
+C_P30, C_USR, C_PC, C_UPCYCLE, C_PKTCOUNT, C_QEMU_PKT, C_QEMU_INSN, C_UTIMER = 4, 8, 9, 14, 18, 20, 21, 30
+# The counters run on virtual time: one packet takes one cycle of a nominal 1 GHz core, which has been up for
+# BOOT_NS when the program starts. UPCYCLE (c15:14) counts those cycles (the user-mode view of PCYCLE, which
+# is a system register), PKTCOUNT (c19:18) the packets this thread executed (a write sets it), UTIMER (c31:30)
+# ticks at the 19.2 MHz of the Qtimer; c20/c21 are qemu-hexagon's packet and instruction counters.
+# Deterministic: a program reads the same values on every run. UPCYCLE and UTIMER ignore writes.
+CORE_HZ, UTIMER_HZ, BOOT_NS = 10**9, 19_200_000, 10**9
+_READ_ONLY = frozenset({C_UPCYCLE, C_UPCYCLE + 1, C_UTIMER, C_UTIMER + 1})
 _M32 = 0xFFFFFFFF
 _ENDLOOP = {(True, False): "J2_endloop0", (False, True): "J2_endloop1", (True, True): "J2_endloop01"}
 
@@ -67,9 +74,30 @@ class Thread:
         self.vtmp_reg = np.zeros(128, np.uint8)
         self.pc = 0
         self.packets = self.insns = 0
-        self.plans: dict[int, tuple[Packet, tuple[Step, ...], tuple[Step, ...]]] = {}
-        self.steps: dict[tuple[int, ...], tuple[tuple[Step, ...], tuple[Step, ...]]] = {}  # by packet words
+        self.pktcount_base = 0  # PKTCOUNT = packets + pktcount_base (a write to c18/c19 moves the base)
+        self.plans: dict[int, tuple[Packet, tuple[Step, ...], tuple[Step, ...], int]] = {}
+        self.steps: dict[tuple[int, ...], tuple[tuple[Step, ...], tuple[Step, ...], int]] = {}  # by packet words
         self.on_trap = None  # callable(thread, kind, imm): the OS (emu.dsp.linux) handles trap0
+
+    # ---- time and counters ----
+    @property
+    def ns(self) -> int:
+        """Virtual time since boot in nanoseconds (what clock_gettime reports)."""
+        return BOOT_NS + self.packets * 10**9 // CORE_HZ
+
+    @property
+    def cycles(self) -> int:
+        return self.ns * CORE_HZ // 10**9
+
+    def _counter(self, n: int) -> int | None:
+        """The 64-bit counter control register n (its low word) or n - 1 (its high word) belongs to."""
+        if n in (C_UPCYCLE, C_UPCYCLE + 1):
+            return self.cycles
+        if n in (C_PKTCOUNT, C_PKTCOUNT + 1):
+            return (self.packets + self.pktcount_base) & ((1 << 64) - 1)
+        if n in (C_UTIMER, C_UTIMER + 1):
+            return self.ns * UTIMER_HZ // 10**9
+        return None
 
     # ---- registers as the semantics see them ----
     def control(self, n: int) -> int:
@@ -77,12 +105,13 @@ class Thread:
             return self.p[0] | self.p[1] << 8 | self.p[2] << 16 | self.p[3] << 24
         if n == C_PC:
             return self.pc
-        if n in (C_PKTCOUNT, C_QEMU_PKT):
+        if n == C_QEMU_PKT:
             return self.packets & _M32
-        if n == C_PKTCOUNT + 1:
-            return self.packets >> 32 & _M32
         if n == C_QEMU_INSN:
             return self.insns & _M32
+        count = self._counter(n)
+        if count is not None:
+            return count >> (32 * (n & 1)) & _M32
         return self.c[n]
 
     # ---- the core model the generated semantics call (emu.dsp.pyback.Core) ----
@@ -200,7 +229,7 @@ class Thread:
         writers = tuple(_writer(ops[index[name]], inst.ops[index[name]]) for name, _ in sem.outputs)
         return Step(inst, sem, tuple(readers), writers)
 
-    def plan(self, pc: int) -> tuple[Packet, tuple[Step, ...], tuple[Step, ...]]:
+    def plan(self, pc: int) -> tuple[Packet, tuple[Step, ...], tuple[Step, ...], int]:
         plan = self.plans.get(pc)
         if plan is None:
             try:
@@ -215,14 +244,15 @@ class Thread:
                 steps = tuple(sorted((self._step(i) for i in pkt.insts), key=lambda s: not _forwards(s.inst)))
                 end = _ENDLOOP.get((pkt.endloop0, pkt.endloop1))
                 tail = (Step(pkt.insts[0], self._compiled(end), (), ()),) if end else ()
-                shared = self.steps[pkt.words] = (steps, tail)
+                counted = sum(i.tag != "A2_nop" for i in pkt.insts)  # c21 counts as qemu-hexagon: no nops
+                shared = self.steps[pkt.words] = (steps, tail, counted)
             plan = self.plans[pc] = (pkt, *shared)
         return plan
 
     # ---- execution ----
     def step(self) -> None:
         """Run the packet at pc."""
-        pkt, steps, tail = self.plan(self.pc)
+        pkt, steps, tail, counted = self.plan(self.pc)
         self.packet, self.log, self.stores, self.traps, self.next_pc, self.fwd = pkt, {}, [], [], None, {}
         self.usr = self.c[8]
         try:
@@ -240,9 +270,9 @@ class Thread:
                         w(self, value)
         except MemoryFault as f:
             raise MemoryFault(f.addr, f.size, f.access, self.pc, self.text(pkt)) from None
-        self._commit(pkt)
+        self._commit(pkt, counted)
 
-    def _commit(self, pkt: Packet) -> None:
+    def _commit(self, pkt: Packet, counted: int) -> None:
         for (f, n), value in self.log.items():
             if f == "r":
                 self.r[n] = value
@@ -254,9 +284,14 @@ class Thread:
                 self.q[n] = value
             elif n == C_P30:
                 self.p = [(value >> (8 * k)) & 0xFF for k in range(4)]
-            elif n == 8:
+            elif n == C_USR:
                 self.usr = value
-            elif n != C_PC:
+            elif n in (C_PKTCOUNT, C_PKTCOUNT + 1):  # counts on from the value written, after this packet
+                half = 32 * (n - C_PKTCOUNT)
+                after = self.packets + 1
+                now = (after + self.pktcount_base) & ~(_M32 << half) | value << half
+                self.pktcount_base = now - after
+            elif n != C_PC and n not in _READ_ONLY:
                 self.c[n] = value
         self.c[8] = self.usr
         for ea, data, keep in self.stores:
@@ -267,7 +302,7 @@ class Thread:
                 old[keep] = np.frombuffer(data, np.uint8)[keep]
                 self.mem.write(ea, old.tobytes())
         self.packets += 1
-        self.insns += len(pkt.insts)
+        self.insns += counted
         self.pc = self.next_pc if self.next_pc is not None else (self.pc + pkt.size) & _M32
         for kind, imm in self.traps:
             if self.on_trap is None:

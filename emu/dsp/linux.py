@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import io
+import time
 from dataclasses import dataclass, field
 
 from elftools.elf.elffile import ELFFile
@@ -28,7 +29,13 @@ class ProcessExit(Exception):
 
 
 class Runaway(Exception):
-    """The program ran past its packet budget."""
+    """The watchdog stopped a program that did not exit: past its packet limit or its wall-time limit."""
+    def __init__(self, why: str, pc: int, packets: int):
+        super().__init__(f"{why}: stopped at pc {pc:#x} after {packets} packets")
+        self.pc, self.packets = pc, packets
+
+
+_CHECK_EVERY = 4096  # packets between two looks at the clock
 
 
 @dataclass
@@ -83,17 +90,25 @@ class Process:
         self.thread.r[29] = sp
         self.thread.pc = self.entry
 
-    def run(self, max_packets: int | None = None) -> int:
-        """Run to exit; the exit status (a memory fault or illegal packet propagates as its exception)."""
+    def run(self, max_packets: int | None = None, timeout: float | None = None) -> int:
+        """Run to exit; the exit status. A memory fault or illegal packet propagates as its exception; a
+        program still running after `max_packets` packets or `timeout` seconds of wall time raises Runaway
+        (None or 0: no limit)."""
         t = self.thread
-        budget = max_packets if max_packets is not None else -1
+        limit = t.packets + max_packets if max_packets else None
+        deadline = time.monotonic() + timeout if timeout else None
+        step = t.step
         try:
-            while budget:
-                t.step()
-                budget -= 1
+            while True:
+                n = _CHECK_EVERY if limit is None else min(_CHECK_EVERY, limit - t.packets)
+                if n <= 0:
+                    raise Runaway(f"no exit within the packet limit ({max_packets})", t.pc, t.packets)
+                for _ in range(n):
+                    step()
+                if deadline is not None and time.monotonic() > deadline:
+                    raise Runaway(f"no exit within the time limit ({timeout:g} s)", t.pc, t.packets)
         except ProcessExit as e:
             return e.code
-        raise Runaway(f"no exit after {max_packets} packets (pc {t.pc:#x})")
 
     # ---- syscalls ----
     def _trap(self, t: Thread, kind: int, imm: int) -> None:
@@ -139,8 +154,8 @@ class Process:
         if n == SYS_MUNMAP:
             self.mem.unmap(a[0], a[1])
             return 0
-        if n == SYS_CLOCK_GETTIME:  # deterministic: time advances with executed packets (1 ns each)
-            ns = self.thread.packets
+        if n == SYS_CLOCK_GETTIME:  # deterministic: the core's virtual time (emu.dsp.core: 1 ns a packet)
+            ns = self.thread.ns
             self.mem.store(4, a[1], ns // 10**9)
             self.mem.store(4, a[1] + 4, ns % 10**9)
             return 0
