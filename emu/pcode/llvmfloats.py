@@ -11,8 +11,9 @@ Nothing is left to LLVM's or the host's defaults where they could differ from th
   result stepped by one ulp after comparing it with the result in f64 (sums rounded to odd).
 - fma: f64 with llvm.fma (one rounding), f16 / f32 as pyback computes them (f64 product, sum rounded to odd,
   scaled, rounded once).
-- exp2 log2 sin cos pow ldexp frexp fmod are the process's libm functions (numpy's float64 loops call libm on
-  this machine: checked by the tests), called through private symbols so that LLVM cannot fold or replace them.
+- exp2 log2 sin cos pow ldexp frexp fmod are the process's libm functions (numpy's float64 loops give libm's bits
+  on this machine, but for log2 below zero: +NaN, emitted explicitly), called through private symbols so that
+  LLVM cannot fold or replace them.
 Excluded (Unsupported): the small float formats (mf_decode, mf_encode: table searches), stochastic rounding
 (fconv_sr), fma with a scale on f64, float -> 64-bit integer conversion.
 """
@@ -77,15 +78,22 @@ def const(t: ir.Type, value: int, n: int | None = None) -> ir.Constant:
         if np.isnan(x):
             raise Unsupported("NaN constant")
         c = ir.Constant(e, float(x))
-    return ir.Constant(ir.VectorType(e, n), [c] * n) if n else c
+    return _splat_const(c, n) if n else c
+
+
+def _splat_const(c: ir.Constant, n: int) -> ir.Constant:
+    """<n x T> with every lane c, in LLVM's short `splat (T c)` form (the text LLVM parses stays small)."""
+    k = ir.FormattedConstant(c.type, f"splat ({c.type} {c.get_reference()})")
+    k.type = ir.VectorType(c.type, n)  # set after construction: llvmlite would wrap the text per lane
+    return k
 
 
 def splat(b: ir.IRBuilder, v: ir.Value, n: int | None) -> ir.Value:
     if not n or lanes(v):
         return v
     vt = ir.VectorType(v.type, n)
-    if isinstance(v, ir.Constant):
-        return ir.Constant(vt, [v] * n)
+    if isinstance(v, ir.Constant) and not isinstance(v, ir.FormattedConstant):
+        return _splat_const(v, n)
     one = b.insert_element(ir.Constant(vt, ir.Undefined), v, I32(0))
     return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, n), [0] * n))
 
@@ -609,7 +617,10 @@ def _op(b: ir.IRBuilder, e: Op, a: list[ir.Value], mode: ir.Value) -> ir.Value:
         return _native(b, "sub", [a[0], _unary(b, "llvm.floor", a[0])])
     if name == "rsq":
         return _in_f64(b, lambda d: b.fdiv(_fconst(d, 1.0), intrinsic(b, "llvm.sqrt", d.type, [d])), a[0])
-    if name in ("exp2", "log2", "sin", "cos"):
+    if name == "log2":  # numpy's log2 gives +NaN below zero, where libm's gives the default (-) NaN
+        return _in_f64(b, lambda d: b.select(b.fcmp_ordered("<", d, _fconst(d, 0.0)),
+                                             const(DOUBLE, 0x7FF8 << 48, lanes(d)), libm(b, "log2", d)), a[0])
+    if name in ("exp2", "sin", "cos"):
         return _in_f64(b, lambda d: libm(b, name, d), a[0])
     if name == "pow":
         x, y = bcast(b, *a)
