@@ -3,17 +3,24 @@ each outcome is counted by class.
 
     python -m tools.fuzz streams [--arch gfx1100,gfx1201,gfx942] [-n 2000]   valid instruction streams, one wave
     python -m tools.fuzz codeobjects [-n 3000]                               corrupted code objects: load + launch
-    python -m tools.fuzz clis [-n 200]                                       corrupted code objects through the CLIs
-    python -m tools.fuzz all                                                 all three, default sizes
+    python -m tools.fuzz clis [-n 3000]                                      the same through the CLIs' main()s
+    python -m tools.fuzz cli-processes [-n 200]                              the same through `python -m` processes
+    python -m tools.fuzz misuse [-n 2000]                                    wrong arguments to the GPU API
+    python -m tools.fuzz all                                                 all of them, default sizes
 
 Outcome classes: `completed`, `fault:KIND` (a GPU fault the emulated code caused), `rejected:ERROR` (bad input
 named by a clean error), `exit:N` (a CLI's status); the bad ones are `fault:emulator-error` (a bug in hwemu),
-`uncaught:ERROR` (an exception that is neither), `traceback` (a CLI printed one), `hang` (over the time limit),
-`memory` (over the memory limit), `crash` (the worker died). Exit status 1 when any bad outcome occurred.
+`uncaught:ERROR` (an exception that is neither), `traceback` (a CLI printed one, or one escaped its main()), `hang`
+(over the time limit), `memory` (over the memory limit), `over-limit` (a VM allocation beyond the documented
+limits of stack.hcq.codeobj), `leak` (mappings left after free and unload), `crash` (the worker died). Corrupted
+code objects are flipped bytes, extreme values written into ELF, program and section header fields, kernel
+descriptor fields and metadata integers, cuts and spliced chunks. Exit status 1 when any bad outcome occurred.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import multiprocessing as mp
 import os
 import resource
@@ -25,8 +32,10 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from stack.hcq.codeobj import MAX_BUFFER
+
 ARCHES = ("gfx1100", "gfx1201", "gfx942")
-BAD = ("fault:emulator-error", "uncaught", "traceback", "hang", "memory", "crash")
+BAD = ("fault:emulator-error", "uncaught", "traceback", "hang", "memory", "over-limit", "leak", "crash")
 SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float a, uint n) {
   uint i = get_global_id(0);
   if (i < n) y[i] = a * x[i] + y[i];
@@ -61,37 +70,153 @@ def run_stream(arch: str, insts: list[bytes], seed: int) -> str:
         return fault_class(e)
 
 
-def run_codeobject(arch: str, blob: bytes) -> str:
-    """Load a (corrupted) code object and launch its first kernel with saxpy's arguments."""
-    from emu.amd import GPU, GPUFault
-    gpu = GPU(arch)
-    y, x = gpu.alloc(4096), gpu.alloc(4096)
+def allocation_limit(name: str, arch: str) -> int:
+    """The most a VM allocation of the runner named `name` may take under the documented limits."""
+    from emu.amd.gpu import SCRATCH_GRANULE
+    from stack.hcq import codeobj as co
+    waves = co.MAX_WORKGROUP_SIZE // 32  # scratch: one slot per wave of a workgroup
+    return {"code object": co.MAX_IMAGE, "kernargs": co.MAX_KERNARG_SEGMENT, "buffer": co.MAX_BUFFER,
+            "scratch": waves * -(-co.max_wave_scratch(arch) // SCRATCH_GRANULE) * SCRATCH_GRANULE}.get(name, 4096)
+
+
+@contextlib.contextmanager
+def watch_allocations(arch: str):
+    """Record every VM allocation beyond `allocation_limit` while the block runs: yields the list of them."""
+    from emu.amd.memory import VM
+    over: list[str] = []
+    alloc = VM.alloc
+
+    def checked(vm, size, *args, name="", **kw):
+        if size > allocation_limit(name, arch):
+            over.append(f"over-limit:{name} {size}")
+        return alloc(vm, size, *args, name=name, **kw)
+    VM.alloc = checked
     try:
-        prog = gpu.load(blob)
-        name = prog.kernels[0] if prog.kernels else "saxpy"
-        gpu.launch(prog, name, grid=(2,), block=(64,), args=[y, x, np.float32(2), np.uint32(100)])
-        return "completed"
-    except GPUFault as e:
-        return fault_class(e)
-    except (ValueError, TypeError) as e:  # CodeObjectError is a ValueError: a clean, named rejection
-        return f"rejected:{type(e).__name__}"
+        yield over
+    finally:
+        VM.alloc = alloc
+
+
+def run_codeobject(arch: str, blob: bytes) -> str:
+    """Load a (corrupted) code object, launch its first kernel with saxpy's arguments, unload it and free the
+    buffers: the GPU must have no mapping left but its queue."""
+    from emu.amd import GPU, GPUFault
+    with watch_allocations(arch) as over:
+        gpu = GPU(arch)
+        idle = len(gpu.vm.mappings)
+        y, x = gpu.alloc(4096), gpu.alloc(4096)
+        try:
+            with gpu.load(blob) as prog:
+                name = prog.kernels[0] if prog.kernels else "saxpy"
+                gpu.launch(prog, name, grid=(2,), block=(64,), args=[y, x, np.float32(2), np.uint32(100)])
+            out = "completed"
+        except GPUFault as e:
+            out = fault_class(e)
+        except (ValueError, TypeError) as e:  # CodeObjectError is a ValueError: a clean, named rejection
+            out = f"rejected:{type(e).__name__}"
+        gpu.free(y)
+        gpu.free(x)
+    left = len(gpu.vm.mappings) - idle
+    return over[0] if over else f"leak:{left} mappings" if left else out
+
+
+BAD_VALUES = (0, -1, 1.5, "x", None, True, b"", 1 << 32, 1 << 64, 10**30, np.int64(-5), np.float64(1e300),
+              np.int32(7), np.float32(2), (1, 2, 3, 4), [1 << 31], 1e300)
+
+
+def run_misuse(arch: str, code: bytes, seed: int) -> str:
+    """One wrong call to the GPU API (a bad size, a foreign, freed or forged buffer, a wrong kernel argument, an
+    unloaded program, bad launch dimensions); it must be refused with ValueError or TypeError, and a correct saxpy
+    must work afterwards."""
+    from emu.amd import GPU, GPUFault
+    from emu.amd.gpu import Buffer
+    rng = np.random.default_rng(seed)
+    gpu, other = GPU(arch), GPU(arch)
+    y, x, freed = gpu.alloc(256), gpu.alloc(256), gpu.alloc(64)
+    gpu.free(freed)
+    prog, gone = gpu.load(code), gpu.load(code)
+    gpu.unload(gone)
+    bufs = (freed, other.alloc(256), Buffer(y.addr, 1 << 20), Buffer(y.addr, y.size), y.addr, None, "buf")
+
+    def pick(seq):
+        return seq[int(rng.integers(len(seq)))]
+    args = [y, x, np.float32(2), np.uint32(64)]
+    args[int(rng.integers(4))] = pick(BAD_VALUES + bufs)
+    calls = (lambda: gpu.alloc(pick(BAD_VALUES + (MAX_BUFFER + 1,))),
+             lambda: gpu.write(pick(bufs), pick((b"abcd", np.zeros(1 << 10), 5, "x"))),
+             lambda: gpu.write(y, b"abcd", offset=pick(BAD_VALUES)),
+             lambda: gpu.read(pick(bufs + (y,)), pick(BAD_VALUES), pick((0, -1, 1 << 40))),
+             lambda: gpu.free(pick(bufs)),
+             lambda: gpu.load(pick(BAD_VALUES + (bytearray(100),))),
+             lambda: gpu.unload(pick((gone, code, None))),
+             lambda: gpu.launch(pick((gone, code, None)), "saxpy", grid=1, block=64, args=[y, x, 2.0, 64]),
+             lambda: gpu.launch(prog, "saxpy", grid=1, block=64, args=args),
+             lambda: gpu.launch(prog, "saxpy", grid=pick(BAD_VALUES), block=64, args=[y, x, 2.0, 64]),
+             lambda: gpu.launch(prog, "saxpy", grid=1, block=pick(BAD_VALUES), args=[y, x, 2.0, 64]),
+             lambda: gpu.launch(prog, "saxpy", grid=1, block=64, args=[y, x, 2.0, 64], dynamic_lds=pick(BAD_VALUES)),
+             lambda: gpu.launch(prog, pick(("", "nope", None, 5)), grid=1, block=64, args=[y, x, 2.0, 64]),
+             lambda: gpu.launch(prog, "saxpy", kernargs=pick(BAD_VALUES + (bytes(1 << 20),))))
+    which = int(rng.integers(len(calls)))
+    try:
+        calls[which]()
+        out = f"completed:call {which}"
+    except GPUFault as e:  # a launch with a bad pointer
+        out = fault_class(e)
+    except (ValueError, TypeError) as e:
+        out = f"rejected:{type(e).__name__}"
+    host = np.arange(64, dtype=np.float32)
+    gpu.write(x, host)
+    gpu.write(y, host)
+    gpu.launch(prog, "saxpy", grid=1, block=64, args=[y, x, 2.0, 64])
+    if not np.array_equal(np.frombuffer(gpu.read(y), np.float32), 3 * host):
+        return f"uncaught:wrong result after call {which}"
+    return out
+
+
+def _cli_commands(arch: str, path: str, out: str) -> list[list[str]]:
+    return [["disasm", "--arch", arch, path],
+            ["kernel", path, "--kernel", "saxpy", "--grid", "1", "--block", "64", "--arg", "buf:out:f32:64",
+             "--arg", "buf:out:f32:64", "--arg", "f32:2", "--arg", "u32:64", "--out", out]]
 
 
 def run_cli(arch: str, blob: bytes) -> str:
-    """The corrupted code object through `emu.amd.asm.disasm` and `emu.amd.run`: one line on error, exit 2 or 1."""
+    """The corrupted code object through `hwemu disasm` and `hwemu kernel` (the main()s of emu.amd.asm.disasm and
+    emu.amd.run) in this process: an exception escaping main() is a traceback; otherwise exit 0, 1 or 2."""
+    from emu import cli
+    with tempfile.TemporaryDirectory() as d, watch_allocations(arch) as over:
+        path = os.path.join(d, "k.hsaco")
+        with open(path, "wb") as f:
+            f.write(blob)
+        outs = []
+        for cmd in _cli_commands(arch, path, d):
+            err = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                    status = cli.main(cmd)
+            except SystemExit as e:  # argparse
+                status = e.code
+            except Exception as e:  # noqa: BLE001 - what the interpreter would print as a traceback
+                return f"traceback:{cmd[0]}: {type(e).__name__}: {str(e)[:100]}"
+            if status not in (0, 1, 2) or status and len(err.getvalue().splitlines()) != 1:
+                return f"uncaught:{cmd[0]} exit {status}: {err.getvalue()[:100]!r}"
+            outs.append(f"exit:{status}")
+    return over[0] if over else "+".join(outs)
+
+
+def run_cli_process(arch: str, blob: bytes) -> str:
+    """The same through `python -m emu.amd.asm.disasm` and `python -m emu.amd.run` processes."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.hsaco")
         with open(path, "wb") as f:
             f.write(blob)
         outs = []
-        for cmd in (["emu.amd.asm.disasm", "--arch", arch, path],
-                    ["emu.amd.run", path, "--kernel", "saxpy", "--grid", "1", "--block", "64", "--arg",
-                     "buf:out:f32:64", "--arg", "buf:out:f32:64", "--arg", "f32:2", "--arg", "u32:64", "--out", d]):
-            p = subprocess.run([sys.executable, "-m", *cmd], capture_output=True, text=True, timeout=60)
+        for cmd in _cli_commands(arch, path, d):
+            module = {"disasm": "emu.amd.asm.disasm", "kernel": "emu.amd.run"}[cmd[0]]
+            p = subprocess.run([sys.executable, "-m", module, *cmd[1:]], capture_output=True, text=True, timeout=60)
             if "Traceback" in p.stderr:
-                return "traceback"
-            if p.returncode not in (0, 1, 2):
-                return f"uncaught:exit {p.returncode}"
+                return f"traceback:{module}"
+            if p.returncode not in (0, 1, 2) or p.returncode and len(p.stderr.splitlines()) != 1:
+                return f"uncaught:{module} exit {p.returncode}: {p.stderr[:100]!r}"
             outs.append(f"exit:{p.returncode}")
         return "+".join(outs)
 
@@ -164,23 +289,83 @@ def streams(arch: str, n: int, seed: int) -> list[list[bytes]]:
     return out[:n]
 
 
-def mutate(blob: bytes, rng: np.random.Generator) -> bytes:
-    """A corrupted copy: flipped bytes, an extreme value written into a field, a cut, or a spliced chunk."""
+EXTREMES = (0, 1, 0x7F, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 30, 1 << 40, (1 << 63) - 1, (1 << 64) - 1)
+# (offset, width) of ELF header fields; of each program header (56 bytes) and section header (64 bytes) entry
+ELF_FIELDS = ((24, 8), (32, 8), (40, 8), (48, 4), (52, 2), (54, 2), (56, 2), (58, 2), (60, 2), (62, 2))
+PHDR_FIELDS = ((0, 4), (4, 4), (8, 8), (16, 8), (32, 8), (40, 8), (48, 8))
+SHDR_FIELDS = ((0, 4), (4, 4), (8, 8), (16, 8), (24, 8), (32, 8), (40, 4), (44, 4), (48, 8), (56, 8))
+KD_FIELDS = ((0, 4), (4, 4), (8, 4), (16, 8), (44, 4), (48, 4), (52, 4), (56, 2), (58, 2))
+METADATA_KEYS = (".kernarg_segment_size", ".group_segment_fixed_size", ".private_segment_fixed_size",
+                 ".max_flat_workgroup_size", ".wavefront_size", ".kernarg_segment_align", ".offset", ".size",
+                 ".value_kind", ".type_name", ".symbol", ".name", ".args")
+METADATA_VALUES = (*EXTREMES, -1, -(1 << 63), "x", "", None, 1.5, [], {}, True)
+
+
+class Target:
+    """What the structured mutations aim at in one pristine code object: the file offsets of its header fields
+    and kernel descriptors, and its metadata (msgpack) with where it lies."""
+
+    def __init__(self, blob: bytes):
+        import msgpack
+
+        from stack.hcq.codeobj import CodeObject
+        co = CodeObject.parse(blob)
+        phoff, shoff = (int.from_bytes(blob[at:at + 8], "little") for at in (32, 40))
+        phnum, shnum = (int.from_bytes(blob[at:at + 2], "little") for at in (56, 60))
+        self.fields = [*ELF_FIELDS]
+        self.fields += [(phoff + 56 * i + at, w) for i in range(phnum) for at, w in PHDR_FIELDS]
+        self.fields += [(shoff + 64 * i + at, w) for i in range(shnum) for at, w in SHDR_FIELDS]
+        for k in co.kernels.values():  # the descriptor's file offset: through the segment holding it
+            seg = next(s for s in co.segments if s.vaddr <= k.descriptor_address < s.vaddr + len(s.data))
+            at = blob.find(seg.data) + k.descriptor_address - seg.vaddr
+            self.fields += [(at + off, w) for off, w in KD_FIELDS]
+        self.metadata = co.metadata
+        self.packed = msgpack.packb(co.metadata)
+        self.metadata_at = blob.find(self.packed)
+
+
+def _set_metadata(blob: bytearray, t: Target, rng: np.random.Generator) -> None:
+    """Give one metadata field an extreme or wrong-typed value, in place: '.language' (which nothing reads) is
+    shortened or padded so that the note keeps its length."""
+    import copy
+
+    import msgpack
+    meta = copy.deepcopy(t.metadata)
+    kernel = meta["amdhsa.kernels"][0]
+    key = str(rng.choice(METADATA_KEYS))
+    holder = kernel[".args"][int(rng.integers(len(kernel[".args"])))] if key in (".offset", ".size", ".value_kind",
+                                                                                 ".type_name") else kernel
+    holder[key] = METADATA_VALUES[int(rng.integers(len(METADATA_VALUES)))]
+    grow = len(msgpack.packb(meta)) - len(t.packed)
+    kernel[".language"] = (kernel[".language"] + " " * 31)[:len(kernel[".language"]) - grow]
+    packed = msgpack.packb(meta)
+    if len(packed) == len(t.packed):
+        blob[t.metadata_at:t.metadata_at + len(packed)] = packed
+
+
+def mutate(blob: bytes, rng: np.random.Generator, target: Target | None = None) -> bytes:
+    """A corrupted copy: flipped bytes, an extreme value written at a random place or into a header, descriptor or
+    metadata field (with a `target`), a cut, or a spliced chunk."""
     b = bytearray(blob)
-    kind = rng.integers(4)
+    kind = rng.integers(6 if target else 4)
     if kind == 0:
         for _ in range(rng.integers(1, 9)):
             b[rng.integers(len(b))] ^= int(rng.integers(1, 256))
-    elif kind == 1:
-        width = int(rng.choice([2, 4, 8]))
-        at = int(rng.integers(0, len(b) - width)) // width * width
-        value = int(rng.choice([0, 1, 0x7F, 0xFF, 0x7FFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 40, (1 << 64) - 1]))
+    elif kind in (1, 4):
+        if kind == 4:
+            at, width = target.fields[int(rng.integers(len(target.fields)))]
+        else:
+            width = int(rng.choice([2, 4, 8]))
+            at = int(rng.integers(0, len(b) - width)) // width * width
+        value = int(rng.choice(EXTREMES))
         b[at:at + width] = (value & ((1 << (8 * width)) - 1)).to_bytes(width, "little")
     elif kind == 2:
         b = b[:rng.integers(0, len(b))]
-    else:
+    elif kind == 3:
         at = int(rng.integers(len(b)))
         b[at:at] = rng.integers(0, 256, int(rng.integers(1, 64)), dtype=np.uint8).tobytes()
+    else:
+        _set_metadata(b, target, rng)
     return bytes(b)
 
 
@@ -188,9 +373,10 @@ def code_objects(n: int, seed: int) -> Iterable[tuple[str, bytes]]:
     from stack.codegen.opencl import compile_cl
     rng = np.random.default_rng(seed)
     base = {arch: compile_cl(SAXPY, arch) for arch in ARCHES}
+    targets = {arch: Target(blob) for arch, blob in base.items()}
     for i in range(n):
         arch = ARCHES[i % len(ARCHES)]
-        yield arch, mutate(base[arch], rng)
+        yield arch, mutate(base[arch], rng, targets[arch])
 
 
 # -- campaigns ---------------------------------------------------------------------------------------------------
@@ -202,10 +388,18 @@ def campaign(kind: str, n: int, arches: Iterable[str], seed: int, pool: Pool,
             for i, prog in enumerate(streams(arch, n, seed)):
                 counts[pool.run(run_stream, arch, prog, seed + i)] += 1
             progress(f"streams {arch}: {sum(counts.values())} runs")
-    elif kind in ("codeobjects", "clis"):
-        fn = run_codeobject if kind == "codeobjects" else run_cli
-        for arch, blob in code_objects(n, seed):
+    elif kind in ("codeobjects", "clis", "cli-processes"):
+        fn = {"codeobjects": run_codeobject, "clis": run_cli, "cli-processes": run_cli_process}[kind]
+        for i, (arch, blob) in enumerate(code_objects(n, seed)):
             counts[pool.run(fn, arch, blob)] += 1
+            if i % 500 == 499:
+                progress(f"{kind}: {i + 1} runs")
+    elif kind == "misuse":
+        from stack.codegen.opencl import compile_cl
+        code = {arch: compile_cl(SAXPY, arch) for arch in ARCHES}
+        for i in range(n):
+            arch = ARCHES[i % len(ARCHES)]
+            counts[pool.run(run_misuse, arch, code[arch], seed + i)] += 1
     else:
         raise ValueError(f"unknown campaign {kind!r}")
     return counts
@@ -223,14 +417,14 @@ def table(results: dict[str, Counter]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.fuzz", description=__doc__.splitlines()[0])
-    ap.add_argument("campaign", choices=["streams", "codeobjects", "clis", "all"])
+    ap.add_argument("campaign", choices=["streams", "codeobjects", "clis", "cli-processes", "misuse", "all"])
     ap.add_argument("-n", type=int, default=None, help="inputs per arch (streams) or in all (code objects)")
     ap.add_argument("--arch", default=",".join(ARCHES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per input")
     ap.add_argument("--memory", type=int, default=4096, help="MiB of address space per worker")
     a = ap.parse_args(argv)
-    defaults = {"streams": 2000, "codeobjects": 3000, "clis": 200}
+    defaults = {"streams": 2000, "codeobjects": 3000, "clis": 3000, "cli-processes": 200, "misuse": 2000}
     kinds = list(defaults) if a.campaign == "all" else [a.campaign]
     pool = Pool(a.timeout, a.memory << 20)
     results = {}

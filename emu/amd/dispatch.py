@@ -22,14 +22,22 @@ from emu.amd.exec.hwreg import initial_mode
 from emu.amd.exec.wave import BARRIER, Program, WaveState, run
 from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
-from stack.hcq.codeobj import Kernel, Rsrc1, Rsrc2
+from stack.hcq.codeobj import (
+    MAX_GRID_ITEMS,
+    MAX_WORKGROUP_SIZE,
+    Kernel,
+    LimitError,
+    Rsrc1,
+    Rsrc2,
+    check_limit,
+    max_lds,
+    max_wave_scratch,
+)
 
 PACKED_IDS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
 DISPATCH_PACKET_SIZE = 64
 TTMP = 108  # operand code of ttmp0
 DYNAMIC_STACK = 16384  # bytes per lane added for kernels whose stack size is not known at compile time
-MAX_LDS = 65536  # bytes of LDS a workgroup can allocate
-MAX_PRIVATE = 1 << 20  # bytes of scratch per work-item the emulator accepts
 
 
 @dataclass
@@ -135,18 +143,27 @@ def _initial_wave(d: Dispatch, wg, index: int, nitems: int, arch: str) -> WaveSt
 
 
 def check_launch(kernel: Kernel, grid, block, dynamic_lds: int = 0) -> None:
-    """Reject launches the hardware could not run (ValueError naming what is wrong)."""
+    """Reject, before anything is allocated, launches the hardware could not run or that pass the limits of
+    stack.hcq.codeobj (ValueError, LimitError for sizes, naming what is wrong)."""
+    where = f"kernel {kernel.name!r}"
     for what, v in (("grid", grid), ("block", block)):
-        if any(not isinstance(x, (int, np.integer)) or not 1 <= x < 1 << 32 for x in v):
+        if any(not isinstance(x, (int, np.integer)) or isinstance(x, bool) or not 1 <= x < 1 << 32 for x in v):
             raise ValueError(f"{what} {tuple(v)}: every dimension must be a positive 32-bit integer")
     n = block[0] * block[1] * block[2]
-    limit = min(kernel.max_flat_workgroup_size or 1024, 1024)
+    limit = min(kernel.max_flat_workgroup_size or MAX_WORKGROUP_SIZE, MAX_WORKGROUP_SIZE)
     if n > limit:
-        raise ValueError(f"block {tuple(block)} has {n} work-items; kernel {kernel.name!r} allows at most {limit}")
+        raise LimitError(f"block {tuple(block)} has {n} work-items; {where} allows at most {limit}")
+    items = [int(g) * int(b) for g, b in zip(grid, block, strict=True)]
+    for axis, g, b, total in zip("xyz", grid, block, items, strict=True):
+        check_limit(where, f"work-items in {axis} (grid {g} x block {b})", total, MAX_GRID_ITEMS)
+    check_limit(where, f"work-items (grid {tuple(grid)} x block {tuple(block)})", items[0] * items[1] * items[2],
+                MAX_GRID_ITEMS)
+    if not isinstance(dynamic_lds, (int, np.integer)) or isinstance(dynamic_lds, bool) or dynamic_lds < 0:
+        raise ValueError(f"{where}: dynamic_lds must be a non-negative int, not {dynamic_lds!r}")
     kd = kernel.descriptor
-    lds = kd.group_segment_fixed_size + dynamic_lds
-    if dynamic_lds < 0 or lds > MAX_LDS:
-        raise ValueError(f"kernel {kernel.name!r} needs {lds} bytes of LDS; a workgroup has at most {MAX_LDS}")
-    if kd.private_segment_fixed_size > MAX_PRIVATE:
-        raise ValueError(f"kernel {kernel.name!r} needs {kd.private_segment_fixed_size} bytes of private memory "
-                         f"per work-item; at most {MAX_PRIVATE} are supported")
+    check_limit(where, "LDS bytes (group_segment_fixed_size + dynamic_lds)", kd.group_segment_fixed_size + dynamic_lds,
+                max_lds(kd.arch))
+    lanes = 32 if kd.wave32 else 64
+    private = kd.private_segment_fixed_size + (DYNAMIC_STACK if kernel.uses_dynamic_stack else 0)
+    check_limit(where, f"private segment bytes per work-item (wave{lanes})", private,
+                max_wave_scratch(kd.arch) // lanes)

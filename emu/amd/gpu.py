@@ -13,10 +13,19 @@
 metadata's size and type); `kernargs=bytes` gives them raw instead (for a hand-assembled kernel whose metadata
 lists none; where the metadata lists them, the bytes must cover them); hidden arguments are filled by the runner.
 A fault raises `GPUFault` carrying the record; host memory is never touched and the GPU stays usable.
+
+    gpu.free(buf)                             unmap the buffer and release its host memory
+    gpu.unload(prog)                          the same for a code object; `with gpu.load(data) as prog:` unloads it
+
+Arguments are checked, never guessed: a buffer must be live and from this GPU, kernel arguments must match the
+metadata's types and ranges (stack.hcq.codeobj.pack_kernargs), sizes must stay within the limits documented in
+stack.hcq.codeobj (`LimitError` names the field, its value and the limit; `alloc` never raises MemoryError).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+import threading
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,7 +41,7 @@ from emu.amd.dispatch import (
 from emu.amd.exec.wave import Program
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
-from stack.hcq.codeobj import CodeObject, pack_kernargs
+from stack.hcq.codeobj import MAX_BUFFER, CodeObject, LimitError, check_limit, pack_kernargs
 from stack.hcq.program import dispatch_packet, grid_dims, user_sgprs
 
 DEFAULT_ARCH = {"rdna3": "gfx1100", "rdna4": "gfx1201", "cdna": "gfx942"}
@@ -45,17 +54,27 @@ SCRATCH_GRANULE = 256  # bytes: TMPRING_SIZE.WAVESIZE unit (gfx10+; gfx9 uses 1 
 class Buffer:
     addr: int
     size: int
+    gpu: int = field(default=0, repr=False, compare=False)  # serial number of the GPU that allocated it
 
 
 class Loaded:
-    """A code object loaded into a GPU's memory."""
+    """A code object loaded into a GPU's memory (a context manager: leaving the block unloads it)."""
 
     def __init__(self, gpu: GPU, co: CodeObject):
         self.co = co
-        self.base = gpu.vm.alloc(max(co.image_size, 1), name="code object")
-        gpu.vm.write(self.base, bytes(co.image(self.base)))
+        self.base = gpu.vm_alloc(max(co.image_size, 1), "code object")
+        for vaddr, data in co.image_writes(self.base):  # only the file data: the rest stays untouched zero pages
+            gpu.vm.write(self.base + vaddr, data)
         self._gpu = gpu
         self._programs: dict[int, Program] = {}
+        self.loaded = True
+
+    def __enter__(self) -> Loaded:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.loaded:
+            self._gpu.unload(self)
 
     @property
     def kernels(self) -> tuple[str, ...]:
@@ -82,7 +101,11 @@ def fetch_code(vm: VM, pc: int, n: int) -> bytes:
 
 
 class GPU:
+    _serials = itertools.count(1)
+
     def __init__(self, arch: str = "gfx1100"):
+        if not isinstance(arch, str):
+            raise ValueError(f"arch must be a gfx name or a family name, not {arch!r}")
         fam = isa.family(arch)
         self.arch = DEFAULT_ARCH.get(arch.lower(), arch.lower())
         self.family = fam
@@ -90,23 +113,56 @@ class GPU:
         self.dispatches = 0
         self.last_stats: Stats | None = None
         self._queue = self.vm.alloc(256, name="queue")
+        self._serial = next(self._serials)
+        self._buffers: dict[int, Buffer] = {}  # live buffers by address
+        self._lock = threading.Lock()
 
     # -- memory ------------------------------------------------------------------------------------------------
+    def vm_alloc(self, nbytes: int, name: str) -> int:
+        """VM memory for the runner's own use (sizes already checked): LimitError, not MemoryError, when the host
+        has none left."""
+        try:
+            return self.vm.alloc(nbytes, name=name)
+        except MemoryError:
+            raise LimitError(f"{name}: the host has no memory left for {nbytes} bytes") from None
+
     def alloc(self, nbytes: int) -> Buffer:
-        if not isinstance(nbytes, (int, np.integer)) or nbytes <= 0:
+        if not isinstance(nbytes, (int, np.integer)) or isinstance(nbytes, bool) or nbytes <= 0:
             raise ValueError(f"alloc: size must be a positive integer, not {nbytes!r}")
-        return Buffer(self.vm.alloc(int(nbytes), name="buffer"), int(nbytes))
+        check_limit("alloc", "size", int(nbytes), MAX_BUFFER)
+        buf = Buffer(self.vm_alloc(int(nbytes), "buffer"), int(nbytes), self._serial)
+        with self._lock:
+            self._buffers[buf.addr] = buf
+        return buf
+
+    def free(self, buf: Buffer) -> None:
+        """Unmap `buf` and release its memory; using it afterwards is an error."""
+        with self._lock:
+            self._own(buf, "free")
+            del self._buffers[buf.addr]
+            self.vm.unmap(buf.addr)
 
     def write(self, buf: Buffer, data, offset: int = 0) -> None:
+        self._own(buf, "write")
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) \
             else np.frombuffer(memoryview(data).cast("B"), np.uint8)
-        _check_range(buf, offset, raw.size, "write")
+        offset, _ = _check_range(buf, offset, raw.size, "write")
         self.vm.write(buf.addr + offset, raw)
 
     def read(self, buf: Buffer, nbytes: int | None = None, offset: int = 0) -> bytes:
+        self._own(buf, "read")
         nbytes = buf.size - offset if nbytes is None else nbytes
-        _check_range(buf, offset, nbytes, "read")
+        offset, nbytes = _check_range(buf, offset, nbytes, "read")
         return self.vm.read(buf.addr + offset, nbytes)
+
+    def _own(self, buf, what: str) -> None:
+        """ValueError unless `buf` is a live buffer of this GPU."""
+        if not isinstance(buf, Buffer):
+            raise ValueError(f"{what}: expected a Buffer from GPU.alloc, not {type(buf).__name__}")
+        if buf.gpu != self._serial:
+            raise ValueError(f"{what}: buffer at {buf.addr:#x} belongs to another GPU")
+        if self._buffers.get(buf.addr) is not buf:
+            raise ValueError(f"{what}: buffer at {buf.addr:#x} was freed")
 
     # -- code --------------------------------------------------------------------------------------------------
     def load(self, code_object: bytes) -> Loaded:
@@ -115,8 +171,29 @@ class GPU:
             raise ValueError(f"code object is for {co.arch}, this GPU is {self.arch} ({self.family})")
         return Loaded(self, co)
 
+    def unload(self, prog: Loaded) -> None:
+        """Unmap the code object and drop its decoded programs; launching it afterwards is an error."""
+        with self._lock:
+            self._check_loaded(prog, "unload")
+            prog.loaded = False
+            prog._programs.clear()
+            self.vm.unmap(prog.base)
+
+    def _check_loaded(self, prog, what: str) -> None:
+        if not isinstance(prog, Loaded):
+            raise ValueError(f"{what}: expected a Loaded code object from GPU.load, not {type(prog).__name__}")
+        if prog._gpu is not self:
+            raise ValueError(f"{what}: the code object was loaded into another GPU")
+        if not prog.loaded:
+            raise ValueError(f"{what}: the code object was unloaded")
+
     def launch(self, prog: Loaded, name: str, grid=(1,), block=(1,), args=(), dynamic_lds: int = 0,
                kernargs: bytes | None = None) -> Stats:
+        self._check_loaded(prog, "launch")
+        args = list(args)
+        for i, a in enumerate(args):
+            if isinstance(a, Buffer):
+                self._own(a, f"launch argument {i}")
         k = prog.co.kernels.get(name)
         if k is None:
             raise ValueError(f"no kernel {name!r} in the code object; it has: {', '.join(prog.kernels)}")
@@ -128,16 +205,17 @@ class GPU:
                   "hidden_grid_dims": 3 if grid[2] * block[2] > 1 else 2 if grid[1] * block[1] > 1 else 1,
                   "hidden_dynamic_lds_size": dynamic_lds, "hidden_queue_ptr": self._queue,
                   "hidden_private_base": PRIVATE_APERTURE >> 32, "hidden_shared_base": SHARED_APERTURE >> 32}
-        kernargs = pack_kernargs(k, list(args), hidden, None if kernargs is None else bytes(kernargs))
+        kernargs = pack_kernargs(k, args, hidden, None if kernargs is None else bytes(memoryview(kernargs)))
         kd = k.descriptor
         private = kd.private_segment_fixed_size + (DYNAMIC_STACK if k.uses_dynamic_stack else 0)
         nwaves = -(-block[0] * block[1] * block[2] // lanes)
         wave_bytes = -(-private * lanes // SCRATCH_GRANULE) * SCRATCH_GRANULE
         lds = kd.group_segment_fixed_size + dynamic_lds
-        ka = self.vm.alloc(max(len(kernargs), 1), name="kernargs")
-        pkt = self.vm.alloc(DISPATCH_PACKET_SIZE, name="dispatch packet")
-        scratch = self.vm.alloc(nwaves * wave_bytes, name="scratch") if private else 0
+        ka = pkt = scratch = 0
         try:
+            ka = self.vm_alloc(max(len(kernargs), 1), "kernargs")
+            pkt = self.vm_alloc(DISPATCH_PACKET_SIZE, "dispatch packet")
+            scratch = self.vm_alloc(nwaves * wave_bytes, "scratch") if private else 0
             self.vm.write(ka, kernargs)
             # what a runtime programs into the compute registers (workgroups run one at a time: one scratch slot
             # per wave of a workgroup)
@@ -162,15 +240,20 @@ class GPU:
 
 
 def _dims(v, what: str) -> tuple[int, int, int]:
-    t = (v,) if isinstance(v, (int, np.integer)) else tuple(v)
-    if not 1 <= len(t) <= 3:
-        raise ValueError(f"{what} {v!r}: give 1 to 3 dimensions")
+    t = (v,) if isinstance(v, (int, np.integer)) else tuple(v) if isinstance(v, (tuple, list)) else ()
+    if not 1 <= len(t) <= 3 or any(not isinstance(x, (int, np.integer)) or isinstance(x, bool) for x in t):
+        raise ValueError(f"{what} {v!r}: give 1 to 3 integers")
     return tuple(int(x) for x in t) + (1,) * (3 - len(t))
 
 
-def _check_range(buf: Buffer, offset: int, n: int, what: str) -> None:
+def _check_range(buf: Buffer, offset: int, n: int, what: str) -> tuple[int, int]:
+    """(offset, n) as ints when the n bytes at offset lie inside buf, else ValueError."""
+    if any(not isinstance(x, (int, np.integer)) or isinstance(x, bool) for x in (offset, n)):
+        raise ValueError(f"{what}: offset and size must be integers, not {offset!r} and {n!r}")
+    offset, n = int(offset), int(n)
     if offset < 0 or n < 0 or offset + n > buf.size:
         raise ValueError(f"{what} of {n} bytes at offset {offset} is outside the {buf.size}-byte buffer")
+    return offset, n
 
 
-__all__ = ["GPU", "GPUFault", "Buffer", "Loaded"]
+__all__ = ["GPU", "GPUFault", "Buffer", "Loaded", "LimitError"]

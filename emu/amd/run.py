@@ -9,19 +9,26 @@ Arguments, in the kernel's order:
   buf:inout:TYPE:FILE    initialised from FILE and written back to DIR/argK.npy
   TYPE:VALUE             a scalar (TYPE in i8 i16 i32 i64 u8 u16 u32 u64 f16 f32 f64)
 `--kernargs FILE` gives the explicit kernel arguments as raw bytes instead of --arg (for kernels whose metadata
-lists none). The arch defaults to the code object's. Bad input is reported on stderr with exit status 2; a GPU
-fault with exit status 1.
+lists none). The arch defaults to the code object's. Bad input (unreadable, oversized or malformed files, bad
+arguments, sizes beyond the limits of stack.hcq.codeobj, an unusable --out directory) is reported in one line on
+stderr with exit status 2; a GPU fault with exit status 1.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from stack.hcq.codeobj import MAX_BUFFER, MAX_CODE_OBJECT, MAX_KERNARG_SEGMENT, CodeObject, check_limit, read_file
+
 TYPES = {t: np.dtype(t.replace("i", "int").replace("u", "uint").replace("f", "float"))
          for t in ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64")}
+
+
+NPY_MAGIC = b"\x93NUMPY"
 
 
 class UsageError(ValueError):
@@ -45,7 +52,7 @@ def _dtype(t: str, spec: str) -> np.dtype:
 
 
 def parse_arg(spec: str):
-    """('buf', mode, dtype, array or count) or ('scalar', numpy scalar)."""
+    """('buf', mode, dtype, array or element count) or ('scalar', numpy scalar); buffers within MAX_BUFFER."""
     parts = spec.split(":")
     if parts[0] == "buf":
         if len(parts) != 4 or parts[1] not in ("in", "out", "inout"):
@@ -58,27 +65,25 @@ def parse_arg(spec: str):
                 raise UsageError(f"--arg {spec!r}: element count {parts[3]!r} is not an integer") from None
             if n < 1:
                 raise UsageError(f"--arg {spec!r}: element count must be positive")
-            return ("buf", "out", dt, np.zeros(n, dt))
-        try:
-            data = np.load(parts[3], allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise UsageError(f"--arg {spec!r}: cannot read {parts[3]}: {e}") from None
+            check_limit(f"--arg {spec!r}", "buffer bytes", n * dt.itemsize, MAX_BUFFER)
+            return ("buf", "out", dt, n)
+        data = _load_npy(parts[3], spec)
+        check_limit(f"--arg {spec!r}", "buffer bytes", data.size * dt.itemsize, MAX_BUFFER)
         return ("buf", parts[1], dt, np.ascontiguousarray(data, dt).reshape(-1))
     if len(parts) != 2:
         raise UsageError(f"--arg {spec!r}: expected TYPE:VALUE or buf:...")
     dt = _dtype(parts[0], spec)
     try:
-        v = float(parts[1]) if dt.kind == "f" else int(parts[1], 0)
-        return ("scalar", np.array(v).astype(dt)[()] if dt.kind == "f" else np.array(v, dt)[()])
+        if dt.kind == "f":
+            v = float(parts[1])
+            with np.errstate(over="ignore"):
+                x = np.array(v).astype(dt)[()]
+            if math.isfinite(v) and not math.isfinite(x):
+                raise OverflowError
+            return ("scalar", x)
+        return ("scalar", np.array(int(parts[1], 0), dt)[()])
     except (ValueError, OverflowError):
-        raise UsageError(f"--arg {spec!r}: {parts[1]!r} is not a valid {parts[0]}") from None
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e}") from None
+        raise UsageError(f"--arg {spec!r}: {parts[1]!r} is not a valid {parts[0]} (or out of its range)") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,12 +98,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("."), help="directory for output .npy files (default: .)")
     a = ap.parse_args(argv)
     from emu.amd import GPU, GPUFault
-    from stack.hcq.codeobj import CodeObject, CodeObjectError
     try:
         grid, block = _dims(a.grid, "grid"), _dims(a.block, "block")
         specs = [parse_arg(s) for s in a.arg]
-        data = _read(a.code_object)
-        raw = _read(a.kernargs) if a.kernargs is not None else None
+        data = _read(a.code_object, MAX_CODE_OBJECT, "a code object")
+        raw = _read(a.kernargs, MAX_KERNARG_SEGMENT, "a kernarg segment") if a.kernargs is not None else None
         co = CodeObject.parse(data)
         gpu = GPU(a.arch or co.arch)
         prog = gpu.load(data)
@@ -108,26 +112,60 @@ def main(argv: list[str] | None = None) -> int:
                 args.append(s[1])
                 continue
             _, mode, dt, arr = s
-            buf = gpu.alloc(max(arr.nbytes, 1))
-            gpu.write(buf, arr)
+            n = arr if mode == "out" else arr.size
+            buf = gpu.alloc(max(n * dt.itemsize, 1))  # zeroed
+            if mode != "out":
+                gpu.write(buf, arr)
             args.append(buf)
             if mode != "in":
-                outs.append((i, buf, dt, arr.size))
+                outs.append((i, buf, dt, n))
+        if outs:
+            _out_dir(a.out)
         stats = gpu.launch(prog, a.kernel, grid=grid, block=block, args=args, kernargs=raw)
-    except (UsageError, CodeObjectError, ValueError) as e:
+        for i, buf, dt, n in outs:
+            path = a.out / f"arg{i}.npy"
+            try:
+                np.save(path, np.frombuffer(gpu.read(buf), dt)[:n])
+            except OSError as e:
+                raise UsageError(f"--out: cannot write {path}: {e.strerror or e}") from None
+            print(f"arg {i}: wrote {path}")
+    except ValueError as e:  # UsageError, CodeObjectError, LimitError and the runner's argument checks
         print(f"error: {e}", file=sys.stderr)
         return 2
     except GPUFault as e:
         print(f"GPU fault: {e}", file=sys.stderr)
         return 1
-    a.out.mkdir(parents=True, exist_ok=True)
-    for i, buf, dt, n in outs:
-        path = a.out / f"arg{i}.npy"
-        np.save(path, np.frombuffer(gpu.read(buf), dt)[:n])
-        print(f"arg {i}: wrote {path}")
     print(f"{stats.waves} waves, {stats.wave_instructions} wave-instructions, "
           f"{stats.lane_instructions} lane-instructions")
     return 0
+
+
+def _load_npy(path: str, spec: str) -> np.ndarray:
+    """The array of a .npy file, mapped rather than read (the caller checks its size before copying it)."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(NPY_MAGIC))
+        data = np.load(path, mmap_mode="r", allow_pickle=False) if magic == NPY_MAGIC else None
+    except (OSError, ValueError, EOFError) as e:
+        raise UsageError(f"--arg {spec!r}: cannot read {path}: {getattr(e, 'strerror', None) or e}") from None
+    if not isinstance(data, np.ndarray) or data.dtype.kind not in "biuf":
+        raise UsageError(f"--arg {spec!r}: {path} is not a .npy file of numbers (bools, ints or floats)")
+    return data
+
+
+def _read(path: Path, limit: int, what: str) -> bytes:
+    try:
+        return read_file(path, limit, what)
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _out_dir(path: Path) -> None:
+    """Create the --out directory now, so that a bad one is reported before the kernel runs."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--out {str(path)!r}: cannot create the directory: {e.strerror or e}") from None
 
 
 if __name__ == "__main__":

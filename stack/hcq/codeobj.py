@@ -13,11 +13,32 @@ is wrong and where.
                                   # map it at page-aligned `base`: kernel code then starts at base + k.entry
   pack_kernargs(k, args, hidden)  # the kernarg segment bytes
   hidden_args(grid_size, block)   # values of the dispatch-shape hidden arguments, for pack_kernargs
+  read_file(path)                 # a file's bytes, refusing files over MAX_CODE_OBJECT
+
+Limits. Every size a code object or a launch gives is checked against one of these before anything is allocated;
+a size beyond one raises `LimitError` (a ValueError; `CodeObjectLimitError` when a code object carries it) naming
+the field, its value and the limit. The stack and the emulator share them (the emulator's launch checks import them):
+
+  MAX_CODE_OBJECT      256 MiB  code object file size (the largest real ones, Tensile libraries, are tens of MiB)
+  MAX_IMAGE            256 MiB  span of the PT_LOAD segments, p_vaddr + p_memsz (the image is mapped whole)
+  MAX_KERNARG_SEGMENT   64 KiB  descriptor kernarg_size, metadata .kernarg_segment_size, raw kernargs (HIP and
+                                CUDA pass at most 4 KiB / 32 KiB of arguments; hidden arguments add 256 bytes)
+  max_lds(arch)         64 KiB  group segment (LDS) per workgroup, fixed + dynamic; 160 KiB on gfx950
+  max_wave_scratch(arch) ~8 MiB private memory of one wave (COMPUTE_TMPRING_SIZE.WAVESIZE: 13 bits of 1 KiB on
+                                gfx9/gfx10, 15 bits of 256 bytes on gfx11; gfx12: 18 bits of 256 bytes, ~64 MiB);
+                                a work-item's private segment is at most this / wave size
+  MAX_WORKGROUP_SIZE    1024    work-items per workgroup (and the kernel's .max_flat_workgroup_size)
+  MAX_GRID_ITEMS        2^32-1  work-items of a dispatch in each dimension (the AQL packet's 32-bit grid_size_*)
+                                and in all (an emulator runs ~10^7 lane-instructions a second: more is hours)
+  MAX_BUFFER            4 GiB   one buffer (host memory backs it; a buffer resource's NUM_RECORDS is 32 bits)
 """
 from __future__ import annotations
 
 import io
+import os
+import stat
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 
 import msgpack
@@ -47,11 +68,69 @@ NT_AMDGPU_METADATA = 32
 PT_LOAD = "PT_LOAD"
 R_AMDGPU_ABS64, R_AMDGPU_RELATIVE64 = 3, 13
 KD_SIZE = 64
-MAX_IMAGE = 1 << 30  # larger loaded images are rejected as implausible
+
+# -- limits (see the module docstring for the reasons) ---------------------------------------------------------------
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+MAX_CODE_OBJECT = 256 * MIB
+MAX_IMAGE = 256 * MIB
+MAX_KERNARG_SEGMENT = 64 * KIB
+MAX_WORKGROUP_SIZE = 1024
+MAX_GRID_ITEMS = (1 << 32) - 1
+MAX_BUFFER = 4 * GIB
+
+
+def max_lds(arch: str) -> int:
+    """Bytes of LDS one workgroup can allocate on `arch`."""
+    return 160 * KIB if arch == "gfx950" else 64 * KIB
+
+
+def max_wave_scratch(arch: str) -> int:
+    """Bytes of private memory one wave can have: the largest COMPUTE_TMPRING_SIZE.WAVESIZE."""
+    gen = _generation(arch)
+    if gen == "gfx12":
+        return ((1 << 18) - 1) * 256
+    return ((1 << 15) - 1) * 256 if gen == "gfx11" else ((1 << 13) - 1) * KIB
 
 
 class CodeObjectError(ValueError):
     """A code object that cannot be used; the message says what is wrong."""
+
+
+class LimitError(ValueError):
+    """A size beyond one of the documented limits; the message names the field, its value and the limit."""
+
+
+class CodeObjectLimitError(CodeObjectError, LimitError):
+    """A code object whose size field is beyond a limit."""
+
+
+def size_text(n: int) -> str:
+    """A limit as the docstring writes it: '64 KiB', '256 MiB', '2^32 - 1', or the number."""
+    for unit, name in ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit} {name}"
+    return f"2^{n.bit_length()} - 1" if n > 1024 and not n & (n + 1) else str(n)
+
+
+def check_limit(where: str, name: str, value: int, limit: int, error: type[LimitError] = LimitError) -> None:
+    """Raise `error` ("WHERE: NAME VALUE exceeds the LIMIT limit") unless 0 <= value <= limit."""
+    if value < 0:
+        raise error(f"{where}: {name} {value} is negative")
+    if value > limit:
+        raise error(f"{where}: {name} {value} exceeds the {size_text(limit)} limit")
+
+
+def read_file(path, limit: int = MAX_CODE_OBJECT, what: str = "a code object",
+              error: type[LimitError] = CodeObjectLimitError) -> bytes:
+    """The bytes of the file at `path`; OSError when unreadable, `error` when longer than `limit` (devices and
+    pipes included: at most limit + 1 bytes are read, so /dev/zero is refused too)."""
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        big = stat.S_ISREG(st.st_mode) and st.st_size > limit
+        data = b"" if big else f.read(limit + 1)
+    if big or len(data) > limit:
+        raise error(f"{path}: larger than the {size_text(limit)} limit of {what}")
+    return data
 
 
 # -- bit-field registers of the kernel descriptor --------------------------------------------------------------------
@@ -297,16 +376,23 @@ class CodeObject:
     def image(self, base: int = 0) -> bytearray:
         """The loaded image: every PT_LOAD segment at its vaddr, relocated for a load address of `base`."""
         out = bytearray(self.image_size)
-        for s in self.segments:
-            out[s.vaddr:s.vaddr + len(s.data)] = s.data
-        for where, _, value in self.relocations:
-            struct.pack_into("<Q", out, where, (base + value) & (2**64 - 1))
+        for vaddr, data in self.image_writes(base):
+            out[vaddr:vaddr + len(data)] = data
         return out
+
+    def image_writes(self, base: int = 0) -> Iterator[tuple[int, bytes]]:
+        """The writes (vaddr, bytes) that turn zeroed memory of image_size bytes into the image relocated for
+        `base`: the file data of each segment, then the relocated words. Memory beyond them stays untouched."""
+        for s in self.segments:
+            yield s.vaddr, s.data
+        for where, _, value in self.relocations:
+            yield where, struct.pack("<Q", (base + value) & (2**64 - 1))
 
     @classmethod
     def parse(cls, data: bytes) -> CodeObject:
+        data = bytes(memoryview(data))  # TypeError for what is not bytes-like (bytes(n) would make n zero bytes)
         try:
-            return _parse(bytes(data))
+            return _parse(data)
         except CodeObjectError:
             raise
         except Exception as e:  # pyelftools/construct report damaged tables in many ways
@@ -314,6 +400,7 @@ class CodeObject:
 
 
 def _parse(data: bytes) -> CodeObject:
+    check_limit("code object", "size", len(data), MAX_CODE_OBJECT, CodeObjectLimitError)
     if len(data) < 64 or data[:4] != b"\x7fELF":
         raise CodeObjectError("not an ELF file (bad magic or shorter than an ELF header)")
     if data[4] != 2 or data[5] != 1:
@@ -349,8 +436,8 @@ def _parse(data: bytes) -> CodeObject:
         if p["p_type"] == PT_LOAD:
             if p["p_offset"] + p["p_filesz"] > len(data) or p["p_filesz"] > p["p_memsz"]:
                 raise CodeObjectError(f"PT_LOAD segment {i} lies outside the file or has filesz > memsz")
-            if p["p_vaddr"] + p["p_memsz"] > MAX_IMAGE:
-                raise CodeObjectError(f"PT_LOAD segment {i} at {p['p_vaddr']:#x} is implausibly large")
+            check_limit(f"PT_LOAD segment {i}", "p_vaddr + p_memsz", p["p_vaddr"] + p["p_memsz"], MAX_IMAGE,
+                        CodeObjectLimitError)
             segments.append(Segment(p["p_vaddr"], p["p_memsz"], data[p["p_offset"]:p["p_offset"] + p["p_filesz"]],
                                     p["p_flags"]))
     segments = tuple(segments)
@@ -441,12 +528,29 @@ def _kernel(km, symbols, segments, arch) -> Kernel:
     ints[".kernarg_segment_size"] = ints[".kernarg_segment_size"] or desc.kernarg_size  # may leave these out
     if ints[".wavefront_size"] not in (32, 64):
         raise CodeObjectError(f"{where}: .wavefront_size is {ints['.wavefront_size']}, not 32 or 64")
+    _check_sizes(where, desc, ints)
     for a in args:
         if a.offset < 0 or a.size <= 0 or a.offset + a.size > ints[".kernarg_segment_size"]:
             raise CodeObjectError(f"{where}: argument {a.name or a.value_kind} [{a.offset}, +{a.size}) lies outside "
                                   f"the {ints['.kernarg_segment_size']}-byte kernarg segment")
     return Kernel(name, symbol, kd_addr, desc, entry, code, tuple(args), *ints.values(),
                   uses_dynamic_stack=bool(km.get(".uses_dynamic_stack", False)), metadata=km)
+
+
+def _check_sizes(where: str, desc: KernelDescriptor, ints: dict[str, int]) -> None:
+    """The descriptor's and the metadata's segment sizes against the limits (the metadata may disagree with the
+    descriptor; each is checked)."""
+    private = max_wave_scratch(desc.arch) // (32 if desc.wave32 else 64)
+    lds = max_lds(desc.arch)
+    for name, value, limit in (
+            ("descriptor kernarg_size", desc.kernarg_size, MAX_KERNARG_SEGMENT),
+            ("metadata .kernarg_segment_size", ints[".kernarg_segment_size"], MAX_KERNARG_SEGMENT),
+            ("descriptor group_segment_fixed_size", desc.group_segment_fixed_size, lds),
+            ("metadata .group_segment_fixed_size", ints[".group_segment_fixed_size"], lds),
+            ("descriptor private_segment_fixed_size", desc.private_segment_fixed_size, private),
+            ("metadata .private_segment_fixed_size", ints[".private_segment_fixed_size"], private),
+            ("metadata .max_flat_workgroup_size", ints[".max_flat_workgroup_size"], MAX_WORKGROUP_SIZE)):
+        check_limit(where, name, value, limit, CodeObjectLimitError)
 
 
 def _read(segments, vaddr: int, n: int, what: str) -> bytes:
@@ -501,14 +605,18 @@ def hidden_args(grid_size: tuple[int, ...], block: tuple[int, ...], dynamic_lds_
 def pack_kernargs(kernel: Kernel, args, hidden: dict[str, int] | None = None, raw: bytes | None = None) -> bytes:
     """The kernarg segment for `kernel`: its explicit arguments in order, then hidden ones by value_kind.
 
-    An explicit argument is an int (pointers and integers, little-endian two's complement of the argument's size),
-    a float (packed as half/float/double by size when the metadata type names a floating type), a numpy scalar or
-    array or bytes of exactly the argument's size, or an object with an int `.addr` (a buffer: its address).
+    Arguments are checked against the metadata's type (`arg_type`), never reinterpreted: an int fills a pointer
+    or an integer type and must lie in its signed or unsigned range; a float fills a scalar half/float/double and
+    must lie in its range; a numpy scalar must be of the type's kind (floating or integer) and size; bytes or a
+    numpy array give the raw bits of exactly the argument's size (vectors, structs); an object with an int `.addr`
+    (a buffer) fills a pointer. Where the metadata names no type, ints of the size and raw values are taken.
     `raw` instead gives the explicit part as bytes (HIP's HIP_LAUNCH_PARAM_BUFFER_POINTER): any length for a kernel
     whose metadata lists no arguments, else it must cover the declared explicit arguments and stay inside the
     kernarg segment. `hidden` maps value kinds ('hidden_block_count_x', ...) to ints; hidden arguments not given are
     zero."""
     explicit = kernel.explicit_args
+    if raw is not None:
+        check_limit(f"kernel {kernel.name!r}", "raw kernargs size", len(raw), MAX_KERNARG_SEGMENT)
     out = bytearray(max(kernel.kernarg_segment_size, kernel.descriptor.kernarg_size, len(raw or b"")))
     if raw is not None:
         end = max((a.offset + a.size for a in explicit), default=0)
@@ -521,35 +629,77 @@ def pack_kernargs(kernel: Kernel, args, hidden: dict[str, int] | None = None, ra
     elif len(args) != len(explicit):
         raise ValueError(f"kernel {kernel.name!r} takes {len(explicit)} explicit arguments "
                          f"({', '.join(a.name or a.value_kind for a in explicit)}), got {len(args)}")
-    for a, v in zip(explicit, args, strict=False):
-        out[a.offset:a.offset + a.size] = _pack_arg(kernel, a, v)
+    for i, (a, v) in enumerate(zip(explicit, args, strict=False)):
+        out[a.offset:a.offset + a.size] = _pack_arg(kernel, i, a, v)
     for a in kernel.args:
         if a.hidden and a.value_kind in (hidden or {}):
             out[a.offset:a.offset + a.size] = _pack_int(kernel, a, hidden[a.value_kind])
     return bytes(out)
 
 
-def _pack_arg(kernel: Kernel, a: KernArg, v) -> bytes:
-    where = f"kernel {kernel.name!r} argument {a.name or a.offset}"
+def arg_type(a: KernArg) -> tuple[str, bool]:
+    """(kind, scalar) of an explicit argument from its metadata: kind 'pointer', 'float', 'int' (signed), 'uint' or
+    '' (a type the metadata leaves out or that is none of these: raw values of its size); scalar is False for
+    vectors (float4, ...), which only bytes or numpy arrays fill."""
+    if a.value_kind in ("global_buffer", "dynamic_shared_pointer") or a.type_name.endswith("*"):
+        return "pointer", True
+    t = a.type_name.replace("const ", "").replace("volatile ", "").strip()
+    base = t.rstrip("0123456789") if t[-1:].isdigit() and not t.endswith("_t") else t
+    if base in FLOAT_TYPES:
+        return "float", FLOAT_TYPES[base] == a.size
+    unsigned = base.startswith(("u", "unsigned ")) or base in ("size_t", "bool", "_Bool")
+    name = base.removeprefix("unsigned ").removeprefix("signed ").removeprefix("u")
+    if name in INT_NAMES or base in ("size_t", "bool", "_Bool"):
+        return ("uint" if unsigned else "int"), base == t
+    return "", True
+
+
+FLOAT_TYPES = {"half": 2, "_Float16": 2, "__fp16": 2, "float": 4, "double": 8}
+INT_NAMES = ("char", "short", "int", "long", "long long", "int8_t", "int16_t", "int32_t", "int64_t", "intptr_t",
+             "ptrdiff_t")
+
+
+def _pack_arg(kernel: Kernel, index: int, a: KernArg, v) -> bytes:
+    kind, scalar = arg_type(a)
+    where = f"kernel {kernel.name!r} argument {index}{' ' + a.name if a.name else ''} " \
+            f"({a.type_name or a.value_kind}, {a.size} bytes)"
     if hasattr(v, "addr") and isinstance(v.addr, int):
+        if kind not in ("pointer", ""):
+            raise ValueError(f"{where}: a buffer is not a {kind} value")
         v = v.addr
-    if isinstance(v, (np.generic, np.ndarray, bytes, bytearray, memoryview)):
+    signed = {"int": True, "uint": False, "pointer": False}.get(kind)
+    if isinstance(v, (bytes, bytearray, memoryview, np.ndarray, np.generic)):
+        if isinstance(v, np.generic) and kind and not (v.dtype.kind == "f") == (kind == "float"):
+            raise ValueError(f"{where}: a numpy {v.dtype} is not a {kind} value")
         raw = bytes(v.tobytes() if isinstance(v, (np.generic, np.ndarray)) else v)
         if len(raw) != a.size:
-            raise ValueError(f"{where} ({a.type_name or a.value_kind}) is {a.size} bytes, the value is {len(raw)}")
-        return raw
+            raise ValueError(f"{where} is {a.size} bytes, the value is {len(raw)}")
+        # a numpy integer keeps its value: np.int32(-1) does not become 0xFFFFFFFF for an unsigned argument
+        return _pack_int(kernel, a, int(v), signed) if isinstance(v, np.integer) else raw
     if isinstance(v, float):
-        base = a.type_name.rstrip("0123456789")
-        if base not in ("half", "float", "double", "_Float16") or a.size not in FLOAT_FORMATS:
-            raise ValueError(f"{where} has type {a.type_name or '?'} ({a.size} bytes): cannot pack float {v}")
-        return struct.pack(FLOAT_FORMATS[a.size], v)
+        if kind != "float" or not scalar or a.size not in FLOAT_FORMATS:
+            raise ValueError(f"{where}: cannot pack float {v} (not a scalar floating-point argument)")
+        try:
+            return struct.pack(FLOAT_FORMATS[a.size], v)
+        except OverflowError:
+            raise ValueError(f"{where}: {v} is outside the range of a {8 * a.size}-bit float") from None
+    if isinstance(v, bool) and a.type_name not in ("bool", "_Bool", ""):
+        raise ValueError(f"{where}: {v} is a bool, not a {kind or a.type_name} value")
     if isinstance(v, int):
-        return _pack_int(kernel, a, v)
+        if kind == "float" or not scalar:
+            raise ValueError(f"{where}: an int ({v}) is not a {'float' if scalar else 'vector'} value; give "
+                             f"{'a float or a numpy float scalar' if scalar else 'bytes or a numpy array'}")
+        return _pack_int(kernel, a, v, signed)
     raise ValueError(f"{where}: cannot pack a {type(v).__name__}")
 
 
-def _pack_int(kernel: Kernel, a: KernArg, v: int) -> bytes:
-    if not -(1 << (8 * a.size - 1)) <= v < (1 << (8 * a.size)):
+def _pack_int(kernel: Kernel, a: KernArg, v: int, signed: bool | None = None) -> bytes:
+    """`v` in a.size bytes: in the signed or unsigned range, or (signed None) either."""
+    bits = 8 * a.size
+    lo = 0 if signed is False else -(1 << (bits - 1))
+    hi = 1 << (bits - 1 if signed else bits)
+    if not lo <= v < hi:
+        how = "" if signed is None else " as a signed integer" if signed else " as an unsigned integer"
         raise ValueError(f"kernel {kernel.name!r} argument {a.name or a.value_kind}: {v} does not fit "
-                         f"{a.size} bytes")
-    return (v & ((1 << (8 * a.size)) - 1)).to_bytes(a.size, "little")
+                         f"{a.size} bytes{how}")
+    return (v & ((1 << bits) - 1)).to_bytes(a.size, "little")
