@@ -197,7 +197,7 @@ KEY_OPS = {"rdna3": ["VOP2.V_ADD_F32", "VOP2.V_SUB_F16", "VOP2.V_MUL_F32", "VOP3
 
 
 @pytest.mark.parametrize("key", KEY_OPS["rdna3"])
-@settings(max_examples=25, suppress_health_check=_SLOW, deadline=None)
+@settings(max_examples=15, suppress_health_check=_SLOW, deadline=None)
 @given(data=st.data())
 def test_float_ops(key: str, data) -> None:
     space, name = key.split(".")
@@ -220,7 +220,7 @@ def test_every_instruction(arch: str, lanes: int, space: str, name: str, data) -
     check(arch, space, name, lanes, data)
 
 
-EXCLUDED = ("f64 fma with a scale", "NaN constant", "float op mf_decode", "float op mf_encode", "float op fconv_sr",
+EXCLUDED = ("f64 fma with a scale", "float op mf_decode", "float op mf_encode", "float op fconv_sr",
             "lane-serial read-modify-write memory op", "float to 64-bit integer")
 
 

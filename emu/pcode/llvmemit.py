@@ -335,7 +335,7 @@ class _Emitter:
     # ---- expressions --------------------------------------------------------------------------------------------
     def ex(self, e: Expr, m) -> ir.Value:
         if isinstance(e, Const):
-            return FL.constant(e.value, e.ty) if e.ty.is_float else _int_const(e)
+            return FL.constant(self.b, e.value, e.ty) if e.ty.is_float else _int_const(e)
         if isinstance(e, Var):
             if e.name in self.f.arrays:
                 raise Unsupported(f"array {e.name} used as a value")

@@ -75,10 +75,15 @@ def const(t: ir.Type, value: int, n: int | None = None) -> ir.Constant:
         fb = {HALF: 16, FLOAT: 32, DOUBLE: 64}[e]
         x = np.array(value, {16: np.uint16, 32: np.uint32, 64: np.uint64}[fb]).view(
             {16: np.float16, 32: np.float32, 64: np.float64}[fb])
-        if np.isnan(x):
-            raise Unsupported("NaN constant")
+        if np.isnan(x):  # LLVM's text gives a NaN as a double: its payload would not survive for half / float
+            raise Unsupported("NaN constant (use nan_const)")
         c = ir.Constant(e, float(x))
     return _splat_const(c, n) if n else c
+
+
+def nan_const(b: ir.IRBuilder, t: ir.Type, bits: int, n: int | None = None) -> ir.Value:
+    """A float of the given raw bits, NaNs included (a bitcast, folded by LLVM bit for bit)."""
+    return b.bitcast(const(ITY[elem(t)], bits, n), like(elem(t), n))
 
 
 def _splat_const(c: ir.Constant, n: int) -> ir.Constant:
@@ -213,7 +218,24 @@ def _k(x: ir.Value, value: int) -> ir.Constant:
     return const(ITY.get(t, t), value, lanes(x))
 
 
+def _cmp_ready(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """Half operands widened to float (exact): x86 has no half compares, LLVM would scalarize them."""
+    if elem(x.type) == HALF:
+        return ext(b, x, FLOAT), ext(b, y, FLOAT)
+    return x, y
+
+
+def fcmp_o(b: ir.IRBuilder, sym: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.fcmp_ordered(sym, *_cmp_ready(b, x, y))
+
+
+def fcmp_u(b: ir.IRBuilder, sym: str, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.fcmp_unordered(sym, *_cmp_ready(b, x, y))
+
+
 def isnan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    if elem(x.type) == HALF:
+        return b.icmp_unsigned(">", b.and_(raw(b, x), _k(x, 0x7FFF)), _k(x, 0x7C00))
     return b.fcmp_unordered("uno", x, x)
 
 
@@ -285,9 +307,9 @@ def _odd_f32(b: ir.IRBuilder, d: ir.Value) -> ir.Value:
     """f64 -> f32 rounded to odd (then a rounding to f16 is the correct one)."""
     r = b.fptrunc(d, like(FLOAT, lanes(d)))
     back = b.fpext(r, d.type)
-    fix = b.and_(b.fcmp_ordered("!=", back, d), b.icmp_unsigned("==", b.and_(raw(b, r), _k(r, 1)), _k(r, 0)))
+    fix = b.and_(fcmp_o(b, "!=", back, d), b.icmp_unsigned("==", b.and_(raw(b, r), _k(r, 1)), _k(r, 0)))
     fix = b.and_(fix, isfinite(b, r))
-    grow = b.fcmp_ordered("<", _fabs(b, back), _fabs(b, d))
+    grow = fcmp_o(b, "<", _fabs(b, back), _fabs(b, d))
     i = raw(b, r)
     stepped = b.select(grow, b.add(i, _k(r, 1)), b.sub(i, _k(r, 1)))
     return unraw(b, b.select(fix, stepped, i), FLOAT)
@@ -368,11 +390,11 @@ def _directed_conv(b: ir.IRBuilder, x: ir.Value, y: ir.Value, rm: ir.Value, bf: 
         step_dn = unraw(b, b.sub(raw(b, y), _k(y, 1 << 16)), FLOAT)
     else:
         step_dn = nextafter(b, y, 0)
-    too_big = b.and_(fin, b.fcmp_ordered(">", _fabs(b, yd), _fabs(b, xd)))
+    too_big = b.and_(fin, fcmp_o(b, ">", _fabs(b, yd), _fabs(b, xd)))
     r = b.select(b.and_(is_(3), too_big), step_dn, y)
     if not bf:
-        up = b.and_(fin, b.fcmp_ordered("<", yd, xd))
-        dn = b.and_(fin, b.fcmp_ordered(">", yd, xd))
+        up = b.and_(fin, fcmp_o(b, "<", yd, xd))
+        dn = b.and_(fin, fcmp_o(b, ">", yd, xd))
         r = b.select(b.and_(is_(1), up), nextafter(b, y, 1), r)
         r = b.select(b.and_(is_(2), dn), nextafter(b, y, -1), r)
     return r
@@ -412,8 +434,8 @@ def _fconst(x: ir.Value, v: float) -> ir.Constant:
 
 
 def _clamp(b: ir.IRBuilder, d: ir.Value, lo: float, hi: float) -> ir.Value:
-    d = b.select(b.fcmp_ordered("<", d, _fconst(d, lo)), _fconst(d, lo), d)
-    return b.select(b.fcmp_ordered(">", d, _fconst(d, hi)), _fconst(d, hi), d)
+    d = b.select(fcmp_o(b, "<", d, _fconst(d, lo)), _fconst(d, lo), d)
+    return b.select(fcmp_o(b, ">", d, _fconst(d, hi)), _fconst(d, hi), d)
 
 
 def norm(b: ir.IRBuilder, x: ir.Value, signed: bool) -> ir.Value:
@@ -448,8 +470,8 @@ def _odd_sum(b: ir.IRBuilder, p: ir.Value, c: ir.Value) -> ir.Value:
     bv = b.fsub(s, p)
     err = b.fadd(b.fsub(p, b.fsub(s, bv)), b.fsub(c, bv))
     even = b.icmp_unsigned("==", b.and_(raw(b, s), _k(s, 1)), _k(s, 0))
-    fix = b.and_(b.and_(b.fcmp_unordered("!=", err, _fconst(err, 0.0)), isfinite(b, err)), even)
-    toward = b.select(b.fcmp_ordered(">", err, _fconst(err, 0.0)), nextafter(b, s, 1), nextafter(b, s, -1))
+    fix = b.and_(b.and_(fcmp_u(b, "!=", err, _fconst(err, 0.0)), isfinite(b, err)), even)
+    toward = b.select(fcmp_o(b, ">", err, _fconst(err, 0.0)), nextafter(b, s, 1), nextafter(b, s, -1))
     return b.select(fix, toward, s)
 
 
@@ -470,7 +492,7 @@ def fma(b: ir.IRBuilder, a: ir.Value, x: ir.Value, c: ir.Value, n: ir.Value | No
             a, x, c, n = bcast(b, a, x, c, n)
         p = b.fmul(ext(b, a, DOUBLE), ext(b, x, DOUBLE))
         r = narrow(b, _scale(b, _odd_sum(b, p, ext(b, c, DOUBLE)), n), ft)
-    zero = lambda v: b.fcmp_ordered("==", v, _fconst(v, 0.0))  # noqa: E731
+    zero = lambda v: fcmp_o(b, "==", v, _fconst(v, 0.0))  # noqa: E731
     invalid = b.or_(b.and_(isinf(b, a), zero(x)), b.and_(zero(a), isinf(b, x)))
     return with_nan(b, r, [a, x, c], default_when=invalid)
 
@@ -500,8 +522,8 @@ def rop(b: ir.IRBuilder, op: str, mode: ir.Value, args: list[ir.Value]) -> ir.Va
     w = _wide(b, op, args)
     back = ext(b, near, DOUBLE)
     zero = _fconst(w, 0.0)
-    lt, gt = b.fcmp_ordered("<", back, w), b.fcmp_ordered(">", back, w)
-    toward0 = b.or_(b.and_(gt, b.fcmp_ordered(">", w, zero)), b.and_(lt, b.fcmp_ordered("<", w, zero)))
+    lt, gt = fcmp_o(b, "<", back, w), fcmp_o(b, ">", back, w)
+    toward0 = b.or_(b.and_(gt, fcmp_o(b, ">", w, zero)), b.and_(lt, fcmp_o(b, "<", w, zero)))
     out = near
     for k, step, toward in ((1, lt, 1), (2, gt, -1), (3, toward0, 0)):
         out = b.select(b.and_(splat(b, rmv(k), n), step), nextafter(b, near, toward), out)
@@ -519,22 +541,22 @@ def _minus_zero_sum(b: ir.IRBuilder, op: str, args: list[ir.Value], w: ir.Value,
         y = args[2]
     else:
         x, y = args[0], args[1] if op == "add" else b.fneg(args[1])
-    plus0 = lambda v: b.and_(b.fcmp_ordered("==", v, _fconst(v, 0.0)), b.not_(signbit(b, v)))  # noqa: E731
-    neg_zero_out = b.and_(b.fcmp_ordered("==", out, _fconst(out, 0.0)), signbit(b, out))
-    change = b.and_(b.fcmp_ordered("==", w, _fconst(w, 0.0)), b.not_(neg_zero_out))
+    plus0 = lambda v: b.and_(fcmp_o(b, "==", v, _fconst(v, 0.0)), b.not_(signbit(b, v)))  # noqa: E731
+    neg_zero_out = b.and_(fcmp_o(b, "==", out, _fconst(out, 0.0)), signbit(b, out))
+    change = b.and_(fcmp_o(b, "==", w, _fconst(w, 0.0)), b.not_(neg_zero_out))
     change = b.and_(b.and_(change, b.not_(b.and_(plus0(x), plus0(y)))), splat(b, down, lanes(out)))
     return b.select(change, _fconst(out, -0.0), out)
 
 
 # ---- the ops -------------------------------------------------------------------------------------------------------
 
-def constant(value, t: Ty) -> ir.Constant:
+def constant(b: ir.IRBuilder, value, t: Ty) -> ir.Value:
     """A float constant as pyback makes it (bfloat16: rounded from float32, held as float32)."""
     if t.kind == "bf":
-        bits = int(np.asarray(floats.bf16(np.float32(value)), np.float32).view(np.uint32))
-        return const(FLOAT, bits)
+        return nan_const(b, FLOAT, int(np.asarray(floats.bf16(np.float32(value)), np.float32).view(np.uint32)))
     dt = {16: (np.float16, np.uint16), 32: (np.float32, np.uint32), 64: (np.float64, np.uint64)}[t.bits]
-    return const(FTY[t.bits], int(np.asarray(value, dt[0]).view(dt[1])))
+    bits = int(np.asarray(value, dt[0]).view(dt[1]))
+    return nan_const(b, FTY[t.bits], bits) if np.isnan(value) else const(FTY[t.bits], bits)
 
 
 def _in_f64(b: ir.IRBuilder, fn: Callable[[ir.Value], ir.Value], x: ir.Value) -> ir.Value:
@@ -583,11 +605,11 @@ def _op(b: ir.IRBuilder, e: Op, a: list[ir.Value], mode: ir.Value) -> ir.Value:
     if name in ("eq", "lt", "le", "gt", "ge", "ne"):
         x, y = bcast(b, *a)
         sym = {"eq": "==", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "ne": "!="}[name]
-        return b.fcmp_unordered(sym, x, y) if name == "ne" else b.fcmp_ordered(sym, x, y)
+        return fcmp_u(b, sym, x, y) if name == "ne" else fcmp_o(b, sym, x, y)
     if name == "select":
         return select(b, *a)
     if name == "tobool":
-        return b.fcmp_unordered("!=", a[0], _fconst(a[0], 0.0))
+        return fcmp_u(b, "!=", a[0], _fconst(a[0], 0.0))
     if name == "neg":
         return unraw(b, b.xor(raw(b, a[0]), _k(a[0], 1 << (fbits(a[0].type) - 1))), elem(a[0].type))
     if name == "fabs":
@@ -618,8 +640,8 @@ def _op(b: ir.IRBuilder, e: Op, a: list[ir.Value], mode: ir.Value) -> ir.Value:
     if name == "rsq":
         return _in_f64(b, lambda d: b.fdiv(_fconst(d, 1.0), intrinsic(b, "llvm.sqrt", d.type, [d])), a[0])
     if name == "log2":  # numpy's log2 gives +NaN below zero, where libm's gives the default (-) NaN
-        return _in_f64(b, lambda d: b.select(b.fcmp_ordered("<", d, _fconst(d, 0.0)),
-                                             const(DOUBLE, 0x7FF8 << 48, lanes(d)), libm(b, "log2", d)), a[0])
+        return _in_f64(b, lambda d: b.select(fcmp_o(b, "<", d, _fconst(d, 0.0)),
+                                             nan_const(b, DOUBLE, 0x7FF8 << 48, lanes(d)), libm(b, "log2", d)), a[0])
     if name in ("exp2", "sin", "cos"):
         return _in_f64(b, lambda d: libm(b, name, d), a[0])
     if name == "pow":
@@ -636,7 +658,7 @@ def _op(b: ir.IRBuilder, e: Op, a: list[ir.Value], mode: ir.Value) -> ir.Value:
     if name == "is_even":
         d = ext(b, a[0], DOUBLE)
         r = libm(b, "fmod", d, _fconst(d, 2.0))
-        return b.and_(isfinite(b, d), b.fcmp_ordered("==", r, _fconst(r, 0.0)))
+        return b.and_(isfinite(b, d), fcmp_o(b, "==", r, _fconst(r, 0.0)))
     raise Unsupported(f"float op {name} ({t})")
 
 
@@ -661,7 +683,7 @@ def _fclass(b: ir.IRBuilder, name: str, x: ir.Value, t: Ty) -> ir.Value:
     expo = b.and_(b.lshr(i, _k(x, m)), _k(x, (1 << (width - m - 1)) - 1))
     if name == "exponent":
         return resize(b, expo, 32)
-    return b.and_(b.icmp_unsigned("==", expo, _k(x, 0)), b.fcmp_unordered("!=", x, _fconst(x, 0.0)))
+    return b.and_(b.icmp_unsigned("==", expo, _k(x, 0)), fcmp_u(b, "!=", x, _fconst(x, 0.0)))
 
 
 def _bitcast(b: ir.IRBuilder, x: ir.Value, s: Ty, t: Ty) -> ir.Value:
