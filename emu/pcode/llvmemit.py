@@ -111,10 +111,12 @@ class _Emitter:
         return {name: self.output(name, bits) for name, bits in f.outputs.items()}
 
     def input(self, var: str) -> ir.Value:
+        t = self.var_type(var)
+        if var == "MODE" and var not in self.inputs:  # pyback's default: nearest even
+            return const(t, 0)
         if var not in self.inputs:
             raise ValueError(f"{self.f.name}: input {var} not given")
         v = self.inputs[var]
-        t = self.var_type(var)
         if lanes(v) != (t.count if isinstance(t, ir.VectorType) else None):
             raise ValueError(f"{self.f.name}: input {var} is {v.type}, expected {t} lanes")
         return self.fit(v, elem(t))
