@@ -4,7 +4,8 @@
 
 For every register-to-register instruction form, scalar and HVX (no branches, memory, control-register
 writes, new values or system instructions), random words are generated, each run in a program built around
-it: r0-r31 get random and edge values, P3:0 random, USR zero, v0-v31 and q0-q3 random; the instruction
+it: r0-r31 get random and edge values, P3:0 random, USR zero (float forms: once in each rounding mode of
+USR.FPRND, flags clear), v0-v31 and q0-q3 random; the instruction
 packet runs; r0-r31, P3:0 and USR are stored to a GP-addressed slot, v0-v31 and q0-q3 (as vectors) to a
 vector slot; at the end the slots are written to stdout. The program (assembled by llvm-mc-19, linked by
 ld.lld-19) runs on qemu-hexagon and on hwemu, and the slots are compared. A case may also be a packet in
@@ -23,6 +24,7 @@ from pathlib import Path
 from emu.dsp.decode import Decoder, Form
 
 SLOT = 8 * 18  # r0-r31, P3:0 and USR
+USR_FPRND, FPRND_MODES = 22, (0, 1, 2, 3)  # USR's rounding-mode field: nearest, toward zero, down, up
 VSLOT = 128 * 36  # v0-v31, q0-q3
 _DATA = 48  # random vectors the vector registers are loaded from
 _EXCLUDE_ATTRS = {"A_JUMP", "A_CALL", "A_COF", "A_LOAD", "A_STORE", "A_MEMLIKE", "A_PRIV", "A_GUEST",
@@ -102,19 +104,21 @@ def _regs(rng: random.Random) -> list[int]:
 
 
 def cases_for(decoder: Decoder, fs: list[Form], per_form: int, seed: int):
-    """(form, (packet line, registers, P3:0, USR)) per random instance of each form."""
+    """(form, (packet line, registers, P3:0, USR)) per random instance of each form; a float form (F2_*)
+    gets per_form instances in each of USR's four rounding modes."""
     rng = random.Random(seed)
     ext = next(f for f in decoder.by_iclass[0] if f.tag == "A4_ext")
     out = []
     for f in fs:
-        for _ in range(per_form):
-            words = [_word(rng, f)]
-            while _aliased(decoder, words[0]):
+        for mode in FPRND_MODES if f.tag.startswith("F2_") else (0,):
+            for _ in range(per_form):
                 words = [_word(rng, f)]
-            if f.extendable >= 0 and rng.random() < 0.25:
-                words = [(rng.getrandbits(32) & ~ext.mask & ~0xC000) | ext.value | 0x4000, words[0]]
-            line = "\t.word " + ", ".join(f"{w:#010x}" for w in words)
-            out.append((f.tag, (line, _regs(rng), rng.getrandbits(32), 0)))
+                while _aliased(decoder, words[0]):
+                    words = [_word(rng, f)]
+                if f.extendable >= 0 and rng.random() < 0.25:
+                    words = [(rng.getrandbits(32) & ~ext.mask & ~0xC000) | ext.value | 0x4000, words[0]]
+                line = "\t.word " + ", ".join(f"{w:#010x}" for w in words)
+                out.append((f.tag, (line, _regs(rng), rng.getrandbits(32), mode << USR_FPRND)))
     return out
 
 

@@ -141,21 +141,40 @@ class Thread:
         mask = ((1 << width) - 1) << lo
         self.usr = (self.usr & ~mask) | ((value << lo) & mask)
 
+    @property
+    def rounding(self) -> int:
+        """USR.FPRND as the packet started (a write to USR commits at the end of the packet)."""
+        return self.usr >> USR_FIELDS["USR_FPRND"][0] & 3
+
     def read_gp(self) -> int:
         return 0 if self.current.extended else self.c[11]
 
     def read_npc(self) -> int:
         return (self.pc + self.packet.size) & _M32
 
+    def _read(self, ea: int, size: int) -> bytes:
+        """Memory as a load of this packet sees it: a store earlier in the packet (slot 1, before a slot-0
+        load) is visible to it, as the compiler relies on (`{ memd(r2+#0) = r1:0; r1:0 = memd(r2+#0) }`)."""
+        data = self.mem.read(ea, size)
+        if not self.stores:
+            return data
+        out = bytearray(data)
+        for sea, sdata, keep in self.stores:
+            lo, hi = max(ea, sea), min(ea + size, sea + len(sdata))
+            for a in range(lo, hi):
+                if keep is None or keep[a - sea]:
+                    out[a - ea] = sdata[a - sea]
+        return bytes(out)
+
     def load(self, size: int, ea: int) -> int:
-        return self.mem.load(size, ea)
+        return int.from_bytes(self._read(ea & _M32, size), "little")
 
     def store(self, size: int, ea: int, value: int) -> None:
         self.mem.check(ea, size, "write")  # faults before the packet commits anything
         self.stores.append((ea & _M32, (value & ((1 << 8 * size) - 1)).to_bytes(size, "little"), None))
 
     def load_locked(self, size: int, ea: int) -> int:
-        return self.mem.load(size, ea)
+        return self.load(size, ea)
 
     def store_conditional(self, size: int, ea: int, value: int) -> int:
         self.store(size, ea, value)
@@ -163,7 +182,7 @@ class Thread:
 
     def load_vector(self, ea: int, unaligned: bool) -> np.ndarray:
         ea = ea & _M32 if unaligned else ea & ~127 & _M32
-        return np.frombuffer(self.mem.read(ea, 128), np.uint8).copy()
+        return np.frombuffer(self._read(ea, 128), np.uint8).copy()
 
     def store_vector(self, ea: int, value: np.ndarray, mask: np.ndarray | None, unaligned: bool) -> None:
         ea = ea & _M32 if unaligned else ea & ~127 & _M32

@@ -1,9 +1,12 @@
-"""IEEE 754 binary32/binary64 arithmetic with exception flags, for the float semantics.
+"""IEEE 754 binary32/binary64 arithmetic with exception flags and rounding modes, for the float semantics.
 
-The vendor semantics compute with the host's C floats and leave the exception flags to the host's floating
-environment; here every operation is rounded once to nearest-even from the exact (rational) result and
-reports its flags into `S.fpflags` (the core ORs them into USR's sticky bits after the instruction).
-Values are Python floats (binary32 ones exactly representable); a signaling NaN operand is an `SNaN`.
+The vendor semantics compute with the host's C floats and leave rounding and the exception flags to the
+host's floating environment; here every operation is rounded once from the exact (rational) result in the
+rounding mode `rnd` (USR.FPRND's encoding: 0 to nearest even, 1 toward zero, 2 down, 3 up; the core reads it
+from USR for each instruction, the `:chop` forms force 1), and reports its flags into `S.fpflags` (the core
+ORs them into USR's sticky bits after the instruction). Underflow is signalled for an inexact result that is
+tiny before rounding, as qemu-hexagon's softfloat is configured. Values are Python floats (binary32 ones
+exactly representable); a signaling NaN operand is an `SNaN`.
 """
 from __future__ import annotations
 
@@ -15,8 +18,10 @@ from fractions import Fraction
 INVALID, DIVBYZERO, OVERFLOW, UNDERFLOW, INEXACT = 1, 2, 4, 8, 16
 FLAGS = {"FE_INVALID": INVALID, "FE_DIVBYZERO": DIVBYZERO, "FE_OVERFLOW": OVERFLOW, "FE_UNDERFLOW": UNDERFLOW,
          "FE_INEXACT": INEXACT}
+NEAREST, TOWARD_ZERO, DOWN, UP = 0, 1, 2, 3  # USR.FPRND
+_FORMAT = {32: (24, -126, 127), 64: (53, -1022, 1023)}  # precision, least and greatest normal exponent
+_MAX = {b: math.ldexp((1 << p) - 1, emax - p + 1) for b, (p, _, emax) in _FORMAT.items()}
 _MIN_NORMAL = {32: Fraction(2) ** -126, 64: Fraction(2) ** -1022}
-_MIN_SUBNORMAL = {32: 2.0 ** -149, 64: 5e-324}
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
 _CMP = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt, "<=": operator.le,
         ">=": operator.ge}
@@ -26,14 +31,6 @@ _uf, _uI, _ud, _uQ = (struct.Struct(c).unpack for c in ("<f", "<I", "<d", "<Q"))
 
 class SNaN(float):
     """A signaling NaN operand (any arithmetic on it raises invalid)."""
-
-
-def f32(x: float) -> float:
-    """Round a binary64 to binary32 (nearest even), overflowing to infinity."""
-    try:
-        return _uf(_pf(x))[0]
-    except OverflowError:
-        return math.copysign(math.inf, x)
 
 
 def fFLOAT(bits: int) -> float:
@@ -65,33 +62,48 @@ def _nan(S, *xs: float) -> bool:
     return any(x != x for x in xs)
 
 
-def _sticky(q: Fraction) -> float:
-    """A nonzero rational to binary64 keeping the inexactness in the last bit, so that a second rounding to
-    binary32 rounds as the exact value would."""
-    e = q.numerator.bit_length() - q.denominator.bit_length()
-    m = abs(q) * Fraction(2) ** (52 - e)
-    n = m.numerator // m.denominator
-    if n * m.denominator != m.numerator:
-        n |= 1
-    return math.copysign(math.ldexp(n, e - 52), q)
+def _away(rnd: int, neg: bool) -> bool:
+    """Whether a directed rounding mode moves an inexact magnitude up (away from zero)."""
+    return rnd == UP and not neg or rnd == DOWN and neg
 
 
-def round_to(S, q: Fraction, bits: int) -> float:
-    """The exact value q rounded to binary32/64, raising inexact, overflow and underflow."""
+def round_to(S, q: Fraction, bits: int, rnd: int = NEAREST) -> float:
+    """The exact value q rounded to binary32/64 in rounding mode rnd, raising inexact, overflow and
+    underflow."""
     if q == 0:
         return 0.0
-    try:
-        r = float(q) if bits == 64 else f32(_sticky(q))
-    except OverflowError:
-        r = math.copysign(math.inf, q)
-    if math.isinf(r):
+    p, emin, emax = _FORMAT[bits]
+    neg = q < 0
+    n, d = abs(q.numerator), q.denominator
+    e = n.bit_length() - d.bit_length() - 1  # 2**e < |q| < 2**(e+2)
+    if n << max(0, -e - 1) >= d << max(0, e + 1):
+        e += 1  # now 2**e <= |q| < 2**(e+1)
+    quantum = max(e, emin) - p + 1  # the weight of the last mantissa bit (subnormals: fixed at the bottom)
+    m, rest = divmod(n << max(0, -quantum), d << max(0, quantum))
+    if rest:
+        if rnd == NEAREST:
+            m += 2 * rest > (d << max(0, quantum)) or (2 * rest == (d << max(0, quantum)) and m & 1)
+        else:
+            m += _away(rnd, neg)
+        S.fpflags |= INEXACT | (UNDERFLOW if e < emin else 0)
+    if m and (m.bit_length() + quantum - 1 > emax):
         S.fpflags |= OVERFLOW | INEXACT
-    elif Fraction(r) != q:
-        S.fpflags |= INEXACT | (UNDERFLOW if abs(q) < _MIN_NORMAL[bits] else 0)
+        big = math.inf if rnd == NEAREST or _away(rnd, neg) else _MAX[bits]
+        return -big if neg else big
+    r = math.ldexp(m, quantum)
+    return -r if neg else r
+
+
+def _zero_sum(op: str, a: float, b: float, rnd: int) -> float:
+    """The IEEE sign of an exact zero result: a sum of opposite zeros or of x and -x is -0 only when rounding
+    down; a product or quotient has the sign of its operands'."""
+    r = _OPS[op](a, b)
+    if op in "+-" and rnd == DOWN and (math.copysign(1.0, a) != math.copysign(1.0, b)) == (op == "+"):
+        return -0.0
     return r
 
 
-def fop(S, op: str, a: float, b: float, bits: int) -> float:
+def fop(S, op: str, a: float, b: float, bits: int, rnd: int = NEAREST) -> float:
     """a op b (+ - * /) in binary32/64."""
     if _nan(S, a, b):
         return math.nan
@@ -108,8 +120,8 @@ def fop(S, op: str, a: float, b: float, bits: int) -> float:
         return _OPS[op](a, b)  # infinite operands: the result is exact
     exact = _OPS[op](Fraction(a), Fraction(b))
     if exact == 0:
-        return _OPS[op](a, b)  # the IEEE sign of an exact zero
-    return round_to(S, exact, bits)
+        return _zero_sum(op, a, b, rnd)
+    return round_to(S, exact, bits, rnd)
 
 
 def fcmp(S, op: str, a: float, b: float) -> int:
@@ -119,21 +131,24 @@ def fcmp(S, op: str, a: float, b: float) -> int:
     return int(_CMP[op](a, b))
 
 
-def i2f(S, x: int, bits: int) -> float:
-    return round_to(S, Fraction(x), bits)
+def i2f(S, x: int, bits: int, rnd: int = NEAREST) -> float:
+    return round_to(S, Fraction(x), bits, rnd)
 
 
-def f2f(S, x: float, bits: int) -> float:
+def f2f(S, x: float, bits: int, rnd: int = NEAREST) -> float:
     if _nan(S, x):
         return math.nan
     if math.isinf(x):
         return x
-    return round_to(S, Fraction(x), bits) if x else x
+    return round_to(S, Fraction(x), bits, rnd) if x else x
 
 
-def f2i(S, x: float, bits: int, signed: bool, chop: bool = True) -> int:
-    """Float to integer: truncating (chop) or to nearest even; NaN and out-of-range raise invalid and give
-    all-ones for NaN, the saturated bound otherwise."""
+_TO_INT = {NEAREST: round, TOWARD_ZERO: math.trunc, DOWN: math.floor, UP: math.ceil}  # round(): ties to even
+
+
+def f2i(S, x: float, bits: int, signed: bool, rnd: int = TOWARD_ZERO) -> int:
+    """Float to integer, rounded in mode rnd (a C cast truncates: the default); NaN and out-of-range raise
+    invalid and give all-ones for NaN, the saturated bound otherwise."""
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
     if _nan(S, x):
         S.fpflags |= INVALID
@@ -144,7 +159,7 @@ def f2i(S, x: float, bits: int, signed: bool, chop: bool = True) -> int:
     if not signed and math.copysign(1.0, x) < 0:  # negative (even -0.0, or rounding to 0): invalid, as qemu's
         S.fpflags |= INVALID
         return 0
-    v = math.trunc(x) if chop else round(x)
+    v = _TO_INT[rnd](x)
     if v < lo or v > hi:
         S.fpflags |= INVALID
         return hi if v > hi else lo
@@ -154,11 +169,11 @@ def f2i(S, x: float, bits: int, signed: bool, chop: bool = True) -> int:
 
 
 def _to_int(bits: int, signed: bool):
-    return lambda S, x, chop=False: f2i(S, x, bits, signed, chop)
+    return lambda S, x, rnd: f2i(S, x, bits, signed, rnd)
 
 
 def _to_float(bits: int):
-    return lambda S, x, chop=False: i2f(S, x, bits) if isinstance(x, int) else f2f(S, x, bits)
+    return lambda S, x, rnd: i2f(S, x, bits, rnd) if isinstance(x, int) else f2f(S, x, bits, rnd)
 
 
 conv_sf_to_4u = conv_df_to_4u = _to_int(32, False)
@@ -167,8 +182,6 @@ conv_sf_to_8u = conv_df_to_8u = _to_int(64, False)
 conv_sf_to_8s = conv_df_to_8s = _to_int(64, True)
 conv_4u_to_sf = conv_4s_to_sf = conv_8u_to_sf = conv_8s_to_sf = conv_df_to_sf = _to_float(32)
 conv_4u_to_df = conv_4s_to_df = conv_8u_to_df = conv_8s_to_df = conv_sf_to_df = _to_float(64)
-
-
 def fpclassify(x: float, bits: int) -> int:
     """C's FP_NAN 0, FP_INFINITE 1, FP_ZERO 2, FP_SUBNORMAL 3, FP_NORMAL 4 for a binary32/64 value."""
     if x != x:
@@ -219,18 +232,18 @@ fmax = fmaxf = _fminmax(max)
 fmin = fminf = _fminmax(min)
 
 
-def internal_fmafx(S, a: float, b: float, c: float, scale: int) -> float:
+def internal_fmafx(S, a: float, b: float, c: float, scale: int, rnd: int = NEAREST) -> float:
     """(a*b+c) * 2**scale rounded once to binary32 (fmaf when scale is 0)."""
     if _nan(S, a, b, c):
         return math.nan
     if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
-        p = fop(S, "*", a, b, 64)
-        return fop(S, "+", p, c, 32) if p == p else p
+        p = fop(S, "*", a, b, 64, rnd)
+        return fop(S, "+", p, c, 32, rnd) if p == p else p
     exact = (Fraction(a) * Fraction(b) + Fraction(c)) * Fraction(2) ** scale
     if exact == 0:
-        return a * b + c  # binary32 products are exact in binary64: IEEE's sign of an exact zero
-    return round_to(S, exact, 32)
+        return _zero_sum("+", a * b, c, rnd)  # binary32 products are exact in binary64
+    return round_to(S, exact, 32, rnd)
 
 
-def internal_mpyf(S, a: float, b: float) -> float:
-    return fop(S, "*", a, b, 32)
+def internal_mpyf(S, a: float, b: float, rnd: int = NEAREST) -> float:
+    return fop(S, "*", a, b, 32, rnd)

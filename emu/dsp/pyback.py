@@ -32,6 +32,7 @@ _IEEE = frozenset(k for k in dir(ieee) if not k.startswith("_") and callable(get
 # float primitives that take the core (for its exception flags) as their first argument
 _FLAGGED = frozenset({*(k for k in _IEEE if k.startswith("conv_")), "fmax", "fmaxf", "fmin", "fminf",
                       "internal_fmafx", "internal_mpyf"})
+_ROUNDED = _FLAGGED - {"fmax", "fmaxf", "fmin", "fminf"}  # ... and round in the instruction's rounding mode
 _NAMESPACE = {**{k: getattr(runtime, k) for k in dir(runtime) if not k.startswith("_")},
               **{k: getattr(ieee, k) for k in _IEEE},
               "_np": np, "_inf": math.inf, "_nan": math.nan, "_i8": np.int8, "_u8": np.uint8, "_i16": np.int16,
@@ -60,6 +61,7 @@ class Core(Protocol):
     def trap(self, kind: int, imm: int) -> None: ...
     def circ_add(self, reg: int, incr: int, m: int, mnum: int) -> int: ...
     fpflags: int  # the IEEE exception flags (emu.dsp.ieee) the instruction raised
+    rounding: int  # the rounding mode float operations use (USR.FPRND: emu.dsp.ieee.NEAREST ...)
     def vtmp(self) -> np.ndarray: ...
     def read_vreg(self, n: int) -> np.ndarray: ...
     def write_vreg(self, n: int, value: np.ndarray) -> None: ...
@@ -217,7 +219,7 @@ class _Gen:
         if t.kind == "float":
             if op not in ("+", "-", "*", "/"):
                 raise CompileError(f"backend: float {op}")
-            return f"fop(S, {op!r}, {a}, {b}, {t.bits})"
+            return f"fop(S, {op!r}, {a}, {b}, {t.bits}, _rnd)"
         if op in ("&", "|", "^"):
             return f"({a} {op} {b})"
         if op in ("<<", ">>"):
@@ -238,12 +240,12 @@ class _Gen:
         if t.kind == "int" and f.kind == "int":
             widening = t.bits >= f.bits and (t.signed == f.signed or (t.signed and t.bits > f.bits))
             return a if widening or (not f.signed and t.bits > f.bits) else _wrap(t, a)
-        if t.kind == "int" and f.kind == "float":
+        if t.kind == "int" and f.kind == "float":  # a C cast truncates whatever the rounding mode
             return f"f2i(S, {a}, {t.bits}, {t.signed})"
         if t.kind == "float" and f.kind == "int":
-            return f"i2f(S, {a}, {t.bits})"
+            return f"i2f(S, {a}, {t.bits}, _rnd)"
         if t.kind == "float" and f.kind == "float":
-            return f"f2f(S, {a}, {t.bits})" if t.bits < f.bits else a
+            return f"f2f(S, {a}, {t.bits}, _rnd)" if t.bits < f.bits else a
         raise CompileError(f"backend: convert {f} to {t}")
 
     def prim(self, x: ir.Prim) -> str:
@@ -292,11 +294,11 @@ class _Gen:
         if n == "fpclassify":
             return f"fpclassify({args[0]}, {x.args[0].t.bits})"
         if n in _FLAGGED:
-            return f"{n}(S, {', '.join(args + (['_chop'] if n.startswith('conv_') else []))})"
+            return f"{n}(S, {', '.join(args + (['_rnd'] if n in _ROUNDED else []))})"
         if n == "fFPSETROUND_CHOP":
-            return "_chop = True"
+            return f"_rnd = {ieee.TOWARD_ZERO}"
         if n == "fFPSETROUND_NEAREST":
-            return "_chop = False"
+            return f"_rnd = {ieee.NEAREST}"
         if x.t == ir.VOID and n not in _NAMESPACE:
             return ""  # no effect on the state this model keeps
         if n not in _NAMESPACE:
@@ -306,7 +308,7 @@ class _Gen:
     def function(self) -> str:
         sem = self.sem
         params = ", ".join(["S", *(_name(n) for n, _ in sem.inputs)])
-        head = [f"def {sem.tag}({params}):", "    _chop = False", "    v_EA = 0"]
+        head = [f"def {sem.tag}({params}):", "    v_EA = 0"]
         ins = {n for n, _ in sem.inputs}
         for n, t in sem.outputs:
             if n in ins:
@@ -318,6 +320,8 @@ class _Gen:
                 head.append(f"    {_name(n)} = 0")
         self.stmts(sem.body)
         self.emit(f"return {self.result()}")
+        if any("_rnd" in line for line in self.lines):  # a float operation: USR's rounding mode
+            head.insert(1, "    _rnd = S.rounding")
         return "\n".join(head + self.lines) + "\n"
 
 
