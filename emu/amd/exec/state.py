@@ -52,6 +52,8 @@ class WaveState:
         self.active = np.zeros(lanes, bool)
         self.set_exec(self.full)
         self.pc = 0
+        self.counters = None  # the LLVM tier's call counters (emu.amd.exec.jit.Counters), made on first use
+        self.watchdog = 0  # instruction count at which the run loop's watchdog fires
         self.gpr_idx = 0  # CDNA VGPR indexing mode enabled
         self.vm: VM | None = None
         self.lds = self.scratch = self.flat = None
@@ -60,6 +62,10 @@ class WaveState:
         self.wave_id: int | None = None
         self.executed = 0  # instructions executed (wave-instructions)
         self.lane_ops = 0  # lane-instructions: active lanes summed over vector instructions
+
+    def attach_counters(self) -> Counters:
+        self.counters = Counters(self)
+        return self.counters
 
     def _pair(self, slot: int) -> int:
         return int(self.sgpr[slot]) | int(self.sgpr[slot + 1]) << 32
@@ -79,6 +85,7 @@ class WaveState:
     def set_exec(self, value: int) -> None:
         value &= self.full
         self._set_pair(EXEC, value)
+        self.active_mask = value
         self.active = mask_to_lanes(value, self.lanes)
 
     @property
@@ -120,3 +127,14 @@ class WaveState:
     @trapsts.setter
     def trapsts(self, value: int) -> None:
         self.sgpr[TRAPSTS] = value & 0xFFFFFFFF
+
+
+class Counters:
+    """A native region call's counters [budget, executed, lane_ops, LDS size] and the wave's array addresses."""
+
+    def __init__(self, w: WaveState):
+        self.ctr = np.zeros(4, np.int64)
+        lds = w.lds.mem if w.lds is not None else np.zeros(8, np.uint8)
+        self.ctr[3] = w.lds.size if w.lds is not None else 0
+        self.lds = lds  # kept alive with the pointer
+        self.args = (w.sgpr.ctypes.data, w.vgpr.ctypes.data, self.ctr.ctypes.data, lds.ctypes.data)

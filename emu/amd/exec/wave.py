@@ -6,6 +6,8 @@ Execution: code is decoded once and every instruction gets an execution plan on 
 closure holding its operand fetchers, the compiled pcode semantics and its result writers. The hot loop only
 looks up the step for the PC and calls it. A step returns 0, or BARRIER / END to suspend / finish the wave.
 Faults raised while a step runs are completed with the wave's identity, PC, instruction text and active lanes.
+In the `jit` and `auto` tiers (emu.amd.exec.jit) a hot PC's step becomes a call of the native region that starts
+there; it runs until an instruction the region does not take and the loop goes on at that PC.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import numpy as np
 
 from emu.amd import isa
 from emu.amd.decode import decode, decoder
+from emu.amd.exec import jit
 from emu.amd.exec.hwreg import default_mode
 from emu.amd.exec.plan import Planner, end_step
 from emu.amd.exec.state import ACC, BARRIER, END, WaveState
@@ -34,6 +37,8 @@ class Program:
         self.steps: dict[int, object] = {}
         self.insts: dict[int, object] = {}
         self.planner = Planner(target, lanes)
+        self.tier = jit.tier()
+        self.hot = None if TRACE else jit.hot_threshold(self.tier)
 
     def predecode(self, code: bytes, base: int) -> None:
         for inst in decode(code, self.family, base):
@@ -53,8 +58,45 @@ class Program:
         s = self.planner.plan(inst)
         if TRACE:
             s = _traced(s, inst)
+        elif self.hot is not None:
+            s = self._counted(pc, s)
         self.steps[pc] = s
         return s
+
+    def _counted(self, pc: int, step):
+        """`step`, until it has run `hot` times: then the native region at pc replaces it (if there is one)."""
+        left = [self.hot]
+
+        def counted(w):
+            left[0] -= 1
+            if left[0] > 0:
+                return step(w)
+            s = self.steps[pc] = self._native(pc, step, w.mode) or step
+            return s(w)
+        return counted
+
+    def _native(self, pc: int, step, mode: int):
+        fn = jit.native(self, pc, mode)
+        if fn is None:
+            return None
+
+        def run_native(w):
+            c = w.counters or w.attach_counters()
+            ctr = c.ctr
+            ctr[0], ctr[1], ctr[2] = jit.BUDGET, 0, 0
+            nxt = fn(*c.args)
+            if nxt < 0:  # the wave's MODE is not the region's
+                return step(w)
+            w.pc = nxt
+            w.executed += int(ctr[1]) - 1  # the run loop counts this step as one
+            w.lane_ops += int(ctr[2])
+            if w.exec != w.active_mask:
+                w.set_exec(w.exec)
+            if w.executed > w.watchdog:
+                raise GPUFault(FaultRecord("watchdog", pc=w.pc, instruction=str(self.inst(w.pc)),
+                                           detail=f"wave ran {w.executed} instructions without ending"))
+            return 0
+        return run_native
 
 
 TRACE = bool(os.environ.get("HWEMU_TRACE"))  # print every executed instruction and the registers it left
@@ -73,6 +115,7 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
     """Run `w` until it reaches s_barrier (returns BARRIER) or s_endpgm (returns END)."""
     steps = prog.steps
     n = 0
+    w.watchdog = w.executed + limit  # native regions count their instructions into w.executed
     try:
         while True:
             s = steps.get(w.pc)

@@ -1,0 +1,71 @@
+"""Execution tiers, and the LLVM tier's compiled regions.
+
+`HWEMU_TIER` selects how a program's instructions run (read when a program is created, e.g. at `GPU.load`):
+- `ref`: the reference engine, one plan closure per instruction (emu.amd.exec.plan);
+- `jit`: regions compiled to native code (emu.amd.exec.translate) from the first execution of each region entry;
+- `auto` (default): the reference engine until a region entry is hot (HWEMU_HOT executions, default 64), then
+  native, so code that runs once never waits for LLVM.
+Whatever a region cannot take runs on the reference engine, so every tier runs every program.
+
+Compiled regions are cached per process, keyed by the region's code bytes, processor, wave size and MODE.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+from emu.amd.exec import TIERS
+from emu.amd.exec.translate import Exit, Region, family_takes
+from emu.pcode.llvmback import _jit
+
+BUDGET = 1 << 20  # instructions per native call before the host gets control back
+_SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
+_cache: dict[tuple, object] = {}
+_lock = threading.Lock()
+
+
+def tier() -> str:
+    t = os.environ.get("HWEMU_TIER", "auto") or "auto"
+    if t not in TIERS:
+        raise ValueError(f"HWEMU_TIER={t!r}: expected one of {', '.join(TIERS)}")
+    return t
+
+
+def hot_threshold(t: str) -> int | None:
+    """Executions of a region entry before it is compiled (None: never)."""
+    if t == "ref":
+        return None
+    return 1 if t == "jit" else int(os.environ.get("HWEMU_HOT", "64"))
+
+
+def native(prog, pc: int, mode: int):
+    """The compiled region at `pc` for `mode` (a ctypes function), or None when the tier takes no instruction
+    there."""
+    if not family_takes(prog.planner.target):
+        return None
+    exits: set[int] = set()
+    for _ in range(64):  # each failed attempt turns one more instruction into an exit
+        region = Region(prog, pc, mode)
+        try:
+            insts = region._discover(exits)
+        except Exit:
+            return None
+        key = (prog.planner.target, prog.lanes, mode, tuple((p, i.raw) for p, i in insts.items()))
+        with _lock:
+            fn = _cache.get(key)
+            if fn is not None:
+                return fn
+            name = f"region{len(_cache)}"
+            try:
+                mod, _ = region.module(name, exits)
+            except Exit as e:
+                bad = e.args[0] if e.args and isinstance(e.args[0], int) else pc
+                if bad == pc:
+                    return None
+                exits.add(bad)
+                continue
+            fn = _cache[key] = _SIG(_jit().compile(mod, name))
+            return fn
+    return None
+

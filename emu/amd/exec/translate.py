@@ -1,0 +1,615 @@
+"""The LLVM tier: a region of decoded instructions translated into one native function over the wave's flat state.
+
+A region starts at a hot PC and takes every instruction reachable from there, by fallthrough and by branches, that
+the tier runs natively: SALU, SOPP branches and waits, VALU (VOP1/2/3/C/3SD, VOPD) on 32/64-bit operands without
+DPP, SDWA or output modifiers, and LDS loads and stores (DS). Any other instruction is an exit: the function
+returns its PC and the interpreter goes on there. Each instruction is one LLVM block, branches are native branches
+(loops run natively), and the semantics are the vendor pcode through the LLVM backend (emu.pcode.llvmemit),
+inlined. A region is specialized to the wave's MODE (float rounding and denormal modes fold into the code).
+
+Native signature: `i64 region(i32* sgpr, i32* vgpr, i64* ctr, i8* lds)`: `sgpr` and `vgpr` are WaveState's arrays
+(slots as emu.amd.exec.state lays them out), `ctr` = [budget, executed, lane_ops, LDS size], `lds` the workgroup's
+LDS bytes. The function runs until an exit or until it has executed `budget` instructions (checked at branches),
+adds what it ran to ctr[1] and ctr[2], and returns the next PC, or -1 without running anything when the wave's
+MODE is not the region's.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from emu.amd import isa
+from emu.amd.exec import hwreg
+from emu.amd.exec.operands import LITERAL, OperandError, Unsupported, constant, is_float, sign_bit
+from emu.amd.exec.plan import _ENDS, _ENGINE_NOPS, _INST_FIELDS, _MODIFIER_FIELDS
+from emu.amd.exec.state import CONSTANTS, EXEC, MODE, SCC, VCC
+from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT, _float_bits, _keeps_denormals, opsel_hi
+from emu.pcode.llvmemit import emit
+from emu.pcode.typed import Unsupported as PcodeUnsupported
+
+I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+_BRANCHES = {"S_BRANCH", "S_CBRANCH_SCC0", "S_CBRANCH_SCC1", "S_CBRANCH_VCCZ", "S_CBRANCH_VCCNZ",
+             "S_CBRANCH_EXECZ", "S_CBRANCH_EXECNZ"}
+_SALU = ("SOP1", "SOP2", "SOPC", "SOPK")
+_VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD")
+MAX_INSTS = 4000  # instructions per region
+
+
+class Exit(Exception):
+    """An instruction the tier does not take: the region leaves the native code before it."""
+
+
+class _Hooks:
+    """Memory, register files and Fail are not taken natively yet: an instruction that needs them is an exit."""
+
+    def _no(self, *a, **k):
+        raise PcodeUnsupported("not in the LLVM tier: memory, register files and callouts")
+
+    load = store = reg_read = reg_write = callout = fail = _no
+
+
+class _LDSHooks(_Hooks):
+    """MEM / LDS of a DS instruction: the workgroup's LDS; lanes whose access ends past its size read 0 and do not
+    write (their store goes to the slack bytes past the end, which nothing reads)."""
+
+    def __init__(self, region: Region):
+        self.r = region
+
+    def _lane_ptrs(self, b, addr, bits: int, mask):
+        r = self.r
+        if bits % 8 or bits > 128:
+            raise PcodeUnsupported(f"{bits}-bit LDS access")
+        a = b.and_(_fit(b, addr, 64), ir.Constant(ir.VectorType(I64, r.lanes), [0xFFFFFFFF] * r.lanes))
+        end = b.add(a, ir.Constant(a.type, [bits // 8] * r.lanes))
+        size = r._shape(b, r.lds_size, 64, True)
+        ok = b.and_(mask, b.icmp_unsigned("<=", end, size))
+        return a, ok, size
+
+    def load(self, b, file, addr, bits, mask):
+        r = self.r
+        a, ok, _ = self._lane_ptrs(b, addr, bits, mask)
+        t = ir.IntType(bits)
+        out = ir.Constant(ir.VectorType(t, r.lanes), [0] * r.lanes)
+        for i in range(r.lanes):
+            good = b.extract_element(ok, I32(i))
+            off = b.select(good, b.extract_element(a, I32(i)), I64(0))
+            v = b.load(b.gep(r.lds, [off], source_etype=ir.IntType(8)), typ=t, align=1)
+            out = b.insert_element(out, b.select(good, v, t(0)), I32(i))
+        return out
+
+    def store(self, b, file, addr, value, bits, mask):
+        r = self.r
+        a, ok, size = self._lane_ptrs(b, addr, bits, mask)
+        value = _fit(b, value, bits)
+        for i in range(r.lanes):  # in lane order: the highest lane wins a shared address
+            off = b.select(b.extract_element(ok, I32(i)), b.extract_element(a, I32(i)), b.extract_element(size, I32(0)))
+            b.store(b.extract_element(value, I32(i)), b.gep(r.lds, [off], source_etype=ir.IntType(8)), align=1)
+
+
+class Region:
+    """Translation of the region at `pc` of a program (emu.amd.exec.wave.Program) for one MODE."""
+
+    def __init__(self, prog, pc: int, mode: int):
+        self.prog, self.planner = prog, prog.planner
+        self.lanes, self.fam, self.mode = prog.lanes, prog.family, mode
+        self.entry = pc
+        self.mask_bits = 64 if self.lanes == 64 else 32
+        self.full = (1 << self.lanes) - 1
+        self.m0 = 124 if self.fam == "cdna" else 125
+        self.null = None if self.fam == "cdna" else 124
+
+    # -- discovery and module --------------------------------------------------------------------------------------
+    def module(self, name: str, exits: set[int]) -> tuple[ir.Module, int]:
+        """The LLVM module of the region (function `name`), and how many instructions it holds."""
+        insts = self._discover(exits)
+        m = ir.Module(name)
+        fn = ir.Function(m, ir.FunctionType(I64, [ir.PointerType()] * 4), name)
+        for a in fn.args:
+            a.add_attribute("noalias")
+        self.s_ptr, self.v_ptr, self.ctr, self.lds = fn.args
+        entry = fn.append_basic_block("entry")
+        self.blocks = {pc: fn.append_basic_block(f"pc_{pc:x}") for pc in insts}
+        self.exit_blocks: dict[int, ir.Block] = {}
+        self.fn = fn
+        b = ir.IRBuilder(entry)
+        self.n = b.alloca(I64, name="n")
+        self.lane_ops = b.alloca(I64, name="lane_ops")
+        b.store(I64(0), self.n)
+        b.store(I64(0), self.lane_ops)
+        self.budget = b.load(self._gep(b, self.ctr, 0, I64), typ=I64)
+        self.lds_size = b.load(self._gep(b, self.ctr, 3, I64), typ=I64)
+        same = b.icmp_unsigned("==", b.load(self._slot(b, MODE), typ=I32), I32(self.mode))
+        wrong = fn.append_basic_block("other_mode")
+        b.cbranch(same, self.blocks[self.entry], wrong)
+        ir.IRBuilder(wrong).ret(I64(-1))
+        for pc, inst in insts.items():
+            b = ir.IRBuilder(self.blocks[pc])
+            self._count(b)
+            try:
+                self._inst(b, inst)
+            except (Exit, PcodeUnsupported, Unsupported, OperandError) as e:
+                raise Exit(pc) from e
+        return m, len(insts)
+
+    def _discover(self, exits: set[int]) -> dict:
+        insts: dict[int, object] = {}
+        todo = [self.entry]
+        while todo:
+            pc = todo.pop()
+            while pc not in insts and pc not in exits and len(insts) < MAX_INSTS:
+                try:
+                    inst = self.prog.inst(pc)
+                except Exception:  # unfetchable code: the interpreter reports the fault
+                    break
+                if not self._takeable(inst):
+                    break
+                insts[pc] = inst
+                name = inst.op.name
+                nxt = pc + inst.size
+                if name in _BRANCHES:
+                    todo.append(self._target(inst))
+                    if name == "S_BRANCH":
+                        break
+                pc = nxt
+        if self.entry not in insts:
+            raise Exit(self.entry)
+        return insts
+
+    def _takeable(self, inst) -> bool:
+        if not inst.valid:
+            return False
+        name, base = inst.op.name, inst.base
+        if name in _ENDS or name in _BRANCHES or name in _ENGINE_NOPS and base == "SOPP":
+            return name not in _ENDS
+        if base in _SALU:
+            return True
+        if base in _VALU or base == "VOPD":
+            return not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST")) and self.fam != "cdna"
+        return base == "DS"
+
+    @staticmethod
+    def _target(inst) -> int:
+        simm = inst.fields.get("simm16", 0)
+        return inst.pc + 4 + (simm - (1 << 16) if simm >> 15 else simm) * 4
+
+    # -- state access ----------------------------------------------------------------------------------------------
+    def _gep(self, b, ptr, i: int, t: ir.Type):
+        return b.gep(ptr, [I64(i)], source_etype=t)
+
+    def _slot(self, b, i: int):
+        return self._gep(b, self.s_ptr, i, I32)
+
+    def _pair(self, b, i: int):
+        lo = b.zext(b.load(self._slot(b, i), typ=I32), I64)
+        hi = b.zext(b.load(self._slot(b, i + 1), typ=I32), I64)
+        return b.or_(lo, b.shl(hi, I64(32)))
+
+    def _set_pair(self, b, i: int, v) -> None:
+        b.store(b.trunc(v, I32), self._slot(b, i))
+        b.store(b.trunc(b.lshr(v, I64(32)), I32), self._slot(b, i + 1))
+
+    def _exec(self, b):
+        return self._pair(b, EXEC)
+
+    def _row(self, b, reg: int):
+        vt = ir.VectorType(I32, self.lanes)
+        return b.gep(self.v_ptr, [I64(reg * self.lanes)], source_etype=I32), vt
+
+    def _vgpr(self, b, reg: int, bits: int):
+        """VGPRs reg.. as <lanes x iB> (B <= 32: the low bits of one register; more: consecutive registers)."""
+        n = max(1, -(-bits // 32))
+        if reg < 0 or reg + n > 256 or bits > 128:
+            raise Exit("VGPR operand out of range or wider than 128 bits")
+        wide = ir.VectorType(ir.IntType(max(bits, 32 * n)), self.lanes)
+        v = None
+        for k in range(n):
+            p, vt = self._row(b, reg + k)
+            row = b.load(p, typ=vt, align=4)
+            row = b.zext(row, wide) if n > 1 else row
+            v = row if v is None else b.or_(v, b.shl(row, ir.Constant(wide, [32 * k] * self.lanes)))
+        return _fit(b, v, bits)
+
+    def _set_vgpr(self, b, reg: int, bits: int, v, active) -> None:
+        if bits % 32 or not 32 <= bits <= 128 or reg < 0 or reg + bits // 32 > 256:
+            raise Exit("VGPR destination not whole registers or out of range")
+        vt = ir.VectorType(I32, self.lanes)
+        for k in range(bits // 32):
+            p, _ = self._row(b, reg + k)
+            part = v if k == 0 else b.lshr(v, ir.Constant(v.type, [32 * k] * self.lanes))
+            part = _fit(b, part, 32)
+            b.store(b.select(active, part, b.load(p, typ=vt, align=4)), p, align=4)
+
+    def _scalar(self, b, code: int, bits: int, fmt: str, literal):
+        """A scalar source as an i32/i64 value (64-bit reads of register pairs)."""
+        c = constant(code, bits, fmt, literal)
+        if c is not None:
+            return ir.IntType(bits)(c & ((1 << bits) - 1))
+        wide = bits == 64
+        if code == self.null:
+            return ir.IntType(bits)(0)
+        if code in (251, 252):  # VCCZ, EXECZ
+            v = b.and_(self._pair(b, VCC if code == 251 else EXEC), I64(self.full))
+            z = b.zext(b.icmp_unsigned("==", v, I64(0)), ir.IntType(bits))
+            return z
+        if code == SCC:
+            v = b.load(self._slot(b, SCC), typ=I32)
+            return b.zext(v, I64) if wide else v
+        if code in (235, 237) and wide:  # src_shared_base / src_private_base as 64 bits: the aperture base
+            return I64(int(CONSTANTS[code]) << 32)
+        if code < 128 and code not in (self.m0, VCC, VCC + 1, EXEC, EXEC + 1) and (code < 106 or 108 <= code < 124):
+            if code + (2 if wide else 1) > (106 if code < 106 else 124):
+                raise Exit("scalar register tuple out of range")
+            return self._pair(b, code) if wide else b.load(self._slot(b, code), typ=I32)
+        if code in (VCC, EXEC) and wide:
+            return self._pair(b, code)
+        if code in (self.m0, VCC, VCC + 1, EXEC, EXEC + 1) or 235 <= code <= 238:
+            v = b.load(self._slot(b, code), typ=I32)
+            return b.zext(v, I64) if wide else v
+        raise Exit(f"scalar operand code {code}")
+
+    def _set_scalar(self, b, code: int, bits: int, v) -> None:
+        """Store a scalar result (EXEC keeps only the wave's lanes, NULL drops it)."""
+        wide = bits == 64
+        v = _fit(b, v, bits)
+        if code == self.null:
+            return
+        if code in (EXEC, EXEC + 1):
+            if wide:
+                self._set_pair(b, EXEC, b.and_(v, I64(self.full)))
+            elif code == EXEC or self.lanes == 64:  # wave32 has no EXEC_HI lanes
+                b.store(v, self._slot(b, code))
+            return
+        if code == self.m0 and not wide:
+            b.store(v, self._slot(b, code))
+            return
+        if code < 106 or 108 <= code < 124 or code in (VCC, VCC + 1):
+            if code + (2 if wide else 1) > (106 if code < 106 else 124 if code >= 108 else VCC + 2):
+                raise Exit("scalar destination tuple out of range")
+            if wide:
+                self._set_pair(b, code, v)
+            else:
+                b.store(v, self._slot(b, code))
+            return
+        raise Exit(f"scalar destination code {code}")
+
+    # -- instructions ----------------------------------------------------------------------------------------------
+    def _count(self, b) -> None:
+        b.store(b.add(b.load(self.n, typ=I64), I64(1)), self.n)
+
+    def _leave(self, b, pc) -> None:
+        """Return `pc` (an i64 value) after adding the counters."""
+        for i, slot in ((1, self.n), (2, self.lane_ops)):
+            p = self._gep(b, self.ctr, i, I64)
+            b.store(b.add(b.load(p, typ=I64), b.load(slot, typ=I64)), p)
+        b.ret(pc)
+
+    def _goto(self, b, pc: int) -> None:
+        target = self.blocks.get(pc)
+        if target is None:
+            target = self.exit_blocks.get(pc)
+            if target is None:
+                target = self.exit_blocks[pc] = self.fn.append_basic_block(f"exit_{pc:x}")
+                self._leave(ir.IRBuilder(target), I64(pc))
+        b.branch(target)
+
+    def _inst(self, b, inst) -> None:
+        name, base = inst.op.name, inst.base
+        nxt = inst.pc + inst.size
+        if name in _BRANCHES:
+            return self._branch(b, inst)
+        if base == "SOPP":
+            return self._goto(b, nxt)
+        if base in _SALU:
+            self._salu(b, inst)
+        elif base == "VOPD":
+            self._vopd(b, inst)
+        elif base == "DS":
+            self._ds(b, inst)
+        else:
+            self._valu(b, inst)
+        self._goto(b, nxt)
+
+    def _branch(self, b, inst) -> None:
+        sem = self.planner.sem(inst.op)
+        ins = self._inputs(b, sem, inst, lambda n: None, vector=False)
+        out = emit(b, sem.ir, self.lanes, ins, _Hooks())
+        pc = out["PC"]
+        pc = b.zext(pc, I64) if pc.type.width < 64 else pc
+        pc = b.and_(pc, I64(0xFFFFFFFFFFFF))
+        target, nxt = self._target(inst), inst.pc + inst.size
+        over = b.icmp_signed(">=", b.load(self.n, typ=I64), self.budget)
+        stop = self.fn.append_basic_block(f"budget_{inst.pc:x}")
+        go = self.fn.append_basic_block(f"go_{inst.pc:x}")
+        b.cbranch(over, stop, go)
+        self._leave(ir.IRBuilder(stop), pc)
+        b = ir.IRBuilder(go)
+        if inst.op.name == "S_BRANCH":
+            return self._goto(b, target)
+        taken = self.fn.append_basic_block(f"taken_{inst.pc:x}")
+        fall = self.fn.append_basic_block(f"fall_{inst.pc:x}")
+        b.cbranch(b.icmp_unsigned("==", pc, I64(target)), taken, fall)
+        self._goto(ir.IRBuilder(taken), target)
+        self._goto(ir.IRBuilder(fall), nxt)
+
+    def _common(self, b, n: str, inst):
+        """A state name every encoding may read (as plan._common_read), as an LLVM value or a Python int."""
+        f = inst.fields
+        if n == "SCC":
+            return b.load(self._slot(b, SCC), typ=I32)
+        if n in ("EXEC", "VCC"):
+            return b.and_(self._pair(b, EXEC if n == "EXEC" else VCC), I64(self.full))
+        if n in ("EXECZ", "VCCZ"):
+            return self._scalar(b, 252 if n == "EXECZ" else 251, 32, "", None)
+        if n == "M0":
+            return b.load(self._slot(b, self.m0), typ=I32)
+        if n == "MODE":
+            return self.mode
+        if n == "PC":
+            return inst.pc
+        if n == "SIMM16":
+            return f.get("simm16", 0)
+        if n in ("SIMM32", "LITERAL"):
+            return inst.literal or 0
+        if n == "OPSEL_HI":
+            return opsel_hi(f)
+        if n in _MODIFIER_FIELDS:
+            return f.get(_MODIFIER_FIELDS[n], 0)
+        if n in _INST_FIELDS:
+            return f.get(_INST_FIELDS[n], 0)
+        raise Exit(f"reads {n}")
+
+    def _inputs(self, b, sem, inst, operand, vector: bool) -> dict:
+        """Every input of the semantics: `operand(name)` gives the instruction's operands (None: a common name)."""
+        f = sem.ir
+        out = {}
+        for n, bits in f.inputs.items():
+            v = operand(n)
+            if v is None:
+                v = self._common(b, n, inst)
+            out[n] = self._shape(b, v, bits, vector and n not in f.masks and n != "MODE")
+        if "MODE" in sem.reads and "MODE" not in out:
+            out["MODE"] = I32(self.mode)
+        if vector:
+            out["ACTIVE"] = self._lanes(b, self._exec(b))
+        return out
+
+    def _shape(self, b, v, bits: int, vector: bool):
+        """A Python int or LLVM integer as `iB` (or its lane splat)."""
+        t = ir.IntType(bits)
+        if isinstance(v, int):
+            c = t(v & ((1 << bits) - 1))
+            return ir.Constant(ir.VectorType(t, self.lanes), [c] * self.lanes) if vector else c
+        if isinstance(v.type, ir.VectorType):
+            return _fit(b, v, bits)
+        v = _fit(b, v, bits)
+        if not vector:
+            return v
+        vt = ir.VectorType(t, self.lanes)
+        one = b.insert_element(ir.Constant(vt, ir.Undefined), v, I32(0))
+        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, self.lanes),
+                                                                                 [0] * self.lanes))
+
+    def _lanes(self, b, mask):
+        """An i64 lane mask as <lanes x i1>."""
+        return b.bitcast(b.trunc(mask, ir.IntType(self.lanes)), ir.VectorType(I1, self.lanes))
+
+    def _mask(self, b, v):
+        """A mask result (i64, or per-lane values: set where nonzero) as i64."""
+        if not isinstance(v.type, ir.VectorType):
+            return b.zext(v, I64) if v.type.width < 64 else b.trunc(v, I64) if v.type.width > 64 else v
+        nz = b.icmp_unsigned("!=", v, ir.Constant(v.type, [0] * self.lanes))
+        return b.zext(b.bitcast(nz, ir.IntType(self.lanes)), I64)
+
+    # -- SALU --------------------------------------------------------------------------------------------------------
+    def _salu(self, b, inst) -> None:
+        op, f = inst.op, inst.fields
+        sem = self.planner.sem(op)
+        if sem.writes - {"D0", "SCC", "EXEC", "VCC", "M0"} or sem.files:
+            raise Exit(f"{op.name} writes {sorted(sem.writes)}")
+        fm = {"S0": "ssrc0", "S1": "ssrc1", "D0": "sdst"}
+        if inst.base == "SOPK":
+            fm = {"S0": "sdst", "S1": "simm16", "D0": "sdst"} if "S1" in sem.reads or "SIMM16" in sem.reads \
+                else {"S0": "simm16", "D0": "sdst"}
+
+        def operand(n: str):
+            fld = fm.get(n)
+            if n in ("SRC0", "SRC1"):
+                return f.get("s" + n.lower(), 0)
+            if fld == "simm16" or (n == "SIMM16" and "simm16" in f):
+                return f.get("simm16", 0)
+            if fld is not None and fld in f:
+                bits = self.planner._width(sem, n, op, fld)
+                return self._scalar(b, f[fld], 64 if bits > 32 else 32, self.planner._fmt(op, fld), inst.literal)
+            return None
+        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=False), _Hooks())
+        for n, v in out.items():
+            if n == "D0" and "sdst" in f:
+                self._set_scalar(b, f["sdst"], 64 if self.planner._width(sem, n, op, "sdst") > 32 else 32, v)
+            elif n == "SCC":
+                b.store(b.and_(_fit(b, v, 32), I32(1)), self._slot(b, SCC))
+            elif n in ("EXEC", "VCC"):
+                v = b.and_(self._mask(b, v), I64(self.full))
+                self._set_pair(b, EXEC if n == "EXEC" else VCC, v)
+            elif n == "M0":
+                self._set_scalar(b, self.m0, 32, v)
+            else:
+                raise Exit(f"writes {n}")
+
+    # -- LDS ---------------------------------------------------------------------------------------------------------
+    def _ds(self, b, inst) -> None:
+        """A DS instruction (as plan's MemoryPlans._ds): LDS through the lds pointer, bounds as emu.amd.memspace.LDS."""
+        op, f = inst.op, inst.fields
+        sem = self.planner.sem(op)
+        if sem.serial or "VGPR" in sem.reads or f.get("acc") or sem.writes - {"MEM", "LDS", "VDATA", "RETURN_DATA"}:
+            raise Exit(f"{op.name}: atomic, cross-lane or writes {sorted(sem.writes)}")
+        consts = {"OFFSET": f["offset1"] << 8 | f["offset0"], "OFFSET0": f["offset0"], "OFFSET1": f["offset1"]}
+        data = {"DATA": "data0", "DATA0": "data0", "DATA2": "data1", "DATA1": "data1"}
+        pl = self.planner
+
+        def operand(n: str):
+            if n == "ADDR":
+                a = self._vgpr(b, f["addr"], 32)
+                if not consts.keys() & sem.reads:  # the pcode addresses MEM[ADDR] alone: the offset is in ADDR
+                    a = b.add(b.zext(a, ir.VectorType(I64, self.lanes)), self._shape(b, consts["OFFSET"], 64, True))
+                return a
+            if n == "ADDR_BASE":
+                return self._vgpr(b, f["addr"], 32)
+            if n in consts:
+                return consts[n]
+            if n in data:
+                return self._vgpr(b, f[data[n]], pl._width(sem, n, op, data[n]))
+            if n == "RETURN_DATA":
+                return self._vgpr(b, f["vdst"], pl._width(sem, n, op, "vdst"))
+            if n == "VDST":
+                return f["vdst"]
+            return None
+        exe = self._exec(b)
+        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True), _LDSHooks(self))
+        has_dst = "vdst" in op.operands
+        for n, v in out.items():
+            if n in ("VDATA", "RETURN_DATA") and has_dst:
+                self._set_vgpr(b, f["vdst"], pl._width(sem, n, op, "vdst"), v, self._lanes(b, exe))
+        self._lane_ops(b, exe, 1)
+
+    # -- VALU --------------------------------------------------------------------------------------------------------
+    def _valu(self, b, inst) -> None:
+        op = inst.op
+        sem = self.planner.sem(op)
+        fm = {"S0": "src0", "S1": "vsrc1", "D0": "vdst"} if inst.base in ("VOP2", "VOPC") else \
+            {"S0": "src0", "S1": "src1", "S2": "src2", "D0": "vdst"}
+        exe = self._exec(b)
+        out = self._valu_out(b, inst, op, sem, fm, inst.fields, inst.base)
+        self._valu_write(b, inst, op, sem, inst.fields, inst.base, out, exe)
+        self._lane_ops(b, exe, 1)
+
+    def _vopd(self, b, inst) -> None:
+        f = inst.fields
+        exe = self._exec(b)
+        parts = []
+        for which, opv, s0, s1, dst in (("X", f["opx"], "srcx0", "vsrcx1", f["vdstx"]),
+                                        ("Y", f["opy"], "srcy0", "vsrcy1", (f["vdsty"] << 1) | ((f["vdstx"] & 1) ^ 1))):
+            dual = self.planner.isa.op("VOPD", opv)
+            if dual is None:
+                raise Exit(f"VOPD op{which} {opv}")
+            plain = dual.name.replace("V_DUAL_", "V_")
+            op = next((self.planner.isa.by_name[(sp, plain)] for sp in ("VOP2", "VOP1", "VOP3")
+                       if (sp, plain) in self.planner.isa.by_name), None)
+            if op is None:
+                raise Exit(f"{dual.name}: no VOP1/VOP2/VOP3 equivalent")
+            sem = self.planner.sem(op)
+            fields = {"src0": f[s0], "vsrc1": f[s1], "vdst": dst}
+            fm = {"S0": "src0", "S1": "vsrc1", "D0": "vdst"}
+            parts.append((op, sem, fields, self._valu_out(b, inst, op, sem, fm, fields, "VOP2")))
+        for op, sem, fields, out in parts:
+            self._valu_write(b, inst, op, sem, fields, "VOP2", out, exe)
+        self._lane_ops(b, exe, 2)
+
+    def _lane_ops(self, b, exe, k: int) -> None:
+        cnt = b.call(self.fn.module.declare_intrinsic("llvm.ctpop", [I64]), [exe])
+        b.store(b.add(b.load(self.lane_ops, typ=I64), b.mul(cnt, I64(k))), self.lane_ops)
+
+    def _scalar_dst(self, inst, op, base: str, fields, dst_fmt: str) -> bool:
+        dec = inst.operands.get("vdst") if fields is inst.fields else None
+        return (op.operands.get("vdst") is not None and op.operands["vdst"].kind in ("SREG", "SDST")) \
+            or inst.enc.endswith("_SDST") or base == "VOPC" or dst_fmt == MASK_FMT \
+            or (dec is not None and dec.kind in ("sgpr", "special", "ttmp"))
+
+    def _valu_out(self, b, inst, op, sem, fm, f, base):
+        pl = self.planner
+        vop3 = base in ("VOP3", "VOP3SD")
+        negs, abss = f.get("neg", 0), f.get("abs", 0)
+        dst_fmt = pl._fmt(op, "vdst")
+        scalar_dst = self._scalar_dst(inst, op, base, f, dst_fmt)
+        mask_code = 106 if base == "VOPC" else f.get("vdst")
+        if any(o.kind == "agpr" for o in inst.operands.values()):
+            raise Exit("ACC VGPR operand")
+
+        def operand(n: str):
+            if n in ("S0", "S1", "S2"):
+                i = int(n[1])
+                fld = fm.get(n)
+                if fld is None or fld not in f:
+                    raise Exit(f"reads {n} without a source field")
+                bits = pl._width(sem, n, op, fld)
+                fmt = pl._fmt(op, fld)
+                if bits not in (32, 64) or base == "VOP3P":
+                    raise Exit(f"{bits}-bit source")
+                code = f[fld] + (256 if fld.startswith("vsrc") else 0)
+                if code >= 256:
+                    v = self._vgpr(b, code - 256, bits)
+                else:
+                    c = constant(code, bits, fmt, inst.literal)
+                    if code == LITERAL and c is None:
+                        raise Exit("literal without a literal")
+                    v = self._shape(b, c if c is not None else self._scalar(b, code, bits, fmt, inst.literal),
+                                    bits, True)
+                if is_float(fmt) or op.name in FLOAT_MODIFIED:
+                    v = self._modify(b, v, bits, bool(abss >> i & 1), bool(negs >> i & 1))
+                if is_float(fmt) and not _keeps_denormals(op.name):
+                    keep = hwreg.F32_KEEP_IN if _float_bits(fmt, bits) == 32 else hwreg.F16_KEEP_IN
+                    if not self.mode & keep:
+                        raise Exit("input denormals flushed")
+                return v
+            if n == "D0":
+                if scalar_dst:
+                    return self._scalar(b, mask_code, self.mask_bits, "", None)
+                return self._vgpr(b, f["vdst"], pl._width(sem, "D0", op, "vdst"))
+            if n == "VCC" and vop3 and "S2" not in sem.reads and "src2" in f:
+                return self._scalar(b, f["src2"], self.mask_bits, "", None)
+            if n in ("SRC0", "SRC1", "SRC2", "VDST"):
+                fld = n.lower()
+                return f[fld] - (256 if fld != "vdst" else 0)
+            return None
+        return emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True), _Hooks())
+
+    def _modify(self, b, v, bits: int, abs_: bool, neg: bool):
+        if not (abs_ or neg):
+            return v
+        s = ir.Constant(v.type, [sign_bit(bits if bits > 16 else 16)] * self.lanes)
+        if abs_:
+            v = b.and_(v, b.not_(s))
+        return b.xor(v, s) if neg and not abs_ else b.or_(v, s) if neg else v
+
+    def _valu_write(self, b, inst, op, sem, f, base, out, exe) -> None:
+        pl = self.planner
+        dst_fmt = pl._fmt(op, "vdst")
+        scalar_dst = self._scalar_dst(inst, op, base, f, dst_fmt)
+        mask_code = 106 if base == "VOPC" else f.get("vdst")
+        active = self._lanes(b, exe)
+        for n, v in out.items():
+            if n == "D0":
+                if scalar_dst:
+                    if not (dst_fmt == MASK_FMT or base == "VOPC" or "CMP" in op.name) or n not in sem.masks:
+                        raise Exit("scalar VALU result that is not a mask")
+                    self._set_scalar(b, mask_code, self.mask_bits, b.and_(self._mask(b, v), exe))
+                    continue
+                bits = pl._width(sem, n, op, "vdst")
+                if is_float(dst_fmt) and (f.get("omod", 0) or f.get("clmp", 0)):
+                    raise Exit("output modifiers")
+                if is_float(dst_fmt) and not _keeps_denormals(op.name) and bits in (32, 64):
+                    keep = hwreg.F32_KEEP_OUT if _float_bits(dst_fmt, bits) == 32 else hwreg.F16_KEEP_OUT
+                    if not self.mode & keep:
+                        raise Exit("output denormals flushed")
+                self._set_vgpr(b, f["vdst"], bits, v, active)
+            elif n in ("VCC", "D1") and base == "VOP3SD":
+                self._set_scalar(b, f["sdst"], self.mask_bits, b.and_(self._mask(b, v), exe))
+            elif n == "VCC":
+                self._set_pair(b, VCC, b.and_(self._mask(b, v), exe))
+            elif n == "EXEC":
+                self._set_pair(b, EXEC, b.and_(self._mask(b, v), exe))
+            else:
+                raise Exit(f"writes {n}")
+
+
+def _fit(b, v, bits: int):
+    """An integer (or integer vector) value zero-extended or truncated to `bits`."""
+    vt = v.type
+    w = (vt.element if isinstance(vt, ir.VectorType) else vt).width
+    if w == bits:
+        return v
+    t = ir.IntType(bits) if not isinstance(vt, ir.VectorType) else ir.VectorType(ir.IntType(bits), vt.count)
+    return b.trunc(v, t) if w > bits else b.zext(v, t)
+
+
+def family_takes(target: str) -> bool:
+    """Whether the tier translates code of this processor (CDNA's VGPR indexing mode is not modelled natively)."""
+    return isa.family(target) != "cdna"
