@@ -310,37 +310,47 @@ class Target:
 
         from stack.hcq.codeobj import CodeObject
         co = CodeObject.parse(blob)
-        phoff, shoff = (int.from_bytes(blob[at:at + 8], "little") for at in (32, 40))
+        self.blob = blob
+        self.phoff, shoff = (int.from_bytes(blob[at:at + 8], "little") for at in (32, 40))
         phnum, shnum = (int.from_bytes(blob[at:at + 2], "little") for at in (56, 60))
         self.fields = [*ELF_FIELDS]
-        self.fields += [(phoff + 56 * i + at, w) for i in range(phnum) for at, w in PHDR_FIELDS]
+        self.fields += [(self.phoff + 56 * i + at, w) for i in range(phnum) for at, w in PHDR_FIELDS]
         self.fields += [(shoff + 64 * i + at, w) for i in range(shnum) for at, w in SHDR_FIELDS]
-        for k in co.kernels.values():  # the descriptor's file offset: through the segment holding it
+        self.descriptors = {}  # kernel name -> file offset of its descriptor (through the segment holding it)
+        for k in co.kernels.values():
             seg = next(s for s in co.segments if s.vaddr <= k.descriptor_address < s.vaddr + len(s.data))
-            at = blob.find(seg.data) + k.descriptor_address - seg.vaddr
+            self.descriptors[k.name] = at = blob.find(seg.data) + k.descriptor_address - seg.vaddr
             self.fields += [(at + off, w) for off, w in KD_FIELDS]
         self.metadata = co.metadata
         self.packed = msgpack.packb(co.metadata)
         self.metadata_at = blob.find(self.packed)
 
+    def with_metadata(self, key: str, value, arg: int | None = None) -> bytes | None:
+        """The code object with metadata `key` of its first kernel (of its explicit argument `arg`) set to `value`,
+        in place: '.language' (which nothing reads) is shortened or padded so that the note keeps its length.
+        None when that cannot make up the difference."""
+        import copy
+
+        import msgpack
+        meta = copy.deepcopy(self.metadata)
+        kernel = meta["amdhsa.kernels"][0]
+        (kernel if arg is None else kernel[".args"][arg])[key] = value
+        grow = len(msgpack.packb(meta)) - len(self.packed)
+        kernel[".language"] = (kernel[".language"] + " " * 31)[:len(kernel[".language"]) - grow]
+        packed = msgpack.packb(meta)
+        if len(packed) != len(self.packed):
+            return None
+        return self.blob[:self.metadata_at] + packed + self.blob[self.metadata_at + len(packed):]
+
 
 def _set_metadata(blob: bytearray, t: Target, rng: np.random.Generator) -> None:
-    """Give one metadata field an extreme or wrong-typed value, in place: '.language' (which nothing reads) is
-    shortened or padded so that the note keeps its length."""
-    import copy
-
-    import msgpack
-    meta = copy.deepcopy(t.metadata)
-    kernel = meta["amdhsa.kernels"][0]
+    """Give one metadata field of the pristine code object an extreme or wrong-typed value."""
     key = str(rng.choice(METADATA_KEYS))
-    holder = kernel[".args"][int(rng.integers(len(kernel[".args"])))] if key in (".offset", ".size", ".value_kind",
-                                                                                 ".type_name") else kernel
-    holder[key] = METADATA_VALUES[int(rng.integers(len(METADATA_VALUES)))]
-    grow = len(msgpack.packb(meta)) - len(t.packed)
-    kernel[".language"] = (kernel[".language"] + " " * 31)[:len(kernel[".language"]) - grow]
-    packed = msgpack.packb(meta)
-    if len(packed) == len(t.packed):
-        blob[t.metadata_at:t.metadata_at + len(packed)] = packed
+    arg = int(rng.integers(len(t.metadata["amdhsa.kernels"][0][".args"]))) \
+        if key in (".offset", ".size", ".value_kind", ".type_name") else None
+    changed = t.with_metadata(key, METADATA_VALUES[int(rng.integers(len(METADATA_VALUES)))], arg)
+    if changed is not None:
+        blob[:] = changed
 
 
 def mutate(blob: bytes, rng: np.random.Generator, target: Target | None = None) -> bytes:

@@ -104,20 +104,22 @@ class CodeObjectLimitError(CodeObjectError, LimitError):
     """A code object whose size field is beyond a limit."""
 
 
-def size_text(n: int) -> str:
-    """A limit as the docstring writes it: '64 KiB', '256 MiB', '2^32 - 1', or the number."""
+def size_text(n: int, count: bool = False) -> str:
+    """A limit as the docstring writes it: '64 KiB', '256 MiB' (bytes, unless `count`), '2^32 - 1', or the number."""
     for unit, name in ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
-        if n >= unit and n % unit == 0:
+        if not count and n >= unit and n % unit == 0:
             return f"{n // unit} {name}"
     return f"2^{n.bit_length()} - 1" if n > 1024 and not n & (n + 1) else str(n)
 
 
-def check_limit(where: str, name: str, value: int, limit: int, error: type[LimitError] = LimitError) -> None:
-    """Raise `error` ("WHERE: NAME VALUE exceeds the LIMIT limit") unless 0 <= value <= limit."""
+def check_limit(where: str, name: str, value: int, limit: int, error: type[LimitError] = LimitError,
+                count: bool = False) -> None:
+    """Raise `error` ("WHERE: NAME VALUE exceeds the LIMIT limit") unless 0 <= value <= limit; `count` when the
+    limit counts things rather than bytes."""
     if value < 0:
         raise error(f"{where}: {name} {value} is negative")
     if value > limit:
-        raise error(f"{where}: {name} {value} exceeds the {size_text(limit)} limit")
+        raise error(f"{where}: {name} {value} exceeds the {size_text(limit, count)} limit")
 
 
 def read_file(path, limit: int = MAX_CODE_OBJECT, what: str = "a code object",
@@ -550,7 +552,7 @@ def _check_sizes(where: str, desc: KernelDescriptor, ints: dict[str, int]) -> No
             ("descriptor private_segment_fixed_size", desc.private_segment_fixed_size, private),
             ("metadata .private_segment_fixed_size", ints[".private_segment_fixed_size"], private),
             ("metadata .max_flat_workgroup_size", ints[".max_flat_workgroup_size"], MAX_WORKGROUP_SIZE)):
-        check_limit(where, name, value, limit, CodeObjectLimitError)
+        check_limit(where, name, value, limit, CodeObjectLimitError, count=name.endswith("workgroup_size"))
 
 
 def _read(segments, vaddr: int, n: int, what: str) -> bytes:
@@ -633,7 +635,8 @@ def pack_kernargs(kernel: Kernel, args, hidden: dict[str, int] | None = None, ra
         out[a.offset:a.offset + a.size] = _pack_arg(kernel, i, a, v)
     for a in kernel.args:
         if a.hidden and a.value_kind in (hidden or {}):
-            out[a.offset:a.offset + a.size] = _pack_int(kernel, a, hidden[a.value_kind])
+            out[a.offset:a.offset + a.size] = _pack_int(f"kernel {kernel.name!r} {a.value_kind}", a,
+                                                        hidden[a.value_kind])
     return bytes(out)
 
 
@@ -675,7 +678,7 @@ def _pack_arg(kernel: Kernel, index: int, a: KernArg, v) -> bytes:
         if len(raw) != a.size:
             raise ValueError(f"{where} is {a.size} bytes, the value is {len(raw)}")
         # a numpy integer keeps its value: np.int32(-1) does not become 0xFFFFFFFF for an unsigned argument
-        return _pack_int(kernel, a, int(v), signed) if isinstance(v, np.integer) else raw
+        return _pack_int(where, a, int(v), signed) if isinstance(v, np.integer) else raw
     if isinstance(v, float):
         if kind != "float" or not scalar or a.size not in FLOAT_FORMATS:
             raise ValueError(f"{where}: cannot pack float {v} (not a scalar floating-point argument)")
@@ -689,17 +692,16 @@ def _pack_arg(kernel: Kernel, index: int, a: KernArg, v) -> bytes:
         if kind == "float" or not scalar:
             raise ValueError(f"{where}: an int ({v}) is not a {'float' if scalar else 'vector'} value; give "
                              f"{'a float or a numpy float scalar' if scalar else 'bytes or a numpy array'}")
-        return _pack_int(kernel, a, v, signed)
+        return _pack_int(where, a, v, signed)
     raise ValueError(f"{where}: cannot pack a {type(v).__name__}")
 
 
-def _pack_int(kernel: Kernel, a: KernArg, v: int, signed: bool | None = None) -> bytes:
+def _pack_int(where: str, a: KernArg, v: int, signed: bool | None = None) -> bytes:
     """`v` in a.size bytes: in the signed or unsigned range, or (signed None) either."""
     bits = 8 * a.size
     lo = 0 if signed is False else -(1 << (bits - 1))
     hi = 1 << (bits - 1 if signed else bits)
     if not lo <= v < hi:
         how = "" if signed is None else " as a signed integer" if signed else " as an unsigned integer"
-        raise ValueError(f"kernel {kernel.name!r} argument {a.name or a.value_kind}: {v} does not fit "
-                         f"{a.size} bytes{how}")
+        raise ValueError(f"{where}: {v} does not fit {a.size} bytes{how}")
     return (v & ((1 << bits) - 1)).to_bytes(a.size, "little")
