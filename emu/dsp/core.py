@@ -72,6 +72,7 @@ class Thread:
         self.v = np.zeros((32, 128), np.uint8)
         self.q = np.zeros((4, 16), np.uint8)
         self.vtmp_reg = np.zeros(128, np.uint8)
+        self.vtmp_keep = np.ones(128, bool)  # the bytes of vtmp the packet's gather logged (vtcm_finish)
         self.pc = 0
         self.packets = self.insns = 0
         self.pktcount_base = 0  # PKTCOUNT = packets + pktcount_base (a write to c18/c19 moves the base)
@@ -188,6 +189,8 @@ class Thread:
         ea = ea & _M32 if unaligned else ea & ~127 & _M32
         self.mem.check(ea, 128, "write")
         keep = None if mask is None else np.unpackbits(mask, bitorder="little").astype(bool)
+        if self.current.new_cls == "T":  # vtmp.new: the bytes the packet's gather logged
+            keep = self.vtmp_keep if keep is None else keep & self.vtmp_keep
         self.stores.append((ea, value.tobytes(), keep))
 
     def branch(self, target: int) -> None:
@@ -222,6 +225,45 @@ class Thread:
 
     def write_vreg(self, n: int, value: np.ndarray) -> None:
         self.log[("v", n)] = value.copy()
+
+    # ---- gather / scatter: VTCM is memory the program mapped (the vendor's region checks apply) ----
+    def vtcm_begin(self) -> None:
+        self.vtcm_log, self.vtcm_op = [], 0
+        self.vtcm_vec, self.vtcm_keep = np.zeros(128, np.uint8), np.zeros(128, bool)
+
+    def vtcm_element(self, ea: int, offset: int, length: int, size: int, index: int, data: np.ndarray | None,
+                     q: np.ndarray | None, align: int) -> None:
+        """One element: its bytes that lie inside the region (offset + byte <= length) and whose Q bit is set
+        are logged; a gather reads all of them into vtmp (as the vendor's GATHER_FUNCTION), and only the logged
+        ones reach memory through the packet's vtmp.new store; a scatter stores the logged ones (vtcm_finish)."""
+        ea &= _M32
+        base, at = offset & ~(align - 1), size * index
+        keep = [bool(base + i <= length and (q is None or q[(at + i) >> 3] >> ((at + i) & 7) & 1)) for i in range(size)]
+        if data is None:
+            self.vtcm_vec[at:at + size] = np.frombuffer(self._read(ea, size), np.uint8)
+            self.vtcm_keep[at:at + size] = keep
+            return
+        self.vtcm_log.append((ea, data[at:at + size].tobytes(), keep))
+
+    def vtcm_add(self, size: int) -> None:
+        self.vtcm_op = size
+
+    def vtcm_finish(self) -> None:
+        """A gather: vtmp (which the packet's `vmem(..) = vtmp.new` stores) gets the bytes read. A scatter: its
+        elements are stored in element order (the last of several to one address wins); a scatter-add adds
+        each element whose first byte is inside the region to memory, read as this packet left it."""
+        if not self.vtcm_log:
+            self.log[("t", 0)] = self.vtcm_vec
+            self.vtmp_keep = self.vtcm_keep
+            return
+        mask = (1 << 8 * self.vtcm_op) - 1
+        for ea, data, keep in self.vtcm_log:
+            if self.vtcm_op:
+                if keep[0]:
+                    self.store(self.vtcm_op, ea, self.load(self.vtcm_op, ea) + int.from_bytes(data, "little") & mask)
+            elif any(keep):
+                self.mem.check(ea, len(data), "write")
+                self.stores.append((ea, data, np.array(keep, bool)))
 
     # ---- plans ----
     def _compiled(self, tag: str) -> Compiled:
@@ -301,6 +343,8 @@ class Thread:
                 self.v[n] = value
             elif f == "q":
                 self.q[n] = value
+            elif f == "t":  # the vtmp a gather wrote: the packet's vtmp.new store read it
+                pass
             elif n == C_P30:
                 self.p = [(value >> (8 * k)) & 0xFF for k in range(4)]
             elif n == C_USR:

@@ -23,9 +23,5 @@ FIXUPS: dict[str, tuple[str | None, str]] = {
                  "which the vendor files do not contain") for t in ("F2_sfrecipa", "F2_sfinvsqrta")},
     "S2_cabacdecbin": (None, "indexes the H.264 CABAC tables rLPS_table_64x4 and AC_next_state_MPS_64, which "
                              "the vendor files do not contain (ITU-T H.264 table 9-44 has them)"),
-    **{f"V6_v{kind}m{w}": (None, f"VTCM {kind} (fGATHER_INIT / fSCATTER_INIT and the fVLOG_VTCM_* logging) "
-                                 f"{_OUTSIDE}; needs a VTCM model")
-       for kind, ws in (("gather", ("h", "hq", "hw", "hwq", "w", "wq")),
-                        ("scatter", ("h", "h_add", "hq", "hw", "hw_add", "hwq", "w", "w_add", "wq")))
-       for w in ws},
+
 }

@@ -86,6 +86,13 @@ PRIMITIVES: dict[str, str] = {
     **{f"conv_{a}_to_{b}": {"sf": "float", "df": "double"}.get(b, f"size{b[0]}{b[1]}_t")
        for a, b in [(f, i) for f in ("sf", "df") for i in ("4u", "4s", "8u", "8s")]
        + [(i, f) for f in ("sf", "df") for i in ("4u", "4s", "8u", "8s")] + [("sf", "df"), ("df", "sf")]},
+    # HVX gather/scatter (VTCM: memory the program mapped; emu.dsp.pyback.VTCM has each macro's arguments)
+    **{n: "void" for n in (
+        "fGATHER_INIT", "fSCATTER_INIT", "fGATHER_FINISH", "fSCATTER_FINISH", "fLOG_SCATTER_OP",
+        *(f"fVLOG_VTCM_GATHER_{k}" for k in ("WORD", "HALFWORD", "HALFWORD_DV", "WORDQ", "HALFWORDQ",
+                                             "HALFWORDQ_DV")),
+        *(f"fVLOG_VTCM_{k}" for k in ("WORD", "HALFWORD", "HALFWORD_DV", "WORDQ", "HALFWORDQ", "HALFWORDQ_DV",
+                                      "WORD_INCREMENT", "HALFWORD_INCREMENT", "HALFWORD_INCREMENT_DV")))},
     # HVX machinery
     "fVECLOGSIZE": "int", "fNOTQ": "mmqreg_t", "fTMPVDATA": "mmvector_t",  # vtmp: the packet's .tmp load
     "READ_EXT_VREG": "mmvector_t", "WRITE_EXT_VREG": "void",  # a vector register by number (vhist)

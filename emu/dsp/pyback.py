@@ -39,6 +39,30 @@ _NAMESPACE = {**{k: getattr(runtime, k) for k in dir(runtime) if not k.startswit
               "_u16": np.uint16, "_i32": np.int32, "_u32": np.uint32, "_i64": np.int64, "_u64": np.uint64}
 
 
+# The gather/scatter logging macros of the vendor's mmvec/macros.def (their bodies reach the simulator's VTCM log):
+# per macro, element size and the positions of (EA, OFFSET, byte index base IDX, region length LEN, source
+# vector IN or None, Q register or None, ALIGNMENT or None) among its arguments. The element's byte i0 moves
+# between EA+i0 and vector byte size*IDX+i0 when OFFSET+i0 <= LEN (inside the region [Rt, Rt+Mu]) and its Q
+# bit (size*IDX+i0) is set; a gather reads every byte into vtmp, as the vendor's GATHER_FUNCTION does.
+VTCM: dict[str, tuple] = {
+    "fVLOG_VTCM_GATHER_WORD": (4, 0, 1, 2, 3, None, None, None),
+    "fVLOG_VTCM_GATHER_HALFWORD": (2, 0, 1, 2, 3, None, None, None),
+    "fVLOG_VTCM_GATHER_HALFWORD_DV": (2, 0, 1, 2, 5, None, None, None),
+    "fVLOG_VTCM_GATHER_WORDQ": (4, 0, 1, 2, 4, None, 3, None),
+    "fVLOG_VTCM_GATHER_HALFWORDQ": (2, 0, 1, 2, 4, None, 3, None),
+    "fVLOG_VTCM_GATHER_HALFWORDQ_DV": (2, 0, 1, 2, 6, None, 5, None),
+    "fVLOG_VTCM_WORD": (4, 0, 1, 3, 4, 2, None, None),
+    "fVLOG_VTCM_HALFWORD": (2, 0, 1, 3, 4, 2, None, None),
+    "fVLOG_VTCM_HALFWORD_DV": (2, 0, 1, 3, 6, 2, None, None),
+    "fVLOG_VTCM_WORDQ": (4, 0, 1, 3, 5, 2, 4, None),
+    "fVLOG_VTCM_HALFWORDQ": (2, 0, 1, 3, 5, 2, 4, None),
+    "fVLOG_VTCM_HALFWORDQ_DV": (2, 0, 1, 3, 7, 2, 4, None),
+    "fVLOG_VTCM_WORD_INCREMENT": (4, 0, 1, 3, 5, 2, None, 4),
+    "fVLOG_VTCM_HALFWORD_INCREMENT": (2, 0, 1, 3, 5, 2, None, 4),
+    "fVLOG_VTCM_HALFWORD_INCREMENT_DV": (2, 0, 1, 3, 7, 2, None, 6),
+}
+
+
 class Core(Protocol):
     """What generated semantics call on the core model (the executor provides it)."""
     def read_reg(self, name: str) -> int: ...
@@ -65,6 +89,11 @@ class Core(Protocol):
     def vtmp(self) -> np.ndarray: ...
     def read_vreg(self, n: int) -> np.ndarray: ...
     def write_vreg(self, n: int, value: np.ndarray) -> None: ...
+    def vtcm_begin(self) -> None: ...  # a gather or scatter starts: an empty element log
+    def vtcm_element(self, ea: int, offset: int, length: int, size: int, index: int, data: np.ndarray | None,
+                     q: np.ndarray | None, align: int) -> None: ...  # data None: a gather
+    def vtcm_add(self, size: int) -> None: ...  # the scatter adds its size-byte elements to memory
+    def vtcm_finish(self) -> None: ...  # a gather: vtmp gets the bytes read; a scatter: its stores
 
 
 def _wrap(t: ir.Type, code: str) -> str:
@@ -264,6 +293,17 @@ class _Gen:
             elif n == "WRITE_EXT_VREG":
                 args = args[:2]
             return f"{simple[n]}({', '.join(args)})"
+        if n in VTCM:
+            size, *pos = VTCM[n]
+            ea, off, idx, length, data, q, align = (("None" if k is None else args[k]) for k in pos)
+            return (f"S.vtcm_element({ea}, {off}, {length}, {size}, {idx}, {data}, {q}, "
+                    f"{1 if align == 'None' else align})")
+        if n in ("fGATHER_INIT", "fSCATTER_INIT"):
+            return "S.vtcm_begin()"
+        if n in ("fGATHER_FINISH", "fSCATTER_FINISH"):
+            return "S.vtcm_finish()"
+        if n == "fLOG_SCATTER_OP":
+            return f"S.vtcm_add({args[0]})"
         if n == "READ_EXT_VREG":
             return f"S.read_vreg({args[0]})"
         if n in ("fLSBNEW0", "fLSBNEW1"):
@@ -310,6 +350,8 @@ class _Gen:
         params = ", ".join(["S", *(_name(n) for n, _ in sem.inputs)])
         head = [f"def {sem.tag}({params}):", "    v_EA = 0"]
         ins = {n for n, _ in sem.inputs}
+        for n in sorted(_lanes_set(sem.body) & ins - {n for n, _ in sem.outputs}):  # fVALIGN(VvV.uw[i], 4)
+            head.append(f"    {_name(n)} = {_name(n)}.copy()")  # writes a lane of an input: not the register
         for n, t in sem.outputs:
             if n in ins:
                 if t.kind in _VEC_BYTES:
@@ -323,6 +365,22 @@ class _Gen:
         if any("_rnd" in line for line in self.lines):  # a float operation: USR's rounding mode
             head.insert(1, "    _rnd = S.rounding")
         return "\n".join(head + self.lines) + "\n"
+
+
+def _lanes_set(body) -> set[str]:
+    """The vectors whose lanes the statements assign."""
+    out: set[str] = set()
+    for s in body:
+        if isinstance(s, ir.Set) and isinstance(s.target, ir.Lane | ir.Half):
+            v = s.target.vec if isinstance(s.target, ir.Lane) else s.target.pair
+            while isinstance(v, ir.Half):
+                v = v.pair
+            if isinstance(v, ir.Var):
+                out.add(v.name)
+        for sub in ("then", "orelse", "body", "pre", "step"):
+            if isinstance(getattr(s, sub, None), tuple):
+                out |= _lanes_set(getattr(s, sub))
+    return out
 
 
 def compile_semantics(sem: Semantics) -> Compiled:
