@@ -1,6 +1,7 @@
-"""Short, fixed-seed versions of the tools/fuzz.py campaigns: valid instruction streams on every family and
-corrupted code objects (in process and through the CLIs) end in a GPU fault or a clean, named error, never in an
-emulator error, an uncaught exception, a traceback, a hang, a crash or an allocation beyond the memory limit."""
+"""Short, fixed-seed versions of the tools/fuzz.py campaigns: valid instruction streams on every family, corrupted
+code objects (in process, through the CLIs' main()s and through CLI processes) and wrong calls to the GPU API end in
+a GPU fault or a clean, named error, never in an emulator error, an uncaught exception, a traceback, a hang, a
+crash, an allocation beyond the documented limits, a leaked mapping or one beyond the memory limit."""
 from __future__ import annotations
 
 import pytest
@@ -28,9 +29,16 @@ def test_instruction_streams(pool, arch):
 
 
 @pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 build the code objects to corrupt")
-@pytest.mark.parametrize("kind,n", [("codeobjects", 90), ("clis", 6)])
+@pytest.mark.parametrize("kind,n", [("codeobjects", 120), ("clis", 45), ("cli-processes", 3)])
 def test_corrupted_code_objects(pool, kind, n):
     counts = fuzz.campaign(kind, n, fuzz.ARCHES, 1, pool)
     assert_clean(counts)
     if kind == "codeobjects":
-        assert any(k.startswith("rejected:") for k in counts) and "completed" in counts
+        assert {"rejected:CodeObjectError", "rejected:CodeObjectLimitError", "completed"} <= set(counts)
+
+
+@pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 build the code object")
+def test_api_misuse(pool):
+    counts = fuzz.campaign("misuse", 60, fuzz.ARCHES, 1, pool)
+    assert_clean(counts)
+    assert sum(v for k, v in counts.items() if k.startswith("rejected:")) > 40
