@@ -29,6 +29,7 @@ class Core:
         self.stores: list = []
         self.branches: list = []
         self.preds = {}
+        self.rounding = 0  # USR.FPRND: to nearest
 
     def read_reg(self, name):
         return self.regs.get(name, 0)

@@ -107,3 +107,20 @@ def test_gather_scatter_agree_with_qemu():
     theirs, mine = qd.run_both(cases, vendor_isa())
     assert len(theirs) == len(cases) * (qd.SLOT + qd.VSLOT)
     assert qd.differences(cases, theirs, mine) == []
+
+
+def test_sffma_sc_subnormal_addend_agrees_with_qemu():
+    """Rx += sfmpy(Rs,Rt,Pu):scale with a subnormal Rx and a positive scale (the addend is only a sticky bit),
+    products of zero, one and just above one, in the four rounding modes."""
+    cases = []
+    for rx in (0x1, 0x80000001, 0x00400000, 0x80400000, 0x3F800000):
+        for rs in (0x3F800000, 0xBF800000, 0x3F800001, 0x0, 0x000000CB):
+            for scale in (1, 101, -3):
+                for mode in range(4):
+                    regs = [0] * 32
+                    regs[2], regs[3], regs[4] = rx, rs, 0x3F800000
+                    cases.append(("F2_sffma_sc", ("{ r2 += sfmpy(r3,r4,p0):scale }", regs, scale & 0xFF,
+                                                  mode << qd.USR_FPRND)))
+    theirs, mine = qd.run_both(cases, vendor_isa())
+    assert len(theirs) == len(cases) * (qd.SLOT + qd.VSLOT)
+    assert qd.differences(cases, theirs, mine) == []

@@ -11,9 +11,6 @@ _OUTSIDE = "call simulator helpers outside the vendor files"
 _CHECK = "(tools/dsp_qemu_insn_diff --only {} compares a fix with qemu-hexagon)"
 
 FIXUPS: dict[str, tuple[str | None, str]] = {
-    "F2_sffma_sc": (None, "the semantics call internal_fmafx(a, b, c, scale), a helper outside the vendor "
-                          "files; an exactly rounded (a*b+c)*2^scale differs from qemu-hexagon in about 5% of "
-                          "random cases " + _CHECK.format("F2_sffma_sc")),
     "F2_dfmpyhh": (None, f"the semantics {_OUTSIDE} (internal_mpyhh: the high partial product of the "
                          "dfmpy sequence)"),
     **{t: (None, f"the semantics {_OUTSIDE} (arch_sf_recip_common / arch_sf_invsqrt_common: the special "

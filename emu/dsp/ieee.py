@@ -232,13 +232,22 @@ fmax = fmaxf = _fminmax(max)
 fmin = fminf = _fminmax(min)
 
 
+_EPSILON = Fraction(1, 1 << 1200)  # below half a unit in the last place of any binary32 result
+
+
 def internal_fmafx(S, a: float, b: float, c: float, scale: int, rnd: int = NEAREST) -> float:
-    """(a*b+c) * 2**scale rounded once to binary32 (fmaf when scale is 0)."""
+    """(a*b+c) * 2**scale rounded once to binary32 (fmaf when scale is 0). With a positive scale, a subnormal
+    addend c counts only as a sticky bit of its sign (an amount below any bit of the result), as the vendor's
+    internal_fmafx does (its copy in QEMU's fma_emu.c): sffma_sc serves the division and square-root
+    sequences, which scale their operands up away from the subnormal range."""
     if _nan(S, a, b, c):
         return math.nan
     if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
         p = fop(S, "*", a, b, 64, rnd)
         return fop(S, "+", p, c, 32, rnd) if p == p else p
+    if scale > 0 and c and fpclassify(c, 32) == 3:
+        sticky = _EPSILON if c > 0 else -_EPSILON
+        return round_to(S, Fraction(a) * Fraction(b) * Fraction(2) ** scale + sticky, 32, rnd)
     exact = (Fraction(a) * Fraction(b) + Fraction(c)) * Fraction(2) ** scale
     if exact == 0:
         return _zero_sum("+", a * b, c, rnd)  # binary32 products are exact in binary64
