@@ -44,11 +44,12 @@ def instructions(arch: str) -> list[tuple[str, str]]:
 
 
 @functools.cache
-def native(arch: str, space: str, name: str, lanes: int):
-    """The standalone LLVM function, or None when the backend does not take the instruction."""
+def native(arch: str, space: str, name: str, lanes: int, mode: int | None = None):
+    """The standalone LLVM function (MODE compiled in when given), or None when the backend does not take the
+    instruction."""
     sem = compile_op(arch, space, name)
     try:
-        return standalone(sem.ir, lanes)
+        return standalone(sem.ir, lanes, mode)
     except Unsupported:
         return None
 
@@ -141,11 +142,14 @@ def _run(fn, s: dict, lanes: int):
         return None, f"{type(e).__name__}: {e}"
 
 
-def check(arch: str, space: str, name: str, lanes: int, data) -> None:
+def check(arch: str, space: str, name: str, lanes: int, data, mode: int | None = None) -> None:
+    """One drawn state through both backends; `mode`: MODE a compile-time constant of the LLVM code."""
     sem = compile_op(arch, space, name)
-    fn = native(arch, space, name, lanes)
+    fn = native(arch, space, name, lanes, mode)
     assume(fn is not None)
     s = data.draw(state(sem, lanes))
+    if mode is not None:
+        s["MODE"] = mode
     s_ref, s_llvm = _copy(s), _copy(s)
     want, want_err = _run(sem, s_ref, lanes)
     got, got_err = _run(fn, s_llvm, lanes)
@@ -206,6 +210,31 @@ def test_float_ops(key: str, data) -> None:
     check("gfx1100", space, name, 32, data)
 
 
+# MODE as the wave engine compiles it in: nearest even with denormals kept (IEEE mode on / off), and each
+# directed rounding of f32 and f16
+CONST_MODES = (0x3F0, 0xF0, 0x3F5, 0x3FA, 0x3FF)
+FAST_OPS = ["VOP2.V_ADD_F32", "VOP2.V_SUB_F32", "VOP2.V_MUL_F32", "VOP3.V_FMA_F32", "VOP2.V_FMAC_F32",
+            "VOP2.V_ADD_F16", "VOP2.V_MUL_F16", "VOP3.V_FMA_F16", "VOP3P.V_PK_FMA_F16", "VOP3.V_FMA_F64",
+            "VOP2.V_MIN_F32", "VOP2.V_MAX_F32", "VOP3.V_MIN3_F32", "VOP2.V_MAX_F16", "VOP3.V_MED3_F32",
+            "VOP1.V_CVT_F32_I32", "VOP1.V_CVT_F32_U32", "VOP1.V_CVT_I32_F32", "VOP1.V_CVT_U32_F32",
+            "VOP1.V_CVT_F16_F32", "VOP1.V_CVT_F32_F16", "VOP1.V_CVT_F64_F32", "VOP1.V_CVT_F32_F64",
+            "VOPC.V_CMP_LT_F32", "VOPC.V_CMP_NEQ_F32", "VOPC.V_CMP_CLASS_F32", "VOP3.V_DIV_FMAS_F32",
+            "VOP1.V_SQRT_F32", "VOP1.V_RCP_F32", "VOP2.V_LDEXP_F16"]
+
+
+@pytest.mark.parametrize("mode", CONST_MODES)
+@pytest.mark.parametrize("key", FAST_OPS)
+@settings(max_examples=12, suppress_health_check=_SLOW, deadline=None)
+@given(data=st.data())
+def test_constant_mode(key: str, mode: int, data) -> None:
+    """MODE a compile-time constant (the wave engine's case): nearest even takes the host's IEEE operations, a
+    directed mode only its own rounding; NaN payloads, signed zeros, denormals and infinities as pyback."""
+    space, name = key.split(".")
+    if (space, name) not in instructions("gfx1100"):
+        pytest.skip(f"{key} is not compiled by pyback")
+    check("gfx1100", space, name, 32, data, mode)
+
+
 def _every() -> list:
     if not FULL:
         return []
@@ -231,3 +260,50 @@ def test_coverage_sop() -> None:
     assert r["taken"] and not r["failing"], r["failing"]
     for fam in ARCHS:
         assert all(reason.startswith(EXCLUDED) for reason in coverage(ARCHS[fam], ("VOP1",))["failing"].values())
+
+
+# ---- the engine's object cache -----------------------------------------------------------------------------------
+
+_CACHE_PROBE = r"""
+import ctypes, sys
+from emu.pcode import compile_op
+from emu.pcode.llvmback import emit_module, engine
+jit = engine()
+key = sys.argv[1]
+addr = jit.load(key) if sys.argv[2] == "load" else None
+if addr is None:
+    mod = emit_module([compile_op("gfx1100", "VOP2", "V_ADD_F32").ir], 32)
+    mod.triple, mod.data_layout = jit.triple, jit.data_layout
+    addr = jit.compile(mod, "probe", key)
+src = (ctypes.c_uint64 * 97)(*([0x3FC00000] * 32 + [0x40000000] * 32 + [0] + [1] * 32))  # S0 S1 MODE ACTIVE
+dst = (ctypes.c_uint64 * 32)()
+ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(addr)(src, dst)
+print(jit.stats["compiled"], jit.stats["disk_hits"], hex(dst[0]), hex(dst[31]))
+"""
+
+
+def _probe(tmp_path, key: str, how: str = "compile") -> list[str]:
+    import subprocess
+    import sys
+    env = {**os.environ, "HWEMU_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", _CACHE_PROBE, key, how], env=env, capture_output=True, text=True,
+                         check=True)
+    return out.stdout.split()
+
+
+def test_object_cache(tmp_path) -> None:
+    """A second process loads the object compiled under the same key from $HWEMU_CACHE/llvm instead of compiling;
+    a truncated or corrupted cache file is compiled again (and rewritten), never loaded."""
+    sum_ = "0x40600000"  # 1.5 + 2.0 = 3.5
+    assert _probe(tmp_path, "k1") == ["1", "0", sum_, sum_]
+    files = list((tmp_path / "llvm").glob("*.o"))
+    assert len(files) == 1
+    assert _probe(tmp_path, "k1") == ["0", "1", sum_, sum_]  # compile(): from disk
+    assert _probe(tmp_path, "k1", "load") == ["0", "1", sum_, sum_]  # load(): without building the module
+    good = files[0].read_bytes()
+    for bad in (good[: len(good) // 2], good[:-1] + bytes([good[-1] ^ 1]), b"", b"junk"):
+        files[0].write_bytes(bad)
+        assert _probe(tmp_path, "k1", "load") == ["1", "0", sum_, sum_]
+        assert files[0].read_bytes() == good
+    assert _probe(tmp_path, "k2") == ["1", "0", sum_, sum_]  # another key: its own object
+    assert len(list((tmp_path / "llvm").glob("*.o"))) == 2

@@ -48,65 +48,20 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
-from emu.pcode import llvmfloats as FL
 from emu.pcode import runtime
 from emu.pcode.ir import Func
 from emu.pcode.llvmemit import Hooks, emit
 from emu.pcode.llvmfloats import I1, I32, I64, const, elem, entry_alloca, lanes, like, resize
+from emu.pcode.llvmjit import Engine, engine
 from emu.pcode.typed import Unsupported
 
-__all__ = ["Hooks", "emit", "standalone", "Unsupported"]
+__all__ = ["Engine", "Hooks", "emit", "engine", "standalone", "Unsupported"]
 
 
 # ---- the standalone harness: one Func as a JIT-compiled function with pyback's calling contract ----------------
 
 def _words(bits: int) -> int:
     return (bits + 63) // 64
-
-
-class _Jit:
-    """The process's one MCJIT engine (host CPU), its O2 pipeline and the harness's callback into Python."""
-
-    def __init__(self):
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        target = llvm.Target.from_default_triple()
-        self.tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                               features=llvm.get_host_cpu_features().flatten(), opt=2)
-        self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
-        self.cb = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(_dispatch)
-        llvm.add_symbol("hwemu_harness_cb", ctypes.cast(self.cb, ctypes.c_void_p).value)
-        FL.register_symbols(llvm.add_symbol)
-        self.lock = threading.Lock()
-        self.count = 0
-
-    def module(self) -> ir.Module:
-        self.count += 1
-        m = ir.Module(f"pcode{self.count}")
-        m.triple = self.tm.triple
-        m.data_layout = str(self.tm.target_data)
-        return m
-
-    def compile(self, mod: ir.Module, name: str) -> int:
-        """Optimize (O2) and JIT the module; the address of function `name`."""
-        with self.lock:
-            m = llvm.parse_assembly(str(mod))
-            m.verify()
-            pb = llvm.create_pass_builder(self.tm, llvm.PipelineTuningOptions(speed_level=2))
-            pb.getModulePassManager().run(m, pb)
-            self.engine.add_module(m)
-            self.engine.finalize_object()
-            return self.engine.get_function_address(name)
-
-
-_JIT: _Jit | None = None
-
-
-def _jit() -> _Jit:
-    global _JIT
-    if _JIT is None:
-        _JIT = _Jit()
-    return _JIT
 
 
 class _Call(threading.local):
@@ -127,6 +82,20 @@ def _dispatch(site: int, addr: int) -> None:
         _SITES[site](addr)
     except BaseException as e:  # re-raised by the harness once the native call returns
         _CALL.error = e
+
+
+_jit = engine  # the name emu.amd.exec.jit imports (its owner moves to `engine`)
+_HARNESS_CB = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(_dispatch)
+_harness_ready = False
+
+
+def _harness_engine() -> Engine:
+    """The engine, with the harness's callback into Python known to it."""
+    global _harness_ready
+    if not _harness_ready:
+        llvm.add_symbol("hwemu_harness_cb", ctypes.cast(_HARNESS_CB, ctypes.c_void_p).value)
+        _harness_ready = True
+    return engine()
 
 
 def _buf(addr: int, size: int) -> np.ndarray:
@@ -296,13 +265,14 @@ def _pyback_value(bits: int, v, n: int | None):
     return v
 
 
-def standalone(f: Func, lanes: int) -> Callable[[dict, int], dict]:
+def standalone(f: Func, lanes: int, mode: int | None = None) -> Callable[[dict, int], dict]:
     """f compiled natively for `lanes` lanes behind pyback's calling contract: fn(st, lanes) -> outputs. Memory,
-    register files, callouts and Fail call back into Python (pyback's own helpers)."""
-    jit = _jit()
+    register files, callouts and Fail call back into Python (pyback's own helpers). `mode`: MODE compiled in as a
+    constant (as the wave engine's regions have it; st's MODE must then equal it), else read from st."""
+    jit = _harness_engine()
     n = lanes if f.vector else None
     mod = jit.module()
-    name = f"sem_{jit.count}"
+    name = "sem"
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ir.PointerType(), ir.PointerType()]), name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     src, dst = fn.args
@@ -311,6 +281,8 @@ def standalone(f: Func, lanes: int) -> Callable[[dict, int], dict]:
     for name_, bits, per_lane in ins:
         values[name_] = _unpack(b, src, off, bits, n if per_lane else None)
         off += _words(bits) * (n if per_lane else 1)
+    if mode is not None:
+        values["MODE"] = I32(mode)
     in_size = off
     res = emit(b, f, lanes, values, _HarnessHooks(f, n))
     off = 0
@@ -324,6 +296,8 @@ def standalone(f: Func, lanes: int) -> Callable[[dict, int], dict]:
     def run(st: dict, lanes_: int) -> dict:
         if lanes_ != lanes:
             raise ValueError(f"compiled for {lanes} lanes, called with {lanes_}")
+        if mode is not None and st.get("MODE", 0) != mode:
+            raise ValueError(f"compiled for MODE {mode:#x}, called with {st.get('MODE', 0):#x}")
         src_buf, dst_buf = np.zeros(max(in_size, 1), np.uint64), np.zeros(max(out_size, 1), np.uint64)
         o = 0
         for name_, bits, per_lane in ins:
@@ -437,12 +411,12 @@ def _bench(arch: str) -> None:
                 funcs.append(f)
             except Unsupported:
                 continue
-    jit = _jit()
+    jit = engine()
     for label, group in (("1 instruction", funcs[:1]), ("50 instructions", funcs)):
         t0 = time.perf_counter()
         mod = emit_module(group, 32)
         t1 = time.perf_counter()
-        mod.triple, mod.data_layout = jit.tm.triple, str(jit.tm.target_data)
+        mod.triple, mod.data_layout = jit.triple, jit.data_layout
         jit.compile(mod, "probe")
         t2 = time.perf_counter()
         print(f"{label:16}: emit {1e3 * (t1 - t0):7.1f} ms, LLVM O2 + codegen {1e3 * (t2 - t1):7.1f} ms "

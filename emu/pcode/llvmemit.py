@@ -78,7 +78,10 @@ class _Emitter:
     def __init__(self, b: ir.IRBuilder, f: Func, wave: int, inputs: dict, hooks: Hooks):
         self.b, self.f, self.wave, self.inputs, self.hooks = b, f, wave, inputs, hooks
         self.n = wave if f.vector else None
-        self.mode = resize(b, inputs["MODE"], 32) if "MODE" in inputs else I32(0)
+        mode = inputs.get("MODE", I32(0))
+        # a constant MODE is an int: the float ops then emit only its rounding mode
+        self.mode = int(mode.constant) & 0xFFFFFFFF if isinstance(mode, ir.Constant) and isinstance(
+            mode.constant, int) else resize(b, mode, 32)
         self.active = inputs.get("ACTIVE")
         loop_vars = _loop_vars(f.body)
         self.uniform = (set(f.masks) | {"MODE"} | loop_vars) if f.vector else set(f.vars)

@@ -483,9 +483,9 @@ def fma(b: ir.IRBuilder, a: ir.Value, x: ir.Value, c: ir.Value, n: ir.Value | No
     """a * x + c (times 2**n), rounded once; NaNs: a, x, an invalid product, c (floats.fma)."""
     ft = elem(a.type)
     a, x, c = bcast(b, a, x, c)
-    if ft == DOUBLE:
-        if n is not None:
-            raise Unsupported("f64 fma with a scale")
+    if ft == DOUBLE and n is not None:
+        raise Unsupported("f64 fma with a scale")
+    if ft in (FLOAT, DOUBLE) and n is None:  # the exact product rounded once with c: pyback's value
         r = intrinsic(b, "llvm.fma", a.type, [a, x, c])
     else:
         if n is not None:
@@ -509,25 +509,38 @@ def _wide(b: ir.IRBuilder, op: str, args: list[ir.Value]) -> ir.Value:
     return getattr(b, {"mul": "fmul", "div": "fdiv"}[op])(a[0], a[1])
 
 
-def rop(b: ir.IRBuilder, op: str, mode: ir.Value, args: list[ir.Value]) -> ir.Value:
-    """floats.rop: add sub mul div sqrt fma rounded as MODE.FP_ROUND says (f16, f32; f64 nearest even)."""
+def rop(b: ir.IRBuilder, op: str, mode: ir.Value | int, args: list[ir.Value]) -> ir.Value:
+    """floats.rop: add sub mul div sqrt fma rounded as MODE.FP_ROUND says (f16, f32; f64 nearest even). A constant
+    MODE (an int) emits only its own rounding: nearest even is the IEEE result alone."""
     args = bcast(b, *args)
     ft = elem(args[0].type)
     near = fma(b, *args[:3], args[3] if len(args) > 3 else None) if op == "fma" else _native(b, op, args)
     if ft == DOUBLE:
         return near
+    shift = 0 if ft == FLOAT else 2
+    if isinstance(mode, int):
+        rm = (mode >> shift) & 3
+        if rm == 0:
+            return near
+        rmv = lambda k: I1(k == rm)  # noqa: E731
+    else:
+        rmi = b.and_(b.lshr(mode, I32(shift)), I32(3))
+        rmv = lambda k: b.icmp_unsigned("==", rmi, I32(k))  # noqa: E731
+        rm = None
     n = lanes(near)
-    rm = b.and_(b.lshr(mode, I32(0 if ft == FLOAT else 2)), I32(3))
-    rmv = lambda k: b.icmp_unsigned("==", rm, I32(k))  # noqa: E731
     w = _wide(b, op, args)
     back = ext(b, near, DOUBLE)
     zero = _fconst(w, 0.0)
-    lt, gt = fcmp_o(b, "<", back, w), fcmp_o(b, ">", back, w)
-    toward0 = b.or_(b.and_(gt, fcmp_o(b, ">", w, zero)), b.and_(lt, fcmp_o(b, "<", w, zero)))
+    steps = {1: (lambda: fcmp_o(b, "<", back, w), 1), 2: (lambda: fcmp_o(b, ">", back, w), -1),
+             3: (lambda: b.or_(b.and_(fcmp_o(b, ">", back, w), fcmp_o(b, ">", w, zero)),
+                               b.and_(fcmp_o(b, "<", back, w), fcmp_o(b, "<", w, zero))), 0)}
     out = near
-    for k, step, toward in ((1, lt, 1), (2, gt, -1), (3, toward0, 0)):
-        out = b.select(b.and_(splat(b, rmv(k), n), step), nextafter(b, near, toward), out)
-    if op in ("add", "sub", "fma"):
+    for k, (step, toward) in steps.items():
+        if rm is None:
+            out = b.select(b.and_(splat(b, rmv(k), n), step()), nextafter(b, near, toward), out)
+        elif k == rm:
+            out = b.select(step(), nextafter(b, near, toward), out)
+    if op in ("add", "sub", "fma") and rm in (None, 2):
         out = _minus_zero_sum(b, op, args, w, out, rmv(2))
     return out
 
@@ -586,15 +599,16 @@ def _mantissa(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return _in_f64(b, frexp, x)
 
 
-def op(b: ir.IRBuilder, e: Op, a: list[ir.Value], mode: ir.Value) -> ir.Value:
-    """The LLVM value of Op e (a float result or float operands) over evaluated operands a."""
+def op(b: ir.IRBuilder, e: Op, a: list[ir.Value], mode: ir.Value | int) -> ir.Value:
+    """The LLVM value of Op e (a float result or float operands) over evaluated operands a; `mode`: MODE, an int
+    when it is a compile-time constant."""
     r = _op(b, e, a, mode)
     if e.ty.kind == "bf" and e.op in _BF_ROUNDS:
         r = bf16(b, r)
     return r
 
 
-def _op(b: ir.IRBuilder, e: Op, a: list[ir.Value], mode: ir.Value) -> ir.Value:
+def _op(b: ir.IRBuilder, e: Op, a: list[ir.Value], mode: ir.Value | int) -> ir.Value:
     t = e.ty
     bf = t.kind == "bf"
     name = e.op
