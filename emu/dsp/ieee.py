@@ -256,3 +256,89 @@ def internal_fmafx(S, a: float, b: float, c: float, scale: int, rnd: int = NEARE
 
 def internal_mpyf(S, a: float, b: float, rnd: int = NEAREST) -> float:
     return fop(S, "*", a, b, 32, rnd)
+
+
+# ---- the special cases of the division and square-root sequences (the vendor's arch_sf_recip_common and
+# arch_sf_invsqrt_common, simulator helpers outside the vendor files; their behaviour as QEMU's arch.c has it).
+# Operands and results are binary32 bit patterns (C ints); the result tuple is (whether the sequence goes on,
+# then the new values of the arguments the vendor text passes by reference).
+_ONE, _NAN32 = 0x3F800000, -1  # 1.0; the all-ones NaN the fixups produce
+
+
+def _bits(x: int) -> tuple[int, int, int]:
+    """sign, biased exponent field, mantissa field of binary32 bits."""
+    x &= 0xFFFFFFFF
+    return x >> 31, x >> 23 & 0xFF, x & 0x7FFFFF
+
+
+def _signed32(x: int) -> int:
+    return ((x & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
+
+
+def _scalbn(S, x: int, k: int, rnd: int) -> int:
+    """x * 2**k rounded to binary32 (x finite and nonzero)."""
+    return _signed32(fUNFLOAT(round_to(S, Fraction(fFLOAT(x)) * Fraction(2) ** k, 32, rnd)))
+
+
+def _snan_raises(S, *xs: int) -> None:
+    if any(e == 0xFF and m and not m >> 22 for _, e, m in map(_bits, xs)):
+        S.fpflags |= INVALID
+
+
+def fSF_RECIP_COMMON(S, n: int, d: int, o: int, adjust: int, rnd: int = NEAREST) -> tuple:
+    """The numerator n and denominator d of n/d, prepared for the reciprocal sequence: special operands give
+    their quotient's numerator over 1 (or NaN), the sequence stops (0); otherwise both are scaled by a power of
+    two so that neither the reciprocal nor the quotient leaves the normal range, `adjust` says how (1)."""
+    (ns, ne, nm), (ds, de, dm) = _bits(n), _bits(d)
+    n_nan, d_nan = ne == 0xFF and nm, de == 0xFF and dm
+    n_inf, d_inf = ne == 0xFF and not nm, de == 0xFF and not dm
+    n_zero, d_zero = not (ne or nm), not (de or dm)
+    sign_inf = _signed32(0xFF800000 if ns ^ ds else 0x7F800000)
+    if n_nan or d_nan:
+        _snan_raises(S, *(x for x, nan in ((n, n_nan), (d, d_nan)) if nan))
+        return 0, _NAN32, _NAN32, _NAN32, adjust
+    if (n_inf and d_inf) or (n_zero and d_zero):
+        S.fpflags |= INVALID
+        return 0, _NAN32, _NAN32, _NAN32, adjust
+    if d_zero:
+        if not n_inf:
+            S.fpflags |= DIVBYZERO
+        return 0, sign_inf, _ONE, _ONE, adjust
+    if d_inf or n_zero:
+        return 0, _signed32((ns ^ ds) << 31), _ONE, _ONE, adjust
+    if n_inf:
+        return 0, sign_inf, _ONE, _ONE, adjust
+    gap = ne - de + 127
+    adjust, scale_n, scale_d = 0, 0, 0
+    if gap <= 23:  # the quotient near underflow, or inexact
+        adjust, scale_n, scale_d = 0x80, 64, -64
+    elif gap > 254 - 24:  # the quotient near overflow
+        adjust, scale_n, scale_d = 0x40, -32, 32
+    elif ne <= 25:
+        scale_n = scale_d = 64
+    elif de <= 1:
+        scale_n = scale_d = 32
+    elif de > 252:
+        scale_n = scale_d = -32
+    if scale_n:
+        d, n = _scalbn(S, d, scale_d, rnd), _scalbn(S, n, scale_n, rnd)
+    return 1, n, d, 0, adjust
+
+
+def fSF_INVSQRT_COMMON(S, n: int, o: int, adjust: int, rnd: int = NEAREST) -> tuple:
+    """The radicand n prepared for the inverse-square-root sequence: NaN, negative, infinite and zero operands
+    give their result directly (0); a small one is scaled by 2**64 (adjust 0xe0) (1)."""
+    s, e, m = _bits(n)
+    if e == 0xFF and m:
+        _snan_raises(S, n)
+        return 0, _NAN32, _NAN32, adjust
+    if s and (e or m):  # below zero (-0 is not)
+        S.fpflags |= INVALID
+        return 0, _NAN32, _NAN32, adjust
+    if e == 0xFF:
+        return 0, _signed32(0xFF800000), _signed32(0xFF800000), adjust  # -inf, as the vendor helper has it
+    if not (e or m):
+        return 0, n, _ONE, adjust
+    if (e if e else 1) <= 24:
+        return 1, _scalbn(S, n, 64, rnd), 0, 0xE0
+    return 1, n, 0, 0

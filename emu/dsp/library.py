@@ -81,6 +81,7 @@ PRIMITIVES: dict[str, str] = {
     "isnan": "int", "isinf": "int", "isfinite": "int", "fpclassify": "int", "fmaxf": "float", "fminf": "float",
     "fmax": "double", "fmin": "double", "internal_fmafx": "float", "internal_mpyf": "float",
     "fDF_MPY_HH": "size8u_t", "fSF_RECIP_COMMON": "int", "fSF_INVSQRT_COMMON": "int", "fRAISEFLAGS": "void",
+    "fSF_RECIP_LOOKUP": "int", "fSF_INVSQRT_LOOKUP": "int",  # seed ROMs (emu.dsp.tables)
     "fFPSETROUND_CHOP": "void", "fFPSETROUND_NEAREST": "void", "fFPCANCELFLAGS": "void",
     "fDF_ISNORMAL": "int", "fDF_ISDENORM": "int", "isunordered": "int",
     **{f"conv_{a}_to_{b}": {"sf": "float", "df": "double"}.get(b, f"size{b[0]}{b[1]}_t")

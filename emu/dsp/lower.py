@@ -15,6 +15,7 @@ from emu.dsp.fixups import FIXUPS
 from emu.dsp.ir import C_TYPES, LANES, Type
 from emu.dsp.isa import ISA, Insn
 from emu.dsp.library import CONSTANTS, PARAMS, PRIMITIVES
+from emu.dsp.tables import TABLES
 
 
 class CompileError(ValueError):
@@ -34,6 +35,8 @@ _REG_TYPES = {"R": (ir.S32, ir.S64), "C": (ir.S32, ir.S64), "M": (ir.S32, ir.S32
 _VEC_LOG_SIZE = 7  # 128-byte HVX
 # primitives that write one of their arguments: its index, and whether it is also an input
 _OUT_ARG = {"fLOADMMV": (1, False), "fLOADMMVU": (1, False), "fcirc_add": (0, True), "READ_EXT_VREG": (1, False)}
+# primitives that take arguments by reference (C's &N): the positions of those the result tuple gives back
+_BY_REFERENCE = {"fSF_RECIP_COMMON": (0, 1, 2, 3), "fSF_INVSQRT_COMMON": (0, 1, 2)}
 _CANCEL = frozenset({"CANCEL", "LOAD_CANCEL", "STORE_CANCEL"})
 _CONTEXT = frozenset({"thread", "insn"})  # the simulator's handles the vendor text passes around
 
@@ -107,6 +110,7 @@ class _Lowering:
         self.vars["EA"] = ir.U32
         self.pre: list = []
         self.tmp = 0
+        self.scopes: list[dict[str, str]] = [{}]  # per enclosing block: its declarations -> their variables
 
     # ---- statements ----
     def block(self, stmts) -> tuple:
@@ -118,8 +122,10 @@ class _Lowering:
 
     def statement(self, s) -> None:
         if isinstance(s, syntax.Block):
+            self.scopes.append({})
             for x in s.body:
                 self.statement(x)
+            self.scopes.pop()
         elif isinstance(s, syntax.ExprStmt):
             self.effect(s.x)
         elif isinstance(s, syntax.If):
@@ -157,6 +163,15 @@ class _Lowering:
         for name, init, size in d.vars:
             if size is not None:
                 raise CompileError("local array")
+            here = self.scopes[-1]
+            if name in here:
+                name = here[name]
+            elif any(name in outer for outer in self.scopes[1:-1]):  # shadows a local of an enclosing block
+                self.tmp += 1
+                here[name] = f"{name}_{self.tmp}"  # (a macro's `int offset` inside a body's `offset`)
+                name = here[name]
+            else:
+                here[name] = name
             if self.vars.get(name, t) != t:
                 raise CompileError(f"{name} redeclared as {t}")
             self.vars[name] = t
@@ -193,6 +208,13 @@ class _Lowering:
             self.pre.append(ir.Do(v))
 
     # ---- expressions ----
+    def resolve(self, name: str) -> str:
+        """The variable a name means here (block-local declarations shadow outer ones)."""
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return name
+
     def convert(self, t: Type, x) -> object:
         if t.kind in ("vec", "pair", "qreg") and x.t == t:
             return x
@@ -215,10 +237,11 @@ class _Lowering:
         if isinstance(n, syntax.Num):
             return ir.Const(_const_type(n), n.value)
         if isinstance(n, syntax.Name):
-            if n.id in self.vars:
-                if n.id in self.regnums and (n.id, ir.S32) not in self.inputs:
-                    self.inputs.append((n.id, ir.S32))
-                return ir.Var(self.vars[n.id], n.id)
+            name = self.resolve(n.id)
+            if name in self.vars:
+                if name in self.regnums and (name, ir.S32) not in self.inputs:
+                    self.inputs.append((name, ir.S32))
+                return ir.Var(self.vars[name], name)
             if n.id in CONSTANTS:
                 return ir.Const(ir.S32, CONSTANTS[n.id])
             if n.id in PRIMITIVES:  # CANCEL, fLSBNEW0 ...: used without ()
@@ -275,7 +298,7 @@ class _Lowering:
         for a in n.args:
             if isinstance(a, syntax.Name) and a.id in _CONTEXT:
                 continue
-            if isinstance(a, syntax.Name) and a.id not in self.vars and a.id not in CONSTANTS:
+            if isinstance(a, syntax.Name) and self.resolve(a.id) not in self.vars and a.id not in CONSTANTS:
                 args.append(a.id)  # a register or mode name (REG_LR, COF_TYPE_JUMP)
             elif isinstance(a, syntax.Raw) and (not a.text or a.text.startswith('"')):
                 args.append(a.text)  # an empty argument, a message string
@@ -284,6 +307,14 @@ class _Lowering:
         t = C_TYPES[PRIMITIVES[name]]
         if name == "fcirc_add":  # the M register's number picks the CS register holding the buffer start
             args.append(self.expr(syntax.Name("MuN")))
+        if name in _BY_REFERENCE:  # the call's value is item 0 of its result, the arguments' new values follow
+            result = self.temp(ir.I(128, False))
+            self.pre.append(ir.Set(result, ir.Prim(result.t, name, tuple(args))))
+            for k, pos in enumerate(_BY_REFERENCE[name], 1):
+                if not isinstance(args[pos], ir.Var):
+                    raise CompileError(f"{name}: argument {pos} is not a variable")
+                self.pre.append(ir.Set(args[pos], ir.Prim(args[pos].t, "_item", (result, ir.Const(ir.S32, k)))))
+            return ir.Prim(t, "_item", (result, ir.Const(ir.S32, 0)))
         if name in _OUT_ARG:
             k, keep = _OUT_ARG[name]
             target = args[k] if keep else args.pop(k)
@@ -296,6 +327,14 @@ class _Lowering:
         return ir.Prim(t, name, tuple(args))
 
     def element(self, n) -> object:
+        index, base = [], n
+        while isinstance(base, syntax.Index):
+            index.insert(0, base.index)
+            base = base.base
+        if isinstance(base, syntax.Name) and base.id in TABLES:  # a constant table (emu.dsp.tables)
+            if len(index) != len(TABLES[base.id][1]):
+                raise CompileError(f"{base.id} indexed with {len(index)} subscripts")
+            return ir.Prim(ir.U8, "_table", (base.id, *(self.expr(i) for i in index)))
         if isinstance(n, syntax.Index) and isinstance(n.base, syntax.Member):
             base = self.expr(n.base.base)
             field, idx = n.base.field, self.expr(n.index)

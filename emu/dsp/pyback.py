@@ -20,7 +20,7 @@ from typing import Protocol
 
 import numpy as np
 
-from emu.dsp import ieee, ir, runtime
+from emu.dsp import ieee, ir, runtime, tables
 from emu.dsp.isa import ISA, SCHEMA
 from emu.dsp.lower import CompileError, Semantics, lower
 from emu.dsp.vendor import QEMU_VERSION, cache_root
@@ -31,10 +31,12 @@ _DTYPES = {(8, True): "_i8", (8, False): "_u8", (16, True): "_i16", (16, False):
 _IEEE = frozenset(k for k in dir(ieee) if not k.startswith("_") and callable(getattr(ieee, k)))
 # float primitives that take the core (for its exception flags) as their first argument
 _FLAGGED = frozenset({*(k for k in _IEEE if k.startswith("conv_")), "fmax", "fmaxf", "fmin", "fminf",
-                      "internal_fmafx", "internal_mpyf"})
+                      "internal_fmafx", "internal_mpyf", "fSF_RECIP_COMMON", "fSF_INVSQRT_COMMON"})
 _ROUNDED = _FLAGGED - {"fmax", "fmaxf", "fmin", "fminf"}  # ... and round in the instruction's rounding mode
 _NAMESPACE = {**{k: getattr(runtime, k) for k in dir(runtime) if not k.startswith("_")},
               **{k: getattr(ieee, k) for k in _IEEE},
+              "_table": tables.lookup, "fSF_RECIP_LOOKUP": tables.fSF_RECIP_LOOKUP,
+              "fSF_INVSQRT_LOOKUP": tables.fSF_INVSQRT_LOOKUP,
               "_np": np, "_inf": math.inf, "_nan": math.nan, "_i8": np.int8, "_u8": np.uint8, "_i16": np.int16,
               "_u16": np.uint16, "_i32": np.int32, "_u32": np.uint32, "_i64": np.int64, "_u64": np.uint64}
 
@@ -304,6 +306,8 @@ class _Gen:
             return "S.vtcm_finish()"
         if n == "fLOG_SCATTER_OP":
             return f"S.vtcm_add({args[0]})"
+        if n == "_item":  # one item of a by-reference primitive's result tuple
+            return f"{args[0]}[{args[1]}]"
         if n == "READ_EXT_VREG":
             return f"S.read_vreg({args[0]})"
         if n in ("fLSBNEW0", "fLSBNEW1"):
@@ -390,7 +394,8 @@ def compile_semantics(sem: Semantics) -> Compiled:
 _COMPILED: dict[tuple[int, str], Compiled | CompileError] = {}
 _SOURCES: dict[str, tuple | str] | None = None  # tag -> (source, inputs, outputs), or the CompileError text
 _NEW: dict[str, tuple | str] = {}
-_COMPILER = ("cpp", "syntax", "library", "fixups", "ir", "lower", "pyback", "runtime", "ieee", "operands", "isa")
+_COMPILER = ("cpp", "syntax", "library", "fixups", "ir", "lower", "pyback", "runtime", "ieee", "tables", "operands",
+             "isa")
 
 
 def _cache_file() -> Path:
