@@ -342,3 +342,25 @@ def fSF_INVSQRT_COMMON(S, n: int, o: int, adjust: int, rnd: int = NEAREST) -> tu
     if (e if e else 1) <= 24:
         return 1, _scalbn(S, n, 64, rnd), 0, 0xE0
     return 1, n, 0, 0
+
+
+def fDF_MPY_HH(S, a: float, b: float, acc: int, rnd: int = NEAREST) -> float:
+    """The last step of the vendor's dfmpy sequence (its internal_mpyhh, as QEMU's fma_emu.c has it): the
+    product of the high 21 mantissa bits of a and b, shifted up 32 bits, plus the partial sum accumulated in
+    acc's bits 63:1 (bit 0 is a sticky bit), in units of 2**(exp_a + exp_b - 2118), rounded once. Zero, NaN
+    and infinite operands give a*b; a subnormal one an inexact zero."""
+    if not (math.isfinite(a) and math.isfinite(b)) or a == 0 or b == 0 or a != a or b != b:
+        return fop(S, "*", a, b, 64, rnd)
+    (sa, ea, ma), (sb, eb, mb) = (_bits64(x) for x in (a, b))
+    sticky = _EPSILON if acc & 1 or not (ea and eb) else 0
+    exact = sticky
+    if ea and eb:
+        high = ((ma | 1 << 52) >> 32) * ((mb | 1 << 52) >> 32)
+        exact += Fraction(((acc & 0xFFFFFFFFFFFFFFFF) >> 1) + (high << 32)) * Fraction(2) ** (ea + eb - 2118)
+    return round_to(S, -exact if sa ^ sb else exact, 64, rnd)
+
+
+def _bits64(x: float) -> tuple[int, int, int]:
+    """sign, biased exponent field, mantissa field of a binary64."""
+    b = fUNDOUBLE(x)
+    return b >> 63, b >> 52 & 0x7FF, b & ((1 << 52) - 1)

@@ -80,7 +80,7 @@ PRIMITIVES: dict[str, str] = {
     "fFLOAT": "float", "fUNFLOAT": "size4u_t", "fDOUBLE": "double", "fUNDOUBLE": "size8u_t",
     "isnan": "int", "isinf": "int", "isfinite": "int", "fpclassify": "int", "fmaxf": "float", "fminf": "float",
     "fmax": "double", "fmin": "double", "internal_fmafx": "float", "internal_mpyf": "float",
-    "fDF_MPY_HH": "size8u_t", "fSF_RECIP_COMMON": "int", "fSF_INVSQRT_COMMON": "int", "fRAISEFLAGS": "void",
+    "fDF_MPY_HH": "double", "fSF_RECIP_COMMON": "int", "fSF_INVSQRT_COMMON": "int", "fRAISEFLAGS": "void",
     "fSF_RECIP_LOOKUP": "int", "fSF_INVSQRT_LOOKUP": "int",  # seed ROMs (emu.dsp.tables)
     "fFPSETROUND_CHOP": "void", "fFPSETROUND_NEAREST": "void", "fFPCANCELFLAGS": "void",
     "fDF_ISNORMAL": "int", "fDF_ISDENORM": "int", "isunordered": "int",

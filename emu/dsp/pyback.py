@@ -31,7 +31,8 @@ _DTYPES = {(8, True): "_i8", (8, False): "_u8", (16, True): "_i16", (16, False):
 _IEEE = frozenset(k for k in dir(ieee) if not k.startswith("_") and callable(getattr(ieee, k)))
 # float primitives that take the core (for its exception flags) as their first argument
 _FLAGGED = frozenset({*(k for k in _IEEE if k.startswith("conv_")), "fmax", "fmaxf", "fmin", "fminf",
-                      "internal_fmafx", "internal_mpyf", "fSF_RECIP_COMMON", "fSF_INVSQRT_COMMON"})
+                      "internal_fmafx", "internal_mpyf", "fSF_RECIP_COMMON", "fSF_INVSQRT_COMMON",
+                      "fDF_MPY_HH"})
 _ROUNDED = _FLAGGED - {"fmax", "fmaxf", "fmin", "fminf"}  # ... and round in the instruction's rounding mode
 _NAMESPACE = {**{k: getattr(runtime, k) for k in dir(runtime) if not k.startswith("_")},
               **{k: getattr(ieee, k) for k in _IEEE},
