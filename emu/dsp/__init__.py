@@ -8,6 +8,7 @@ decoder and disassembler, and a core that runs static Linux programs.
     syntax      parser of the semantics (C statements over the macros.def macros)
     library     which macros expand from macros.def (their parameter lists) and which are primitives
     fixups      the one table of missing or wrong definitions, with reasons
+    tables      numeric tables the vendor text indexes but does not contain (seed ROMs, CABAC)
     ir, lower   typed IR (C types, HVX vectors) and the lowering to it
     pyback      Python backend (one function per instruction; generated source cached), runtime, ieee
     coverage    python -m emu.dsp.coverage [--json]

@@ -2,6 +2,7 @@
 
 `HWEMU_TIER` selects how a program's instructions run (read when a program is created, e.g. at `GPU.load`):
 - `ref`: the reference engine, one plan closure per instruction (emu.amd.exec.plan);
+- `interp`: the lean interpreter, one fused generated function per instruction (emu.amd.exec.interp), never native;
 - `jit`: regions compiled to native code (emu.amd.exec.translate) from the first execution of each region entry;
 - `auto` (default): the reference engine until a region entry is hot (HWEMU_HOT executions, default 64), then
   native, so code that runs once never waits for LLVM.

@@ -19,6 +19,7 @@ from emu.amd import isa
 from emu.amd.decode import decode, decoder
 from emu.amd.exec import jit
 from emu.amd.exec.hwreg import default_mode
+from emu.amd.exec.interp import Interp
 from emu.amd.exec.plan import Planner, end_step
 from emu.amd.exec.state import ACC, BARRIER, END, WaveState
 from emu.amd.memory import VM, FaultRecord, GPUFault
@@ -38,7 +39,8 @@ class Program:
         self.insts: dict[int, object] = {}
         self.planner = Planner(target, lanes)
         self.tier = jit.tier()
-        self.hot = None if TRACE else jit.hot_threshold(self.tier)
+        self.hot = None if TRACE or self.tier == "interp" else jit.hot_threshold(self.tier)
+        self.interp = Interp(self.planner) if self.tier == "interp" else None
 
     def predecode(self, code: bytes, base: int) -> None:
         for inst in decode(code, self.family, base):
@@ -55,7 +57,7 @@ class Program:
 
     def build(self, pc: int):
         inst = self.inst(pc)
-        s = self.planner.plan(inst)
+        s = self.interp.plan(inst) if self.interp is not None else self.planner.plan(inst)
         if TRACE:
             s = _traced(s, inst)
         elif self.hot is not None:
@@ -117,18 +119,19 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
     n = 0
     w.watchdog = w.executed + limit  # native regions count their instructions into w.executed
     try:
-        while True:
-            s = steps.get(w.pc)
-            if s is None:
-                s = prog.build(w.pc)
-            r = s(w)
-            n += 1
-            if r:
-                return r
-            if n >= limit:
-                pc, inst = w.pc, str(prog.inst(w.pc))
-                detail = f"wave ran {n} instructions without ending; {_dump(w, prog)}"
-                raise GPUFault(FaultRecord("watchdog", pc=pc, instruction=inst, detail=detail))
+        with np.errstate(all="ignore"):  # once per run: the interp tier's fused steps set none of their own
+            while True:
+                s = steps.get(w.pc)
+                if s is None:
+                    s = prog.build(w.pc)
+                r = s(w)
+                n += 1
+                if r:
+                    return r
+                if n >= limit:
+                    pc, inst = w.pc, str(prog.inst(w.pc))
+                    detail = f"wave ran {n} instructions without ending; {_dump(w, prog)}"
+                    raise GPUFault(FaultRecord("watchdog", pc=pc, instruction=inst, detail=detail))
     except GPUFault as e:
         _complete(e.record, w, prog)
         raise
