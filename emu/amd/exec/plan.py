@@ -214,6 +214,28 @@ class Planner(ValuPlans, MemoryPlans):
 
     # -- SALU and SOPP -----------------------------------------------------------------------------------------
     def _salu(self, inst) -> Callable:
+        sem, reads, writes = self.salu_parts(inst)
+        nxt = inst.pc + inst.size
+        lanes = self.lanes
+        branch = "PC" in sem.writes
+        setreg = "HW_REGISTERS" in sem.writes
+
+        def step(w):
+            st = {n: r(w) for n, r in reads}
+            out = sem(st, lanes)
+            if setreg:
+                hwreg.commit(w, st["HW_REGISTERS"])
+            for n, wr in writes:
+                v = out.get(n)
+                if v is not None:
+                    wr(w, v)
+            pc = out.get("PC") if branch else None
+            w.pc = nxt if pc is None else int(pc) & 0xFFFFFFFFFFFF  # the program counter is 48 bits
+            return 0
+        return step
+
+    def salu_parts(self, inst) -> tuple:
+        """(semantics, [(name, reader)], [(name, writer)]) of a SALU / SOPP instruction."""
         op, f = inst.op, inst.fields
         sem = self.sem(op)
         fm = {"S0": "ssrc0", "S1": "ssrc1", "D0": "sdst"}
@@ -241,24 +263,7 @@ class Planner(ValuPlans, MemoryPlans):
                 writes.append((n, scalar_writer(f["sdst"], self._width(sem, n, op, "sdst"), self.fam)))
             else:
                 writes.append((n, self._state_writer(n, op.name)))
-        nxt = inst.pc + inst.size
-        lanes = self.lanes
-        branch = "PC" in sem.writes
-        setreg = "HW_REGISTERS" in sem.writes
-
-        def step(w):
-            st = {n: r(w) for n, r in reads}
-            out = sem(st, lanes)
-            if setreg:
-                hwreg.commit(w, st["HW_REGISTERS"])
-            for n, wr in writes:
-                v = out.get(n)
-                if v is not None:
-                    wr(w, v)
-            pc = out.get("PC") if branch else None
-            w.pc = nxt if pc is None else int(pc) & 0xFFFFFFFFFFFF  # the program counter is 48 bits
-            return 0
-        return step
+        return sem, reads, writes
 
     def _clock(self, inst) -> Callable:
         """s_memtime / s_memrealtime / s_sendmsg_rtn(MSG_RTN_GET_REALTIME): the monotonic clock into SGPRs."""

@@ -1,0 +1,344 @@
+"""The lean interpreter tier (HWEMU_TIER=interp): one fused Python function per decoded instruction.
+
+For each SALU and VALU instruction the planner's decisions (operands, widths, modifiers, destinations;
+emu.amd.exec.plan / valu) and the compiled pcode IR (emu.pcode) are turned into the source of one function that
+fetches the operands, runs the semantics and writes the results, register numbers and constants inlined, with no
+per-instruction dicts. Vector semantics whose body is straight-line code are emitted at natural widths (uint32
+rows, viewed as float32 where the pcode bitcasts; emu.pcode.npback); the rest goes through the reference
+backend's code generator (emu.pcode.pyback) bound to the operands. What no fused step takes (memory, DPP,
+VOPD, engine control, ...) runs the reference plan step, and so does a fused step whenever MODE rounds or
+flushes denormals where the fused code assumes it does not.
+
+Generated code is compiled once per (instruction bytes, processor, wave size) and shared by every program;
+the PC is a parameter of the compiled factory. The run loop (emu.amd.exec.wave.run) sets np.errstate once.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from emu.amd.exec import hwreg
+from emu.amd.exec.operands import constant, is_float
+from emu.amd.exec.plan import _BARRIERS, _CLOCKS, _ENDS, _ENGINE_NOPS, Planner
+from emu.amd.exec.state import MODE, SCC
+from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT
+from emu.pcode import floats, pyback, runtime
+from emu.pcode.npback import Decline, Natural
+from emu.pcode.typed import Unsupported as PcodeUnsupported
+
+GUARD = 0xF | hwreg.DENORM_ALL  # MODE bits a fused float step assumes: round to nearest even, denormals kept
+_CONTROL = _ENDS | _BARRIERS | _ENGINE_NOPS | _CLOCKS | {"S_TRAP", "S_CODE_END", "S_SETHALT"}
+_VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD")
+_SALU = ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP")
+_SCALAR_ENGINE = {"HW_REGISTERS", "HwRegWriteMask"}  # state the fused SALU step does not move
+_cache: dict[tuple, tuple | None] = {}
+
+
+class _Ref:
+    """The reference plan step of an instruction, built on first use."""
+    __slots__ = ("planner", "inst", "step")
+
+    def __init__(self, planner: Planner, inst):
+        self.planner, self.inst, self.step = planner, inst, None
+
+    def __call__(self, w) -> int:
+        if self.step is None:
+            self.step = self.planner.plan(self.inst)
+        return self.step(w)
+
+
+class Interp:
+    """Plans the fused steps of one Program (a Planner's target and wave size)."""
+
+    def __init__(self, planner: Planner):
+        self.planner = planner
+
+    def plan(self, inst) -> Callable:
+        p = self.planner
+        if not inst.valid or inst.op.name in _CONTROL or not (inst.base in _SALU or _fusable_valu(inst, p)):
+            return p.plan(inst)
+        key = (inst.raw, p.target, p.lanes)
+        if key in _cache:
+            made = _cache[key]
+        else:
+            try:
+                made = _cache[key] = _generate(p, inst)
+            except Exception:  # Decline, or no semantics / a bad operand: the reference step takes it (and faults)
+                made = _cache[key] = None
+        if made is None:
+            return p.plan(inst)
+        make, args = made
+        return make(inst.pc, _Ref(p, inst), *args)
+
+
+def _fusable_valu(inst, p: Planner) -> bool:
+    return inst.base in _VALU and not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST"))
+
+
+def _generate(p: Planner, inst) -> tuple:
+    """(factory, its extra arguments): factory(pc, ref, *args) returns the step."""
+    src = _Source(p, inst)
+    if inst.base in _SALU:
+        src.salu()
+    else:
+        src.valu()
+    return src.compile()
+
+
+class _Source:
+    """The source of one fused step under construction."""
+
+    def __init__(self, p: Planner, inst):
+        self.p, self.inst = p, inst
+        self.lines: list[str] = []  # the step's body (indented once inside `step`)
+        self.args: list = []  # closures and constants the factory binds (A0, A1, ...)
+        self.consts: list = []  # the generated semantics' constants (K)
+
+    def arg(self, obj) -> str:
+        self.args.append(obj)
+        return f"A{len(self.args) - 1}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append(line)
+
+    def compile(self) -> tuple:
+        names = ", ".join(f"A{i}" for i in range(len(self.args)))
+        body = "\n".join("        " + ln for ln in self.lines)
+        text = (f"def make(pc, ref{', ' if names else ''}{names}):\n"
+                f"    nxt = pc + {self.inst.size}\n"
+                f"    def step(w):\n{body}\n"
+                f"        w.pc = nxt\n        return 0\n"
+                f"    return step\n")
+        ns = {"np": np, "L": runtime, "F": floats, "K": self.consts, "Unsupported": PcodeUnsupported,
+              "U32": np.uint32, "U64": np.uint64}
+        exec(compile(text, f"<interp {self.inst.op.name}>", "exec"), ns)
+        return ns["make"], tuple(self.args)
+
+    # -- SALU --------------------------------------------------------------------------------------------------
+    def salu(self) -> None:
+        p, inst = self.p, self.inst
+        sem, reads, writes = p.salu_parts(inst)
+        f = sem.ir
+        if (sem.reads | sem.writes) & _SCALAR_ENGINE:
+            raise Decline("hardware registers")
+        fm = {} if inst.base == "SOPK" else {"S0": "ssrc0", "S1": "ssrc1", "D0": "sdst"}  # SOPK: the planner's
+        self.emit("sg = w.sgpr")
+        if "MODE" in sem.reads and _rounds_floats(f):
+            self.emit(f"if sg[{MODE}] & {GUARD} != {hwreg.DENORM_ALL}: return ref(w)")
+        binds = {}
+        for n, r in reads:
+            bits = f.inputs.get(n)
+            if bits is None:  # read by the engine only (MODE for rounding)
+                continue
+            code = self._scalar_read(n, r, fm.get(n), sem, bits)
+            binds[n] = f"({code}) & {(1 << bits) - 1}" if bits <= 64 else f"L.inp({code}, {bits})"
+        gen = _Bound(f, binds, f"int(sg[{MODE}])", p.lanes, self.consts)
+        self.lines += gen.body_lines()
+        for n, wr in writes:
+            v = gen.output(n)
+            self._scalar_write(n, wr, v, fm.get(n), sem)
+        if "PC" in sem.writes:
+            self.emit(f"w.pc = {gen.output('PC')} & 0xFFFFFFFFFFFF")
+            self.emit("return 0")
+
+    def _scalar_read(self, n: str, r: Callable, fld: str | None, sem, bits: int) -> str:
+        """Code of a SALU source: SGPRs and constants inline, the planner's reader otherwise."""
+        p, f = self.p, self.inst.fields
+        if n == "PC":
+            return "pc"
+        if n == "SCC":
+            return f"int(sg[{SCC}])"
+        if fld is not None and fld in f and bits <= 64:
+            code, width = f[fld], p._width(sem, n, self.inst.op, fld)
+            c = constant(code, width, p._fmt(self.inst.op, fld), self.inst.literal)
+            if c is not None:
+                return str(c)
+            if code < 106 or 108 <= code < 124:
+                if width == 64:
+                    return f"int(sg[{code}]) | int(sg[{code + 1}]) << 32"
+                return f"int(sg[{code}])"
+        return f"{self.arg(r)}(w)"
+
+    def _scalar_write(self, n: str, wr: Callable, v: str, fld: str | None, sem) -> None:
+        code = self.inst.fields.get(fld) if fld else None
+        if n == "SCC":
+            self.emit(f"sg[{SCC}] = {v} & 1")
+        elif n == "D0" and code is not None and (code < 106 or 108 <= code < 124):
+            if self.p._width(sem, n, self.inst.op, fld) == 64:
+                self.emit(f"d = {v}")
+                self.emit(f"sg[{code}] = d & 0xFFFFFFFF")
+                self.emit(f"sg[{code + 1}] = d >> 32 & 0xFFFFFFFF")
+            else:
+                self.emit(f"sg[{code}] = {v} & 0xFFFFFFFF")
+        else:
+            self.emit(f"{self.arg(wr)}(w, {v})")
+
+    # -- VALU --------------------------------------------------------------------------------------------------
+    def valu(self) -> None:
+        p, inst = self.p, self.inst
+        op, f = inst.op, inst.fields
+        sem = p.sem(op)
+        ir = sem.ir
+        if ir.files:
+            raise Decline("register files or memory")
+        fm = {"S0": "src0", "S1": "vsrc1", "D0": "vdst"} if inst.base in ("VOP2", "VOPC") else \
+            {"S0": "src0", "S1": "src1", "S2": "src2", "D0": "vdst"}
+        reads, writes, wmask, post = p._vparts(inst, op, sem, fm)
+        if wmask is not None:
+            raise Decline("write mask")
+        vop3 = inst.base in ("VOP3", "VOP3SD")
+        floaty = any(is_float(p._fmt(op, fm.get(n))) for n in ("S0", "S1", "S2", "D0") if fm.get(n)) \
+            or _rounds_floats(ir) or post is not None
+        self.emit("sg = w.sgpr")
+        if floaty:
+            self.emit(f"if sg[{MODE}] & {GUARD} != {hwreg.DENORM_ALL}: return ref(w)")
+        if p.cdna:
+            self.emit("if w.gpr_idx: return ref(w)")
+        self.emit("vg = w.vgpr")
+        lanes = p.lanes
+        nat: dict[str, str] = {}  # natural-width code of per-lane sources
+        wide: dict[str, str] = {}  # reference-backend code of the other inputs
+        consts: dict[str, int] = {}  # encoding fields the semantics read
+        for n, r in reads:
+            bits = ir.inputs.get(n)
+            if bits is None:
+                continue
+            if n in ("S0", "S1", "S2"):
+                src = self._vector_source(n, fm[n], sem, bits, vop3)
+                if src is not None:
+                    nat[n] = src
+                    continue
+            if n in ("CLAMP", "OPSEL", "NEG", "OPSEL_HI", "NEG_HI") or n.startswith("INST."):
+                consts[n] = r(None) & ((1 << bits) - 1)
+                continue
+            wide[n] = f"{self.arg(r)}(w)"
+        self.emit("act = w.active")
+        self.emit(f"full = w.active_mask == {(1 << lanes) - 1}")
+        self.emit("n_act = w.active_mask.bit_count()")
+        try:
+            gen = Natural(ir, lanes, nat, wide, consts, self.consts)
+            self.lines += gen.body_lines()
+            natural = True
+        except Decline:
+            binds = {**{n: f"L.inp({c}, {ir.inputs[n]})" for n, c in wide.items()},
+                     **{n: str(v) for n, v in consts.items()},
+                     **{n: f"L.inp({c}.astype(U64), {ir.inputs[n]})" for n, c in nat.items()}}
+            gen = _Bound(ir, binds, f"int(sg[{MODE}])", lanes, self.consts)
+            self.lines += gen.body_lines()
+            natural = False
+        for n, wr in writes:
+            if n not in ir.outputs:
+                continue
+            keep = post is None or not (f.get("omod", 0) or f.get("clmp", 0))  # guarded: no flushing either
+            if n == "D0" and natural and ir.outputs[n] in (32, 64) and n not in ir.masks and keep \
+                    and self._plain_vdst(sem, op):
+                self._vgpr_store(gen.natural_out(n), ir.outputs[n])
+                continue
+            v = gen.output(n)
+            if n == "D0" and post is not None:
+                v = f"{self.arg(post)}(w, {v})"
+            self.emit(f"{self.arg(wr)}(w, {v}, act)")
+        self.emit("w.lane_ops += n_act")
+
+    def _vector_source(self, n: str, fld: str, sem, bits: int, vop3: bool) -> str | None:
+        """Natural code (uint32 / uint64 array) of a 32/64-bit VALU source, or None for the planner's reader."""
+        p, inst = self.p, self.inst
+        op, f = inst.op, inst.fields
+        width = p._width(sem, n, op, fld)
+        if width not in (32, 64) or fld not in f:
+            return None
+        i = int(n[1])
+        fmt = p._fmt(op, fld)
+        code = f[fld] + (256 if fld.startswith("vsrc") else 0) + p._acc(inst, fld, None)
+        mod = is_float(fmt) or op.name in FLOAT_MODIFIED
+        neg, abs_ = (f.get("neg", 0) >> i & 1, f.get("abs", 0) >> i & 1) if vop3 else (0, 0)
+        if mod and (neg or abs_):
+            return None
+        dt = "U32" if width == 32 else "U64"
+        if code >= 256:
+            r = code - 256
+            if width == 32:
+                return f"vg[{r}]"
+            return f"(vg[{r}].astype(U64) | vg[{r + 1}].astype(U64) << U64(32))"
+        c = constant(code, width, fmt, inst.literal)
+        if c is not None:
+            arr = np.full(p.lanes, c, np.uint32 if width == 32 else np.uint64)
+            arr.flags.writeable = False
+            return self.arg(arr)
+        if width == 32 and (code < 106 or 108 <= code < 124):
+            return f"np.full({p.lanes}, sg[{code}], {dt})"
+        return None
+
+    def _plain_vdst(self, sem, op) -> bool:
+        """Whether D0 is a whole VGPR destination (the planner's test for a scalar destination fails)."""
+        inst, p = self.inst, self.p
+        dec, o = inst.operands.get("vdst"), op.operands.get("vdst")
+        scalar = (o is not None and o.kind in ("SREG", "SDST")) or inst.enc.endswith("_SDST") \
+            or inst.base == "VOPC" or p._fmt(op, "vdst") == MASK_FMT or (dec is not None and dec.kind in (
+                "sgpr", "special", "ttmp"))
+        return not scalar and "vdst" in inst.fields
+
+    def _vgpr_store(self, v: str, bits: int) -> None:
+        reg = self.inst.fields["vdst"] + self.p._acc(self.inst, "vdst", None)
+        self.emit(f"d = {v}")
+        if bits == 32:
+            self.emit(f"if full: vg[{reg}] = d")
+            self.emit(f"else: np.copyto(vg[{reg}], d, where=act, casting='unsafe')")
+            return
+        self.emit("if full:")
+        self.emit(f"    vg[{reg}] = d")
+        self.emit(f"    vg[{reg + 1}] = d >> U64(32)")
+        self.emit("else:")
+        self.emit(f"    np.copyto(vg[{reg}], d, where=act, casting='unsafe')")
+        self.emit(f"    np.copyto(vg[{reg + 1}], d >> U64(32), where=act, casting='unsafe')")
+
+
+def _rounds_floats(f) -> bool:
+    from emu.pcode import _rounds
+    return _rounds(f)
+
+
+class _Bound(pyback.Gen):
+    """The reference backend's code for one IR function, inputs bound to operand code, outputs read from its
+    variables (emu.pcode.pyback.Gen; MODE read from the wave)."""
+
+    def __init__(self, f, binds: dict[str, str], mode: str, lanes: int, consts: list):
+        super().__init__(f)
+        self.binds, self.mode, self.lanes = binds, mode, lanes
+        self.consts = consts  # shared with the step's other generated code (K)
+
+    def directed(self, e, a, native: str) -> str:
+        if pyback._bf(e.ty):
+            return self.round(e.ty, native, e.op)
+        return f"F.rop({e.op!r}, {self.mode}, {', '.join(a)})"
+
+    def body_lines(self) -> list[str]:
+        f = self.f
+        vec = f.vector
+        self.emit(f"lane = L.lane_ids({self.lanes})" if vec else "lane = 0", 0)
+        self.emit(f"lanes = {self.lanes}", 0)
+        self.emit(f"wave64 = {self.lanes == 64}", 0)
+        loops = pyback._loop_vars(f.body)
+        for var, t in f.vars.items():
+            if var in loops:
+                continue
+            v = pyback.pyname(var)
+            if var in f.inputs:
+                if var not in self.binds:
+                    raise Decline(f"input {var} unbound")
+                self.emit(f"{v} = {self.binds[var]}", 0)
+            elif var in f.arrays:
+                self.emit(f"{v} = [{self.zero(t)}] * {f.arrays[var]}", 0)
+            else:
+                self.emit(f"{v} = {self.zero(t)}", 0)
+        entry = len(self.lines)
+        self.block(f.body, "True", 0)
+        self.lines[entry:entry] = [f"{v} = {code}" for code, v in self.hoisted.items()]
+        return self.lines
+
+    def output(self, name: str) -> str:
+        f, v, bits = self.f, pyback.pyname(name), self.f.outputs[name]
+        if name in f.masks or not f.vector:
+            return f"L.out_scalar({v}, {bits})"
+        return f"L.out_lanes({v}, {bits}, {self.lanes})"

@@ -1,0 +1,284 @@
+"""Natural-width numpy backend of the IR, for straight-line vector semantics (the lean interpreter's fused steps).
+
+Values keep the width their type has: integers of up to 32 bits are uint32 arrays, of 33..64 bits uint64, floats
+their numpy float type (a u32 -> f32 bitcast of a register row is a view), booleans bool arrays. An operation
+with no natural form here is emitted by the reference backend (emu.pcode.pyback) on its representation (uint64
+raw bits) and converted back, so every result is the reference backend's bit for bit. Float operations are
+emitted as the native numpy operation: the caller runs this code only while MODE rounds to nearest even (the
+reference backend's emu.pcode.floats.rop is then the native operation) and keeps denormals.
+
+Bodies with branches, loops, partial assignments, arrays or memory raise Decline: the caller then binds the
+reference backend's whole function instead.
+"""
+from __future__ import annotations
+
+from emu.pcode import pyback
+from emu.pcode.ir import Assign, Const, Func, Op, SetLaneBit, Ty, Var
+
+
+class Decline(Exception):
+    """The function (or a construct in it) has no natural-width form here."""
+
+
+_ARITH = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"}
+_FLOAT_ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_FDT = {16: "np.float16", 32: "np.float32", 64: "np.float64"}
+
+
+def _m(bits: int) -> int:
+    return (1 << bits) - 1
+
+
+def _int(t: Ty) -> bool:
+    return t.kind in ("u", "i") and t.bits <= 64
+
+
+def _cls(t: Ty) -> int:
+    """Storage bits of a natural integer: 32 or 64."""
+    return 32 if t.bits <= 32 else 64
+
+
+def _ut(t: Ty) -> str:
+    return "U32" if _cls(t) == 32 else "U64"
+
+
+class Natural:
+    """Emits the body of one vector IR function at natural widths.
+
+    `nat`: per-lane inputs as code of uint32 / uint64 arrays; `wide`: other inputs as code of the reference
+    backend's values (ints, masks); `consts`: inputs known when planning (encoding fields). `K`: the constants
+    list the generated code indexes."""
+
+    def __init__(self, f: Func, lanes: int, nat: dict[str, str], wide: dict[str, str], consts: dict[str, int],
+                 K: list):
+        if not f.vector or f.arrays or f.files:
+            raise Decline("not a register-only vector function")
+        for s in f.body:
+            if not (isinstance(s, SetLaneBit) or (isinstance(s, Assign) and s.lo is None and s.index is None
+                                                   and s.width is None)):
+                raise Decline(f"statement {type(s).__name__}")
+        self.f, self.lanes = f, lanes
+        self.g = pyback.Gen(f)
+        self.g.consts = K
+        self.lines: list[str] = []
+        self.rep: dict[str, str] = {}  # variable -> 'n' (natural) or 'w' (reference representation)
+        self.known: dict[str, int] = dict(consts)
+        self.n = 0
+        for var, bits in f.inputs.items():
+            v = pyback.pyname(var)
+            t = f.vars[var]
+            if var in consts:
+                continue
+            if var in nat and _int(t):
+                self.lines.append(f"{v} = {nat[var]}" + (f" & {_ut(t)}({_m(bits)})" if bits < _cls(t) else ""))
+                self.rep[var] = "n"
+            elif var in wide:
+                self.lines.append(f"{v} = L.inp({wide[var]}, {bits})")
+                self.rep[var] = "w"
+            else:
+                raise Decline(f"input {var} unbound")
+
+    # -- conversions -------------------------------------------------------------------------------------------
+    def tmp(self, code: str) -> str:
+        self.n += 1
+        self.lines.append(f"t{self.n} = {code}")
+        return f"t{self.n}"
+
+    def to_wide(self, code: str, rep: str, t: Ty) -> str:
+        if rep == "w" or not _int(t) or _cls(t) == 64:
+            return code
+        return f"{code}.astype(U64)"
+
+    def to_nat(self, code: str, rep: str, t: Ty) -> str:
+        if rep == "n" or not _int(t):
+            return code
+        return f"L.arr({code})" if _cls(t) == 64 else f"L.arr({code}).astype(U32)"
+
+    # -- expressions: (code, rep, known value or None) ---------------------------------------------------------
+    def ex(self, e) -> tuple[str, str, object]:
+        if isinstance(e, Const):
+            t = e.ty
+            if t.kind == "bool":
+                return f"np.bool_({bool(e.value)})", "n", bool(e.value)
+            if _int(t):
+                return f"{_ut(t)}({int(e.value) & _m(t.bits)})", "n", int(e.value) & _m(t.bits)
+            return self.g.ex_op(e, "True"), "n", None
+        if isinstance(e, Var):
+            if e.name in self.known:
+                v = self.known[e.name]
+                return f"{_ut(e.ty)}({v})" if _int(e.ty) else repr(v), "n", v
+            return pyback.pyname(e.name), self.rep.get(e.name, "w"), None
+        if not isinstance(e, Op):
+            raise Decline(f"node {type(e).__name__}")
+        folded = self.fold(e)
+        if folded is not None:
+            return folded
+        args = [self.ex(a) for a in e.args]
+        code = self.natural(e, args)
+        if code is not None:
+            return self.tmp(code), "n", None
+        return self.tmp(self.wide(e, args)), "w", None
+
+    def fold(self, e: Op):
+        """Operations on values known when planning (encoding fields): the branch taken, the flag's value."""
+        if e.op == "select" and self._constant(e.args[0]):
+            return self.ex(e.args[1] if self.ex(e.args[0])[2] else e.args[2])
+        if e.op in ("tobool", "lnot", "land", "lor"):
+            k = [self.ex(a)[2] for a in e.args] if all(self._constant(a) for a in e.args) else None
+            if k is not None and None not in k:
+                v = {"tobool": lambda: k[0] != 0, "lnot": lambda: not k[0], "land": lambda: bool(k[0] and k[1]),
+                     "lor": lambda: bool(k[0] or k[1])}[e.op]()
+                return f"np.bool_({v})", "n", v
+            if e.op == "land":  # a false operand decides alone
+                for a in e.args:
+                    if self._constant(a) and self.ex(a)[2] is False:
+                        return "np.bool_(False)", "n", False
+        return None
+
+    def _constant(self, e) -> bool:
+        if isinstance(e, Const):
+            return True
+        if isinstance(e, Var):
+            return e.name in self.known
+        return isinstance(e, Op) and e.op in ("tobool", "lnot", "land", "lor") and all(map(self._constant, e.args))
+
+    def natural(self, e: Op, args) -> str | None:
+        """Natural-width code of `e`, or None."""
+        t, op = e.ty, e.op
+        ts = [a.ty for a in e.args]
+        for (_, rep, _), x in zip(args, e.args, strict=True):  # masks and wide integers stay in the reference form
+            if rep == "w" and _int(x.ty) and (x.ty.bits > 64 or isinstance(x, Var) and x.name in self.f.masks):
+                return None
+            if x.ty.kind in ("u", "i") and x.ty.bits > 64:
+                return None
+        a = [self.to_nat(c, rep, x.ty) for (c, rep, _), x in zip(args, e.args, strict=True)]
+        if op in _ARITH and _int(t) and all(_int(x) and _cls(x) == _cls(t) for x in ts):
+            r = f"({a[0]} {_ARITH[op]} {a[1]})"
+            return f"({r} & {_ut(t)}({_m(t.bits)}))" if t.bits < _cls(t) and op in ("add", "sub", "mul") else r
+        if op in _FLOAT_ARITH and t.kind == "f":
+            return f"({a[0]} {_FLOAT_ARITH[op]} {a[1]})"
+        if op == "fma" and t.kind == "f" and len(a) == 3:
+            return f"F.fma({a[0]}, {a[1]}, {a[2]})"
+        if op == "neg":
+            if t.kind == "f":
+                return f"(-{a[0]})"
+            if _int(t) and _cls(ts[0]) == _cls(t):
+                return f"((-{a[0]}) & {_ut(t)}({_m(t.bits)}))"
+        if op == "not" and _int(t) and _cls(ts[0]) == _cls(t):
+            return f"((~{a[0]}) & {_ut(t)}({_m(t.bits)}))"
+        if op in ("shl", "shr") and _int(t) and _cls(ts[0]) == _cls(t) and self._small(e.args[1], t.bits):
+            amt = a[1] if _cls(ts[1]) == _cls(t) else f"{a[1]}.astype({_ut(t)})"
+            if op == "shl":
+                r = f"({a[0]} << {amt})"
+                return f"({r} & {_ut(t)}({_m(t.bits)}))" if t.bits < _cls(t) else r
+            if t.kind == "u":
+                return f"({a[0]} >> {amt})"
+            if t.bits == _cls(t):
+                s = f"np.int{t.bits}"
+                return f"({a[0]}.view({s}) >> {amt}.view({s})).view({_ut(t)})"
+            return None
+        if op in _CMP:
+            s = ts[0]
+            if s.kind == "f" or s.kind == "bool" or (s.kind == "u" and _int(s)):
+                return f"({a[0]} {_CMP[op]} {a[1]})"
+            if s.kind == "i" and s.bits in (32, 64):
+                return f"({a[0]}.view(np.int{s.bits}) {_CMP[op]} {a[1]}.view(np.int{s.bits}))"
+            return None
+        if op in ("land", "lor"):
+            return f"({a[0]} {'&' if op == 'land' else '|'} {a[1]})"
+        if op == "lnot":
+            return f"(~{a[0]})"
+        if op == "select" and (t.kind == "f" or (_int(t) and _cls(ts[1]) == _cls(ts[2]) == _cls(t))):
+            return f"np.where({a[0]}, {a[1]}, {a[2]})"
+        if op == "tobool" and _int(ts[0]):
+            return f"({a[0]} != 0)"
+        if op == "frombool" and _int(t):
+            return f"{a[0]}.astype({_ut(t)})"
+        if op == "resize" and _int(t) and _int(ts[0]):
+            return self.resize(a[0], ts[0], t)
+        if op == "extract" and _int(t) and _int(ts[0]) and isinstance(e.args[1], Const):
+            lo = int(e.args[1].value)
+            if lo >= _cls(ts[0]) or t.bits > 32 and _cls(ts[0]) == 32:
+                return None
+            r = f"(({a[0]} >> {_ut(ts[0])}({lo})) & {_ut(ts[0])}({_m(e.attr)}))"
+            return r if _cls(ts[0]) == _cls(t) else f"{r}.astype({_ut(t)})"
+        if op == "bitcast" and t.kind == "f" and _int(ts[0]) and t.bits == ts[0].bits:
+            return f"{a[0]}.view({_FDT[t.bits]})" if t.bits != 16 else f"{a[0]}.astype(np.uint16).view(np.float16)"
+        if op == "bitcast" and _int(t) and ts[0].kind == "f" and t.bits == ts[0].bits:
+            return f"{a[0]}.view({_ut(t)})" if t.bits != 16 else f"{a[0]}.view(np.uint16).astype(U32)"
+        return None
+
+    @staticmethod
+    def resize(a: str, s: Ty, t: Ty) -> str | None:
+        if _cls(s) == _cls(t):
+            if t.bits < s.bits:
+                return f"({a} & {_ut(t)}({_m(t.bits)}))"
+            if s.kind == "i" and t.bits > s.bits:
+                return None
+            return a
+        if _cls(s) == 32:  # to 64 bits
+            if s.kind == "i" and t.bits > s.bits:
+                return f"{a}.view(np.int32).astype(np.int64).view(U64)" if s.bits == 32 else None
+            return f"{a}.astype(U64)"
+        r = f"{a}.astype(U32)"
+        return f"({r} & U32({_m(t.bits)}))" if t.bits < 32 else r
+
+    @staticmethod
+    def _small(e, bits: int) -> bool:
+        """Whether a shift amount is below `bits` for every value it can have."""
+        if isinstance(e, Const):
+            return int(e.value) < bits
+        if isinstance(e, Op) and e.op == "resize":
+            return Natural._small(e.args[0], bits)
+        return _int(e.ty) and (1 << e.ty.bits) <= bits
+
+    def wide(self, e: Op, args) -> str:
+        """The reference backend's code for `e` on reference-form arguments."""
+        a = [c if isinstance(x, Const) or rep == "w" else self.to_wide(c, rep, x.ty)
+             for (c, rep, _), x in zip(args, e.args, strict=True)]
+        a = [self.g.ex_op(x, "True") if isinstance(x, Const) else c for c, x in zip(a, e.args, strict=True)]
+        if e.op == "lane_id":
+            return f"L.lane_ids({self.lanes})"
+        if e.op == "wave64":
+            return repr(self.lanes == 64)
+        if e.op in ("load", "fmt_load", "fmt_offset", "callout", "reg_read"):
+            raise Decline(f"state access {e.op}")
+        if e.op in pyback.ROUNDED and e.ty.is_float and not pyback._bf(e.ty):
+            return f"F.rop({e.op!r}, 0, {', '.join(a)})"  # the caller guarantees MODE rounds to nearest
+        fn = getattr(self.g, "op_" + e.op, None)
+        if fn is not None:
+            return fn(e, a, "True")
+        if e.op in pyback._NP1:
+            return self.g.round(e.ty, f"{pyback._NP1[e.op]}({a[0]})", e.op)
+        raise Decline(f"op {e.op}")
+
+    # -- statements and results --------------------------------------------------------------------------------
+    def body_lines(self) -> list[str]:
+        f = self.f
+        for var, t in f.vars.items():
+            if var not in f.inputs and var not in self.known:
+                self.lines.append(f"{pyback.pyname(var)} = {self.g.zero(t)}")
+                self.rep[var] = "w"
+        for s in f.body:
+            v = pyback.pyname(s.var)
+            code, rep, _ = self.ex(s.value)
+            if isinstance(s, SetLaneBit):
+                self.lines.append(f"{v} = L.setlane({v}, {self.to_wide(code, rep, s.value.ty)}, True, {self.lanes})")
+                continue
+            self.lines.append(f"{v} = {code}")
+            self.rep[s.var] = rep
+            self.known.pop(s.var, None)
+        return self.lines
+
+    def natural_out(self, name: str) -> str:
+        """Code of an output as a natural array (uint32 / uint64)."""
+        return self.to_nat(pyback.pyname(name), self.rep.get(name, "w"), self.f.vars[name])
+
+    def output(self, name: str) -> str:
+        """Code of an output as the reference backend returns it."""
+        f, bits = self.f, self.f.outputs[name]
+        v = self.to_wide(pyback.pyname(name), self.rep.get(name, "w"), f.vars[name])
+        if name in f.masks:
+            return f"L.out_scalar({v}, {bits})"
+        return f"L.out_lanes({v}, {bits}, {self.lanes})"
