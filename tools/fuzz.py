@@ -40,6 +40,7 @@ SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float
   uint i = get_global_id(0);
   if (i < n) y[i] = a * x[i] + y[i];
 }"""
+PROCESS_TIMEOUT = 60  # seconds for one CLI process (its start-up alone can take seconds on a loaded machine)
 S_ENDPGM = {"rdna3": bytes.fromhex("0000b0bf"), "rdna4": bytes.fromhex("0000b0bf"), "cdna": bytes.fromhex("000081bf")}
 
 
@@ -212,7 +213,11 @@ def run_cli_process(arch: str, blob: bytes) -> str:
         outs = []
         for cmd in _cli_commands(arch, path, d):
             module = {"disasm": "emu.amd.asm.disasm", "kernel": "emu.amd.run"}[cmd[0]]
-            p = subprocess.run([sys.executable, "-m", module, *cmd[1:]], capture_output=True, text=True, timeout=60)
+            try:
+                p = subprocess.run([sys.executable, "-m", module, *cmd[1:]], capture_output=True, text=True,
+                                   timeout=PROCESS_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                return f"hang:{module}"
             if "Traceback" in p.stderr:
                 return f"traceback:{module}"
             if p.returncode not in (0, 1, 2) or p.returncode and len(p.stderr.splitlines()) != 1:
@@ -249,11 +254,12 @@ class Pool:
         self.proc = self.ctx.Process(target=_worker, args=(child, self.memory), daemon=True)
         self.proc.start()
 
-    def run(self, fn: Callable, *args) -> str:
+    def run(self, fn: Callable, *args, extra_time: float = 0) -> str:
+        """fn(*args) in the worker: its outcome, or `hang` after the time limit (+ extra_time seconds)."""
         if self.proc is None or not self.proc.is_alive():
             self._start()
         self.conn.send((fn, args))
-        if not self.conn.poll(self.timeout):
+        if not self.conn.poll(self.timeout + extra_time):
             self.proc.kill()
             self.proc = None
             return "hang"
@@ -400,8 +406,9 @@ def campaign(kind: str, n: int, arches: Iterable[str], seed: int, pool: Pool,
             progress(f"streams {arch}: {sum(counts.values())} runs")
     elif kind in ("codeobjects", "clis", "cli-processes"):
         fn = {"codeobjects": run_codeobject, "clis": run_cli, "cli-processes": run_cli_process}[kind]
+        extra = 2 * PROCESS_TIMEOUT if kind == "cli-processes" else 0  # the processes have time limits of their own
         for i, (arch, blob) in enumerate(code_objects(n, seed)):
-            counts[pool.run(fn, arch, blob)] += 1
+            counts[pool.run(fn, arch, blob, extra_time=extra)] += 1
             if i % 500 == 499:
                 progress(f"{kind}: {i + 1} runs")
     elif kind == "misuse":
