@@ -275,8 +275,8 @@ if addr is None:
     mod = emit_module([compile_op("gfx1100", "VOP2", "V_ADD_F32").ir], 32)
     mod.triple, mod.data_layout = jit.triple, jit.data_layout
     addr = jit.compile(mod, "probe", key)
-src = (ctypes.c_uint64 * 97)(*([0x3FC00000] * 32 + [0x40000000] * 32 + [0] + [1] * 32))  # S0 S1 MODE ACTIVE
-dst = (ctypes.c_uint64 * 32)()
+src = (ctypes.c_uint32 * 65)(*([0x3FC00000] * 32 + [0x40000000] * 32 + [0]))  # S0 S1 MODE
+dst = (ctypes.c_uint32 * 32)()
 ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(addr)(src, dst)
 print(jit.stats["compiled"], jit.stats["disk_hits"], hex(dst[0]), hex(dst[31]))
 """

@@ -8,6 +8,7 @@ scalars, the others `<lanes x T>` vectors in vector Funcs.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol
 
 from llvmlite import ir
@@ -88,6 +89,8 @@ class _Emitter:
         self.slots: dict[str, ir.AllocaInstr] = {}
         self.loops: list[tuple[ir.Block, _LoopMask | None]] = []  # enclosing loops: exit block, vector mask
         self.loop_vars = loop_vars
+        # MODE's value when it is a compile-time constant the body never assigns: uniform conditions on it fold
+        self.mode_const = self.mode if isinstance(self.mode, int) and "MODE" not in _assigned(f.body) else None
 
     # ---- variables ---------------------------------------------------------------------------------------------
     def var_type(self, var: str) -> ir.Type:
@@ -255,7 +258,18 @@ class _Emitter:
 
     def if_(self, s: If, m) -> None:
         b = self.b
+        k = self.fold(s.cond)
+        if k is not None:  # decided at compile time (MODE a constant): only the branch taken
+            self.block(s.then if k else s.orelse, m)
+            return
         c = self.ex(s.cond, m)
+        if lanes(c) and _flat(s):  # small bodies without effects: both run under their predicates, no branches
+            for body, cond in ((s.then, c), (s.orelse, None)):
+                if body:
+                    cond = b.not_(c) if cond is None else cond
+                    p = self.pred(m)
+                    self.block(body, cond if p is None else b.and_(p, cond))
+            return
         if not lanes(c) and not isinstance(m, _LoopMask):  # uniform condition: a plain branch, same predicate
             with b.if_else(c) as (then, other):
                 with then:
@@ -275,6 +289,10 @@ class _Emitter:
                 self.block(body, mm)
 
     def scalar_if(self, s: If) -> None:
+        k = self.fold(s.cond)
+        if k is not None:
+            self.block(s.then if k else s.orelse, None)
+            return
         c = self.ex(s.cond, None)
         with self.b.if_else(c) as (then, other):
             with then:
@@ -338,6 +356,20 @@ class _Emitter:
             self.hooks.fail(b, mask, s.reason)
 
     # ---- expressions --------------------------------------------------------------------------------------------
+    def fold(self, e: Expr) -> int | None:
+        """The value of a condition over constants and a constant MODE, or None (not known at compile time)."""
+        if isinstance(e, Const):
+            return int(e.value) if not e.ty.is_float else None
+        if isinstance(e, Var):
+            return self.mode_const if e.name == "MODE" else None
+        if not isinstance(e, Op) or e.op not in _FOLD or (e.op == "shr" and e.ty.kind == "i"):
+            return None
+        a = [self.fold(x) for x in e.args]
+        if any(x is None for x in a):
+            return None
+        bits = e.ty.bits
+        return _FOLD[e.op](a, e.attr) & ((1 << bits) - 1 if bits else 1)
+
     def ex(self, e: Expr, m) -> ir.Value:
         if isinstance(e, Const):
             return FL.constant(self.b, e.value, e.ty) if e.ty.is_float else _int_const(e)
@@ -349,7 +381,17 @@ class _Emitter:
             raise Unsupported(f"IR node {type(e).__name__}")
         if e.op == "elem":
             return self.array_get(e, m)
-        a = [self.ex(x, m) for x in e.args]
+        if e.op in _NAN_BLIND and len(e.args) == 1 and _widening(e.args[0]):  # as well on the narrower value
+            e = dataclasses.replace(e, args=e.args[0].args[:1])
+        elif e.op == "fconv":
+            e = _round_trip(e)
+            if not isinstance(e, Op):
+                return self.ex(e, m)
+        if e.op in _COMPARES:  # a compare sees values only: a widened operand is a plain fpext
+            a = [FL.ext(self.b, self.ex(x.args[0], m), FL.FTY[x.ty.bits]) if _widening(x) else self.ex(x, m)
+                 for x in e.args]
+        else:
+            a = [self.ex(x, m) for x in e.args]
         if e.ty.is_float or any(x.ty.is_float for x in e.args):
             return FL.op(self.b, e, a, self.mode)
         fn = getattr(self, "op_" + e.op, None)
@@ -573,6 +615,79 @@ def _int_const(e: Const) -> ir.Constant:
     if not e.ty.is_int:
         raise Unsupported(f"constant of type {e.ty}")
     return const(t, int(e.value))
+
+
+_COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
+_NAN_BLIND = {"isnan", "issnan", "isqnan", "isinf", "signbit"}  # kept by a widening conversion (NaN payloads too)
+_FOLD = {
+    "extract": lambda a, w: (a[0] >> a[1]) & ((1 << w) - 1), "tobool": lambda a, w: int(a[0] != 0),
+    "lnot": lambda a, w: int(not a[0]), "land": lambda a, w: int(a[0] and a[1]), "lor": lambda a, w: int(a[0] or a[1]),
+    "and": lambda a, w: a[0] & a[1], "or": lambda a, w: a[0] | a[1], "xor": lambda a, w: a[0] ^ a[1],
+    "eq": lambda a, w: int(a[0] == a[1]), "ne": lambda a, w: int(a[0] != a[1]), "shr": lambda a, w: a[0] >> a[1],
+}
+_EFFECTS = {"load", "reg_read", "callout", "fmt_load", "fmt_offset", "elem"}
+_FLAT_LIMIT = 80  # IR nodes of an If's bodies that run branch-free
+
+
+def _widening(e: Expr) -> bool:
+    """A float conversion to a wider IEEE format (exact; NaN payloads shifted), nearest even, not quieting."""
+    if not (isinstance(e, Op) and e.op == "fconv" and e.attr != "quiet" and e.ty.kind == "f"):
+        return False
+    src = e.args[0].ty
+    return src.kind == "f" and src.bits < e.ty.bits and all(
+        isinstance(x, Const) and x.value == 0 for x in e.args[1:])
+
+
+def _round_trip(e: Op) -> Expr:
+    """fconv(fconv_wide(x)) and fconv(quiet(fconv_wide(x))) back to x's format are x and quiet(x) (widening is
+    exact, NaN payloads included, and the narrowing takes the same bits back)."""
+    if not all(isinstance(x, Const) and x.value == 0 for x in e.args[1:]) or e.ty.kind != "f":
+        return e
+    inner, quiet = e.args[0], e.attr == "quiet"
+    if isinstance(inner, Op) and inner.op == "quiet" and len(inner.args) == 1:
+        inner, quiet = inner.args[0], True
+    if not _widening(inner) or inner.args[0].ty != e.ty:
+        return e
+    x = inner.args[0]
+    return Op("quiet", (x,), e.ty) if quiet else x
+
+
+def _size(node) -> int | None:
+    """IR nodes of an expression or statements, None when they reach anything but assignments of values."""
+    if isinstance(node, tuple):
+        total = 0
+        for x in node:
+            k = _size(x)
+            if k is None:
+                return None
+            total += k
+        return total
+    if isinstance(node, (Const, Var)) or node is None:
+        return 1
+    if isinstance(node, Op):
+        return None if node.op in _EFFECTS else _size(node.args)
+    if isinstance(node, Assign):
+        return None if node.index is not None else _size((node.value, node.lo))
+    if isinstance(node, If):
+        return _size((node.cond, node.then, node.orelse))
+    return None
+
+
+def _flat(s: If) -> bool:
+    k = _size((s.then, s.orelse))
+    return k is not None and k <= _FLAT_LIMIT
+
+
+def _assigned(body: tuple) -> set[str]:
+    out: set[str] = set()
+    for s in body:
+        if isinstance(s, (Assign, SetLaneBit)):
+            out.add(s.var)
+        elif isinstance(s, If):
+            out |= _assigned(s.then) | _assigned(s.orelse)
+        elif isinstance(s, Loop):
+            out |= {s.var} | _assigned(s.body)
+    return out
 
 
 def _loop_vars(body: tuple) -> set[str]:
