@@ -79,28 +79,11 @@ _EXTRA = (st.integers(0, 1 << 30), st.sampled_from([(1 << 64) - 1, (1 << 64) - 1
           st.sampled_from([F32_KEEP_IN | F32_KEEP_OUT] * 3 + [0, 1, 2, 3, F32_KEEP_OUT]))
 
 
+@pytest.mark.parametrize("arch,lanes", [("gfx1100", None), ("gfx1100", 64), ("gfx1201", None), ("gfx942", None)])
 @_SETTINGS
-@given(strategies.programs("gfx1100", 8), *_EXTRA)
-def test_rdna3_streams(prog, seed, exec_mask, mode_bits):
-    _compare("gfx1100", None, prog, seed, exec_mask, mode_bits)
-
-
-@_SETTINGS
-@given(strategies.programs("gfx1100", 8), *_EXTRA)
-def test_rdna3_wave64_streams(prog, seed, exec_mask, mode_bits):
-    _compare("gfx1100", 64, prog, seed, exec_mask, mode_bits)
-
-
-@_SETTINGS
-@given(strategies.programs("gfx1201", 8), *_EXTRA)
-def test_rdna4_streams(prog, seed, exec_mask, mode_bits):
-    _compare("gfx1201", None, prog, seed, exec_mask, mode_bits)
-
-
-@_SETTINGS
-@given(strategies.programs("gfx942", 8), *_EXTRA)
-def test_cdna3_streams(prog, seed, exec_mask, mode_bits):
-    _compare("gfx942", None, prog, seed, exec_mask, mode_bits)
+@given(data=st.data(), seed=_EXTRA[0], exec_mask=_EXTRA[1], mode_bits=_EXTRA[2])
+def test_streams_match_reference(arch, lanes, data, seed, exec_mask, mode_bits):
+    _compare(arch, lanes, data.draw(strategies.programs(arch, 8), "program"), seed, exec_mask, mode_bits)
 
 
 def test_mode_slot_is_the_guarded_one():

@@ -7,13 +7,15 @@ raw bits) and converted back, so every result is the reference backend's bit for
 emitted as the native numpy operation: the caller runs this code only while MODE rounds to nearest even (the
 reference backend's emu.pcode.floats.rop is then the native operation) and keeps denormals.
 
-Bodies with branches, loops, partial assignments, arrays or memory raise Decline: the caller then binds the
-reference backend's whole function instead.
+With `memory`, loads and stores of MEM / LDS are calls `ML(mem, act, addr, bits)` (a natural result) and
+`MS(mem, act, addr, value, bits)` of the caller's (`mem`, `act`: the memory and active lanes, `addr`: uint64
+byte addresses). Bodies with branches, loops, partial assignments, arrays or other state raise Decline: the
+caller then binds the reference backend's whole function instead.
 """
 from __future__ import annotations
 
 from emu.pcode import pyback
-from emu.pcode.ir import Assign, Const, Func, Op, SetLaneBit, Ty, Var
+from emu.pcode.ir import Assign, Const, Func, Op, SetLaneBit, Store, Ty, Var
 
 
 class Decline(Exception):
@@ -43,6 +45,14 @@ def _ut(t: Ty) -> str:
     return "U32" if _cls(t) == 32 else "U64"
 
 
+def _whole(f: Func, s: Assign) -> bool:
+    """An assignment of the whole variable (a bit field from 0 that covers it, of a variable not read before)."""
+    if s.width is None:
+        return s.lo is None
+    return isinstance(s.lo, Const) and s.lo.value == 0 and s.width == f.vars[s.var].bits and s.var not in f.inputs \
+        and _int(f.vars[s.var])
+
+
 class Natural:
     """Emits the body of one vector IR function at natural widths.
 
@@ -51,12 +61,12 @@ class Natural:
     list the generated code indexes."""
 
     def __init__(self, f: Func, lanes: int, nat: dict[str, str], wide: dict[str, str], consts: dict[str, int],
-                 K: list):
-        if not f.vector or f.arrays or f.files:
+                 K: list, memory: bool = False):
+        if not f.vector or f.arrays or f.files - ({"MEM", "LDS"} if memory else set()):
             raise Decline("not a register-only vector function")
         for s in f.body:
-            if not (isinstance(s, SetLaneBit) or (isinstance(s, Assign) and s.lo is None and s.index is None
-                                                   and s.width is None)):
+            if not (isinstance(s, SetLaneBit) or (isinstance(s, Assign) and s.index is None and _whole(f, s))
+                    or (isinstance(s, Store) and s.file in f.files and s.bits in (8, 16, 32, 64))):
                 raise Decline(f"statement {type(s).__name__}")
         self.f, self.lanes = f, lanes
         self.g = pyback.Gen(f)
@@ -242,6 +252,8 @@ class Natural:
             return f"L.lane_ids({self.lanes})"
         if e.op == "wave64":
             return repr(self.lanes == 64)
+        if e.op == "load" and e.attr in self.f.files and e.ty.bits in (8, 16, 32, 64):
+            return f"L.arr(ML(mem, act, {a[0]}, {e.ty.bits}))"
         if e.op in ("load", "fmt_load", "fmt_offset", "callout", "reg_read"):
             raise Decline(f"state access {e.op}")
         if e.op in pyback.ROUNDED and e.ty.is_float and not pyback._bf(e.ty):
@@ -261,8 +273,16 @@ class Natural:
                 self.lines.append(f"{pyback.pyname(var)} = {self.g.zero(t)}")
                 self.rep[var] = "w"
         for s in f.body:
+            if isinstance(s, Store):
+                addr, rep, _ = self.ex(s.addr[0])
+                val, vrep, _ = self.ex(s.value)
+                self.lines.append(f"MS(mem, act, {self.to_wide(addr, rep, s.addr[0].ty)}, "
+                                  f"{self.to_wide(val, vrep, s.value.ty)}, {s.bits})")
+                continue
             v = pyback.pyname(s.var)
             code, rep, _ = self.ex(s.value)
+            if isinstance(s, Assign) and s.width is not None and _int(s.value.ty) and s.value.ty.bits > s.width:
+                code, rep = self.tmp(f"{self.to_nat(code, rep, s.value.ty)} & {_ut(s.value.ty)}({_m(s.width)})"), "n"
             if isinstance(s, SetLaneBit):
                 self.lines.append(f"{v} = L.setlane({v}, {self.to_wide(code, rep, s.value.ty)}, True, {self.lanes})")
                 continue

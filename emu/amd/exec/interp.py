@@ -21,7 +21,7 @@ import numpy as np
 from emu.amd.exec import hwreg
 from emu.amd.exec.operands import constant, is_float
 from emu.amd.exec.plan import _BARRIERS, _CLOCKS, _ENDS, _ENGINE_NOPS, Planner
-from emu.amd.exec.state import MODE, SCC
+from emu.amd.exec.state import ACC, MODE, SCC
 from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT
 from emu.pcode import floats, pyback, runtime
 from emu.pcode.npback import Decline, Natural
@@ -56,7 +56,8 @@ class Interp:
 
     def plan(self, inst) -> Callable:
         p = self.planner
-        if not inst.valid or inst.op.name in _CONTROL or not (inst.base in _SALU or _fusable_valu(inst, p)):
+        if not inst.valid or inst.op.name in _CONTROL or not (inst.base in _SALU or inst.base == "DS"
+                                                              or _fusable_valu(inst, p)):
             return p.plan(inst)
         key = (inst.raw, p.target, p.lanes)
         if key in _cache:
@@ -72,6 +73,33 @@ class Interp:
         return make(inst.pc, _Ref(p, inst), *args)
 
 
+def lds_load(mem, act: np.ndarray, addr: np.ndarray, bits: int) -> np.ndarray:
+    """LDS.load (uint64 per lane), with a direct dword gather when every lane's access is aligned and in range."""
+    a = addr & U32_MASK
+    if bits == 32 and not (a & U64_3).any() and int(a.max()) + 4 <= mem.size:
+        r = mem.mem[:mem.size & ~3].view(np.uint32)[a >> U64_2].astype(np.uint64)
+        return r if act.all() else np.where(act, r, U64_0)
+    return mem.load(np.broadcast_to(addr, act.shape), bits, act)
+
+
+def lds_store(mem, act: np.ndarray, addr: np.ndarray, value, bits: int) -> None:
+    """LDS.store, with a direct dword scatter (lane order: the highest lane wins) when aligned and in range."""
+    a = addr & U32_MASK
+    v = np.broadcast_to(L_arr(value), act.shape)
+    if bits == 32 and not (a & U64_3).any() and int(a.max()) + 4 <= mem.size:
+        m32 = mem.mem[:mem.size & ~3].view(np.uint32)
+        if act.all():
+            m32[a >> U64_2] = v
+        else:
+            m32[(a >> U64_2)[act]] = v[act]
+        return
+    mem.store(np.broadcast_to(addr, act.shape), bits, v, act)
+
+
+U32_MASK, U64_3, U64_2, U64_0 = np.uint64(0xFFFFFFFF), np.uint64(3), np.uint64(2), np.uint64(0)
+L_arr = runtime.arr
+
+
 def _fusable_valu(inst, p: Planner) -> bool:
     return inst.base in _VALU and not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST"))
 
@@ -81,6 +109,8 @@ def _generate(p: Planner, inst) -> tuple:
     src = _Source(p, inst)
     if inst.base in _SALU:
         src.salu()
+    elif inst.base == "DS":
+        src.ds()
     else:
         src.valu()
     return src.compile()
@@ -111,7 +141,7 @@ class _Source:
                 f"        w.pc = nxt\n        return 0\n"
                 f"    return step\n")
         ns = {"np": np, "L": runtime, "F": floats, "K": self.consts, "Unsupported": PcodeUnsupported,
-              "U32": np.uint32, "U64": np.uint64}
+              "U32": np.uint32, "U64": np.uint64, "ML": lds_load, "MS": lds_store}
         exec(compile(text, f"<interp {self.inst.op.name}>", "exec"), ns)
         return ns["make"], tuple(self.args)
 
@@ -233,12 +263,43 @@ class _Source:
             keep = post is None or not (f.get("omod", 0) or f.get("clmp", 0))  # guarded: no flushing either
             if n == "D0" and natural and ir.outputs[n] in (32, 64) and n not in ir.masks and keep \
                     and self._plain_vdst(sem, op):
-                self._vgpr_store(gen.natural_out(n), ir.outputs[n])
+                self._vgpr_store(gen.natural_out(n), ir.outputs[n], f["vdst"] + p._acc(inst, "vdst", None))
                 continue
             v = gen.output(n)
             if n == "D0" and post is not None:
                 v = f"{self.arg(post)}(w, {v})"
             self.emit(f"{self.arg(wr)}(w, {v}, act)")
+        self.emit("w.lane_ops += n_act")
+
+    # -- LDS --------------------------------------------------------------------------------------------------
+    def ds(self) -> None:
+        p, inst = self.p, self.inst
+        sem, reads, writes = p.ds_parts(inst)
+        ir = sem.ir
+        if sem.serial or not ir.files <= {"MEM", "LDS"}:
+            raise Decline("atomics and register-file access")
+        consts, wide = {}, {}
+        for n, r in reads:
+            bits = ir.inputs.get(n)
+            if bits is None or n in ("MEM", "LDS"):
+                continue
+            if n in ("OFFSET", "OFFSET0", "OFFSET1"):
+                consts[n] = r(None) & ((1 << bits) - 1)
+            else:
+                wide[n] = f"{self.arg(r)}(w)"
+        self.emit("vg = w.vgpr")
+        self.emit("mem = w.lds")
+        self.emit("act = w.active")
+        self.emit(f"full = w.active_mask == {(1 << p.lanes) - 1}")
+        self.emit("n_act = w.active_mask.bit_count()")
+        gen = Natural(ir, p.lanes, {}, wide, consts, self.consts, memory=True)
+        self.lines += gen.body_lines()
+        vdst = inst.fields["vdst"] + (ACC if inst.fields.get("acc") else 0)
+        for n, wr in writes:
+            if n in ("RETURN_DATA", "VDATA") and ir.outputs.get(n) == 32 and p._width(sem, n, inst.op, "vdst") == 32:
+                self._vgpr_store(gen.natural_out(n), 32, vdst)
+            else:
+                self.emit(f"{self.arg(wr)}(w, {gen.output(n)}, act)")
         self.emit("w.lane_ops += n_act")
 
     def _vector_source(self, n: str, fld: str, sem, bits: int, vop3: bool) -> str | None:
@@ -279,8 +340,7 @@ class _Source:
                 "sgpr", "special", "ttmp"))
         return not scalar and "vdst" in inst.fields
 
-    def _vgpr_store(self, v: str, bits: int) -> None:
-        reg = self.inst.fields["vdst"] + self.p._acc(self.inst, "vdst", None)
+    def _vgpr_store(self, v: str, bits: int, reg: int) -> None:
         self.emit(f"d = {v}")
         if bits == 32:
             self.emit(f"if full: vg[{reg}] = d")

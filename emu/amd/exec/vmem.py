@@ -18,6 +18,10 @@ class MemoryPlans:
 
     # -- LDS ---------------------------------------------------------------------------------------------------
     def _ds(self, inst) -> Callable:
+        return _mem_step(*self.ds_parts(inst), inst.pc + inst.size, self.lanes)
+
+    def ds_parts(self, inst) -> tuple:
+        """(semantics, [(name, reader)], [(name, writer)]) of an LDS instruction."""
         op, f = inst.op, inst.fields
         sem = self.sem(op)
         consts = {"OFFSET": f["offset1"] << 8 | f["offset0"], "OFFSET0": f["offset0"], "OFFSET1": f["offset1"]}
@@ -50,8 +54,7 @@ class MemoryPlans:
                 reads.append((n, _wide_reader(f["vdst"] + acc, self._width(sem, n, op, "vdst"))))
             else:
                 reads.append((n, self._common_read(n, inst)))
-        writes = self._vmem_writes(sem, op, f["vdst"] + acc)
-        return _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
+        return sem, reads, self._vmem_writes(sem, op, f["vdst"] + acc)
 
     def _vmem_writes(self, sem, op, vdst: int, returns: bool = True) -> list:
         """Writers of a memory op's register results: loaded data (VDATA), and an atomic's pre-op value
