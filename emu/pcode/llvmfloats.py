@@ -8,9 +8,11 @@ Nothing is left to LLVM's or the host's defaults where they could differ from th
 - f16 arithmetic runs in f32 and rounds once to f16 (as numpy does); f64 -> f16 rounds to odd in f32 first, so
   that the f16 rounding is the single correct one (numpy converts directly).
 - MODE.FP_ROUND (bits 1:0 f32, 3:2 f16) directs add sub mul div sqrt fma exactly as floats.rop: the nearest
-  result stepped by one ulp after comparing it with the result in f64 (sums rounded to odd).
-- fma: f64 with llvm.fma (one rounding), f16 / f32 as pyback computes them (f64 product, sum rounded to odd,
-  scaled, rounded once).
+  result stepped by one ulp after comparing it with the result in f64 (sums rounded to odd). A constant MODE (the
+  wave engine's case) emits only its own mode; nearest even is the host's IEEE operation on whole vectors with
+  the NaN selection above (no fast-math flags: nothing is reassociated or contracted).
+- fma: f32 / f64 with llvm.fma (the exact product and sum rounded once: pyback's value), f16 and scaled f32 as
+  pyback computes them (f64 product, sum rounded to odd, scaled, rounded once).
 - exp2 log2 sin cos pow ldexp frexp fmod are the process's libm functions (numpy's float64 loops give libm's bits
   on this machine, but for log2 below zero: +NaN, emitted explicitly), called through private symbols so that
   LLVM cannot fold or replace them.
