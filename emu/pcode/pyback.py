@@ -386,17 +386,7 @@ class Gen:
         self.emit("lane = L.lane_ids(lanes)" if f.vector else "lane = 0", 1)
         self.emit("wave64 = lanes == 64", 1)
         self.emit(f"nl = {'lanes' if f.vector else 0}  # lanes of memory accesses; 0: one scalar access", 1)
-        loops = _loop_vars(f.body)
-        for var, t in f.vars.items():
-            if var in loops:
-                continue
-            v = pyname(var)
-            if var in f.inputs:
-                self.emit(f"{v} = L.inp(st[{var!r}], {f.inputs[var]})", 1)
-            elif var in f.arrays:
-                self.emit(f"{v} = [{self.zero(t)}] * {f.arrays[var]}", 1)
-            else:
-                self.emit(f"{v} = {self.zero(t)}", 1)
+        self.declare(1)
         entry = len(self.lines)
         self.block(f.body, "True", 1)
         self.lines[entry:entry] = [f"    {v} = {code}" for code, v in self.hoisted.items()]
@@ -409,6 +399,24 @@ class Gen:
                 outs.append(f"{name!r}: L.out_lanes({v}, {bits}, lanes)")
         self.emit("return {" + ", ".join(outs) + "}", 1)
         return "\n".join(self.lines) + "\n"
+
+    def declare(self, ind: int) -> None:
+        """Every variable's initial value: inputs loaded from the caller's state, the others zero."""
+        f = self.f
+        loops = _loop_vars(f.body)
+        for var, t in f.vars.items():
+            if var in loops:
+                continue
+            v = pyname(var)
+            if var in f.inputs:
+                self.emit(f"{v} = {self.load_input(var)}", ind)
+            elif var in f.arrays:
+                self.emit(f"{v} = [{self.zero(t)}] * {f.arrays[var]}", ind)
+            else:
+                self.emit(f"{v} = {self.zero(t)}", ind)
+
+    def load_input(self, var: str) -> str:
+        return f"L.inp(st[{var!r}], {self.f.inputs[var]})"
 
     def zero(self, t: Ty) -> str:
         if t.kind == "bool":

@@ -150,8 +150,8 @@ class _Source:
         p, inst = self.p, self.inst
         sem, reads, writes = p.salu_parts(inst)
         f = sem.ir
-        if (sem.reads | sem.writes) & _SCALAR_ENGINE:
-            raise Decline("hardware registers")
+        if (sem.reads | sem.writes) & _SCALAR_ENGINE or f.files:
+            raise Decline("hardware or register-file access")
         fm = {} if inst.base == "SOPK" else {"S0": "ssrc0", "S1": "ssrc1", "D0": "sdst"}  # SOPK: the planner's
         self.emit("sg = w.sgpr")
         if "MODE" in sem.reads and _rounds_floats(f):
@@ -379,23 +379,16 @@ class _Bound(pyback.Gen):
         self.emit(f"lane = L.lane_ids({self.lanes})" if vec else "lane = 0", 0)
         self.emit(f"lanes = {self.lanes}", 0)
         self.emit(f"wave64 = {self.lanes == 64}", 0)
-        loops = pyback._loop_vars(f.body)
-        for var, t in f.vars.items():
-            if var in loops:
-                continue
-            v = pyback.pyname(var)
-            if var in f.inputs:
-                if var not in self.binds:
-                    raise Decline(f"input {var} unbound")
-                self.emit(f"{v} = {self.binds[var]}", 0)
-            elif var in f.arrays:
-                self.emit(f"{v} = [{self.zero(t)}] * {f.arrays[var]}", 0)
-            else:
-                self.emit(f"{v} = {self.zero(t)}", 0)
+        self.declare(0)
         entry = len(self.lines)
         self.block(f.body, "True", 0)
         self.lines[entry:entry] = [f"{v} = {code}" for code, v in self.hoisted.items()]
         return self.lines
+
+    def load_input(self, var: str) -> str:
+        if var not in self.binds:
+            raise Decline(f"input {var} unbound")
+        return self.binds[var]
 
     def output(self, name: str) -> str:
         f, v, bits = self.f, pyback.pyname(name), self.f.outputs[name]
