@@ -137,7 +137,7 @@ def _initial_wave(d: Dispatch, wg, index: int, nitems: int, arch: str) -> WaveSt
     else:
         for dim in range(ndims + 1):
             w.vgpr[dim] = ids[dim].astype(np.uint32)
-    w.set_exec(sum(1 << i for i in range(lanes) if t[i] < nitems))
+    w.set_exec((1 << max(0, min(lanes, nitems - index * lanes))) - 1)  # the lanes that hold work-items
     w.pc = d.entry
     return w
 

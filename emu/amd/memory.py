@@ -106,11 +106,14 @@ class _Index(NamedTuple):
     starts: np.ndarray
     ends: np.ndarray
     writable: np.ndarray
+    table: np.ndarray  # for native code: [count, then per mapping: va, end, host address - va, writable]
 
 
 def _index(maps: tuple[Mapping, ...]) -> _Index:
+    rows = [(m.va, m.end, (m.buf.ctypes.data - m.va) % 2**64, int(m.writable)) for m in maps]
+    table = np.array([len(maps), *(x for r in rows for x in r)], np.uint64)
     return _Index(maps, [m.va for m in maps], np.array([m.va for m in maps], np.uint64),
-                  np.array([m.end for m in maps], np.uint64), np.array([m.writable for m in maps], bool))
+                  np.array([m.end for m in maps], np.uint64), np.array([m.writable for m in maps], bool), table)
 
 
 class VM:
@@ -180,6 +183,11 @@ class VM:
     @property
     def mappings(self) -> tuple[Mapping, ...]:
         return self._ix.maps
+
+    @property
+    def table(self) -> np.ndarray:
+        """The mappings as native code reads them (see _Index.table); replaced, never changed, on every (un)map."""
+        return self._ix.table
 
     # -- translation --------------------------------------------------------------------------------------------
     def _translate(self, addr: np.ndarray, nbytes: int, active: np.ndarray | None, write: bool):

@@ -16,11 +16,14 @@ import ctypes
 import os
 import threading
 
+import numpy as np
+
 from emu.amd.exec import TIERS
 from emu.amd.exec.translate import Exit, Region, family_takes
 from emu.pcode.llvmback import _jit
 
 BUDGET = 1 << 20  # instructions per native call before the host gets control back
+NO_MAPPINGS = np.zeros(1, np.uint64)  # the VM table of a wave without a VM
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
 _cache: dict[tuple, object] = {}
 _lock = threading.Lock()

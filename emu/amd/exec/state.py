@@ -130,10 +130,11 @@ class WaveState:
 
 
 class Counters:
-    """A native region call's counters [budget, executed, lane_ops, LDS size] and the wave's array addresses."""
+    """A native region call's counters [budget, executed, lane_ops, LDS size, VM table address, sink x3] and the
+    wave's array addresses."""
 
     def __init__(self, w: WaveState):
-        self.ctr = np.zeros(4, np.int64)
+        self.ctr = np.zeros(8, np.int64)
         lds = w.lds.mem if w.lds is not None else np.zeros(8, np.uint8)
         self.ctr[3] = w.lds.size if w.lds is not None else 0
         self.lds = lds  # kept alive with the pointer

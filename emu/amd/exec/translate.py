@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from emu.amd import isa
 from emu.amd.exec import hwreg
-from emu.amd.exec.operands import LITERAL, OperandError, Unsupported, constant, is_float, sign_bit
+from emu.amd.exec.operands import LITERAL, OperandError, Unsupported, constant, is_float, sext, sign_bit
 from emu.amd.exec.plan import _ENDS, _ENGINE_NOPS, _INST_FIELDS, _MODIFIER_FIELDS
 from emu.amd.exec.state import CONSTANTS, EXEC, MODE, SCC, VCC
 from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT, _float_bits, _keeps_denormals, opsel_hi
@@ -31,6 +31,8 @@ _BRANCHES = {"S_BRANCH", "S_CBRANCH_SCC0", "S_CBRANCH_SCC1", "S_CBRANCH_VCCZ", "
              "S_CBRANCH_EXECZ", "S_CBRANCH_EXECNZ"}
 _SALU = ("SOP1", "SOP2", "SOPC", "SOPK")
 _VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD")
+_GLOBAL = ("GLOBAL", "VGLOBAL", "FLAT", "VFLAT")
+SINK = 5  # ctr[5..7]: where inactive lanes' loads and stores go
 MAX_INSTS = 4000  # instructions per region
 
 
@@ -83,6 +85,40 @@ class _LDSHooks(_Hooks):
         for i in range(r.lanes):  # in lane order: the highest lane wins a shared address
             off = b.select(b.extract_element(ok, I32(i)), b.extract_element(a, I32(i)), b.extract_element(size, I32(0)))
             b.store(b.extract_element(value, I32(i)), b.gep(r.lds, [off], source_etype=ir.IntType(8)), align=1)
+
+
+class _VMHooks(_Hooks):
+    """MEM of a global access: lane i's byte address a is at host address hosts[i] + (a - addr[i]) (placed by
+    Region._place; inactive lanes point at a sink); stores go lane by lane in lane order."""
+
+    def __init__(self, region: Region, addr, hosts):
+        self.r, self.addr, self.hosts = region, addr, hosts
+
+    def _ptr(self, b, a, i: int):
+        d = b.sub(b.extract_element(a, I32(i)), b.extract_element(self.addr, I32(i)))
+        return b.inttoptr(b.add(b.extract_element(self.hosts, I32(i)), d), ir.PointerType())
+
+    def load(self, b, file, addr, bits, mask):
+        if bits % 8 or bits > 128:
+            raise PcodeUnsupported(f"{bits}-bit access")
+        t = ir.IntType(bits)
+        a = _fit(b, addr, 64)
+        out = ir.Constant(ir.VectorType(t, self.r.lanes), [0] * self.r.lanes)
+        for i in range(self.r.lanes):
+            v = b.load(self._ptr(b, a, i), typ=t, align=1)
+            out = b.insert_element(out, b.select(b.extract_element(mask, I32(i)), v, t(0)), I32(i))
+        return out
+
+    def store(self, b, file, addr, value, bits, mask):
+        if bits % 8 or bits > 128:
+            raise PcodeUnsupported(f"{bits}-bit access")
+        a = _fit(b, addr, 64)
+        value = _fit(b, value, bits)
+        for i in range(self.r.lanes):
+            on = b.extract_element(mask, I32(i))
+            p = self._ptr(b, a, i)
+            keep = b.load(p, typ=ir.IntType(bits), align=1)
+            b.store(b.select(on, b.extract_element(value, I32(i)), keep), p, align=1)
 
 
 class Region:
@@ -164,7 +200,9 @@ class Region:
             return True
         if base in _VALU or base == "VOPD":
             return not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST")) and self.fam != "cdna"
-        return base == "DS"
+        if base == "SMEM":
+            return inst.op.name.startswith(("S_LOAD_", "S_BUFFER_LOAD_")) and self.fam != "cdna"
+        return base == "DS" or base in _GLOBAL and self.fam != "cdna"
 
     @staticmethod
     def _target(inst) -> int:
@@ -275,11 +313,12 @@ class Region:
     def _count(self, b) -> None:
         b.store(b.add(b.load(self.n, typ=I64), I64(1)), self.n)
 
-    def _leave(self, b, pc) -> None:
-        """Return `pc` (an i64 value) after adding the counters."""
+    def _leave(self, b, pc, uncount: int = 0) -> None:
+        """Return `pc` (an i64 value) after adding the counters (less `uncount` instructions that did not run)."""
         for i, slot in ((1, self.n), (2, self.lane_ops)):
             p = self._gep(b, self.ctr, i, I64)
-            b.store(b.add(b.load(p, typ=I64), b.load(slot, typ=I64)), p)
+            v = b.load(slot, typ=I64)
+            b.store(b.add(b.load(p, typ=I64), b.sub(v, I64(uncount)) if i == 1 else v), p)
         b.ret(pc)
 
     def _goto(self, b, pc: int) -> None:
@@ -304,6 +343,10 @@ class Region:
             self._vopd(b, inst)
         elif base == "DS":
             self._ds(b, inst)
+        elif base in _GLOBAL:
+            b = self._global(b, inst)
+        elif base == "SMEM":
+            b = self._smem(b, inst)
         else:
             self._valu(b, inst)
         self._goto(b, nxt)
@@ -469,6 +512,134 @@ class Region:
             if n in ("VDATA", "RETURN_DATA") and has_dst:
                 self._set_vgpr(b, f["vdst"], pl._width(sem, n, op, "vdst"), v, self._lanes(b, exe))
         self._lane_ops(b, exe, 1)
+
+    # -- global memory: an inline walk of the VM's mapping table; any lane it cannot place leaves before the access --
+    def _translator(self) -> ir.Function:
+        """`i64 hwemu_translate(ptr table, i64 addr, i64 nbytes, i1 write)`: the host address of [addr, addr+nbytes)
+        when one mapping holds it (and allows the write), else 0."""
+        m = self.fn.module
+        fn = m.globals.get("hwemu_translate")
+        if fn is not None:
+            return fn
+        fn = ir.Function(m, ir.FunctionType(I64, [ir.PointerType(), I64, I64, I1]), "hwemu_translate")
+        fn.linkage = "internal"
+        table, a, n, write = fn.args
+        entry, head, body, done = (fn.append_basic_block(x) for x in ("entry", "head", "body", "done"))
+        b = ir.IRBuilder(entry)
+        count = b.load(b.gep(table, [I64(0)], source_etype=I64), typ=I64)
+        b.branch(head)
+        b = ir.IRBuilder(head)  # binary search: lo = the number of mappings that start at or below addr
+        lo, hi = b.phi(I64), b.phi(I64)
+        lo.add_incoming(I64(0), entry)
+        hi.add_incoming(count, entry)
+        b.cbranch(b.icmp_unsigned("<", lo, hi), body, done)
+        b = ir.IRBuilder(body)
+        mid = b.lshr(b.add(lo, hi), I64(1))
+        start = b.load(b.gep(table, [b.add(b.mul(mid, I64(4)), I64(1))], source_etype=I64), typ=I64)
+        below = b.icmp_unsigned("<=", start, a)
+        lo.add_incoming(b.select(below, b.add(mid, I64(1)), lo), body)
+        hi.add_incoming(b.select(below, hi, mid), body)
+        b.branch(head)
+        b = ir.IRBuilder(done)
+        i = b.sub(lo, I64(1))
+        row = b.add(b.mul(b.select(b.icmp_unsigned("==", lo, I64(0)), I64(0), i), I64(4)), I64(1))
+        field = [b.load(b.gep(table, [b.add(row, I64(k))], source_etype=I64), typ=I64) for k in range(4)]
+        end = b.add(a, n)
+        ok = b.and_(b.icmp_unsigned("!=", lo, I64(0)), b.icmp_unsigned("<=", end, field[1]))
+        ok = b.and_(ok, b.icmp_unsigned(">=", end, a))  # no wrap past 2^64
+        ok = b.and_(ok, b.or_(b.not_(write), b.icmp_unsigned("!=", field[3], I64(0))))
+        b.ret(b.select(ok, b.add(a, field[2]), I64(0)))
+        return fn
+
+    def _place(self, b, inst, addr, nbytes: int, write: bool, active):
+        """Host addresses of every active lane's access (addr: <lanes x i64>); leaves the region at the instruction
+        (before it has any effect) when a lane falls outside one mapping. Returns (builder, host addresses)."""
+        table = b.inttoptr(b.load(self._gep(b, self.ctr, 4, I64), typ=I64), ir.PointerType())
+        sink = b.ptrtoint(self._gep(b, self.ctr, SINK, I64), I64)
+        tr = self._translator()
+        hosts = ir.Constant(ir.VectorType(I64, self.lanes), [0] * self.lanes)
+        bad = I1(0)
+        for i in range(self.lanes):
+            on = b.extract_element(active, I32(i))
+            h = b.call(tr, [table, b.extract_element(addr, I32(i)), I64(nbytes), I1(write)])
+            bad = b.or_(bad, b.and_(on, b.icmp_unsigned("==", h, I64(0))))
+            hosts = b.insert_element(hosts, b.select(on, h, sink), I32(i))
+        out = self.fn.append_basic_block(f"miss_{inst.pc:x}")
+        go = self.fn.append_basic_block(f"placed_{inst.pc:x}")
+        b.cbranch(bad, out, go)
+        self._leave(ir.IRBuilder(out), I64(inst.pc), uncount=1)
+        return ir.IRBuilder(go), hosts
+
+    def _global(self, b, inst):
+        """GLOBAL / FLAT loads and stores (as MemoryPlans._flat) through the VM table; atomics are exits."""
+        op, f = inst.op, inst.fields
+        pl = self.planner
+        sem = pl.sem(op)
+        if sem.serial or f.get("acc") or sem.writes - {"MEM", "VDATA", "RETURN_DATA"} or "VGPR" in sem.reads:
+            raise Exit(f"{op.name}: atomic or writes {sorted(sem.writes)}")
+        rdna4 = "ioffset" in f
+        vaddr, data, vdst = (f["vaddr"], f["vsrc"], f["vdst"]) if rdna4 else (f["addr"], f["data"], f["vdst"])
+        off = sext(f["ioffset"], 24) if rdna4 else sext(f["offset"], 13)
+        saddr = f.get("saddr", pl.saddr_off)
+        vec = ir.VectorType(I64, self.lanes)
+        if inst.base.endswith("GLOBAL") and saddr not in (pl.saddr_off, 0x7C, 0x7D):
+            base = b.add(self._scalar(b, saddr, 64, "", None), I64(off & (2**64 - 1)))
+            addr = b.add(b.zext(self._vgpr(b, vaddr, 32), vec), self._shape(b, base, 64, True))
+        else:
+            addr = b.add(self._vgpr(b, vaddr, 64), self._shape(b, off, 64, True))
+        store = "MEM" in sem.writes
+        widths = [pl._width(sem, n, op, "vdst" if n == "VDATA" and not store else "data")
+                  for n in ("DATA", "VDATA", "DATA0") if n in sem.reads | sem.writes]
+        nbytes = max([sem.access_bits, *widths]) // 8
+        exe = self._exec(b)
+        active = self._lanes(b, exe)
+        b, hosts = self._place(b, inst, addr, nbytes, store, active)
+
+        def operand(n: str):
+            if n == "ADDR":
+                return addr
+            if n == "VDATA" and "vdst" in op.operands:  # a d16 load keeps the other half of its destination
+                return self._vgpr(b, vdst, pl._width(sem, n, op, "vdst"))
+            if n in ("DATA", "VDATA", "DATA0"):
+                return self._vgpr(b, data, pl._width(sem, n, op, "data"))
+            if n == "OFFSET":
+                return off
+            return None
+        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True),
+                   _VMHooks(self, addr, hosts))
+        has_dst = "vdst" in op.operands or ("vdata" in op.operands and not store)
+        for n, v in out.items():
+            if n in ("VDATA", "RETURN_DATA") and has_dst:
+                self._set_vgpr(b, vdst, pl._width(sem, n, op, "vdst"), v, active)
+        self._lane_ops(b, exe, 1)
+        return b
+
+    def _smem(self, b, inst):
+        """s_load / s_buffer_load of whole dwords into SGPRs (as Planner._smem)."""
+        op, f = inst.op, inst.fields
+        nbits = op.operands["sdata"].bits if "sdata" in op.operands else 0
+        if not nbits or nbits % 32:
+            raise Exit("sub-dword scalar load")
+        ndw, dst = nbits // 32, f["sdata"]
+        if not (dst + ndw <= VCC + 2 or 108 <= dst and dst + ndw <= 124):
+            raise Exit("scalar load destination out of range")
+        base = self._scalar(b, f["sbase"] * 2, 64, "", None)
+        if op.name.startswith("S_BUFFER"):
+            base = b.and_(base, I64(0xFFFFFFFFFFFF))
+        key = "ioffset" if "ioffset" in f else "offset"
+        addr = b.add(base, I64(sext(f[key], 24 if key == "ioffset" else 21) & (2**64 - 1)))
+        soff = f.get("soffset")
+        if soff is not None and soff != self.null:
+            addr = b.add(addr, b.zext(self._scalar(b, soff, 32, "", None), I64))
+        addr = b.and_(addr, I64(0xFFFFFFFFFFFC))
+        one = ir.Constant(ir.VectorType(I1, self.lanes), [1] + [0] * (self.lanes - 1))
+        vec = self._shape(b, addr, 64, True)
+        b, hosts = self._place(b, inst, vec, 4 * ndw, False, one)
+        host = b.inttoptr(b.extract_element(hosts, I32(0)), ir.PointerType())
+        for k in range(ndw):
+            v = b.load(b.gep(host, [I64(k)], source_etype=I32), typ=I32, align=4)
+            b.store(v, self._slot(b, dst + k))
+        return b
 
     # -- VALU --------------------------------------------------------------------------------------------------------
     def _valu(self, b, inst) -> None:

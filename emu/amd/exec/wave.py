@@ -85,7 +85,8 @@ class Program:
         def run_native(w):
             c = w.counters or w.attach_counters()
             ctr = c.ctr
-            ctr[0], ctr[1], ctr[2] = jit.BUDGET, 0, 0
+            table = w.vm.table if w.vm is not None else jit.NO_MAPPINGS  # kept alive during the call
+            ctr[0], ctr[1], ctr[2], ctr[4] = jit.BUDGET, 0, 0, table.ctypes.data
             nxt = fn(*c.args)
             if nxt < 0:  # the wave's MODE is not the region's
                 return step(w)
