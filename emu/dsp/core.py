@@ -385,6 +385,8 @@ def _reader(o, value: int, new_cls: str):
     if o.cls == "#":
         return lambda t: value
     if o.cls in "NO":  # new value: what the producer wrote in this packet (KeyError: it did not)
+        if new_cls not in ("R" if o.cls == "N" else "VT"):  # e.g. Ns.new naming a vector-predicate write
+            raise IllegalPacket(f"operand {o.text}: its new value comes from a {new_cls} register")
         key = ("v" if new_cls == "V" else new_cls.lower(), value)
         return lambda t: t.log[key]
     if o.cls == "R" or o.cls == "C":
