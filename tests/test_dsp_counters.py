@@ -9,6 +9,8 @@ import time
 
 import pytest
 from dsp_support import vendor_isa
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emu.dsp.linux import Process
 from tools import dsp_qemu_insn_diff as qd
@@ -123,3 +125,14 @@ def test_ctrl_c_stops_cleanly(tmp_path):
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130 and out == b"hello\n"
     assert err.startswith(b"hwemu: interrupted at pc 0x") and b"Traceback" not in err
+
+
+@given(st.sampled_from(["--max-packets", "--timeout"]), st.text())
+def test_limit_options_take_any_text(opt, text):
+    """A watchdog limit from the command line or the environment is a number >= 0 or a ValueError (exit 2)."""
+    from emu.dsp.__main__ import _limit
+    try:
+        value = _limit(opt, text)
+    except ValueError:
+        return
+    assert value >= 0

@@ -41,8 +41,8 @@ def write_shims(folder: str | os.PathLike) -> list[Path]:
 def _limit(opt: str, text: str) -> int | float:
     _, kind, _ = _LIMITS[opt]
     value = kind(text)
-    if value < 0:
-        raise ValueError(f"{opt} must not be negative")
+    if not value >= 0:  # negative, or NaN
+        raise ValueError(f"{opt} must be a number of at least 0, not {text!r}")
     return value
 
 
