@@ -71,34 +71,24 @@ class Stats:
 def run_dispatch(vm: VM, d: Dispatch, arch: str) -> Stats:
     """Run every workgroup of `d`; a fault propagates as GPUFault (the dispatch stops there)."""
     nitems = d.block[0] * d.block[1] * d.block[2]
-    nwaves = -(-nitems // d.lanes)
+    slots = _WaveSlots(vm, d, arch, -(-nitems // d.lanes), nitems)
     stats = Stats()
     gx, gy, gz = d.grid
     sx, sy, sz = d.start
     for wz in range(sz, sz + gz):
         for wy in range(sy, sy + gy):
             for wx in range(sx, sx + gx):
-                _run_workgroup(vm, d, (wx, wy, wz), nwaves, nitems, arch, stats)
+                _run_workgroup(slots.start((wx, wy, wz)), d.program, stats)
     return stats
 
 
-def _run_workgroup(vm, d: Dispatch, wg, nwaves, nitems, arch, stats: Stats) -> None:
-    lds = LDS(d.lds_size)
-    waves = []
-    for i in range(nwaves):
-        w = _initial_wave(d, wg, i, nitems, arch)
-        w.vm, w.lds = vm, lds
-        slot = i % d.scratch_waves if d.scratch_waves else 0  # the scratch wave slot the wave is given
-        w.scratch = Scratch(vm, d.scratch_base + slot * d.scratch_wave_bytes, d.lanes, d.scratch_wave_bytes // d.lanes)
-        w.flat = Flat(vm, lds, w.scratch)
-        w.dispatch, w.workgroup, w.wave_id = d.dispatch_id, wg, i
-        waves.append(w)
+def _run_workgroup(waves: list[WaveState], program: Program, stats: Stats) -> None:
     live = list(waves)
     try:
         while live:
             at_barrier = []
             for w in live:
-                if run(w, d.program) == BARRIER:
+                if run(w, program) == BARRIER:
                     at_barrier.append(w)
             live = at_barrier  # every running wave reached the barrier (or ended): release it
     finally:
@@ -108,29 +98,55 @@ def _run_workgroup(vm, d: Dispatch, wg, nwaves, nitems, arch, stats: Stats) -> N
             stats.lane_instructions += w.lane_ops
 
 
-def _initial_wave(d: Dispatch, wg, index: int, nitems: int, arch: str) -> WaveState:
+class _WaveSlots:
+    """The waves of a workgroup, made once per dispatch and reset for each workgroup it runs: their register
+    arrays, LDS, scratch slots and native-call counters are reused; only the workgroup ids and the state the
+    previous workgroup left change."""
+
+    def __init__(self, vm: VM, d: Dispatch, arch: str, nwaves: int, nitems: int):
+        self.d = d
+        self.lds = LDS(d.lds_size)
+        self.waves, self.initial = [], []
+        for i in range(nwaves):
+            w = _initial_wave(d, i, nitems, arch)
+            w.vm, w.lds = vm, self.lds
+            slot = i % d.scratch_waves if d.scratch_waves else 0  # the scratch wave slot the wave is given
+            w.scratch = Scratch(vm, d.scratch_base + slot * d.scratch_wave_bytes, d.lanes,
+                                d.scratch_wave_bytes // d.lanes)
+            w.flat = Flat(vm, self.lds, w.scratch)
+            w.dispatch, w.wave_id = d.dispatch_id, i
+            self.waves.append(w)
+            self.initial.append((w.sgpr.copy(), w.vgpr[:3].copy(), w.exec, w.active))
+        self.fresh = True
+
+    def start(self, wg: tuple[int, int, int]) -> list[WaveState]:
+        if not self.fresh:  # the previous workgroup's waves: back to the initial state
+            self.lds.mem.fill(0)
+            for w, (sgpr, v012, exec_, active) in zip(self.waves, self.initial, strict=True):
+                w.sgpr[:] = sgpr
+                w.vgpr.fill(0)
+                w.vgpr[:3] = v012
+                w.active, w.active_mask = active, exec_
+                w.pc, w.executed, w.lane_ops, w.gpr_idx = self.d.entry, 0, 0, 0
+        self.fresh = False
+        for w in self.waves:
+            _set_workgroup(w, self.d, wg)
+        return self.waves
+
+
+def _initial_wave(d: Dispatch, index: int, nitems: int, arch: str) -> WaveState:
+    """Wave `index` of a workgroup at its start, but for the workgroup ids (_set_workgroup)."""
     fam = d.program.family
     lanes = d.lanes
     w = WaveState(fam, lanes, agprs=256 if fam == "cdna" else 0)
     w.mode = initial_mode(fam, d.rsrc1)  # FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE from COMPUTE_PGM_RSRC1
-    r2 = d.rsrc2
-    n = r2.user_sgpr_count
+    n = d.rsrc2.user_sgpr_count
     w.sgpr[:n] = (list(d.user_sgprs[:n]) + [0] * n)[:n]  # USER_DATA registers a runtime did not write read as 0
-    s = n
-    for axis in range(3):
-        if getattr(r2, f"enable_sgpr_workgroup_id_{'xyz'[axis]}"):
-            w.sgpr[s] = wg[axis]
-            s += 1
-    if r2.enable_sgpr_workgroup_info:
-        w.sgpr[s] = 0
-    if fam == "rdna4":  # architected SGPRs: workgroup ids in ttmp9 (x) and ttmp7 (y | z << 16)
-        w.sgpr[TTMP + 9] = wg[0]
-        w.sgpr[TTMP + 7] = wg[1] | wg[2] << 16
     # work-item ids of each lane
     t = index * lanes + np.arange(lanes)
     bx, by, _ = d.block
     x, y, z = t % bx, (t // bx) % by, t // (bx * by)
-    ndims = r2.enable_vgpr_workitem_id
+    ndims = d.rsrc2.enable_vgpr_workitem_id
     ids = [x, y if ndims >= 1 else 0 * y, z if ndims >= 2 else 0 * z]
     if arch in PACKED_IDS or fam in ("rdna3", "rdna4"):
         w.vgpr[0] = (ids[0] | ids[1] << 10 | ids[2] << 20).astype(np.uint32)
@@ -140,6 +156,22 @@ def _initial_wave(d: Dispatch, wg, index: int, nitems: int, arch: str) -> WaveSt
     w.set_exec((1 << max(0, min(lanes, nitems - index * lanes))) - 1)  # the lanes that hold work-items
     w.pc = d.entry
     return w
+
+
+def _set_workgroup(w: WaveState, d: Dispatch, wg: tuple[int, int, int]) -> None:
+    """The system SGPRs of workgroup `wg` after the user SGPRs (and gfx12's architected ttmp7 / ttmp9)."""
+    r2 = d.rsrc2
+    s = r2.user_sgpr_count
+    for axis in range(3):
+        if getattr(r2, f"enable_sgpr_workgroup_id_{'xyz'[axis]}"):
+            w.sgpr[s] = wg[axis]
+            s += 1
+    if r2.enable_sgpr_workgroup_info:
+        w.sgpr[s] = 0
+    if w.family == "rdna4":  # architected SGPRs: workgroup ids in ttmp9 (x) and ttmp7 (y | z << 16)
+        w.sgpr[TTMP + 9] = wg[0]
+        w.sgpr[TTMP + 7] = wg[1] | wg[2] << 16
+    w.workgroup = wg
 
 
 def check_launch(kernel: Kernel, grid, block, dynamic_lds: int = 0) -> None:
