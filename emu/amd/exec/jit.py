@@ -8,25 +8,40 @@
   native, so code that runs once never waits for LLVM.
 Whatever a region cannot take runs on the reference engine, so every tier runs every program.
 
-Compiled regions are cached per process, keyed by the region's code bytes, processor, wave size and MODE.
+Compiled regions are cached in the process and on disk (emu.pcode.llvmjit: $HWEMU_CACHE/llvm), keyed by the
+region's code bytes, processor, wave size and MODE, and by the source of the translator and the pcode compiler
+(a change to either compiles anew).
 """
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 
-from emu.amd.exec import TIERS
+from emu.amd.exec import TIERS, translate
 from emu.amd.exec.translate import Exit, Region, family_takes
-from emu.pcode.llvmback import _jit
+from emu.pcode.llvmjit import engine
 
 BUDGET = 1 << 20  # instructions per native call before the host gets control back
 NO_MAPPINGS = np.zeros(1, np.uint64)  # the VM table of a wave without a VM
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
 _cache: dict[tuple, object] = {}
 _lock = threading.Lock()
+
+
+def _sources_digest() -> str:
+    """What the compiled code depends on besides the region: the translator, the pcode compiler and its fixups."""
+    h = hashlib.sha256()
+    for f in sorted([Path(translate.__file__), *Path(engine.__code__.co_filename).parent.glob("*.py")]):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+_SOURCES = _sources_digest()
 
 
 def tier() -> str:
@@ -60,16 +75,19 @@ def native(prog, pc: int, mode: int):
             fn = _cache.get(key)
             if fn is not None:
                 return fn
-            name = f"region{len(_cache)}"
-            try:
-                mod, _ = region.module(name, exits)
-            except Exit as e:
-                bad = e.args[0] if e.args and isinstance(e.args[0], int) else pc
-                if bad == pc:
-                    return None
-                exits.add(bad)
-                continue
-            fn = _cache[key] = _SIG(_jit().compile(mod, name))
+            disk_key = f"region {_SOURCES} {key!r}"
+            addr = engine().load(disk_key)
+            if addr is None:
+                try:
+                    mod, _ = region.module("region", exits)
+                except Exit as e:
+                    bad = e.args[0] if e.args and isinstance(e.args[0], int) else pc
+                    if bad == pc:
+                        return None
+                    exits.add(bad)
+                    continue
+                addr = engine().compile(mod, "region", disk_key)
+            fn = _cache[key] = _SIG(addr)
             return fn
     return None
 
