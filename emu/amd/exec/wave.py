@@ -88,7 +88,7 @@ class Program:
             table = w.vm.table if w.vm is not None else jit.NO_MAPPINGS  # kept alive during the call
             ctr[0], ctr[1], ctr[2], ctr[4] = jit.BUDGET, 0, 0, table.ctypes.data
             nxt = fn(*c.args)
-            if nxt < 0:  # the wave's MODE is not the region's
+            if nxt < 0 or not ctr[1]:  # the wave's MODE is not the region's, or its first access needs the VM
                 return step(w)
             w.pc = nxt
             w.executed += int(ctr[1]) - 1  # the run loop counts this step as one

@@ -1,7 +1,9 @@
-"""The lean interpreter tier (HWEMU_TIER=interp) against the reference tier: hypothesis streams of valid
-instructions (emu.amd.strategies) run on a free-standing Wave under both tiers from the same random register
-state; SGPRs, VGPRs, EXEC / VCC / SCC / M0 / MODE, LDS, fault kinds and instruction counts must match bit for
-bit. Locally (the exploring profile) 2,000 examples per family, in CI a fixed modest set."""
+"""The execution tiers against the reference tier: hypothesis streams of valid instructions (emu.amd.strategies)
+run on a free-standing Wave under the lean interpreter (HWEMU_TIER=interp) and the LLVM tier (HWEMU_TIER=jit:
+every region compiled at its first execution) and under the reference tier, from the same random register state;
+SGPRs, VGPRs, EXEC / VCC / SCC / M0 / MODE, LDS, fault kinds and instruction counts must match bit for bit.
+Locally (the exploring profile) 2,000 examples per family and tier, in CI a fixed modest set (fewer for jit, whose
+every example compiles native code)."""
 from __future__ import annotations
 
 import os
@@ -18,7 +20,7 @@ from emu.amd.exec.state import MODE
 from emu.amd.memory import GPUFault
 
 EXPLORE = not os.environ.get("CI")
-EXAMPLES = 2000 if EXPLORE else 60
+EXAMPLES = {"interp": 2000 if EXPLORE else 60, "jit": 2000 if EXPLORE else 12}
 ARCHES = ("gfx1100", "gfx1201", "gfx942")
 _FLOATS = np.array([0x0, 0x80000000, 0x3F800000, 0xBF800000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001,
                     0x00000001, 0x807FFFFF, 0x4B000000, 0x3F000000, 0xFFFFFFFF, 0x7FFFFFFF, 0x80000001],
@@ -48,15 +50,16 @@ def _run(arch: str, lanes: int | None, tier: str, code: bytes, seed: int, exec_m
     return w, fault
 
 
-def _compare(arch: str, lanes: int | None, prog: list[bytes], seed: int, exec_mask: int, mode_bits: int) -> None:
+def _compare(tier: str, arch: str, lanes: int | None, prog: list[bytes], seed: int, exec_mask: int,
+             mode_bits: int) -> None:
     code = b"".join(prog)
     ref, fr = _run(arch, lanes, "ref", code, seed, exec_mask, mode_bits)
-    new, fn = _run(arch, lanes, "interp", code, seed, exec_mask, mode_bits)
-    assert fn == fr, f"faults differ: interp {fn}, ref {fr}"
+    new, fn = _run(arch, lanes, tier, code, seed, exec_mask, mode_bits)
+    assert fn == fr, f"faults differ: {tier} {fn}, ref {fr}"
     for k in range(new.sgpr.size):
-        assert new.sgpr[k] == ref.sgpr[k], f"sgpr slot {k}: interp {new.sgpr[k]:#x}, ref {ref.sgpr[k]:#x}"
+        assert new.sgpr[k] == ref.sgpr[k], f"sgpr slot {k}: {tier} {new.sgpr[k]:#x}, ref {ref.sgpr[k]:#x}"
     diff = np.argwhere(new.vgpr != ref.vgpr)
-    assert not diff.size, f"v{diff[0][0]} lane {diff[0][1]}: interp {new.vgpr[tuple(diff[0])]:#x}, " \
+    assert not diff.size, f"v{diff[0][0]} lane {diff[0][1]}: {tier} {new.vgpr[tuple(diff[0])]:#x}, " \
                           f"ref {ref.vgpr[tuple(diff[0])]:#x}"
     assert (new.exec, new.vcc, new.scc, new.m0, new.mode) == (ref.exec, ref.vcc, ref.scc, ref.m0, ref.mode)
     assert np.array_equal(new.active, ref.active)
@@ -74,16 +77,23 @@ def _restore_tier():
         os.environ["HWEMU_TIER"] = old
 
 
-_SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
-_EXTRA = (st.integers(0, 1 << 30), st.sampled_from([(1 << 64) - 1, (1 << 64) - 1, 0x5555_5555_5555_5555, 0, 1]),
-          st.sampled_from([F32_KEEP_IN | F32_KEEP_OUT] * 3 + [0, 1, 2, 3, F32_KEEP_OUT]))
+_EXTRA = dict(seed=st.integers(0, 1 << 30),
+              exec_mask=st.sampled_from([(1 << 64) - 1, (1 << 64) - 1, 0x5555_5555_5555_5555, 0, 1]),
+              mode_bits=st.sampled_from([F32_KEEP_IN | F32_KEEP_OUT] * 3 + [0, 1, 2, 3, F32_KEEP_OUT]))
+_CASES = [("gfx1100", None), ("gfx1100", 64), ("gfx1201", None), ("gfx942", None)]
 
 
-@pytest.mark.parametrize("arch,lanes", [("gfx1100", None), ("gfx1100", 64), ("gfx1201", None), ("gfx942", None)])
-@_SETTINGS
-@given(data=st.data(), seed=_EXTRA[0], exec_mask=_EXTRA[1], mode_bits=_EXTRA[2])
-def test_streams_match_reference(arch, lanes, data, seed, exec_mask, mode_bits):
-    _compare(arch, lanes, data.draw(strategies.programs(arch, 8), "program"), seed, exec_mask, mode_bits)
+def _streams(tier: str):
+    @pytest.mark.parametrize("arch,lanes", _CASES)
+    @settings(max_examples=EXAMPLES[tier], deadline=None, suppress_health_check=list(HealthCheck))
+    @given(data=st.data(), **_EXTRA)
+    def test(arch, lanes, data, seed, exec_mask, mode_bits):
+        _compare(tier, arch, lanes, data.draw(strategies.programs(arch, 8), "program"), seed, exec_mask, mode_bits)
+    return test
+
+
+test_interp_streams_match_reference = _streams("interp")
+test_jit_streams_match_reference = _streams("jit")
 
 
 def test_mode_slot_is_the_guarded_one():
