@@ -51,6 +51,10 @@ PACKETS = [
     "{ p0 = cmp.eq(r1,r1); if (p0.new) r5 = add(r6,r7); if (!p0.new) r8 = add(r6,r7) }",
     "{ r0 = add(r1,#1); r1 = add(r0,#1) }",
     "{ r1 = ##vdata+128 }\n{ r2 = memw(r1+#0); memw(r1+#0) = r3 }\n{ r4 = memw(r1+#0) }",
+    # { memd(r2+#0) = r1:0; r1:0 = memd(r2+#0) } in that order (as words: the assembler would put the load
+    # first), as clang-19 emits it: the load sees the store
+    "{ r2 = ##vdata+136 }\n\t.word 0xa1c24000, 0x91c2c000",
+    "{ r1 = ##vdata+144 }\n{ memd(r1+#0) = r3:2; r5:4 = memd(r1+#0) }",  # assembled load first: the old value
     "{ r1 = usr }\n{ r2 = add(r3,r4):sat; r5 = add(r6,r7):sat }\n{ r8 = usr }",
     "{ r1 = ##vdata+640 }\n{ v20 = vmem(r1+#0):nt }\n{ v21 = vmem(r1+#-1) }",
     "{ r29 = ##vdata+4000 }\n{ allocframe(#16) }\n{ r2 = memw(r29+#4); r3 = r30 }\n{ deallocframe }",
