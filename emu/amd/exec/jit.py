@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from emu.amd.exec import TIERS, translate
-from emu.amd.exec.translate import Exit, Region, family_takes
+from emu.amd.exec.translate import Exit, Region
 from emu.pcode.llvmjit import engine
 
 BUDGET = 1 << 20  # instructions per native call before the host gets control back
@@ -61,8 +61,6 @@ def hot_threshold(t: str) -> int | None:
 def native(prog, pc: int, mode: int):
     """The compiled region at `pc` for `mode` (a ctypes function), or None when the tier takes no instruction
     there."""
-    if not family_takes(prog.planner.target):
-        return None
     exits: set[int] = set()
     for _ in range(64):  # each failed attempt turns one more instruction into an exit
         region = Region(prog, pc, mode)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from emu.amd import isa
 from emu.amd.exec import hwreg
 from emu.amd.exec.operands import LITERAL, OperandError, Unsupported, constant, is_float, sext, sign_bit
 from emu.amd.exec.plan import _ENDS, _ENGINE_NOPS, _INST_FIELDS, _MODIFIER_FIELDS
@@ -51,7 +50,7 @@ class _Hooks:
 
 class _LDSHooks(_Hooks):
     """MEM / LDS of a DS instruction: the workgroup's LDS; lanes whose access ends past its size read 0 and do not
-    write (their store goes to the slack bytes past the end, which nothing reads)."""
+    write (their store goes to the counters' sink)."""
 
     def __init__(self, region: Region):
         self.r = region
@@ -64,11 +63,11 @@ class _LDSHooks(_Hooks):
         end = b.add(a, ir.Constant(a.type, [bits // 8] * r.lanes))
         size = r._shape(b, r.lds_size, 64, True)
         ok = b.and_(mask, b.icmp_unsigned("<=", end, size))
-        return a, ok, size
+        return a, ok
 
     def load(self, b, file, addr, bits, mask):
         r = self.r
-        a, ok, _ = self._lane_ptrs(b, addr, bits, mask)
+        a, ok = self._lane_ptrs(b, addr, bits, mask)
         t = ir.IntType(bits)
         out = ir.Constant(ir.VectorType(t, r.lanes), [0] * r.lanes)
         for i in range(r.lanes):
@@ -80,11 +79,12 @@ class _LDSHooks(_Hooks):
 
     def store(self, b, file, addr, value, bits, mask):
         r = self.r
-        a, ok, size = self._lane_ptrs(b, addr, bits, mask)
+        a, ok = self._lane_ptrs(b, addr, bits, mask)
         value = _fit(b, value, bits)
+        sink = r._gep(b, r.ctr, SINK, I64)
         for i in range(r.lanes):  # in lane order: the highest lane wins a shared address
-            off = b.select(b.extract_element(ok, I32(i)), b.extract_element(a, I32(i)), b.extract_element(size, I32(0)))
-            b.store(b.extract_element(value, I32(i)), b.gep(r.lds, [off], source_etype=ir.IntType(8)), align=1)
+            p = b.gep(r.lds, [b.extract_element(a, I32(i))], source_etype=ir.IntType(8))
+            b.store(b.extract_element(value, I32(i)), b.select(b.extract_element(ok, I32(i)), p, sink), align=1)
 
 
 class _VMHooks(_Hooks):
@@ -199,10 +199,10 @@ class Region:
         if base in _SALU:
             return True
         if base in _VALU or base == "VOPD":
-            return not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST")) and self.fam != "cdna"
-        if base == "SMEM":
+            return not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST"))
+        if base == "SMEM":  # CDNA's SMEM offsets (imm / soffset_en) are the interpreter's
             return inst.op.name.startswith(("S_LOAD_", "S_BUFFER_LOAD_")) and self.fam != "cdna"
-        return base == "DS" or base in _GLOBAL and self.fam != "cdna"
+        return base == "DS" or base in _GLOBAL
 
     @staticmethod
     def _target(inst) -> int:
@@ -579,10 +579,12 @@ class Region:
             raise Exit(f"{op.name}: atomic or writes {sorted(sem.writes)}")
         rdna4 = "ioffset" in f
         vaddr, data, vdst = (f["vaddr"], f["vsrc"], f["vdst"]) if rdna4 else (f["addr"], f["data"], f["vdst"])
-        off = sext(f["ioffset"], 24) if rdna4 else sext(f["offset"], 13)
+        cdna = self.fam == "cdna"
+        off = sext(f["ioffset"], 24) if rdna4 else f["offset"] if cdna and inst.base == "FLAT" \
+            else sext(f["offset"], 13)
         saddr = f.get("saddr", pl.saddr_off)
         vec = ir.VectorType(I64, self.lanes)
-        if inst.base.endswith("GLOBAL") and saddr not in (pl.saddr_off, 0x7C, 0x7D):
+        if inst.base.endswith("GLOBAL") and (saddr not in (pl.saddr_off, 0x7C, 0x7D) or cdna and saddr < 0x7F):
             base = b.add(self._scalar(b, saddr, 64, "", None), I64(off & (2**64 - 1)))
             addr = b.add(b.zext(self._vgpr(b, vaddr, 32), vec), self._shape(b, base, 64, True))
         else:
@@ -779,8 +781,3 @@ def _fit(b, v, bits: int):
         return v
     t = ir.IntType(bits) if not isinstance(vt, ir.VectorType) else ir.VectorType(ir.IntType(bits), vt.count)
     return b.trunc(v, t) if w > bits else b.zext(v, t)
-
-
-def family_takes(target: str) -> bool:
-    """Whether the tier translates code of this processor (CDNA's VGPR indexing mode is not modelled natively)."""
-    return isa.family(target) != "cdna"

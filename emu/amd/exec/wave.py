@@ -83,6 +83,8 @@ class Program:
             return None
 
         def run_native(w):
+            if w.gpr_idx:  # CDNA VGPR indexing mode: the interpreter's (regions never turn it on)
+                return step(w)
             c = w.counters or w.attach_counters()
             ctr = c.ctr
             table = w.vm.table if w.vm is not None else jit.NO_MAPPINGS  # kept alive during the call
