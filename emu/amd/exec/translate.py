@@ -2,16 +2,22 @@
 
 A region starts at a hot PC and takes every instruction reachable from there, by fallthrough and by branches, that
 the tier runs natively: SALU, SOPP branches and waits, VALU (VOP1/2/3/C/3SD, VOPD) on 32/64-bit operands without
-DPP, SDWA or output modifiers, and LDS loads and stores (DS). Any other instruction is an exit: the function
-returns its PC and the interpreter goes on there. Each instruction is one LLVM block, branches are native branches
-(loops run natively), and the semantics are the vendor pcode through the LLVM backend (emu.pcode.llvmemit),
-inlined. A region is specialized to the wave's MODE (float rounding and denormal modes fold into the code).
+DPP, SDWA or output modifiers, LDS loads and stores (DS), global/flat loads and stores and scalar loads (not
+atomics). Any other instruction is an exit: the function returns its PC and the interpreter goes on there. Each
+instruction is one LLVM block, branches are native branches (loops run natively), and the semantics are the vendor
+pcode through the LLVM backend (emu.pcode.llvmemit), inlined. A region is specialized to the wave's MODE (float
+rounding and denormal modes fold into the code).
+
+Memory: every lane's access range is placed through the VM's mapping table (emu.amd.memory.VM.table, an inline
+binary search) before the instruction has any effect; when a lane falls outside one mapping (unmapped, read-only,
+straddling, or an aperture of the flat space) the region leaves at that instruction and the interpreter performs
+it, faults included. LDS accesses are bounds-checked as emu.amd.memspace.LDS does.
 
 Native signature: `i64 region(i32* sgpr, i32* vgpr, i64* ctr, i8* lds)`: `sgpr` and `vgpr` are WaveState's arrays
-(slots as emu.amd.exec.state lays them out), `ctr` = [budget, executed, lane_ops, LDS size], `lds` the workgroup's
-LDS bytes. The function runs until an exit or until it has executed `budget` instructions (checked at branches),
-adds what it ran to ctr[1] and ctr[2], and returns the next PC, or -1 without running anything when the wave's
-MODE is not the region's.
+(slots as emu.amd.exec.state lays them out), `ctr` = [budget, executed, lane_ops, LDS size, VM table address,
+3 sink words], `lds` the workgroup's LDS bytes. The function runs until an exit or until it has executed `budget`
+instructions (checked at branches), adds what it ran to ctr[1] and ctr[2], and returns the next PC, or -1 without
+running anything when the wave's MODE is not the region's.
 """
 from __future__ import annotations
 
