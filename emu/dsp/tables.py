@@ -1,40 +1,148 @@
-"""Numeric tables the vendor semantics index that the vendor files themselves do not contain (data, as bytes).
+"""Numeric tables the vendor semantics index that the vendor's *.idef / *.def files do not contain.
 
-    CABAC         S2_cabacdecbin: the H.264 CABAC range table rangeTabLPS[pStateIdx][qCodIRangeIdx] and the
-                  state transitions transIdxMPS / transIdxLPS (ITU-T H.264, tables 9-44 and 9-45), under the
-                  names the vendor text uses (rLPS_table_64x4, AC_next_state_MPS_64, AC_next_state_LPS_64)
-    RECIP_SEED    F2_sfrecipa: the 7-bit-indexed reciprocal seed ROM (fSF_RECIP_LOOKUP)
-    INVSQRT_SEED  F2_sfinvsqrta: the inverse-square-root seed ROM (fSF_INVSQRT_LOOKUP)
+They are C arrays of Qualcomm's simulator in QEMU 7.2's target/hexagon/arch.c, which emu.dsp.vendor extracts
+into the cache next to imported/ (never committed here); each is parsed from that file at first use:
 
-The values are those of Qualcomm's simulator as QEMU 7.2's target/hexagon/arch.c lists them (Debian's qemu source
-package); tests/test_dsp_semantics_qemu.py checks the instructions that read them against qemu-hexagon.
+    rLPS_table_64x4, AC_next_state_MPS_64, AC_next_state_LPS_64
+                          S2_cabacdecbin: H.264 CABAC rangeTabLPS and the transIdxMPS / transIdxLPS state
+                          transitions (ITU-T H.264 tables 9-44, 9-45), under the names the vendor text indexes
+    recip_lookup_table    F2_sfrecipa's reciprocal seed ROM (fSF_RECIP_LOOKUP; RECIP_SEED)
+    invsqrt_lookup_table  F2_sfinvsqrta's inverse-square-root seed ROM (fSF_INVSQRT_LOOKUP; INVSQRT_SEED)
+
+An array that cannot be read (arch.c missing and not fetchable, the array absent or malformed) raises
+TableMissing naming the file and the array; it is then not `in TABLES`, so the compiler reports an instruction
+that indexes it as one without semantics. tests/test_dsp_semantics_qemu.py checks the readers against qemu-hexagon.
 """
 from __future__ import annotations
 
-_RLPS = bytes.fromhex(
-    "80b0d0f080a7c5e3809ebbd87b96b2cd748ea9c36f87a0b9698098af647a90a65f74899e5a6e829655687b8e516375874d5e6f80"
-    "4959697a4555647442505f6e3e4c5a683b4856633845515e35414d59333e4955303b45502e38424c2b353f4829323b4527303841"
-    "252d363e232b333b2129303820272e351e252b321d2329301b21272d1a1f252b181e2329171c2127161b2025151a1e2314181d21"
-    "13171b1f12161a1e1115191c1014171b0f1316190e1215180e1114170d1013160c0f12150c0e11140b0e10130b0d0f120a0c0f11"
-    "0a0c0e10090b0d0f090b0c0e080a0c0e08090b0d07090b0c07090a0c07080a0b0608090b0607090a0607080902020202")
-_MPS = bytes([*range(1, 63), 62, 63])
-_LPS = bytes.fromhex(
-    "000001020204040506070809090b0b0c0d0d0f0f10101212131315151616171818191a1a1b1b1c1d1d1e1e1e1f2020212121222223"
-    "232324242425252526263f")
-RECIP_SEED = bytes.fromhex(
-    "fefaf6f2efebe7e4e0ddd9d6d2cfccc9c6c2bfbcb9b6b3b1aeaba8a5a3a09d9b989693918e8c8a878583807e7c7a787573716f6d6b"
-    "69676563615f5e5c5a58565453514f4e4c4a4947454442403f3d3c3a393736343332302f2d2c2b29282725242321201f1e1c1b1a"
-    "19171615141312110f0e0d0c0b0a090807060504030200")
-INVSQRT_SEED = bytes.fromhex(
-    "696663615e5b59575452504d4b49474543413f3d3b3937363432302f2d2c2a2827252422211f1e1d1b1a19171615141211100f0d"
-    "0c0b0a090807060504030201fefaf6f3efebe8e4e1dedbd7d4d1cecbc9c6c3c0bebbb8b6b3b1afacaaa8a5a3a19f9d9b99979593"
-    "918f8d8b8987868482807f7d7b7a7877757472716f6e6c6b")
-assert len(_RLPS) == 256 and len(_MPS) == len(_LPS) == 64 and len(RECIP_SEED) == len(INVSQRT_SEED) == 128
+import functools
+import re
+import warnings
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 
-# table name in the vendor text -> (its bytes, its dimensions)
-TABLES: dict[str, tuple[bytes, tuple[int, ...]]] = {
-    "rLPS_table_64x4": (_RLPS, (64, 4)), "AC_next_state_MPS_64": (_MPS, (64,)), "AC_next_state_LPS_64": (_LPS, (64,)),
+from emu.dsp.vendor import VendorMissing, arch_c
+
+# arch.c array -> the dimensions its readers index (checked against the declaration)
+_SHAPES: dict[str, tuple[int, ...]] = {
+    "rLPS_table_64x4": (64, 4), "AC_next_state_MPS_64": (64,), "AC_next_state_LPS_64": (64,),
+    "recip_lookup_table": (128,), "invsqrt_lookup_table": (128,),
 }
+_SEEDS = {"RECIP_SEED": "recip_lookup_table", "INVSQRT_SEED": "invsqrt_lookup_table"}
+_INT = re.compile(r"(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)[uU]?")
+
+
+class TableMissing(VendorMissing):
+    """A table's C array could not be read from the vendor's arch.c."""
+
+
+def parse_array(text: str, name: str) -> tuple[bytes, tuple[int, ...]]:
+    """The bytes (row-major) and dimensions of `const uint8_t name[..]... = { ... };` in C source `text`
+    (nested braces per dimension, C integer literals 0..255, comments allowed); ValueError if absent or malformed."""
+    text = re.sub(r"/\*.*?\*/|//[^\n]*", " ", text, flags=re.S)
+    m = re.search(rf"\bconst\s+uint8_t\s+{re.escape(name)}\s*((?:\[[^\]]*\]\s*)+)=\s*(\{{.*?\}})\s*;", text, re.S)
+    if m is None:
+        raise ValueError("no `const uint8_t NAME[...] = {...};` definition")
+    dims = tuple(int(d, 0) if d.strip() else None for d in re.findall(r"\[([^\]]*)\]", m[1]))
+    tokens = re.findall(r"[{}]|[^\s{},]+", m[2])
+    try:
+        value, end = _braced(tokens, 0)
+    except IndexError:
+        raise ValueError("malformed initializer (unbalanced braces)") from None
+    if end != len(tokens):
+        raise ValueError("text after the initializer")
+    shape = _shape(value)
+    if shape is None or len(shape) != len(dims) or any(d not in (None, n) for d, n in zip(dims, shape, strict=True)):
+        raise ValueError(f"initializer of shape {shape} for dimensions {dims}")
+    flat = value
+    for _ in dims[1:]:
+        flat = [x for row in flat for x in row]
+    return bytes(flat), shape
+
+
+def _braced(tokens: list[str], pos: int) -> tuple[list, int]:
+    if tokens[pos] != "{":
+        raise ValueError(f"expected '{{' at {tokens[pos]!r}")
+    items, pos = [], pos + 1
+    while tokens[pos] != "}":
+        if tokens[pos] == "{":
+            item, pos = _braced(tokens, pos)
+        else:
+            lit = _INT.fullmatch(tokens[pos])
+            digits = lit[1] if lit else ""
+            item = int(digits, 16 if digits[:2] in ("0x", "0X") else 8 if digits[:1] == "0" else 10) if lit else -1
+            if not 0 <= item <= 255:
+                raise ValueError(f"malformed initializer: not a uint8_t literal: {tokens[pos]!r}")
+            pos += 1
+        items.append(item)
+    return items, pos + 1
+
+
+def _shape(value: object) -> tuple[int, ...] | None:
+    """The dimensions of nested lists of ints, None if ragged."""
+    if isinstance(value, int):
+        return ()
+    inner = {_shape(v) for v in value} if isinstance(value, list) else {None}
+    if len(inner) > 1 or None in inner:
+        return None
+    return (len(value), *(inner.pop() if inner else ()))
+
+
+@functools.cache
+def _source() -> tuple[Path, str] | str:
+    """arch.c's path and text, or why they are unavailable (once per process: no retried download)."""
+    try:
+        path = arch_c()
+        return path, path.read_text(encoding="utf-8", errors="replace")
+    except (VendorMissing, OSError) as e:
+        return f"the vendor's target/hexagon/arch.c is unavailable ({e})"
+
+
+@functools.cache
+def _table(name: str) -> tuple[bytes, tuple[int, ...]] | str:
+    src = _source()
+    if isinstance(src, str):
+        problem = f"{src}: array {name}"
+    else:
+        try:
+            data, dims = parse_array(src[1], name)
+            if dims != _SHAPES[name]:
+                raise ValueError(f"dimensions {dims}, its readers index {_SHAPES[name]}")
+            return data, dims
+        except ValueError as e:
+            problem = f"{src[0]}: array {name}: {e}"
+    warnings.warn(problem, RuntimeWarning, stacklevel=3)
+    return problem
+
+
+def table(name: str) -> tuple[bytes, tuple[int, ...]]:
+    """The bytes (row-major) and dimensions of one of arch.c's tables (see the module doc); TableMissing if the
+    array cannot be read."""
+    got = _table(name) if name in _SHAPES else f"{name}: not a table of arch.c this module reads"
+    if isinstance(got, str):
+        raise TableMissing(got)
+    return got
+
+
+class _Tables(Mapping[str, tuple[bytes, tuple[int, ...]]]):
+    """Table name -> (bytes, dimensions), read at first use; a table that cannot be read is not in it."""
+
+    def __getitem__(self, name: str) -> tuple[bytes, tuple[int, ...]]:
+        if name not in _SHAPES:
+            raise KeyError(name)
+        return table(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in _SHAPES and not isinstance(_table(name), str)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_SHAPES)
+
+    def __len__(self) -> int:
+        return len(_SHAPES)
+
+
+TABLES: Mapping[str, tuple[bytes, tuple[int, ...]]] = _Tables()
 
 
 def lookup(name: str, *index: int) -> int:
@@ -49,8 +157,14 @@ def lookup(name: str, *index: int) -> int:
 
 
 def fSF_RECIP_LOOKUP(idx: int) -> int:
-    return RECIP_SEED[idx & 0x7F]
+    return table("recip_lookup_table")[0][idx & 0x7F]
 
 
 def fSF_INVSQRT_LOOKUP(idx: int) -> int:
-    return INVSQRT_SEED[idx & 0x7F]
+    return table("invsqrt_lookup_table")[0][idx & 0x7F]
+
+
+def __getattr__(name: str) -> bytes:  # RECIP_SEED, INVSQRT_SEED: read at first use
+    if name in _SEEDS:
+        return table(_SEEDS[name])[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

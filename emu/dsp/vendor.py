@@ -1,9 +1,11 @@
-"""The vendor's Hexagon definitions: QEMU's `target/hexagon/imported/` (Qualcomm; GPLv2+), never committed.
+"""The vendor's Hexagon definitions: QEMU's `target/hexagon/imported/` (Qualcomm; GPLv2+) and the simulator
+tables of `target/hexagon/arch.c` (seed ROMs, CABAC), never committed.
 
 Obtained at first use from Debian's qemu 7.2 source package (`apt-get source --download-only qemu`, which
-needs a `deb-src` entry for bookworm main; `./dev` adds one as root), then only the imported/ folder is
-extracted from the orig tarball into the cache, `$HWEMU_CACHE/hexagon` (default ~/.cache/hwemu/hexagon).
-`python -m emu.dsp.vendor` fetches it and prints the folder.
+needs a `deb-src` entry for bookworm main; `./dev` adds one as root), then only imported/ and arch.c are
+extracted from the orig tarball into the cache, `$HWEMU_CACHE/hexagon/qemu-7.2` (default ~/.cache/hwemu/...).
+A cache that lacks one of them (one made before arch.c was needed) is refreshed from the tarball on first use.
+`python -m emu.dsp.vendor` fetches both and prints their paths.
 """
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ import tarfile
 from pathlib import Path
 
 QEMU_VERSION = "7.2"
-_MEMBER = "target/hexagon/imported/"
+_IMPORTED = "target/hexagon/imported/"
+_ARCH_C = "target/hexagon/arch.c"
 
 
 class VendorMissing(RuntimeError):
@@ -27,16 +30,31 @@ def cache_root() -> Path:
     return Path(base) / "hexagon"
 
 
+def _version_dir() -> Path:
+    return cache_root() / f"qemu-{QEMU_VERSION}"
+
+
 def imported_dir() -> Path:
     """The folder holding the vendor's *.idef / *.def files (fetched and extracted on first use)."""
-    dest = cache_root() / f"qemu-{QEMU_VERSION}" / "imported"
-    if (dest / "encode_pp.def").is_file():
-        return dest
+    dest = _version_dir() / "imported"
+    if not (dest / "encode_pp.def").is_file():
+        _fetch()
+    return dest
+
+
+def arch_c() -> Path:
+    """QEMU's target/hexagon/arch.c (fetched and extracted on first use, also into a cache made without it)."""
+    dest = _version_dir() / "arch.c"
+    if not dest.is_file():
+        _fetch()
+    return dest
+
+
+def _fetch() -> None:
     src = cache_root() / "src"
     tarball = _orig_tarball(src) or _download(src)
-    _extract(tarball, dest)
+    _extract(tarball, _version_dir())
     shutil.rmtree(src, ignore_errors=True)  # the 23 MB tarball is no longer needed
-    return dest
 
 
 def _orig_tarball(folder: Path) -> Path | None:
@@ -61,14 +79,21 @@ def _download(folder: Path) -> Path:
 
 
 def _extract(tarball: Path, dest: Path) -> None:
-    """Extract only .../target/hexagon/imported/ (regular files) from the orig tarball, atomically."""
+    """Extract only <top>/target/hexagon/imported/ and arch.c (regular files) from the orig tarball into `dest`
+    (as imported/ and arch.c), each published atomically where `dest` lacks it."""
     tmp = dest.with_name(f"{dest.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     n = 0
     with tarfile.open(tarball, "r|*") as tf:  # a stream: one pass over the 23 MB archive
         for m in tf:
-            head, sep, rel = m.name.partition(_MEMBER)
-            if not sep or not m.isfile() or head.count("/") != 1 or ".." in rel.split("/"):
+            path = m.name.partition("/")[2]  # below the tarball's top folder
+            if path == _ARCH_C:
+                rel = "arch.c"
+            elif path.startswith(_IMPORTED):
+                rel = "imported/" + path[len(_IMPORTED):]
+            else:
+                continue
+            if not m.isfile() or ".." in rel.split("/"):
                 continue
             out = tmp / rel
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -76,18 +101,25 @@ def _extract(tarball: Path, dest: Path) -> None:
             assert data is not None
             out.write_bytes(data.read())
             n += 1
-    if not (tmp / "encode_pp.def").is_file():
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise VendorMissing(f"{tarball}: no {_MEMBER}encode_pp.def ({n} files matched)")
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    parts = (("imported", "imported/encode_pp.def"), ("arch.c", "arch.c"))  # (what to publish, its proof)
     try:
-        os.replace(tmp, dest)
-    except OSError:  # another process published it first
+        for _, check in parts:
+            if not (tmp / check).is_file():
+                raise VendorMissing(f"{tarball}: no target/hexagon/{check} ({n} files matched)")
+        dest.mkdir(parents=True, exist_ok=True)
+        for rel, check in parts:
+            if not (dest / check).is_file():
+                try:
+                    os.replace(tmp / rel, dest / rel)
+                except OSError:  # another process published it first
+                    pass
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
     try:
         print(imported_dir())
+        print(arch_c())
     except VendorMissing as e:
         raise SystemExit(f"error: {e}") from None
