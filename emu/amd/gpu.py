@@ -84,10 +84,9 @@ class Loaded:
         p = self._programs.get(lanes)
         if p is None:
             vm = self._gpu.vm
+            # instructions are decoded as execution reaches them (once each): the executable segment is mostly
+            # padding and other kernels
             p = Program(self._gpu.arch, lanes, lambda pc, n: fetch_code(vm, pc, n))
-            for s in self.co.segments:
-                if s.flags & 1:  # PF_X: decode the code once
-                    p.predecode(s.data, self.base + s.vaddr)
             self._programs[lanes] = p
         return p
 
