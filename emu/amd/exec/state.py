@@ -53,7 +53,7 @@ class WaveState:
         self.set_exec(self.full)
         self.pc = 0
         self.counters = None  # the LLVM tier's call counters (emu.amd.exec.jit.Counters), made on first use
-        self.watchdog = 0  # instruction count at which the run loop's watchdog fires
+        self.left = 0  # instructions the run loop's watchdog still allows
         self.gpr_idx = 0  # CDNA VGPR indexing mode enabled
         self.vm: VM | None = None
         self.lds = self.scratch = self.flat = None

@@ -16,7 +16,7 @@ it, faults included. LDS accesses are bounds-checked as emu.amd.memspace.LDS doe
 Native signature: `i64 region(i32* sgpr, i32* vgpr, i64* ctr, i8* lds)`: `sgpr` and `vgpr` are WaveState's arrays
 (slots as emu.amd.exec.state lays them out), `ctr` = [budget, executed, lane_ops, LDS size, VM table address,
 3 sink words], `lds` the workgroup's LDS bytes. The function runs until an exit or until it has executed `budget`
-instructions (checked at branches), adds what it ran to ctr[1] and ctr[2], and returns the next PC, or -1 without
+instructions (checked before each), adds what it ran to ctr[1] and ctr[2], and returns the next PC, or -1 without
 running anything when the wave's MODE is not the region's.
 """
 from __future__ import annotations
@@ -165,6 +165,7 @@ class Region:
         ir.IRBuilder(wrong).ret(I64(-1))
         for pc, inst in insts.items():
             b = ir.IRBuilder(self.blocks[pc])
+            b = self._budget(b, pc)
             self._count(b)
             try:
                 self._inst(b, inst)
@@ -213,7 +214,7 @@ class Region:
     @staticmethod
     def _target(inst) -> int:
         simm = inst.fields.get("simm16", 0)
-        return inst.pc + 4 + (simm - (1 << 16) if simm >> 15 else simm) * 4
+        return (inst.pc + 4 + (simm - (1 << 16) if simm >> 15 else simm) * 4) & 0xFFFFFFFFFFFF  # the PC is 48 bits
 
     # -- state access ----------------------------------------------------------------------------------------------
     def _gep(self, b, ptr, i: int, t: ir.Type):
@@ -316,6 +317,14 @@ class Region:
         raise Exit(f"scalar destination code {code}")
 
     # -- instructions ----------------------------------------------------------------------------------------------
+    def _budget(self, b, pc: int):
+        """Leave before the instruction at pc when the call's budget is spent (the watchdog counts exactly)."""
+        stop = self.fn.append_basic_block(f"budget_{pc:x}")
+        go = self.fn.append_basic_block(f"run_{pc:x}")
+        b.cbranch(b.icmp_signed(">=", b.load(self.n, typ=I64), self.budget), stop, go)
+        self._leave(ir.IRBuilder(stop), I64(pc))
+        return ir.IRBuilder(go)
+
     def _count(self, b) -> None:
         b.store(b.add(b.load(self.n, typ=I64), I64(1)), self.n)
 
@@ -365,12 +374,6 @@ class Region:
         pc = b.zext(pc, I64) if pc.type.width < 64 else pc
         pc = b.and_(pc, I64(0xFFFFFFFFFFFF))
         target, nxt = self._target(inst), inst.pc + inst.size
-        over = b.icmp_signed(">=", b.load(self.n, typ=I64), self.budget)
-        stop = self.fn.append_basic_block(f"budget_{inst.pc:x}")
-        go = self.fn.append_basic_block(f"go_{inst.pc:x}")
-        b.cbranch(over, stop, go)
-        self._leave(ir.IRBuilder(stop), pc)
-        b = ir.IRBuilder(go)
         if inst.op.name == "S_BRANCH":
             return self._goto(b, target)
         taken = self.fn.append_basic_block(f"taken_{inst.pc:x}")

@@ -88,18 +88,15 @@ class Program:
             c = w.counters or w.attach_counters()
             ctr = c.ctr
             table = w.vm.table if w.vm is not None else jit.NO_MAPPINGS  # kept alive during the call
-            ctr[0], ctr[1], ctr[2], ctr[4] = jit.BUDGET, 0, 0, table.ctypes.data
+            ctr[0], ctr[1], ctr[2], ctr[4] = min(jit.BUDGET, w.left), 0, 0, table.ctypes.data
             nxt = fn(*c.args)
             if nxt < 0 or not ctr[1]:  # the wave's MODE is not the region's, or its first access needs the VM
                 return step(w)
             w.pc = nxt
-            w.executed += int(ctr[1]) - 1  # the run loop counts this step as one
+            w.left -= int(ctr[1]) - 1  # the run loop counts this step as one
             w.lane_ops += int(ctr[2])
             if w.exec != w.active_mask:
                 w.set_exec(w.exec)
-            if w.executed > w.watchdog:
-                raise GPUFault(FaultRecord("watchdog", pc=w.pc, instruction=str(self.inst(w.pc)),
-                                           detail=f"wave ran {w.executed} instructions without ending"))
             return 0
         return run_native
 
@@ -117,10 +114,10 @@ def _traced(step, inst):
 
 
 def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
-    """Run `w` until it reaches s_barrier (returns BARRIER) or s_endpgm (returns END)."""
+    """Run `w` until it reaches s_barrier (returns BARRIER) or s_endpgm (returns END). `w.left` counts down the
+    instructions the watchdog allows (a native region step takes its instructions from it too)."""
     steps = prog.steps
-    n = 0
-    w.watchdog = w.executed + limit  # native regions count their instructions into w.executed
+    w.left = limit
     try:
         with np.errstate(all="ignore"):  # once per run: the interp tier's fused steps set none of their own
             while True:
@@ -128,12 +125,12 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
                 if s is None:
                     s = prog.build(w.pc)
                 r = s(w)
-                n += 1
+                w.left -= 1
                 if r:
                     return r
-                if n >= limit:
+                if w.left <= 0:
                     pc, inst = w.pc, str(prog.inst(w.pc))
-                    detail = f"wave ran {n} instructions without ending; {_dump(w, prog)}"
+                    detail = f"wave ran {limit} instructions without ending; {_dump(w, prog)}"
                     raise GPUFault(FaultRecord("watchdog", pc=pc, instruction=inst, detail=detail))
     except GPUFault as e:
         _complete(e.record, w, prog)
@@ -143,7 +140,7 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
         _complete(rec, w, prog)
         raise GPUFault(rec) from e
     finally:
-        w.executed += n
+        w.executed += limit - max(w.left, 0)
 
 
 WATCHDOG_TAIL = 8  # instructions the watchdog's wave dump shows
