@@ -65,7 +65,7 @@ def native(prog, pc: int, mode: int):
     for _ in range(64):  # each failed attempt turns one more instruction into an exit
         region = Region(prog, pc, mode)
         try:
-            insts = region._discover(exits)
+            insts = region.discover(exits)
         except Exit:
             return None
         key = (prog.planner.target, prog.lanes, mode, tuple((p, i.raw) for p, i in insts.items()))
@@ -77,7 +77,7 @@ def native(prog, pc: int, mode: int):
             addr = engine().load(disk_key)
             if addr is None:
                 try:
-                    mod, _ = region.module("region", exits)
+                    mod = region.module("region", insts)
                 except Exit as e:
                     bad = e.args[0] if e.args and isinstance(e.args[0], int) else pc
                     if bad == pc:

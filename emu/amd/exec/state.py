@@ -32,6 +32,23 @@ def _constants() -> np.ndarray:
 CONSTANTS = _constants()
 
 
+class _Register:
+    """A register of the SGPR file read and written as an int; `slot` is its index, or the name of the state's
+    attribute that holds it (M0's differs per family)."""
+
+    def __init__(self, slot: int | str, mask: int = 0xFFFFFFFF):
+        self.slot, self.mask = slot, mask
+
+    def __get__(self, w, owner=None):
+        return self if w is None else int(w.sgpr[self._index(w)])
+
+    def __set__(self, w, value: int) -> None:
+        w.sgpr[self._index(w)] = value & self.mask
+
+    def _index(self, w) -> int:
+        return getattr(w, self.slot) if isinstance(self.slot, str) else self.slot
+
+
 class WaveState:
     """Registers and memory spaces of one wave.
 
@@ -96,37 +113,10 @@ class WaveState:
     def vcc(self, value: int) -> None:
         self._set_pair(VCC, value)
 
-    @property
-    def scc(self) -> int:
-        return int(self.sgpr[SCC])
-
-    @scc.setter
-    def scc(self, value: int) -> None:
-        self.sgpr[SCC] = value & 1
-
-    @property
-    def m0(self) -> int:
-        return int(self.sgpr[self.m0_slot])
-
-    @m0.setter
-    def m0(self, value: int) -> None:
-        self.sgpr[self.m0_slot] = value & 0xFFFFFFFF
-
-    @property
-    def mode(self) -> int:
-        return int(self.sgpr[MODE])
-
-    @mode.setter
-    def mode(self, value: int) -> None:
-        self.sgpr[MODE] = value & 0xFFFFFFFF
-
-    @property
-    def trapsts(self) -> int:
-        return int(self.sgpr[TRAPSTS])
-
-    @trapsts.setter
-    def trapsts(self, value: int) -> None:
-        self.sgpr[TRAPSTS] = value & 0xFFFFFFFF
+    scc = _Register(SCC, 1)
+    m0 = _Register("m0_slot")
+    mode = _Register(MODE)
+    trapsts = _Register(TRAPSTS)
 
 
 class Counters:

@@ -140,9 +140,8 @@ class Region:
         self.null = None if self.fam == "cdna" else 124
 
     # -- discovery and module --------------------------------------------------------------------------------------
-    def module(self, name: str, exits: set[int]) -> tuple[ir.Module, int]:
-        """The LLVM module of the region (function `name`), and how many instructions it holds."""
-        insts = self._discover(exits)
+    def module(self, name: str, insts: dict) -> ir.Module:
+        """The LLVM module of the region (function `name`) holding `insts` (from `discover`)."""
         m = ir.Module(name)
         fn = ir.Function(m, ir.FunctionType(I64, [ir.PointerType()] * 4), name)
         for a in fn.args:
@@ -171,9 +170,10 @@ class Region:
                 self._inst(b, inst)
             except (Exit, PcodeUnsupported, Unsupported, OperandError) as e:
                 raise Exit(pc) from e
-        return m, len(insts)
+        return m
 
-    def _discover(self, exits: set[int]) -> dict:
+    def discover(self, exits: set[int]) -> dict:
+        """The region's instructions by PC: reachable from the entry, stopping at `exits` and untaken ones."""
         insts: dict[int, object] = {}
         todo = [self.entry]
         while todo:
