@@ -367,7 +367,8 @@ class Program:
         ctypes.memmove(ka + ka_bytes, packet, len(packet))
         scratch = dev.scratch.va if dev.scratch is not None else 0
         sgprs = hcqprogram.user_sgprs(kd, ka, ka + ka_bytes, dev.compute.pointers.va, dev.launches,
-                                      private_segment_buffer(dev.gfx, scratch), scratch, self.private_bytes)
+                                      private_segment_buffer(dev.gfx, scratch), scratch, self.private_bytes,
+                                      kernargs)
         tmpring = dev.scratch_layout.tmpring_size if scratch else 0
         dev._submit_compute(hcqprogram.dispatch(dev.gfx, self.regs, sgprs, tmpring, scratch, groups, local))
         dev.launches += 1

@@ -7,7 +7,9 @@ order while their header is not INVALID, marks each INVALID when done and publis
 - KERNEL_DISPATCH: the processor reads the kernel descriptor at `kernel_object` (unlike a PM4 dispatch, where the
   runtime copied it into registers) and loads the user SGPRs it enables: the private-segment V# and the scratch
   of amd_queue_t, the packet itself as the dispatch pointer, the amd_queue_t as the queue pointer, the kernarg
-  address, the packet index as dispatch id. A grid that is not a multiple of the workgroup size ends in partial
+  address, the packet index as dispatch id. On CDNA3/4 it also preloads kernargs (AMDGPUUsage, "Preloaded Kernel
+  Arguments"): the dwords KERNARG_PRELOAD_SPEC names follow those SGPRs and the code starts past its 256-byte
+  prologue for firmware without the feature. A grid that is not a multiple of the workgroup size ends in partial
   workgroups.
 - BARRIER_AND / BARRIER_OR: wait until all / any dependent signals are 0.
 - VENDOR_SPECIFIC with the AMD PM4-IB format: a PM4 INDIRECT_BUFFER run by the PM4 processor.
@@ -16,6 +18,7 @@ order while their header is not INVALID, marks each INVALID when done and publis
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import struct
 
@@ -26,8 +29,8 @@ from emu.amd.dispatch import Dispatch, run_dispatch
 from emu.amd.memory import GPUFault
 from emu.amd.queue import CPError, Wait
 from stack.hcq import pm4
-from stack.hcq.codeobj import KernelDescriptor
-from stack.hcq.program import user_sgprs
+from stack.hcq.codeobj import KernargPreload, KernelDescriptor
+from stack.hcq.program import PRELOAD_PROLOGUE_BYTES, user_sgprs
 
 PACKET_BYTES = 64
 TYPE_VENDOR_SPECIFIC, TYPE_INVALID, TYPE_KERNEL_DISPATCH, TYPE_BARRIER_AND, TYPE_BARRIER_OR = 0, 1, 2, 3, 5
@@ -110,9 +113,16 @@ class AQLQueue(ComputeQueue):
         gfx = self.gpu.gfx
         lanes = 32 if gfx >= 10 and kd.wave32 else 64
         entry = kobj + kd.kernel_code_entry_byte_offset
+        pre = kd.kernarg_preload
+        kernargs = None
+        if pre.length and self.gpu.family == "cdna":  # CDNA3/4 firmware preloads; elsewhere the field is reserved
+            kernargs = self.gpu.vm.read(kernarg, 4 * (pre.offset + pre.length))
+            entry += PRELOAD_PROLOGUE_BYTES
+        elif pre.length:
+            kd = dataclasses.replace(kd, kernarg_preload=KernargPreload.decode(0))
         prog = self.gpu.program(entry, lanes)
         sgprs = tuple(user_sgprs(kd, kernarg, addr, self.amd_queue, self.rptr, vsharp, 0,
-                                 kd.private_segment_fixed_size))
+                                 kd.private_segment_fixed_size, kernargs))
         # whole workgroups, then the partial ones at the far edge of each dimension
         spans = [[(0, g // b, b)] + ([(g // b, 1, g % b)] if g % b else []) for g, b in zip(grid, block, strict=True)]
         try:

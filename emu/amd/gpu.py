@@ -42,11 +42,9 @@ from emu.amd.exec.wave import Program
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
 from stack.hcq.codeobj import MAX_BUFFER, CodeObject, LimitError, check_limit, pack_kernargs
-from stack.hcq.program import dispatch_packet, grid_dims, user_sgprs
+from stack.hcq.program import PRELOAD_PROLOGUE_BYTES, dispatch_packet, grid_dims, user_sgprs
 
 DEFAULT_ARCH = {"rdna3": "gfx1100", "rdna4": "gfx1201", "cdna": "gfx942"}
-# AMDGPUUsage, kernarg preloading: the first 256 bytes of such a kernel are a prologue for firmware without it
-PRELOAD_SKIP = 256
 SCRATCH_GRANULE = 256  # bytes: TMPRING_SIZE.WAVESIZE unit (gfx10+; gfx9 uses 1 KiB, a multiple)
 
 
@@ -217,14 +215,11 @@ class GPU:
             scratch = self.vm_alloc(nwaves * wave_bytes, "scratch") if private else 0
             self.vm.write(ka, kernargs)
             # what a runtime programs into the compute registers (workgroups run one at a time: one scratch slot
-            # per wave of a workgroup)
+            # per wave of a workgroup); as firmware that preloads kernargs: their dwords follow the user SGPRs and
+            # the code starts past its prologue
             sgprs = user_sgprs(kd, ka, pkt, self._queue, self.dispatches, (0, 0, 0, 0), 0,
-                               kd.private_segment_fixed_size)
-            entry = prog.base + k.entry
-            pre = kd.kernarg_preload
-            if pre.length:  # firmware that preloads: the dwords follow the user SGPRs; the code skips its prologue
-                words = np.frombuffer(kernargs.ljust(4 * (pre.offset + pre.length), b"\0"), "<u4")
-                sgprs, entry = sgprs + [int(x) for x in words[pre.offset:pre.offset + pre.length]], entry + PRELOAD_SKIP
+                               kd.private_segment_fixed_size, kernargs)
+            entry = prog.base + k.entry + (PRELOAD_PROLOGUE_BYTES if kd.kernarg_preload.length else 0)
             d = Dispatch(prog.program(lanes), entry, grid, block, lanes, kd.rsrc2, tuple(sgprs), lds, scratch,
                          wave_bytes, nwaves, dispatch_id=self.dispatches, rsrc1=kd.rsrc1)
             self.vm.write(pkt, dispatch_packet(grid, block, grid_dims(grid, block), private, lds,

@@ -2,7 +2,10 @@
 packets of one launch (the compute register sequence, DISPATCH_DIRECT, a partial flush).
 
 The command processor never reads the kernel descriptor: the runtime copies what matters into the COMPUTE_*
-registers, as here.
+registers, as here. That includes kernarg preloading (AMDGPUUsage, "Preloaded Kernel Arguments"): where AQL
+firmware would load the kernarg dwords the descriptor names into the user SGPRs after the enabled ones and start
+past the code's 256-byte compatibility prologue, a PM4 runtime writes those dwords into COMPUTE_USER_DATA and
+points COMPUTE_PGM past the prologue itself.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ HSA_PACKET_HEADER_BARRIER = 1 << 8
 HSA_FENCE_SCOPE_SYSTEM = 2
 HSA_PACKET_HEADER_ACQUIRE_FENCE_SCOPE, HSA_PACKET_HEADER_RELEASE_FENCE_SCOPE = 9, 11
 KERNARG_ALIGN = 64
+PRELOAD_PROLOGUE_BYTES = 256  # code for firmware without kernarg preloading (LLVM 19: s_trap 2, then s_nop)
 MAX_WORKGROUP_ITEMS = 1024
 
 
@@ -33,7 +37,7 @@ class Registers:
 
 def kernel_registers(kernel: Kernel, code_base: int, gfx: int) -> Registers:
     kd = kernel.descriptor
-    pgm = code_base + kernel.entry
+    pgm = code_base + kernel.entry + (PRELOAD_PROLOGUE_BYTES if kd.kernarg_preload.length else 0)
     if pgm % (1 << pm4.PGM_ADDRESS_SHIFT):
         raise ValueError(f"kernel {kernel.name!r} starts at {pgm:#x}, not 256-byte aligned")
     rsrc1 = kd.rsrc1.value | (pm4.PGM_RSRC1_PRIV.put(1) if gfx == 11 else 0)
@@ -43,8 +47,11 @@ def kernel_registers(kernel: Kernel, code_base: int, gfx: int) -> Registers:
 
 
 def user_sgprs(kd: KernelDescriptor, kernarg: int, dispatch_ptr: int, queue_ptr: int, dispatch_id: int,
-               scratch_vsharp: tuple[int, int, int, int], flat_scratch: int, private_bytes: int) -> list[int]:
-    """User SGPR values in AMDGPUUsage's order ("Initial Kernel Execution State"), those the descriptor enables."""
+               scratch_vsharp: tuple[int, int, int, int], flat_scratch: int, private_bytes: int,
+               kernargs: bytes | None = None) -> list[int]:
+    """User SGPR values in AMDGPUUsage's order ("Initial Kernel Execution State"), those the descriptor enables,
+    then the kernarg dwords it preloads (KERNARG_PRELOAD_SPEC_OFFSET / _LENGTH, in dwords) taken from `kernargs`
+    (ValueError when the descriptor preloads and they are not given)."""
     p, out = kd.code_properties, []
 
     def put(value: int, ndwords: int) -> None:
@@ -58,6 +65,12 @@ def user_sgprs(kd: KernelDescriptor, kernarg: int, dispatch_ptr: int, queue_ptr:
                               (p.enable_sgpr_private_segment_size, private_bytes, 1)):
         if enabled:
             put(value, n)
+    pre = kd.kernarg_preload
+    if pre.length:
+        if kernargs is None:
+            raise ValueError(f"the kernel preloads {pre.length} kernarg dwords into SGPRs: give the kernarg bytes")
+        words = kernargs[4 * pre.offset:4 * (pre.offset + pre.length)].ljust(4 * pre.length, b"\0")
+        out.extend(struct.unpack(f"<{pre.length}I", words))
     if len(out) > pm4.NUM_USER_DATA:
         raise ValueError(f"{len(out)} user SGPRs do not fit the {pm4.NUM_USER_DATA} COMPUTE_USER_DATA registers")
     return out
