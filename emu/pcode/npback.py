@@ -9,10 +9,14 @@ reference backend's emu.pcode.floats.rop is then the native operation) and keeps
 
 With `memory`, loads and stores of MEM / LDS are calls `ML(mem, act, addr, bits)` (a natural result) and
 `MS(mem, act, addr, value, bits)` of the caller's (`mem`, `act`: the memory and active lanes, `addr`: uint64
-byte addresses). Bodies with branches, loops, partial assignments, arrays or other state raise Decline: the
-caller then binds the reference backend's whole function instead.
+byte addresses). Wave masks stay ints; a lane's bit of one is `LB(mask, lanes)` (lane_bits) and a mask set from
+per-lane bools is `PK(bools)` (pack_lanes), names the caller binds. Integers of 65..128 bits (multiply-add with
+carry) are pairs of uint64 halves. Bodies with branches, loops, partial assignments, arrays or other state raise
+Decline: the caller then binds the reference backend's whole function instead.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from emu.pcode import pyback
 from emu.pcode.ir import Assign, Const, Func, Op, SetLaneBit, Store, Ty, Var
@@ -32,6 +36,26 @@ def _m(bits: int) -> int:
     return (1 << bits) - 1
 
 
+_BITS: dict[tuple[int, int], np.ndarray] = {}
+
+
+def lane_bits(mask: int, lanes: int) -> np.ndarray:
+    """Bits 0..lanes-1 of a wave mask (< 2**64) as a read-only uint32 array of 0/1; cached, masks repeat."""
+    r = _BITS.get((mask, lanes))
+    if r is None:
+        r = np.unpackbits(np.frombuffer(mask.to_bytes(8, "little"), np.uint8), bitorder="little")[:lanes]
+        r = r.astype(np.uint32)
+        r.flags.writeable = False
+        if len(_BITS) < 4096:
+            _BITS[(mask, lanes)] = r
+    return r
+
+
+def pack_lanes(b: np.ndarray) -> int:
+    """A wave mask from a bool array over lanes (bit i = lane i)."""
+    return int.from_bytes(np.packbits(b, bitorder="little").tobytes(), "little")
+
+
 def _int(t: Ty) -> bool:
     return t.kind in ("u", "i") and t.bits <= 64
 
@@ -39,6 +63,10 @@ def _int(t: Ty) -> bool:
 def _cls(t: Ty) -> int:
     """Storage bits of a natural integer: 32 or 64."""
     return 32 if t.bits <= 32 else 64
+
+
+def _wider(t: Ty) -> bool:
+    return t.kind in ("u", "i") and 64 < t.bits <= 128
 
 
 def _ut(t: Ty) -> str:
@@ -75,6 +103,9 @@ class Natural:
         self.rep: dict[str, str] = {}  # variable -> 'n' (natural) or 'w' (reference representation)
         self.known: dict[str, int] = dict(consts)
         self.n = 0
+        self.pairs: dict[str, tuple] = {}  # 'p' values (65..128-bit integers): name -> (lo, hi, kind, bits)
+        self.memo: dict = {}  # expression -> its result while no variable it reads is assigned again
+        self.read: set[str] = set()  # variables read by memoized expressions
         for var, bits in f.inputs.items():
             v = pyback.pyname(var)
             t = f.vars[var]
@@ -115,25 +146,103 @@ class Natural:
                 return f"{_ut(t)}({int(e.value) & _m(t.bits)})", "n", int(e.value) & _m(t.bits)
             return self.g.ex_op(e, "True"), "n", None
         if isinstance(e, Var):
+            self.read.add(e.name)
             if e.name in self.known:
                 v = self.known[e.name]
                 return f"{_ut(e.ty)}({v})" if _int(e.ty) else repr(v), "n", v
             return pyback.pyname(e.name), self.rep.get(e.name, "w"), None
         if not isinstance(e, Op):
             raise Decline(f"node {type(e).__name__}")
+        got = self.memo.get(e)
+        if got is None:
+            got = self.memo[e] = self._op(e)
+        return got
+
+    def _op(self, e: Op) -> tuple[str, str, object]:
         folded = self.fold(e)
         if folded is not None:
             return folded
         args = [self.ex(a) for a in e.args]
+        if _wider(e.ty) or any(_wider(a.ty) for a in e.args):
+            return self.pair(e, args)
         code = self.natural(e, args)
         if code is not None:
             return self.tmp(code), "n", None
         return self.tmp(self.wide(e, args)), "w", None
 
+    # -- 65..128-bit integers as (lo, hi) uint64 pairs ---------------------------------------------------------
+    def pair(self, e: Op, args) -> tuple[str, str, object]:
+        """A value wider than 64 bits as uint64 halves. kind 'z': zero-extended from `bits`, 's': sign-extended
+        from `bits`, 'g': any; hi None: not computed (z: zero, s: the sign fill)."""
+        t, op = e.ty, e.op
+        ps = [self.pairs.get(c) if rep == "p" else None for c, rep, _ in args]
+        if op == "resize" and _wider(t) and _int(e.args[0].ty) and args[0][1] != "p":
+            s = e.args[0].ty
+            a = self.to_nat(args[0][0], args[0][1], s)
+            lo = a if _cls(s) == 64 else f"{a}.astype(U64)"
+            if s.kind == "i" and s.bits in (32, 64):
+                lo = lo if s.bits == 64 else f"{a}.view(np.int32).astype(np.int64).view(U64)"
+                return self.new_pair(self.tmp(lo), None, "s", s.bits)
+            if s.kind == "u":
+                return self.new_pair(self.tmp(lo), None, "z", s.bits)
+        if op == "resize" and ps[0] is not None and _wider(t) and t.bits == e.args[0].ty.bits:
+            return args[0]
+        if op == "resize" and ps[0] is not None and _int(t):
+            return self.tmp(self.resize(ps[0][0], Ty("u", 64), t) or ps[0][0]), "n", None
+        if op == "mul" and None not in ps:
+            (a, _, ka, ba), (b, _, kb, bb) = ps
+            if ka == kb == "z" and ba + bb <= 64:
+                return self.new_pair(self.tmp(f"({a} * {b})"), None, "z", ba + bb)
+            if ka == kb == "s" and ba <= 32 and bb <= 32:
+                return self.new_pair(self.tmp(f"({a}.view(np.int64) * {b}.view(np.int64)).view(U64)"), None, "s", 64)
+        if op == "add" and None not in ps:
+            (a, _, ka, ba), (b, _, kb, bb) = ps
+            lo = self.tmp(f"({a} + {b})")
+            if ka == kb == "z" and max(ba, bb) < 64:
+                return self.new_pair(lo, None, "z", max(ba, bb) + 1)
+            hm = _m(t.bits - 64)
+            c = self.tmp(f"({lo} < {a}).astype(U64)")
+            return self.new_pair(lo, self.tmp(f"(({self.hi(ps[0], t)} + {self.hi(ps[1], t)} + {c}) & U64({hm}))"),
+                                 "g", t.bits)
+        if op == "and" and ps[0] is not None and isinstance(e.args[1], Const) and e.args[1].value == _m(t.bits):
+            return args[0]
+        if op == "extract" and ps[0] is not None and isinstance(e.args[1], Const) and _int(t) and e.attr <= 64:
+            lo = int(e.args[1].value)
+            if lo == 0:
+                code = ps[0][0]
+            elif lo == 64:
+                code = self.hi(ps[0], e.args[0].ty)
+            else:
+                raise Decline(f"extract at {lo} of a {e.args[0].ty.bits}-bit value")
+            code = code if e.attr == 64 else f"({code} & U64({_m(e.attr)}))"
+            return self.tmp(code if _cls(t) == 64 else f"{code}.astype(U32)"), "n", None
+        raise Decline(f"{op} on integers wider than 64 bits")
+
+    def new_pair(self, lo: str, hi: str | None, kind: str, bits: int) -> tuple[str, str, None]:
+        self.pairs[lo] = (lo, hi, kind, bits)
+        return lo, "p", None
+
+    def hi(self, p: tuple, t: Ty) -> str:
+        """Code of a pair's high half (bits 64 .. t.bits-1)."""
+        lo, hi, kind, bits = p
+        if hi is not None:
+            return hi
+        if kind == "z" and bits <= 64:
+            return "U64(0)"
+        if kind == "s":
+            return self.tmp(f"((({lo}).view(np.int64) >> np.int64(63)).view(U64) & U64({_m(t.bits - 64)}))")
+        raise Decline("high half unknown")
+
     def fold(self, e: Op):
         """Operations on values known when planning (encoding fields): the branch taken, the flag's value."""
         if e.op == "select" and self._constant(e.args[0]):
             return self.ex(e.args[1] if self.ex(e.args[0])[2] else e.args[2])
+        if e.op == "select" and self._decided(e.args[0]) is not None:  # land with a false operand, ...
+            return self.ex(e.args[1] if self._decided(e.args[0]) else e.args[2])
+        a = e.args[0] if e.args else None
+        if e.op == "tobool" and isinstance(a, Op) and a.op == "select" and isinstance(a.args[1], Const) \
+                and isinstance(a.args[2], Const) and a.args[1].value == 1 and a.args[2].value == 0:
+            return self.ex(a.args[0])  # c ? 1 : 0 as a bool is c
         if e.op in ("tobool", "lnot", "land", "lor"):
             k = [self.ex(a)[2] for a in e.args] if all(self._constant(a) for a in e.args) else None
             if k is not None and None not in k:
@@ -144,6 +253,18 @@ class Natural:
                 for a in e.args:
                     if self._constant(a) and self.ex(a)[2] is False:
                         return "np.bool_(False)", "n", False
+        return None
+
+    def _decided(self, e) -> bool | None:
+        """A condition's value when its constant operands decide it alone, else None."""
+        if self._constant(e):
+            return bool(self.ex(e)[2])
+        if isinstance(e, Op) and e.op in ("land", "lor"):
+            k = [self._decided(a) for a in e.args]
+            if e.op == "land" and False in k:
+                return False
+            if e.op == "lor" and True in k:
+                return True
         return None
 
     def _constant(self, e) -> bool:
@@ -157,6 +278,9 @@ class Natural:
         """Natural-width code of `e`, or None."""
         t, op = e.ty, e.op
         ts = [a.ty for a in e.args]
+        if op == "extract" and e.attr == 1 and isinstance(e.args[0], Var) and e.args[0].name in self.f.masks \
+                and isinstance(e.args[1], Op) and e.args[1].op == "lane_id" and _cls(t) == 32:
+            return f"LB({args[0][0]}, {self.lanes})"  # a lane's bit of a wave mask (an int)
         for (_, rep, _), x in zip(args, e.args, strict=True):  # masks and wide integers stay in the reference form
             if rep == "w" and _int(x.ty) and (x.ty.bits > 64 or isinstance(x, Var) and x.name in self.f.masks):
                 return None
@@ -280,14 +404,23 @@ class Natural:
                                   f"{self.to_wide(val, vrep, s.value.ty)}, {s.bits})")
                 continue
             v = pyback.pyname(s.var)
-            code, rep, _ = self.ex(s.value)
+            code, rep, known = self.ex(s.value)
             if isinstance(s, Assign) and s.width is not None and _int(s.value.ty) and s.value.ty.bits > s.width:
                 code, rep = self.tmp(f"{self.to_nat(code, rep, s.value.ty)} & {_ut(s.value.ty)}({_m(s.width)})"), "n"
-            if isinstance(s, SetLaneBit):
-                self.lines.append(f"{v} = L.setlane({v}, {self.to_wide(code, rep, s.value.ty)}, True, {self.lanes})")
+            if s.var in self.read:
+                self.memo.clear()
+                self.read.clear()
+            if isinstance(s, SetLaneBit):  # every lane's bit (straight-line code runs in all lanes)
+                if self.rep.get(s.var) != "w":
+                    raise Decline("lane bit of a natural value")
+                keep = _m(64) & ~_m(self.lanes)
+                bits = f"PK({code})" if known is None else str(_m(self.lanes) if known else 0)
+                self.lines.append(f"{v} = ({v} & {keep}) | {bits}" if keep else f"{v} = {bits}")
                 continue
             self.lines.append(f"{v} = {code}")
             self.rep[s.var] = rep
+            if rep == "p":
+                raise Decline("a variable wider than 64 bits")
             self.known.pop(s.var, None)
         return self.lines
 

@@ -19,12 +19,13 @@ from collections.abc import Callable
 import numpy as np
 
 from emu.amd.exec import hwreg
+from emu.amd.exec.interp_mem import global_step, smem_step
 from emu.amd.exec.operands import constant, is_float
 from emu.amd.exec.plan import _BARRIERS, _CLOCKS, _ENDS, _ENGINE_NOPS, Planner
 from emu.amd.exec.state import ACC, MODE, SCC
 from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT
 from emu.pcode import floats, pyback, runtime
-from emu.pcode.npback import Decline, Natural
+from emu.pcode.npback import Decline, Natural, lane_bits, pack_lanes
 from emu.pcode.typed import Unsupported as PcodeUnsupported
 
 GUARD = 0xF | hwreg.DENORM_ALL  # MODE bits a fused float step assumes: round to nearest even, denormals kept
@@ -56,6 +57,11 @@ class Interp:
 
     def plan(self, inst) -> Callable:
         p = self.planner
+        if inst.valid and inst.base in ("GLOBAL", "VGLOBAL", "SMEM"):
+            try:
+                return (smem_step if inst.base == "SMEM" else global_step)(p, inst, _Ref(p, inst))
+            except Exception:  # Decline, or no semantics: the reference step takes it (and faults)
+                return p.plan(inst)
         if not inst.valid or inst.op.name in _CONTROL or not (inst.base in _SALU or inst.base == "DS"
                                                               or _fusable_valu(inst, p)):
             return p.plan(inst)
@@ -141,7 +147,7 @@ class _Source:
                 f"        w.pc = nxt\n        return 0\n"
                 f"    return step\n")
         ns = {"np": np, "L": runtime, "F": floats, "K": self.consts, "Unsupported": PcodeUnsupported,
-              "U32": np.uint32, "U64": np.uint64, "ML": lds_load, "MS": lds_store}
+              "U32": np.uint32, "U64": np.uint64, "ML": lds_load, "MS": lds_store, "LB": lane_bits, "PK": pack_lanes}
         exec(compile(text, f"<interp {self.inst.op.name}>", "exec"), ns)
         return ns["make"], tuple(self.args)
 
@@ -242,7 +248,14 @@ class _Source:
             if n in ("CLAMP", "OPSEL", "NEG", "OPSEL_HI", "NEG_HI") or n.startswith("INST."):
                 consts[n] = r(None) & ((1 << bits) - 1)
                 continue
-            wide[n] = f"{self.arg(r)}(w)"
+            if n == "VCC":  # the planner's reader: src2's mask in VOP3 forms without S2, else VCC
+                wide[n] = self._mask_read(f["src2"] if vop3 and "S2" not in sem.reads and "src2" in f else 106)
+            elif n == "EXEC":
+                wide[n] = "w.active_mask"
+            else:
+                wide[n] = None
+            if wide[n] is None:
+                wide[n] = f"{self.arg(r)}(w)"
         self.emit("act = w.active")
         self.emit(f"full = w.active_mask == {(1 << lanes) - 1}")
         self.emit("n_act = w.active_mask.bit_count()")
@@ -257,19 +270,63 @@ class _Source:
             gen = _Bound(ir, binds, f"int(sg[{MODE}])", lanes, self.consts)
             self.lines += gen.body_lines()
             natural = False
-        for n, wr in writes:
+        stores = []  # every result is computed before the first write (a result may be a view of a register)
+        for k, (n, wr) in enumerate(writes):
             if n not in ir.outputs:
                 continue
             keep = post is None or not (f.get("omod", 0) or f.get("clmp", 0))  # guarded: no flushing either
             if n == "D0" and natural and ir.outputs[n] in (32, 64) and n not in ir.masks and keep \
                     and self._plain_vdst(sem, op):
-                self._vgpr_store(gen.natural_out(n), ir.outputs[n], f["vdst"] + p._acc(inst, "vdst", None))
+                self.emit(f"o{k} = {gen.natural_out(n)}")
+                stores.append((self._vgpr_store, f"o{k}", ir.outputs[n], f["vdst"] + p._acc(inst, "vdst", None)))
                 continue
-            v = gen.output(n)
+            self.emit(f"o{k} = {gen.output(n)}")
+            dest = self._mask_dest(n, sem, vop3)
+            if dest is not None:  # a wave mask (int), or per-lane bits (a carry-out)
+                stores.append((self._mask_write, f"o{k}" if n in ir.masks else f"PK(o{k} != 0)", dest))
+                continue
+            v = f"o{k}"
             if n == "D0" and post is not None:
                 v = f"{self.arg(post)}(w, {v})"
-            self.emit(f"{self.arg(wr)}(w, {v}, act)")
+            stores.append((self.emit, f"{self.arg(wr)}(w, {v}, act)"))
+        for fn, *a in stores:
+            fn(*a)
         self.emit("w.lane_ops += n_act")
+
+    def _mask_read(self, code: int) -> str | None:
+        """Code of a wave mask read from an SGPR, VCC or EXEC (the planner's mask reader), or None."""
+        wide = self.p.mask_bits == 64
+        if code == 126:
+            return "w.active_mask"
+        if code < 106 or 108 <= code < 124 or code == 106 or (code == 107 and not wide):
+            return f"(int(sg[{code}]) | int(sg[{code + 1}]) << 32)" if wide else f"int(sg[{code}])"
+        return None
+
+    def _mask_dest(self, n: str, sem, vop3: bool) -> int | str | None:
+        """Where a mask result goes as the planner's writer puts it (an operand code, 'VCC' or 'EXEC'), or None."""
+        inst, p = self.inst, self.p
+        op, f = inst.op, inst.fields
+        if n == "D0" and not self._plain_vdst(sem, op) and (
+                inst.base == "VOPC" or p._fmt(op, "vdst") == MASK_FMT or "CMP" in op.name):
+            return 106 if inst.base == "VOPC" else f.get("vdst")
+        if n in ("VCC", "D1") and inst.base == "VOP3SD":
+            return f.get("sdst")
+        return n if n in ("VCC", "EXEC") else None
+
+    def _mask_write(self, v: str, dest: int | str) -> None:
+        """Writes mask result `v` ANDed with EXEC (int) to `dest`, as the planner's mask writers do."""
+        wide = self.p.mask_bits == 64
+        self.emit(f"m = {v} & w.active_mask")
+        if dest == "VCC":  # the whole 64-bit VCC
+            self.emit("sg[106] = m & 0xFFFFFFFF; sg[107] = m >> 32")
+        elif dest == "EXEC" or dest == 126:
+            self.emit("w.set_exec(m)")
+        elif dest == self.p.null:
+            pass
+        elif isinstance(dest, int) and (dest < 106 or 108 <= dest < 124 or dest == 106 or (dest == 107 and not wide)):
+            self.emit(f"sg[{dest}] = m & 0xFFFFFFFF; sg[{dest + 1}] = m >> 32" if wide else f"sg[{dest}] = m")
+        else:
+            raise Decline(f"mask destination {dest}")
 
     # -- LDS --------------------------------------------------------------------------------------------------
     def ds(self) -> None:
@@ -316,7 +373,6 @@ class _Source:
         neg, abs_ = (f.get("neg", 0) >> i & 1, f.get("abs", 0) >> i & 1) if vop3 else (0, 0)
         if mod and (neg or abs_):
             return None
-        dt = "U32" if width == 32 else "U64"
         if code >= 256:
             r = code - 256
             if width == 32:
@@ -328,7 +384,7 @@ class _Source:
             arr.flags.writeable = False
             return self.arg(arr)
         if width == 32 and (code < 106 or 108 <= code < 124):
-            return f"np.full({p.lanes}, sg[{code}], {dt})"
+            return f"sg.take({self.arg(np.full(p.lanes, code, np.intp))})"  # the SGPR in every lane
         return None
 
     def _plain_vdst(self, sem, op) -> bool:

@@ -1,0 +1,160 @@
+"""The lean interpreter's fused global-memory and scalar-memory steps.
+
+A global load or store whose pcode moves whole dwords (`VDATA[32k+31:32k] = MEM[ADDR + 4k]`, or the store's
+mirror image; read from the compiled IR, anything else declines) becomes one closure: the lanes' addresses as the
+reference plan computes them, then, when every active lane's whole access lies in one mapping (writable for a
+store) at dword-aligned addresses, one typed gather or scatter per dword. A scalar load of n dwords from one
+mapping is one slice copy into the SGPR file. Any other case - a fault, a straddle, an unaligned lane, no active
+lane - runs the reference step before anything has changed, so faults and partial effects stay the reference's.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from emu.amd.exec.operands import sext
+from emu.amd.exec.state import ACC
+from emu.pcode.ir import Assign, Const, Op, Store, Var
+from emu.pcode.npback import Decline
+
+U64, U32 = np.uint64, np.uint32
+M64 = (1 << 64) - 1
+
+
+def _dword(addr) -> int | None:
+    """k when `addr` is ADDR + 4k (k < 4) in the IR."""
+    if isinstance(addr, Var) and addr.name == "ADDR":
+        return 0
+    if isinstance(addr, Op) and addr.op == "add" and isinstance(addr.args[0], Var) and addr.args[0].name == "ADDR":
+        c = addr.args[1]
+        if isinstance(c, Op) and c.op == "resize":
+            c = c.args[0]
+        if isinstance(c, Const) and c.value in (4, 8, 12):
+            return c.value // 4
+    return None
+
+
+def dword_moves(ir) -> tuple[bool, int] | None:
+    """(is a store, dwords) when the IR moves dwords 0..n-1 between MEM[ADDR + 4k] and VDATA's dword k."""
+    if ir.files != {"MEM"} or ir.arrays:
+        return None
+    ks, store = [], None
+    for s in ir.body:
+        if isinstance(s, Store) and s.file == "MEM" and s.bits == 32 and store is not False:
+            v = s.value
+            k = _dword(s.addr[0])
+            if not (isinstance(v, Op) and v.op == "extract" and v.attr == 32 and isinstance(v.args[0], Var)
+                    and v.args[0].name == "VDATA" and isinstance(v.args[1], Const) and v.args[1].value == 32 * k):
+                return None
+            store = True
+        elif isinstance(s, Assign) and s.var == "VDATA" and store is not True and s.index is None:
+            v = s.value
+            if not (isinstance(v, Op) and v.op == "load" and v.attr == "MEM" and v.ty.bits == 32):
+                return None
+            k = _dword(v.args[0])
+            whole = s.lo is None and s.width is None and k == 0 and ir.outputs.get("VDATA") == 32
+            if not (whole or (isinstance(s.lo, Const) and k is not None and s.lo.value == 32 * k and s.width == 32)):
+                return None
+            store = False
+        else:
+            return None
+        ks.append(k)
+    n = len(ks)
+    if not n or sorted(ks) != list(range(n)) or (ir.inputs if store else ir.outputs).get("VDATA") != 32 * n:
+        return None
+    return store, n
+
+
+def global_step(p, inst, ref: Callable) -> Callable:
+    """The fused step of a plain dword global load/store (Decline otherwise); `ref` runs the reference step."""
+    op, f = inst.op, inst.fields
+    if inst.base not in ("GLOBAL", "VGLOBAL"):
+        raise Decline("not a global access")
+    sem = p.sem(op)
+    moves = dword_moves(sem.ir)
+    if moves is None or sem.serial or sem.reads - {"MEM", "ADDR", "VDATA"} or sem.writes - {"MEM", "VDATA"}:
+        raise Decline("not a plain dword move")
+    store, n = moves
+    rdna4 = "ioffset" in f
+    vaddr = f["vaddr"] if rdna4 else f["addr"]
+    acc = ACC if f.get("acc") else 0
+    data = (f["vsrc"] if rdna4 else f["data"]) + acc
+    vdst = f["vdst"] + acc
+    if max(data, vdst) % ACC + n > ACC:
+        raise Decline("registers past the file")
+    off = sext(f["ioffset"], 24) if rdna4 else sext(f["offset"], 13)
+    saddr = f.get("saddr", p.saddr_off)
+    saddr = None if saddr in (p.saddr_off, 0x7C, 0x7D) and not (p.cdna and saddr < 0x7F) else saddr
+    if saddr is not None and not (saddr < 106 and saddr + 2 <= 106 or 108 <= saddr and saddr + 2 <= 124):
+        raise Decline("saddr")
+    full_mask = (1 << p.lanes) - 1
+    nxt = inst.pc + inst.size
+    off_u = U64(off & M64)
+
+    def step(w):
+        vg = w.vgpr
+        if saddr is None:  # the VGPR pair as one uint64 per lane
+            a = np.ascontiguousarray(vg[vaddr:vaddr + 2].T).view(U64).ravel()
+            if off:
+                a = a + off_u
+        else:
+            sg = w.sgpr
+            a = vg[vaddr].astype(U64) + U64((int(sg[saddr]) | int(sg[saddr + 1]) << 32) + off & M64)
+        full = w.active_mask == full_mask
+        act = w.active
+        if not full:
+            a = a[act]
+            if not a.size:
+                return ref(w)
+        m = w.vm.mapping(int(a.min()))
+        if m is None or int(a.max()) + 4 * n > m.end or (store and not m.writable) \
+                or int(np.bitwise_or.reduce(a)) & 3:
+            return ref(w)
+        idx = ((a - U64(m.va)) >> U64(2)).view(np.int64)
+        mem = m.buf.view(U32)
+        for k in range(n):
+            i = idx + k if k else idx
+            if store:
+                mem[i] = vg[data + k] if full else vg[data + k][act]
+            elif full:
+                vg[vdst + k] = mem[i]
+            else:
+                vg[vdst + k][act] = mem[i]
+        w.lane_ops += a.size
+        w.pc = nxt
+        return 0
+    return step
+
+
+def smem_step(p, inst, ref: Callable) -> Callable:
+    """The fused step of a plain scalar load of dwords into SGPRs (S_LOAD_B*, not into VCC); Decline otherwise."""
+    op, f = inst.op, inst.fields
+    name = op.name
+    if inst.base != "SMEM" or not name.startswith("S_LOAD_") or "sdata" not in op.operands or p.cdna:
+        raise Decline("not a plain scalar load")
+    nbits = op.operands["sdata"].bits
+    if nbits % 32:
+        raise Decline("sub-dword")
+    n = nbits // 32
+    base, dst = f["sbase"] * 2, f["sdata"]
+    key = "ioffset" if "ioffset" in f else "offset"
+    off = sext(f[key], 24 if key == "ioffset" else 21)
+    soff = f.get("soffset")
+    soff = None if soff in (None, p.null) else soff
+    if not (base + 2 <= 106 and dst + n <= 106) or (soff is not None and soff >= 106):
+        raise Decline("registers outside the SGPRs")
+    nxt = inst.pc + inst.size
+
+    def step(w):
+        sg = w.sgpr
+        addr = (int(sg[base]) | int(sg[base + 1]) << 32) + off + (int(sg[soff]) if soff is not None else 0)
+        addr &= 0xFFFFFFFFFFFC
+        m = w.vm.mapping(addr)
+        if m is None or addr + 4 * n > m.end:
+            return ref(w)
+        o = addr - m.va
+        sg[dst:dst + n] = m.buf[o:o + 4 * n].view(U32)
+        w.pc = nxt
+        return 0
+    return step
