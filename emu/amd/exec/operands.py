@@ -24,6 +24,9 @@ _F32 = {240: 0x3F000000, 241: 0xBF000000, 242: 0x3F800000, 243: 0xBF800000, 244:
         246: 0x40800000, 247: 0xC0800000, 248: 0x3E22F983}
 _F16 = {240: 0x3800, 241: 0xB800, 242: 0x3C00, 243: 0xBC00, 244: 0x4000, 245: 0xC000, 246: 0x4400, 247: 0xC400,
         248: 0x3118}
+# bf16 operands take the float constants as bf16 (LLVM 19 encodes a bf16 literal 0x3f80 as the inline constant 1.0)
+_BF16 = {240: 0x3F00, 241: 0xBF00, 242: 0x3F80, 243: 0xBF80, 244: 0x4000, 245: 0xC000, 246: 0x4080, 247: 0xC080,
+         248: 0x3E22}
 _F64 = {240: 0x3FE0000000000000, 241: 0xBFE0000000000000, 242: 0x3FF0000000000000, 243: 0xBFF0000000000000,
         244: 0x4000000000000000, 245: 0xC000000000000000, 246: 0x4010000000000000, 247: 0xC010000000000000,
         248: 0x3FC45F306DC9C882}
@@ -55,6 +58,8 @@ def constant(code: int, bits: int, fmt: str, literal: int | None) -> int | None:
     if code in _F32:
         if bits == 64:
             return _F64[code] if "F64" in fmt or "F" not in fmt.replace("NUM_", "") else _F32[code]
+        if "BF16" in fmt:
+            return _BF16[code]
         if bits == 16 or "F16" in fmt:
             return _F16[code]
         return _F32[code]
@@ -185,6 +190,33 @@ def vgpr_writer(reg: int, bits: int, hi: bool = False, zero_hi16: bool = False) 
         np.copyto(w.vgpr[reg], v, where=act, casting="unsafe")
         np.copyto(w.vgpr[reg + 1], v >> U64(32), where=act, casting="unsafe")
     return w64
+
+
+class RegisterFileView:
+    """A register file as the pcode indexes it (st['VGPR'] [lane, reg], st['SGPR'] [reg]) under the manuals' rule
+    for registers out of range (RDNA3.5 ISA 7.2.7, CDNA3 ISA 3.6.1): a source past the last register reads register
+    0, a destination past it is not written. Reads come from `seen` (default: the file itself), writes go to
+    `regs`; every 32-bit register index is accepted (`shape`), so a relative index never raises."""
+
+    def __init__(self, regs: np.ndarray, seen: np.ndarray | None = None):
+        self.regs = regs
+        self.seen = regs if seen is None else seen
+        self.shape = (*regs.shape[:-1], 1 << 32)
+
+    def __getitem__(self, i: tuple):
+        reg, n = np.asarray(i[-1]), self.seen.shape[-1]
+        if np.any(reg >= n):
+            i = (*i[:-1], np.where(reg < n, reg, 0))
+        return self.seen[i]
+
+    def __setitem__(self, i: tuple, v) -> None:
+        reg, n = np.asarray(i[-1]), self.regs.shape[-1]
+        if not np.any(reg >= n):
+            self.regs[i] = v
+            return
+        *rest, reg, v = np.broadcast_arrays(*i[:-1], reg, v)
+        ok = reg < n
+        self.regs[(*(r[ok] for r in rest), reg[ok])] = v[ok]
 
 
 def sign_bit(bits: int) -> int:

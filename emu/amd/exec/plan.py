@@ -14,7 +14,16 @@ import numpy as np
 
 from emu.amd import isa
 from emu.amd.exec import hwreg
-from emu.amd.exec.operands import OperandError, Unsupported, m0_null, scalar_reader, scalar_writer, sext, to_mask
+from emu.amd.exec.operands import (
+    OperandError,
+    RegisterFileView,
+    Unsupported,
+    m0_null,
+    scalar_reader,
+    scalar_writer,
+    sext,
+    to_mask,
+)
 from emu.amd.exec.state import BARRIER, END
 from emu.amd.exec.valu import ValuPlans, opsel_hi
 from emu.amd.exec.vmem import MemoryPlans
@@ -167,9 +176,9 @@ class Planner(ValuPlans, MemoryPlans):
             lit = inst.literal or 0
             return lambda w: lit
         if n == "VGPR":
-            return lambda w: w.vgpr.T  # the pcode indexes VGPR[lane][register]
+            return lambda w: RegisterFileView(w.vgpr.T)  # the pcode indexes VGPR[lane][register]
         if n == "SGPR":
-            return lambda w: w.sgpr[:128]  # the registers scalar operand codes 0..127 name
+            return lambda w: RegisterFileView(w.sgpr[:128])  # the registers scalar operand codes 0..127 name
         if n in _SDWA_SELECTS:
             return lambda w, v=_SDWA_SELECTS[n]: v
         if n == "SDWA_SRC0_SEL":  # the SDWA source select (fp8 conversions pick their byte); other forms: byte 0
@@ -245,8 +254,8 @@ class Planner(ValuPlans, MemoryPlans):
         reads = []
         for n in sorted(sem.reads):
             fld = fm.get(n)
-            if n in ("SRC0", "SRC1"):  # the raw field (s_set_gpr_idx_on's SIMM4 in ssrc1)
-                v = f.get("s" + n.lower(), 0)
+            if n in ("SRC0", "SRC1", "DST"):  # the raw field (s_set_gpr_idx_on's SIMM4 in ssrc1; s_movrel*'s registers)
+                v = f.get("sdst" if n == "DST" else "s" + n.lower(), 0)
                 reads.append((n, lambda w, v=v: v))
             elif fld == "simm16" or (n == "SIMM16" and "simm16" in f):
                 v = f.get("simm16", 0)

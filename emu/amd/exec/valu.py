@@ -2,6 +2,7 @@
 operand fetchers with their modifiers, the compiled semantics and destination writers with EXEC applied."""
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -10,6 +11,7 @@ from emu.amd.exec import hwreg
 from emu.amd.exec.lanes import dpp8, dpp16, dpp_write_mask, sdwa_extract, sdwa_place
 from emu.amd.exec.operands import (
     OperandError,
+    RegisterFileView,
     Unsupported,
     as_int,
     is_float,
@@ -23,6 +25,10 @@ from emu.amd.exec.operands import (
 from emu.amd.exec.state import ACC
 
 U64 = np.uint64
+DPP8_FI = 234  # src0 value of a DPP8 form with fetch-inactive set (233 without)
+SUBSTITUTE_ROWS = 32  # registers of the widest matrix operand (1024 bits), appended per constant source
+_MATRIX = ("V_MFMA_", "V_WMMA_", "V_SMFMAC_")
+_ELEMENT = re.compile(r"(F64|F32|I32|BF16|F16)$")  # element type at the end of a matrix operand's format
 MASK_FMT = "NUM_M64"  # operand format of wave masks (compare results, carry-outs)
 # untyped (B32/B16) sources the hardware reads as floats under VOP3 abs/neg (LLVM accepts |x| / -x on them)
 FLOAT_MODIFIED = frozenset({"V_CNDMASK_B32", "V_CNDMASK_B16"})
@@ -41,7 +47,11 @@ class ValuPlans:
         else:
             fm = {"S0": "src0", "S1": "src1", "S2": "src2", "D0": "vdst"}
         reads, writes, wmask, post = self._vparts(inst, op, sem, fm, fields)
-        return _valu_step(sem, reads, writes, wmask, post, inst.pc + inst.size, self.lanes)
+        view = None
+        if "VGPR" in sem.reads | sem.writes:
+            view, dpp_mask = self._file_view(inst, op, sem, fields)
+            wmask = wmask or dpp_mask
+        return _valu_step(sem, reads, writes, wmask, post, inst.pc + inst.size, self.lanes, view)
 
     def _indexable(self, inst, step: Callable) -> Callable:
         """A CDNA VALU step that honours VGPR indexing mode (s_set_gpr_idx_on): while it is on, the VGPR
@@ -55,7 +65,8 @@ class ValuPlans:
             key = w.m0 & 0xF0FF
             s = variants.get(key)
             if s is None:
-                s = variants[key] = self._valu(inst, _gpr_indexed(inst, key))
+                f = _gpr_indexed(inst, key)
+                s = variants[key] = self._valu(inst, f) if f is not None else self._control(inst, 0)
             return s(w)
         return indexed
 
@@ -124,13 +135,7 @@ class ValuPlans:
                 raise Unsupported(f"{op.name}: reads {n} but the encoding has no such source")
             bits = self._width(sem, n, op, fld)
             fmt = self._fmt(op, fld)
-            code = f[fld] + (256 if fld.startswith("vsrc") else 0) + self._acc(inst, fld, fields)
-            if i == 0 and (dpp16_ or dpp8_ or sdwa):
-                code = f["vsrc0"] + 256
-                if sdwa and f.get("s0"):
-                    code -= 256
-            if i == 1 and sdwa and f.get("s1"):
-                code -= 256
+            code = self._source_code(inst, i, fld, fields)
             sel, sext = (f.get(f"src{i}_sel", 6), bool(f.get(f"src{i}_sext", 0))) if sdwa and i < 2 else (6, False)
             if i == 0 and "SDWA_SRC0_SEL" in sem.reads:
                 sel, sext = 6, False  # the pcode selects itself
@@ -160,7 +165,7 @@ class ValuPlans:
                 r, wmask = self._dpp16(r, f)
             elif i == 0 and dpp8_:
                 idx = dpp8([f[f"lane_sel_{k}"] for k in range(8)], self.lanes)
-                r = _dpp8_fetch(r, idx, inst.fields.get("src0", 0) == 234)
+                r = _dpp8_fetch(r, idx, inst.fields.get("src0", 0) == DPP8_FI)
             reads.append((n, r))
         mask_code = 106 if base == "VOPC" and not (sdwa and f.get("sd")) else f.get("sdst" if sdwa else "vdst")
         for n in sorted(sem.reads - {"S0", "S1", "S2"}):
@@ -174,10 +179,14 @@ class ValuPlans:
                 reads.append((n, vgpr_reader(reg, dst_bits, hi)))
             elif n == "VCC" and vop3 and "S2" not in sem.reads and "src2" in f:
                 reads.append((n, self._mask_reader(f["src2"])))
-            elif n in ("SRC0", "SRC1", "SRC2", "VDST"):  # register numbers, for pcode indexing VGPR[lane][reg]
-                fld = n.lower()
-                idx = f[fld] - (256 if fld != "vdst" else 0) + self._acc(inst, fld, fields)
+            elif n in ("VDST", "DST"):  # register numbers, for pcode indexing VGPR[lane][reg]
+                idx = f["vdst"] + self._acc(inst, "vdst", fields)
                 reads.append((n, lambda w, idx=idx: idx))
+            elif n in ("SRC0", "SRC1", "SRC2"):  # a source that is no VGPR: the rows _file_view appends for it
+                code = self._source_code(inst, int(n[3]), n.lower(), fields)
+                sub = SUBSTITUTE_ROWS * int(n[3])
+                reads.append((n, (lambda w, idx=code - 256: idx) if code >= 256 else
+                              (lambda w, sub=sub: w.vgpr.shape[0] + sub)))
             else:
                 reads.append((n, self._common_read(n, inst)))
         writes = []
@@ -227,6 +236,56 @@ class ValuPlans:
         o = inst.operands.get(fld) if fields is None else None
         return ACC if o is not None and o.kind == "agpr" else 0
 
+    def _source_code(self, inst, i: int, fld: str, fields: dict | None) -> int:
+        """The 9-bit operand code of source i (256 + n: VGPR n, ACC VGPRs past ACC): DPP and SDWA forms name
+        src0 in their extra dword (vsrc0; SDWA's s0/s1 bits say an SGPR)."""
+        f = fields if fields is not None else inst.fields
+        enc = inst.enc
+        sdwa = enc.endswith(("SDWA", "SDWA_SDST"))
+        if i == 0 and (enc.endswith(("DPP16", "DPP8")) or sdwa):
+            return f["vsrc0"] + (0 if sdwa and f.get("s0") else 256)
+        code = f[fld] + (256 if fld.startswith("vsrc") else 0) + self._acc(inst, fld, fields)
+        return code - 256 if i == 1 and sdwa and f.get("s1") else code
+
+    def _file_view(self, inst, op, sem, fields: dict | None) -> tuple[Callable, Callable | None]:
+        """(view, DPP write mask) for semantics that index the VGPR file by register numbers (matrix ops, relative
+        moves, lane reads and writes, RDNA4 fp8 conversions): registers out of range as RegisterFileView says; a
+        source that is no VGPR (an inline constant, literal or SGPR) is read from rows appended to the file
+        (SUBSTITUTE_ROWS per source); a DPP form reads every register from the lane its DPP control selects.
+        view(w, st) sets st['VGPR'] (and narrows ACTIVE to the DPP write mask)."""
+        subs = []
+        for i in range(3):
+            n = f"SRC{i}"
+            if n in sem.reads and (code := self._source_code(inst, i, n.lower(), fields)) < 256:
+                subs.append((i, self._substitute(op, n.lower(), code, inst.literal)))
+        enc, f = inst.enc, fields if fields is not None else inst.fields
+        gather = wmask = None
+        if "SRC0" in sem.reads and enc.endswith("DPP16"):
+            idx, valid, wmask = self._dpp16_select(f)
+            gather = (idx, valid)
+        elif "SRC0" in sem.reads and enc.endswith("DPP8"):
+            idx, fi = dpp8([f[f"lane_sel_{k}"] for k in range(8)], self.lanes), f.get("src0", 0) == DPP8_FI
+            gather = (idx, lambda w: fi | w.active[idx])
+        return _view(subs, gather, wmask), wmask
+
+    def _substitute(self, op, fld: str, code: int, literal: int | None) -> Callable:
+        """The SUBSTITUTE_ROWS registers a constant or SGPR source stands for, per lane. A matrix operand (C of
+        MFMA / WMMA; LLVM 19 folds a splat C into an inline constant src2) has the value in every element, as an
+        inline constant of the element type; any other source is its 32-bit value in each register."""
+        o = op.operands.get(fld) or op.operands.get("v" + fld)
+        fmt = o.fmt if o is not None else ""
+        m = _ELEMENT.search(fmt) if op.name.startswith(_MATRIX) else None
+        elem = m.group(1) if m else "B32"
+        bits = {"F64": 64, "F16": 16, "BF16": 16}.get(elem, 32)
+        r = vector_reader(code, bits, elem if m else fmt, literal, False, self.fam)
+
+        def rows(w) -> np.ndarray:
+            v = r(w)
+            dwords = [v & U64(0xFFFFFFFF), v >> U64(32)] if bits == 64 else \
+                [(v & U64(0xFFFF)) * U64(0x10001)] if bits == 16 else [v]
+            return np.array(dwords * (SUBSTITUTE_ROWS // len(dwords)), np.uint32)
+        return rows
+
     def _packed(self, code, bits, fmt, literal, i, f) -> Callable:
         """A VOP3P packed operand: each half picked by opsel/opsel_hi, negated by neg/neg_hi."""
         e = bits // 2
@@ -246,7 +305,8 @@ class ValuPlans:
             return (((v >> s_lo) & emask) ^ n_lo) | ((((v >> s_hi) & emask) ^ n_hi) << eu)
         return r
 
-    def _dpp16(self, r: Callable, f: dict):
+    def _dpp16_select(self, f: dict) -> tuple[np.ndarray, Callable, Callable]:
+        """(source lane of each lane, valid(w): lanes whose source exists and is readable, write mask(w))."""
         lanes = self.lanes
         sel = dpp16(f["dpp"], lanes, self.cdna)
         if sel is None:
@@ -258,21 +318,35 @@ class ValuPlans:
         def valid(w):
             return ok & (w.active[idx] | fi)
 
-        def fetch(w):
-            return np.where(valid(w), r(w)[idx], U64(0))
-
         def wmask(w):
             return enable & (valid(w) | bc)
+        return idx, valid, wmask
+
+    def _dpp16(self, r: Callable, f: dict):
+        idx, valid, wmask = self._dpp16_select(f)
+
+        def fetch(w):
+            return np.where(valid(w), r(w)[idx], U64(0))
         return fetch, wmask
 
 
-def _gpr_indexed(inst, m0: int) -> dict:
-    """The instruction's fields with the VGPR operands M0[15:12] selects offset by M0[7:0]."""
+def _gpr_indexed(inst, m0: int) -> dict | None:
+    """The instruction's fields with the VGPR operands M0[15:12] selects offset by M0[7:0] (SGPR and constant
+    operands are not indexed). Past the last VGPR (CDNA3 ISA 3.6.1, out-of-range VGPRs) a source reads VGPR0 and a
+    destination makes the instruction a no-op: None then."""
     f, off = dict(inst.fields), m0 & 0xFF
     vop2 = inst.base in ("VOP2", "VOPC")
+    dst = inst.operands.get("vdst")
     for bit, fld in enumerate(("src0", "vsrc1" if vop2 else "src1", "src2", "vdst")):
-        if m0 >> (12 + bit) & 1 and fld in f and (f[fld] >= 256 or fld in ("vsrc1", "vdst")):
+        if not m0 >> (12 + bit) & 1 or fld not in f or fld.startswith("src") and f[fld] < 256 \
+                or fld == "vdst" and dst is not None and dst.kind != "vgpr":
+            continue
+        if f[fld] % 256 + off < 256:
             f[fld] += off
+        elif fld == "vdst":
+            return None
+        else:
+            f[fld] -= f[fld] % 256  # VGPR0 (256 in a 9-bit source field, 0 in vsrc1)
     return f
 
 
@@ -358,10 +432,30 @@ def _result_modifiers(bits: int, fmt: str, omod: int, clamp: int, fam: str, flus
     return post
 
 
-def _valu_step(sem, reads, writes, wmask, post, nxt: int, lanes: int) -> Callable:
+def _view(subs: list, gather: tuple | None, wmask: Callable | None) -> Callable:
+    """view(w, st) of Planner._file_view: the wave's VGPRs, lane-gathered for DPP, with the substitute rows after."""
+    def view(w, st) -> None:
+        seen = w.vgpr
+        if gather is not None:
+            idx, valid = gather
+            seen = np.where(valid(w), seen[:, idx], np.uint32(0))
+        if subs:
+            extra = np.zeros((3 * SUBSTITUTE_ROWS, w.lanes), np.uint32)
+            for i, rows in subs:
+                extra[i * SUBSTITUTE_ROWS:(i + 1) * SUBSTITUTE_ROWS] = rows(w)
+            seen = np.concatenate([seen, extra])
+        st["VGPR"] = RegisterFileView(w.vgpr.T, seen.T)
+        if wmask is not None:
+            st["ACTIVE"] = st["ACTIVE"] & wmask(w)
+    return view
+
+
+def _valu_step(sem, reads, writes, wmask, post, nxt: int, lanes: int, view: Callable | None = None) -> Callable:
     def step(w):
         st = {n: r(w) for n, r in reads}
         st["ACTIVE"] = w.active
+        if view is not None:
+            view(w, st)
         out = sem(st, lanes)
         act = w.active if wmask is None else w.active & wmask(w)
         for n, wr in writes:
