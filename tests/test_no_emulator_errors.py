@@ -179,3 +179,18 @@ def test_cdna_gpr_index_mode_out_of_range_and_scalar_operands():
     # v_cmp_lt_u32_e64 s[4:5], v1, v2 indexes v101 < v102 (true) and writes s[4:5] itself
     w = _run("gfx942", on_all + "0400c9d001050200" + off, regs, s)
     assert (int(w.sgpr[4]), int(w.sgpr[5])) == (0xFFFFFFFF, 0xFFFFFFFF)
+
+
+def test_block_transfers_are_unsupported_not_misread():
+    # global_store_block v[22:23], v[68:99], off offset:246: its pcode indexes VGPRs by M0's bits, which the
+    # engine does not model (it used to take the data as a register number)
+    with pytest.raises(GPUFault) as e:
+        _run("gfx1201", "7c0015ee0000002216f60000")
+    assert e.value.record.kind == "unsupported-instruction" and "GLOBAL_STORE_BLOCK" in e.value.record.detail
+
+
+def test_fp8_conversion_dpp_reads_the_selected_lane():
+    # v_cvt_f32_fp8_dpp v1, v2 quad_perm:[1,0,3,2]: v1[l] = fp8 byte 0 of v2[l ^ 1]; E4M3 0x38 = 1.0, 0x39 = 1.125
+    lanes = np.arange(32, dtype=np.uint32)
+    w = _run("gfx1201", "fad8027e02b100ff", {2: 0x38 + (lanes & 1)})
+    assert list(w.vgpr[1]) == [0x3F800000 if lane & 1 else 0x3F900000 for lane in range(32)]

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emu.amd.exec.operands import scalar_reader, sext, vgpr_reader, vgpr_writer
+from emu.amd.exec.operands import Unsupported, scalar_reader, sext, vgpr_reader, vgpr_writer
 from emu.amd.exec.state import ACC
 from emu.amd.memspace import Buffer
 
@@ -74,6 +74,8 @@ class MemoryPlans:
     def _flat(self, inst) -> Callable:
         op, f = inst.op, inst.fields
         sem = self.sem(op)
+        if "VGPR" in sem.reads:  # RDNA4 *_BLOCK: MEM[VGPR[laneId][ADDR]] <-> VGPR[laneId][VDATA + i] for M0's i
+            raise Unsupported(f"{op.name}: block transfers (VGPRs selected by M0) are not modelled")
         base = inst.base.removeprefix("V") if inst.base.startswith("V") else inst.base
         rdna4 = "ioffset" in f
         vaddr = f["vaddr"] if rdna4 else f["addr"]
