@@ -232,6 +232,8 @@ def test_constant_mode(key: str, mode: int, data) -> None:
     space, name = key.split(".")
     if (space, name) not in instructions("gfx1100"):
         pytest.skip(f"{key} is not compiled by pyback")
+    if native("gfx1100", space, name, 32, mode) is None:  # f64 under a directed FP_ROUND[3:2]
+        pytest.skip(f"{key} is not taken by the LLVM backend under MODE {mode:#x}")
     check("gfx1100", space, name, 32, data, mode)
 
 
@@ -250,7 +252,7 @@ def test_every_instruction(arch: str, lanes: int, space: str, name: str, data) -
 
 
 EXCLUDED = ("f64 fma with a scale", "float op mf_decode", "float op mf_encode", "float op fconv_sr",
-            "lane-serial read-modify-write memory op", "float to 64-bit integer")
+            "lane-serial read-modify-write memory op", "float to 64-bit integer", "f64 directed rounding")
 
 
 def test_coverage_sop() -> None:

@@ -49,11 +49,13 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
   permlane, ds_swizzle, matrix ops) work this way; matrix ops ignore EXEC: pass ACTIVE all true.
 - Callouts: what depends on machine configuration is a function in st: `st['HwRegWriteMask'](reg, priv)`, the
   writable bits of hardware register `reg` (S_SETREG).
-- MODE (int) is read where the pcode refers to it (WAVE_MODE.IEEE = bit 9, ROUND_MODE = bits 1:0) and by every
+- MODE (int) is read where the pcode refers to it (WAVE_MODE.IEEE = bit 9, ROUND_MODE = bits 1:0), by every
   op with a basic float operation (add sub mul div fma sqrt), which rounds as MODE.FP_ROUND says (bits 1:0 for
-  f32, 3:2 for f16; 0 nearest even, the default when MODE is not given; f64 is not directed); other float
-  results round to nearest even, and denormals are kept (no pcode text reads MODE.FP_DENORM: the
-  executor flushes inputs and results per MODE, emu.amd.exec.valu).
+  f32, 3:2 for f16 and f64; 0 nearest even), and by conversions that can be inexact, which round by the field
+  of their result's type unless the text sets ROUND_MODE. Other float results round to nearest even. Vector
+  ops keep denormals (the executor flushes their inputs and results per MODE.FP_DENORM, emu.amd.exec.valu);
+  scalar ops flush their f16 / f32 sources (S0 S1 S2 D0) and float D0 results per MODE.FP_DENORM themselves.
+  Not given, MODE is ir.DEFAULT_MODE (nearest even, denormals kept).
   WAVE64 is `lanes == 64`.
 - A case the semantics do not model (e.g. ds_swizzle FFT mode) raises Unsupported when a lane reaches it.
 """

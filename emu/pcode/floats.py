@@ -52,7 +52,7 @@ def fconv(x, bits: int, bf: bool = False, rm=0, quiet_nans: bool = False):
         y = bf16(np.asarray(x, np.float32))
     else:
         y = _nan_bits(np.asarray(x), np.asarray(x).astype(FDT[bits]))
-    if isinstance(rm, int) and rm == 0:
+    if np.ndim(rm) == 0 and int(rm) == 0:
         return y
     xd, yd = np.asarray(x, np.float64), y.astype(np.float64)
     fin = np.isfinite(xd)
@@ -322,7 +322,7 @@ def fconv_sr(x, rnd, bits: int, bf: bool = False):
 
 
 # ---- MODE.FP_ROUND: directed rounding of the basic operations ---------------------------------------------------
-# MODE[1:0] rounds f32 results, MODE[3:2] f16 (and f64, which stays nearest even here: see rop):
+# MODE[1:0] rounds f32 results, MODE[3:2] f16 and f64 (AMDGPUUsage: FLOAT_ROUND_MODE_32 / _16_64):
 # 0 nearest even, 1 toward +inf, 2 toward -inf, 3 toward 0
 _NATIVE = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "sqrt": np.sqrt}
 
@@ -348,25 +348,64 @@ def _wide(op: str, args) -> np.ndarray:
     return _NATIVE[op](*a)
 
 
+_EXACT = {"add": lambda q: q[0] + q[1], "sub": lambda q: q[0] - q[1], "mul": lambda q: q[0] * q[1],
+          "div": lambda q: q[0] / q[1], "fma": lambda q: q[0] * q[1] + q[2]}
+
+
+def _exact_sides(op: str, args, near: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sign of exact - near, sign of exact) per lane of an f64 operation, by exact rational arithmetic; 0 and 0
+    where an operand or `near` is NaN or an operand is infinite (the result is then exact)."""
+    vals = [np.broadcast_to(np.asarray(x, np.float64), near.shape) for x in args[:3]]
+    scale = np.broadcast_to(sx(np.asarray(args[3]), 32), near.shape) if len(args) > 3 else None
+    side, sign = np.zeros(near.shape, np.int8), np.zeros(near.shape, np.int8)
+    for i in np.ndindex(near.shape):
+        xs = [float(v[i]) for v in vals]
+        r = float(near[i])
+        if not all(math.isfinite(x) for x in xs) or math.isnan(r):
+            continue
+        q = [Fraction(x) for x in xs]
+        if op == "sqrt":  # sqrt(q) against r >= 0: compare the squares
+            exact_sq = q[0]
+            side[i] = 0 if math.isinf(r) else (exact_sq > Fraction(r) ** 2) - (exact_sq < Fraction(r) ** 2)
+            sign[i] = exact_sq > 0
+            continue
+        if op == "div" and q[1] == 0:
+            continue
+        e = _EXACT[op](q)
+        if scale is not None:
+            e *= Fraction(2) ** int(scale[i])
+        sign[i] = (e > 0) - (e < 0)
+        side[i] = -sign[i] if math.isinf(r) else (e > Fraction(r)) - (e < Fraction(r))
+    return side, sign
+
+
 def rop(op: str, mode, *args):
-    """The IEEE operation `op` (add sub mul div sqrt fma) rounded as MODE.FP_ROUND says, for f16 and f32; f64
-    results round to nearest even (directed f64 rounding is not modelled)."""
+    """The IEEE operation `op` (add sub mul div sqrt fma) rounded as MODE.FP_ROUND says (f16, f32, f64)."""
     near = fma(*args) if op == "fma" else _NATIVE[op](*args)
     near = np.asarray(near)
     mode = np.asarray(mode)  # an int (MODE is wave state); a per-lane array from a caller counts by its first lane
     rm = (int(mode.flat[0]) if mode.size else 0) >> (0 if near.dtype == np.float32 else 2) & 3
-    if rm == 0 or near.dtype not in (np.float16, np.float32):
+    if rm == 0 or near.dtype not in (np.float16, np.float32, np.float64):
         return near
     dt = near.dtype.type
-    w = _wide(op, args)
-    back = near.astype(np.float64)
-    step = {1: back < w, 2: back > w, 3: ((back > w) & (w > 0)) | ((back < w) & (w < 0))}[rm]
+    if near.dtype == np.float64:
+        side, sign = _exact_sides(op, args, near)
+        above, below, positive, negative, zero = side > 0, side < 0, sign > 0, sign < 0, sign == 0
+    else:
+        w = _wide(op, args)
+        back = near.astype(np.float64)
+        above, below, positive, negative, zero = back < w, back > w, w > 0, w < 0, w == 0
+    step = {1: above, 2: below, 3: (below & positive) | (above & negative)}[rm]
     toward = {1: dt(np.inf), 2: dt(-np.inf), 3: dt(0)}[rm]
     out = np.where(step, np.nextafter(near, toward), near)
     if rm == 2 and op in ("add", "sub", "fma"):  # an exact zero sum of opposite signs is -0 toward -inf
-        out = np.where((w == 0) & ~((out == 0) & np.signbit(out)), np.where(_both_plus_zero(op, args), out, dt(-0.0)),
-                       out)
+        exact0 = zero & (out == 0) & _finite(args)
+        out = np.where(exact0 & ~np.signbit(out), np.where(_both_plus_zero(op, args), out, dt(-0.0)), out)
     return out.astype(dt)
+
+
+def _finite(args):
+    return np.logical_and.reduce([np.isfinite(np.asarray(x, np.float64)) for x in args[:3]])
 
 
 def _both_plus_zero(op: str, args):

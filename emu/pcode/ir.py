@@ -39,6 +39,7 @@ MINIFLOATS = {"fp8": (4, 3, 7, "nan"), "bf8": (5, 2, 15, "ieee"), "fp6": (2, 3, 
               "fp8fnuz": (4, 3, 8, "fnuz"), "bf8fnuz": (5, 2, 16, "fnuz")}  # fnuz: 0x80 is NaN, no inf, no -0
 
 
+DEFAULT_MODE = 0xF0  # MODE where the caller gives none: FP_ROUND nearest even, FP_DENORM keeping every denormal
 BOOL = Ty("bool", 1)
 U32, I32, U64, I64 = Ty("u", 32), Ty("i", 32), Ty("u", 64), Ty("i", 64)
 

@@ -20,8 +20,10 @@ from __future__ import annotations
 import re
 
 from emu.pcode.ir import BOOL, I32, MINIFLOATS, U32, Const, Expr, Op, Ty
-from emu.pcode.typed import Unsupported, bitcast_to_int, concrete, convert, reinterpret, unify
+from emu.pcode.typed import Unsupported, bitcast_to_int, concrete, convert, extract, reinterpret, unify
 
+F64 = Ty("f", 64)
+SIGNIFICAND = {16: 11, 32: 24, 64: 53}  # bits of precision: integers this wide convert exactly
 CALLOUTS = {"HwRegWriteMask": "HwRegWriteMask", "writeableBitMask": "HwRegWriteMask"}  # pcode name -> st key
 _SAME_FLOAT = {"sqrt": "sqrt", "trunc": "trunc", "floor": "floor", "fract": "fract", "log2": "log2",
                "sin": "sin", "cos": "cos", "exp2": "exp2", "ceil": "ceil", "roundEven": "rint"}
@@ -150,24 +152,41 @@ def minifloat_conversion(m: re.Match, args: list[Expr]) -> Expr:
     raise Unsupported(f"conversion {m.group(0)}")
 
 
+def _round_mode(src: Ty, dst: Ty, lw) -> tuple[Expr, ...]:
+    """The rounding mode of a conversion that can be inexact: ROUND_MODE where the pcode manages it, else
+    MODE.FP_ROUND of the result's type ([1:0] f32, [3:2] f16 and f64; LLVM's llvm.fptrunc.round to f16 sets
+    FP_ROUND[3:2] around v_cvt_f16_f32). Exact conversions and bfloat16 results (nearest even) take none."""
+    exact = src.bits <= dst.bits if src.is_float else src.bits <= SIGNIFICAND.get(dst.bits, 0)
+    if dst.kind != "f" or exact:
+        return ()
+    if "ROUND_MODE" in lw.f.vars:
+        return (lw.round_mode(),)
+    if not src.is_float and src.bits > 32:
+        return ()
+    return (convert(extract(lw.state("MODE"), Const(0 if dst.bits == 32 else 2, U32), 2), U32),)
+
+
 def conversion_src(x: Expr, src: Ty) -> Expr:
     x = concrete(x)
     return convert(x, src) if x.ty.is_float else reinterpret(x, src)
 
 
 def conversion(src: Ty, dst: Ty, x: Expr, lw) -> Expr:
-    """src_to_dst(x): floats round (by ROUND_MODE when the pcode sets it), float->int saturates, int->int
-    narrowing saturates, widening extends by src's signedness."""
+    """src_to_dst(x): floats round (by ROUND_MODE when the pcode sets it, else as MODE.FP_ROUND says for the
+    result's type, see _round_mode), float->int saturates, int->int narrowing saturates, widening extends by src's
+    signedness."""
     x = concrete(x)
     if src.is_float:
         x = convert(x, src) if x.ty.is_float else reinterpret(x, src)
     else:
         x = reinterpret(bitcast_to_int(x), src)
+    rm = _round_mode(src, dst, lw)
     if src.is_float and dst.is_float:
-        rm = (lw.round_mode(),) if "ROUND_MODE" in lw.f.vars else ()
         return Op("fconv", (x, *rm), dst, "quiet")
     if src.is_float:
         return Op("ftoi", (x,), dst)
+    if dst.is_float and rm:  # exact in f64 first (at most 32 bits), so the directed conversion rounds once
+        return Op("fconv", (Op("itof", (x,), F64), *rm), dst)
     if dst.is_float:
         return Op("itof", (x,), dst)
     if dst.bits < src.bits:

@@ -14,9 +14,10 @@ Values (inputs and outputs of `emit`), raw bits:
   uniform values; constants fold). Exceptions, both wave-wide scalars: names in `f.masks` (EXEC, VCC, D0 of
   V_CMP*) are `i64`, bit i = lane i; `MODE` is `i32`.
 - scalar Func: every input and output is a scalar `iB`.
-- extra inputs: `MODE` (`i32`, MODE.FP_ROUND directs the rounding of f16 / f32 add sub mul div sqrt fma; 0, pyback's
-  default, when absent) and for vector Funcs `ACTIVE` (`<lanes x i1>`: lanes whose memory / register-file side
-  effects may happen; all when absent).
+- extra inputs: `MODE` (`i32`, MODE.FP_ROUND directs the rounding of f16 / f32 add sub mul div sqrt fma, and of
+  conversions; FP_DENORM the flushing of scalar float ops; ir.DEFAULT_MODE, pyback's default, when absent) and
+  for vector Funcs `ACTIVE` (`<lanes x i1>`: lanes whose memory / register-file side effects may happen; all when
+  absent).
 - a name the body assigns on some paths only must be given with its current value (as for pyback); all lanes are
   computed, the caller applies EXEC.
 Hooks (`Hooks`, emu.pcode.llvmemit): in vector Funcs the addresses, register indices, values and masks handed to a
@@ -52,7 +53,7 @@ import numpy as np
 from llvmlite import ir
 
 from emu.pcode import runtime
-from emu.pcode.ir import Func
+from emu.pcode.ir import DEFAULT_MODE, Func
 from emu.pcode.llvmemit import Hooks, emit
 from emu.pcode.llvmfloats import I1, I32, I64, const, elem, entry_alloca, lanes, like, resize
 from emu.pcode.llvmjit import OPT, Engine, engine
@@ -299,12 +300,12 @@ def standalone(f: Func, lanes: int, mode: int | None = None) -> Callable[[dict, 
     def run(st: dict, lanes_: int) -> dict:
         if lanes_ != lanes:
             raise ValueError(f"compiled for {lanes} lanes, called with {lanes_}")
-        if mode is not None and st.get("MODE", 0) != mode:
-            raise ValueError(f"compiled for MODE {mode:#x}, called with {st.get('MODE', 0):#x}")
+        if mode is not None and st.get("MODE", DEFAULT_MODE) != mode:
+            raise ValueError(f"compiled for MODE {mode:#x}, called with {st.get('MODE', DEFAULT_MODE):#x}")
         src_buf, dst_buf = np.zeros(max(in_size, 1), np.uint64), np.zeros(max(out_size, 1), np.uint64)
         o = 0
         for name_, bits, per_lane in ins:
-            default = {"MODE": 0, "ACTIVE": True}.get(name_)
+            default = {"MODE": DEFAULT_MODE, "ACTIVE": True}.get(name_)
             _put(src_buf, o, st.get(name_, default) if default is not None else st[name_], bits,
                  n if per_lane else None)
             o += _words(bits) * (n if per_lane else 1)

@@ -14,7 +14,7 @@ from typing import Protocol
 from llvmlite import ir
 
 from emu.pcode import llvmfloats as FL
-from emu.pcode.ir import Assign, Break, Const, Expr, Fail, Func, If, Loop, Op, SetLaneBit, Store, Var
+from emu.pcode.ir import DEFAULT_MODE, Assign, Break, Const, Expr, Fail, Func, If, Loop, Op, SetLaneBit, Store, Var
 from emu.pcode.llvmfloats import (
     I1,
     I32,
@@ -79,7 +79,7 @@ class _Emitter:
     def __init__(self, b: ir.IRBuilder, f: Func, wave: int, inputs: dict, hooks: Hooks):
         self.b, self.f, self.wave, self.inputs, self.hooks = b, f, wave, inputs, hooks
         self.n = wave if f.vector else None
-        mode = inputs.get("MODE", I32(0))
+        mode = inputs.get("MODE", I32(DEFAULT_MODE))
         # a constant MODE is an int: the float ops then emit only its rounding mode
         self.mode = int(mode.constant) & 0xFFFFFFFF if isinstance(mode, ir.Constant) and isinstance(
             mode.constant, int) else resize(b, mode, 32)
@@ -118,8 +118,8 @@ class _Emitter:
 
     def input(self, var: str) -> ir.Value:
         t = self.var_type(var)
-        if var == "MODE" and var not in self.inputs:  # pyback's default: nearest even
-            return const(t, 0)
+        if var == "MODE" and var not in self.inputs:  # pyback's default: nearest even, denormals kept
+            return const(t, DEFAULT_MODE)
         if var not in self.inputs:
             raise ValueError(f"{self.f.name}: input {var} not given")
         v = self.inputs[var]

@@ -7,7 +7,7 @@ Nothing is left to LLVM's or the host's defaults where they could differ from th
   numbers is x86's default NaN (sign set, quiet); conversions carry NaN payloads as pyback's `_nan_bits` does.
 - f16 arithmetic runs in f32 and rounds once to f16 (as numpy does); f64 -> f16 rounds to odd in f32 first, so
   that the f16 rounding is the single correct one (numpy converts directly).
-- MODE.FP_ROUND (bits 1:0 f32, 3:2 f16) directs add sub mul div sqrt fma exactly as floats.rop: the nearest
+- MODE.FP_ROUND (bits 1:0 f32, 3:2 f16) directs f16 / f32 add sub mul div sqrt fma exactly as floats.rop: the nearest
   result stepped by one ulp after comparing it with the result in f64 (sums rounded to odd). A constant MODE (the
   wave engine's case) emits only its own mode; nearest even is the host's IEEE operation on whole vectors with
   the NaN selection above (no fast-math flags: nothing is reassociated or contracted).
@@ -17,7 +17,8 @@ Nothing is left to LLVM's or the host's defaults where they could differ from th
   on this machine, but for log2 below zero: +NaN, emitted explicitly), called through private symbols so that
   LLVM cannot fold or replace them.
 Excluded (Unsupported): the small float formats (mf_decode, mf_encode: table searches), stochastic rounding
-(fconv_sr), fma with a scale on f64, float -> 64-bit integer conversion.
+(fconv_sr), fma with a scale on f64, float -> 64-bit integer conversion, f64 arithmetic unless MODE is a constant
+that rounds it to nearest even (directed f64 rounding needs the exact result).
 """
 from __future__ import annotations
 
@@ -512,10 +513,13 @@ def _wide(b: ir.IRBuilder, op: str, args: list[ir.Value]) -> ir.Value:
 
 
 def rop(b: ir.IRBuilder, op: str, mode: ir.Value | int, args: list[ir.Value]) -> ir.Value:
-    """floats.rop: add sub mul div sqrt fma rounded as MODE.FP_ROUND says (f16, f32; f64 nearest even). A constant
-    MODE (an int) emits only its own rounding: nearest even is the IEEE result alone."""
+    """floats.rop: add sub mul div sqrt fma rounded as MODE.FP_ROUND says. A constant MODE (an int) emits only its
+    own rounding: nearest even is the IEEE result alone. f64 takes nearest even only (a constant MODE with
+    FP_ROUND[3:2] 0): its directed rounding needs the exact result, which pyback computes."""
     args = bcast(b, *args)
     ft = elem(args[0].type)
+    if ft == DOUBLE and not (isinstance(mode, int) and (mode >> 2) & 3 == 0):
+        raise Unsupported("f64 directed rounding (MODE.FP_ROUND[3:2] not a constant nearest even)")
     near = fma(b, *args[:3], args[3] if len(args) > 3 else None) if op == "fma" else _native(b, op, args)
     if ft == DOUBLE:
         return near

@@ -222,6 +222,8 @@ class Lowerer(ExpressionLowering):
             if isinstance(inner, S.Name) and inner.id == "D0" and self.f.vector and t.is_int and t.bits <= 32 \
                     and _int_sum(v):
                 v = self.clamped(v, t)
+            if isinstance(inner, S.Name) and inner.id == "D0" and not self.f.vector and t.is_float:
+                v = self.flushed(convert(v, t), result=True)
             bits = bitcast_to_int(convert(v, t))
             if isinstance(inner, S.Name):
                 var, vty = self.target_var(inner.id, bits.ty)

@@ -56,6 +56,9 @@ ADDR_FUNCS = ("CalcImageAddr", "CalcDsAddr", "CalcGlobalAddr", "CalcFlatAddr", "
 FCONST = {"PI": math.pi, "INF": math.inf, "NAN": math.nan}
 ICONST = {"TRUE": (1, BOOL), "FALSE": (0, BOOL), "ROUND_NEAREST_EVEN": (0, U32), "ROUND_TOWARD_ZERO": (3, U32)}
 MODE_FIELDS = {"IEEE": (9, 1), "DX10_CLAMP": (8, 1)}  # WAVE_MODE.<field>: bit offset, width in MODE
+# MODE.FP_DENORM bits that keep denormals (inputs, results) of f32 and f16: the scalar float ops flush by them
+KEEP_DENORMALS = {(32, False): 4, (32, True): 5, (16, False): 6, (16, True): 7}
+SCALAR_FLOAT_OPERANDS = ("S0", "S1", "S2", "D0")
 # float constants named with their type: MAX_FLOAT = largest finite; OVERFLOW / UNDERFLOW = the rounded result of
 # a quotient too large / too small for the type (infinity / zero, as IEEE division gives)
 _NAMED_FLOAT = re.compile(r"^(OVERFLOW|UNDERFLOW|MAX_FLOAT)_F(16|32|64)$")
@@ -167,7 +170,29 @@ class ExpressionLowering:
         if isinstance(n.x, S.Index) and self.regfile(n.x):
             file, idx = self.reg_index(n.x)  # a value wider than 32 bits spans consecutive registers
             return reinterpret(Op("reg_read", idx, uint(max(32, t.bits)), file), t)
-        return reinterpret(self.expr(n.x), t)
+        x = reinterpret(self.expr(n.x), t)
+        if not self.f.vector and isinstance(n.x, S.Name) and n.x.id in SCALAR_FLOAT_OPERANDS \
+                and n.x.id not in self.written:
+            return self.flushed(x, result=False)
+        return x
+
+    def flushed(self, x: Expr, result: bool) -> Expr:
+        """A scalar op's f16 / f32 source (or result) with a denormal read as zero of its sign unless
+        MODE.FP_DENORM keeps denormal inputs (results) of its type; other values unchanged."""
+        bit = KEEP_DENORMALS.get((x.ty.bits, result)) if x.ty.kind == "f" else None
+        if bit is None:
+            return x
+        if not isinstance(x, (Var, Const)):  # computed once, read three times below
+            tmp = f"flush_{len(self.f.vars)}"
+            self.f.vars[tmp] = x.ty
+            self.locals.add(tmp)
+            self.out.append(Assign(tmp, x))
+            x = Var(tmp, x.ty)
+        keep = to_bool(extract(self.state("MODE"), Const(bit, U32), 1))
+        zero = reinterpret(Op("and", (bitcast_to_int(x), Const(1 << (x.ty.bits - 1), uint(x.ty.bits))),
+                              uint(x.ty.bits)), x.ty)
+        flush = Op("land", (Op("isdenorm", (x,), BOOL), lnot(keep)), BOOL)
+        return Op("select", (flush, zero, x), x.ty)
 
     def load(self, file: str, addr: S.Node, t: Ty) -> Expr:
         self.files.add(file)

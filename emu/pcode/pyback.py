@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from emu.pcode import floats, runtime
-from emu.pcode.ir import Assign, Break, Const, Expr, Fail, Func, If, Loop, Op, SetLaneBit, Store, Ty, Var
+from emu.pcode.ir import DEFAULT_MODE, Assign, Break, Const, Expr, Fail, Func, If, Loop, Op, SetLaneBit, Store, Ty, Var
 from emu.pcode.typed import Unsupported
 
 _FDT = {16: np.float16, 32: np.float32, 64: np.float64}
@@ -114,7 +114,7 @@ class Gen:
         """A basic float operation: nearest even, or as MODE.FP_ROUND says when the caller passes MODE."""
         if _bf(e.ty):
             return self.round(e.ty, native, e.op)
-        return f"F.rop({e.op!r}, st.get('MODE', 0), {', '.join(a)})"
+        return f"F.rop({e.op!r}, st.get('MODE', {DEFAULT_MODE}), {', '.join(a)})"
 
     def arith(self, e: Op, a, sym: str) -> str:
         t = e.ty
@@ -416,6 +416,8 @@ class Gen:
                 self.emit(f"{v} = {self.zero(t)}", ind)
 
     def load_input(self, var: str) -> str:
+        if var == "MODE":  # nearest even, denormals kept, when the caller does not give it (as for rounding)
+            return f"L.inp(st.get('MODE', {DEFAULT_MODE}), 32)"
         return f"L.inp(st[{var!r}], {self.f.inputs[var]})"
 
     def zero(self, t: Ty) -> str:

@@ -1,0 +1,129 @@
+"""MODE.FP_ROUND for f64 arithmetic and conversions (issue 13): FP_ROUND[1:0] rounds single-precision results,
+[3:2] half- and double-precision ones (AMDGPUUsage FLOAT_ROUND_MODE_32 / FLOAT_ROUND_MODE_16_64; 0 nearest even,
+1 toward +inf, 2 toward -inf, 3 toward zero). A conversion rounds by its result's field: LLVM's
+llvm.fptrunc.round to f16 sets FP_ROUND[3:2] around v_cvt_f16_f32. Expected values: the exact result (Fractions)
+and its neighbours in the result's type."""
+from __future__ import annotations
+
+import shutil
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_wave import asm, wave
+
+pytestmark = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is needed to assemble snippets")
+F64 = st.floats(min_value=-2.0 ** 60, max_value=2.0 ** 60, allow_nan=False, width=64)
+SET_ROUND = "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), {:#x}\n"  # every family has it (gfx942: no s_round_mode)
+
+
+def directed(exact: Fraction, rm: int, dt) -> float:
+    """The value of type dt that rounding mode rm (0 nearest even, 1 up, 2 down, 3 toward zero) gives `exact`."""
+    c = dt(float(exact))
+    near = [np.nextafter(c, dt(-np.inf)), c, np.nextafter(c, dt(np.inf))]
+    down = max((v for v in near if Fraction(float(v)) <= exact), key=float)
+    up = min((v for v in near if Fraction(float(v)) >= exact), key=float)
+    if rm == 0:
+        return float(dt(float(exact))) if dt is np.float64 else _nearest(exact, down, up)
+    return float({1: up, 2: down, 3: down if exact >= 0 else up}[rm])
+
+
+def sqrt_directed(x: float, rm: int) -> float:
+    """sqrt(x) for x >= 0 in mode rm: nearest is numpy's (correctly rounded); up the least value whose square is
+    at least x, down and toward zero the largest whose square is at most x."""
+    c = np.sqrt(x)
+    if rm == 0 or x == 0:
+        return float(c)
+    cands = [float(np.nextafter(c, -np.inf)), float(c), float(np.nextafter(c, np.inf))]
+    if rm == 1:
+        return min(v for v in cands if Fraction(v) ** 2 >= Fraction(x))
+    return max(v for v in cands if Fraction(v) ** 2 <= Fraction(x))
+
+
+def _nearest(exact: Fraction, down, up) -> float:
+    d, u = exact - Fraction(float(down)), Fraction(float(up)) - exact
+    if d != u:
+        return float(down if d < u else up)
+    return float(down if int(np.asarray(down).view(f"u{np.asarray(down).itemsize}")) % 2 == 0 else up)
+
+
+def _f64_pair(w, reg: int) -> np.ndarray:
+    return (w.vgpr[reg].astype(np.uint64) | w.vgpr[reg + 1].astype(np.uint64) << np.uint64(32)).view(np.float64)
+
+
+def _put_f64(w, reg: int, x: np.ndarray) -> None:
+    u = x.view(np.uint64)
+    w.vgpr[reg], w.vgpr[reg + 1] = (u & np.uint64(0xFFFFFFFF)).astype(np.uint32), (u >> np.uint64(32)).astype(np.uint32)
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+@settings(max_examples=12, deadline=None)
+@given(rm=st.integers(0, 3), a=st.lists(F64, min_size=64, max_size=64), b=st.lists(F64, min_size=64, max_size=64))
+def test_f64_arithmetic_rounds_by_fp_round_3_2(arch, rm, a, b):
+    """v_add_f64, v_mul_f64, v_fma_f64, v_sqrt_f64: directed by MODE[3:2]; MODE[1:0] (f32) leaves them nearest
+    even."""
+    w = wave(arch)
+    a, b = np.array(a[:w.lanes]), np.array(b[:w.lanes])
+    b[0] = 2.0 ** -60  # 1 + tiny: inexact in every mode
+    a[0] = 1.0
+    for reg, v in ((2, a), (4, b)):
+        _put_f64(w, reg, v)
+    sfx = "_e64" if arch == "gfx942" else ""
+    w.run(asm(SET_ROUND.format(rm << 2) + f"v_add_f64 v[6:7], v[2:3], v[4:5]\nv_mul_f64 v[8:9], v[2:3], v[4:5]\n"
+              f"v_fma_f64 v[10:11], v[2:3], v[4:5], v[2:3]\nv_sqrt_f64{sfx} v[12:13], |v[2:3]|\n"
+              + SET_ROUND.format(rm) + "v_add_f64 v[14:15], v[2:3], v[4:5]\ns_endpgm", arch))
+    lanes = w.lanes
+    for i in range(lanes):
+        fa, fb = Fraction(float(a[i])), Fraction(float(b[i]))
+        assert float(_f64_pair(w, 6)[i]) == directed(fa + fb, rm, np.float64), i
+        assert float(_f64_pair(w, 8)[i]) == directed(fa * fb, rm, np.float64), i
+        assert float(_f64_pair(w, 10)[i]) == directed(fa * fb + fa, rm, np.float64), i
+        assert float(_f64_pair(w, 14)[i]) == float(a[i] + b[i]), i  # the f32 field does not direct f64
+        assert float(_f64_pair(w, 12)[i]) == sqrt_directed(abs(float(a[i])), rm), i
+    assert float(_f64_pair(w, 6)[0]) == (1.0 if rm in (0, 2, 3) else float(np.nextafter(1.0, 2.0)))
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
+@pytest.mark.parametrize("rm", [0, 1, 2, 3])
+def test_conversions_round_by_their_result_field(arch, rm):
+    """v_cvt_f32_f64 / v_cvt_f32_i32 / v_cvt_f32_u32 round by FP_ROUND[1:0]; v_cvt_f16_f32 by [3:2]; with the other
+    field set the same conversions stay nearest even; v_cvt_f64_i32 is exact."""
+    w = wave(arch)
+    r = np.random.default_rng(rm)
+    d = r.standard_normal(w.lanes) * 10.0 ** r.integers(-40, 40, w.lanes)
+    d[:4] = [1e300, -1e300, 2.0 ** -140 * 1.3, 1 / 3]  # overflow to inf or the largest finite, an f32 subnormal
+    i32 = r.integers(-2 ** 31, 2 ** 31, w.lanes).astype(np.int32)
+    i32[0], i32[1] = 2 ** 24 + 1, -(2 ** 31 - 1)
+    u32 = i32.view(np.uint32)
+    f = (r.standard_normal(w.lanes) * 2.0 ** r.integers(-26, 17, w.lanes)).astype(np.float32)
+    f[0] = 65519.0  # between the largest f16 and the overflow threshold
+    _put_f64(w, 2, d)
+    w.vgpr[4], w.vgpr[5], w.vgpr[6] = i32.view(np.uint32), u32, f.view(np.uint32)
+    run = ("v_cvt_f32_f64 v10, v[2:3]\nv_cvt_f32_i32 v11, v4\nv_cvt_f32_u32 v12, v5\n"
+           "v_cvt_f16_f32 v13, v6\nv_cvt_f64_i32 v[14:15], v4\n")
+    w.run(asm(SET_ROUND.format(rm | rm << 2) + run + SET_ROUND.format(rm << 2)
+              + "v_cvt_f32_f64 v20, v[2:3]\nv_cvt_f32_i32 v21, v4\n" + SET_ROUND.format(rm)
+              + "v_cvt_f16_f32 v23, v6\ns_endpgm", arch))
+    got = lambda reg: w.vgpr[reg].view(np.float32)  # noqa: E731
+    half = lambda reg: (w.vgpr[reg] & 0xFFFF).astype(np.uint16).view(np.float16)  # noqa: E731
+    for i in range(w.lanes):
+        assert float(got(10)[i]) == _to(Fraction(float(d[i])), rm, np.float32), i
+        assert float(got(11)[i]) == _to(Fraction(int(i32[i])), rm, np.float32), i
+        assert float(got(12)[i]) == _to(Fraction(int(u32[i])), rm, np.float32), i
+        assert float(half(13)[i]) == _to(Fraction(float(f[i])), rm, np.float16), i
+        assert float(got(20)[i]) == _to(Fraction(float(d[i])), 0, np.float32), i  # [1:0] nearest: f32 nearest
+        assert float(got(21)[i]) == _to(Fraction(int(i32[i])), 0, np.float32), i
+        assert float(half(23)[i]) == _to(Fraction(float(f[i])), 0, np.float16), i  # [3:2] nearest: f16 nearest
+    np.testing.assert_array_equal(_f64_pair(w, 14), i32.astype(np.float64))
+
+
+def _to(exact: Fraction, rm: int, dt) -> float:
+    """directed() with overflow: beyond the largest finite value, the modes that round away give inf."""
+    top = Fraction(float(np.finfo(dt).max))
+    ulp = top - Fraction(float(np.nextafter(dt(np.finfo(dt).max), dt(0))))
+    if abs(exact) > top:
+        away = abs(exact) >= top + ulp / 2 if rm == 0 else (rm == 1 and exact > 0) or (rm == 2 and exact < 0)
+        return float(np.copysign(np.inf, float(exact))) if away else float(np.copysign(float(top), float(exact)))
+    return directed(exact, rm, dt)
