@@ -69,17 +69,48 @@ class HwReg:
     write: Callable | None = None
 
 
+# Allocation registers as the CWSR trap handlers of the Linux amdkfd driver read them to save a wave
+# (cwsr_trap_handler_gfx9/gfx10/gfx12.asm): GPR_ALLOC.VGPR_SIZE at [13:8] (gfx9), [15:8] (gfx10/11), [19:12]
+# (gfx12): the wave holds (VGPR_SIZE + 1) * 4 VGPRs (CDNA: as many ACC VGPRs again); gfx9's SGPR_SIZE [27:24]:
+# (SGPR_SIZE + 1) * 16 SGPRs. LDS_ALLOC.LDS_SIZE [20:12] counts 256-byte granules (gfx12: 512). Bases are 0: one
+# workgroup at a time has the CU, its LDS and registers from the start.
+VGPR_SIZE_SHIFT = {"cdna": 8, "rdna3": 8, "rdna4": 12}
+LDS_SIZE_SHIFT = 12
+LDS_GRANULE = {"cdna": 256, "rdna3": 256, "rdna4": 512}
+IB_STS2_WAVE64 = 1 << 11  # RDNA3 HW_REG_IB_STS2 (id 28): the wave runs 64 lanes
+
+
+def gpr_alloc(family: str, lanes: int, rsrc1) -> int:
+    """GPR_ALLOC of a wave COMPUTE_PGM_RSRC1 starts: its VGPRS field counts granules of 4 VGPRs (gfx9, wave64),
+    8 (wave32; CDNA3/4: 8 of the unified VGPR + ACC VGPR file), its SGPRS field 8 SGPRs allocated by 16 (gfx9)."""
+    vgprs = (rsrc1.granulated_workitem_vgpr_count + 1) * (8 if family == "cdna" or lanes == 32 else 4)
+    size = vgprs // (8 if family == "cdna" else 4) - 1
+    value = size << VGPR_SIZE_SHIFT[family]
+    if family == "cdna":
+        sgprs = (rsrc1.granulated_wavefront_sgpr_count + 1) * 8
+        value |= (-(-sgprs // 16) - 1) << 24
+    return value
+
+
+def lds_alloc(family: str, lds_bytes: int) -> int:
+    """LDS_ALLOC of a wave whose workgroup was given lds_bytes of LDS."""
+    return -(-lds_bytes // LDS_GRANULE[family]) << LDS_SIZE_SHIFT
+
+
 _COMMON = {
     MODE_ID: HwReg("MODE", lambda w: w.mode, 0xFFFFFFFF, _set_mode),
     STATUS_ID: HwReg("STATUS", _status),
-    5: HwReg("GPR_ALLOC", lambda w: 0),
-    6: HwReg("LDS_ALLOC", lambda w: 0),
+    5: HwReg("GPR_ALLOC", lambda w: getattr(w, "gpr_alloc", 0)),
+    6: HwReg("LDS_ALLOC", lambda w: lds_alloc(w.family, w.lds.size) if w.lds is not None else 0),
+    # the counters of outstanding memory accesses, VALU ops and replays: the engine retires every instruction
+    # before the next one issues, so none is outstanding when s_getreg reads them
     7: HwReg("IB_STS", lambda w: 0),
 }
 _TRAPSTS = {TRAPSTS_ID: HwReg("TRAPSTS", lambda w: w.trapsts, 0xFFFFFFFF, _set_trapsts)}
 _HW_ID1 = {23: HwReg("HW_ID1", lambda w: (w.wave_id or 0) & 0x1F), 24: HwReg("HW_ID2", lambda w: 0)}
 HW_REGISTERS: dict[str, dict[int, HwReg]] = {
     "rdna3": {**_COMMON, **_TRAPSTS, **_HW_ID1,
+              28: HwReg("IB_STS2", lambda w: IB_STS2_WAVE64 if w.lanes == 64 else 0),
               29: HwReg("SHADER_CYCLES", lambda w: clock() & ((1 << SHADER_CYCLES_BITS) - 1))},
     "rdna4": {**_COMMON, **_HW_ID1, 4: HwReg("STATE_PRIV", lambda w: 0),
               29: HwReg("SHADER_CYCLES_LO", lambda w: clock() & 0xFFFFFFFF),
