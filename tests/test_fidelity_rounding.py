@@ -127,3 +127,22 @@ def _to(exact: Fraction, rm: int, dt) -> float:
         away = abs(exact) >= top + ulp / 2 if rm == 0 else (rm == 1 and exact > 0) or (rm == 2 and exact < 0)
         return float(np.copysign(np.inf, float(exact))) if away else float(np.copysign(float(top), float(exact)))
     return directed(exact, rm, dt)
+
+
+@pytest.mark.parametrize("tier", ["interp", "jit"])
+def test_tiers_follow_the_reference_under_directed_modes(tier, monkeypatch):
+    """A wave entering code with MODE directing f64 and f16 (FP_ROUND[3:2] = 3) and f32 (1): the lean interpreter
+    and the LLVM tier (which leaves directed f64 to the reference) give the reference tier's registers."""
+    from emu.amd.exec import wave as wave_mod
+    code = asm("v_add_f64 v[4:5], v[0:1], v[2:3]\nv_mul_f64 v[6:7], v[0:1], v[2:3]\nv_fma_f64 v[14:15], v[0:1], "
+               "v[2:3], v[4:5]\nv_cvt_f32_f64 v8, v[0:1]\nv_cvt_f32_u32 v9, v10\nv_cvt_f16_f32 v11, v12\n"
+               "v_add_f32 v13, v10, v12\ns_endpgm", "gfx1100")
+    out = {}
+    for t in ("ref", tier):
+        monkeypatch.setenv("HWEMU_TIER", t)
+        w = wave_mod.Wave("gfx1100")
+        w.vgpr[:16] = np.random.default_rng(1).integers(0, 1 << 32, (16, w.lanes), dtype=np.uint64).astype(np.uint32)
+        w.mode = (w.mode & ~0xF) | 0xD
+        w.run(code)
+        out[t] = w.vgpr[:16].copy()
+    np.testing.assert_array_equal(out[tier], out["ref"])
