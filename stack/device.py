@@ -27,7 +27,7 @@ import numpy as np
 from stack.hcq import kfd_ioctl as k
 from stack.hcq import pm4, sdma
 from stack.hcq import program as hcqprogram
-from stack.hcq.codeobj import CodeObject, hidden_args, pack_kernargs
+from stack.hcq.codeobj import MAX_BUFFER, CodeObject, check_limit, hidden_args, pack_kernargs
 from stack.hcq.fileio import file_interface
 from stack.hcq.kfd import SDMA0_HWID, Kfd
 from stack.hcq.memory import GTT_PUBLIC, VRAM, VRAM_PUBLIC, Buffer, Memory
@@ -209,6 +209,7 @@ class Device:
         self._check_open("alloc")
         if not isinstance(nbytes, (int, np.integer)) or isinstance(nbytes, bool) or nbytes <= 0:
             raise ValueError(f"alloc: size must be a positive integer, not {nbytes!r}")
+        check_limit("alloc", "size", int(nbytes), MAX_BUFFER)
         buf = self.memory.alloc(int(nbytes), VRAM)
         buf.owner = self
         return buf
@@ -228,17 +229,31 @@ class Device:
         if buf.freed:
             raise ValueError(f"{what}: buffer at {buf.va:#x} was freed")
 
-    def copyin(self, buf: Buffer, data) -> None:
-        """Copy `data` (bytes, memoryview, numpy array) to the start of `buf` through SDMA (asynchronous)."""
+    def copyin(self, buf: Buffer, data, offset: int = 0) -> None:
+        """Copy `data` (bytes, memoryview, numpy array) to `buf` at `offset` through SDMA (asynchronous)."""
         self._own(buf, "copyin")
         raw = _as_bytes(data)
-        if raw.nbytes > buf.size:
-            raise ValueError(f"copyin: {raw.nbytes} bytes do not fit the {buf.size}-byte buffer at {buf.va:#x}")
+        if not isinstance(offset, int) or offset < 0 or offset + raw.nbytes > buf.size:
+            raise ValueError(f"copyin: {raw.nbytes} bytes at offset {offset!r} do not fit the {buf.size}-byte buffer "
+                             f"at {buf.va:#x}")
         for off in range(0, raw.nbytes, STAGING_BYTES):
             n = min(STAGING_BYTES, raw.nbytes - off)
             self._wait(self._staging_free)
             ctypes.memmove(self.staging.va, bytes(raw[off:off + n]), n)
-            self._staging_free = self._copy(buf.va + off, self.staging.va, n)
+            self._staging_free = self._copy(buf.va + offset + off, self.staging.va, n)
+
+    def _zero(self, buf: Buffer, offset: int, n: int) -> None:
+        """Zero `n` bytes of `buf` at `offset` through SDMA (asynchronous): dword fills, without host memory of
+        their size; the unaligned ends are copied in."""
+        head = min(-offset % 4, n)
+        body = (n - head) & ~3
+        for at, m in ((offset, head), (offset + head + body, n - head - body)):
+            if m:
+                self.copyin(buf, bytes(m), at)
+        step, start = min(sdma.max_copy_bytes(self.sdma_version), STAGING_BYTES), buf.va + offset + head
+        if body:
+            self._submit_copy([sdma.constant_fill(self.sdma_version, start + o, 0, min(step, body - o))
+                               for o in range(0, body, step)])
 
     def copyout(self, buf: Buffer, nbytes: int | None = None) -> bytes:
         """The first `nbytes` (default: all) of `buf`, through SDMA, after all work issued before."""
@@ -333,11 +348,15 @@ class Program:
         if name not in co.kernels:
             raise ValueError(f"program: no kernel {name!r} in the code object; it has {', '.join(co.kernels)}")
         self.device, self.name, self.kernel = device, name, co.kernels[name]
-        self.code = device.alloc(max(co.image_size, 1))
-        device.copyin(self.code, bytes(co.image(self.code.va)))
-        self.regs = hcqprogram.kernel_registers(self.kernel, self.code.va, device.gfx)
         kd = self.kernel.descriptor
         self.private_bytes = kd.private_segment_fixed_size + (DYNAMIC_STACK if self.kernel.uses_dynamic_stack else 0)
+        hcqprogram.check_private(self.kernel, self.private_bytes)  # parsing checked the other sizes
+        self.code = device.alloc(max(co.image_size, 1))
+        for seg in co.segments:  # memory a segment has beyond its file data (.bss) reads zero
+            device._zero(self.code, seg.vaddr + len(seg.data), seg.memsz - len(seg.data))
+        for vaddr, data in co.image_writes(self.code.va):  # the file data, relocated: no host copy of the image
+            device.copyin(self.code, data, vaddr)
+        self.regs = hcqprogram.kernel_registers(self.kernel, self.code.va, device.gfx)
 
     def __call__(self, *args, global_size=(1, 1, 1), local_size=(1, 1, 1)) -> None:
         """Launch global_size workgroups (not work-items) of local_size work-items each; asynchronous."""
@@ -351,6 +370,7 @@ class Program:
         for a in args:
             if isinstance(a, Buffer):
                 dev._own(a, f"kernel {self.name!r} argument")
+        hcqprogram.check_grid(kernel, groups, local)
         dev._ensure_scratch(self.private_bytes)
         hidden = hidden_args(tuple(g * n for g, n in zip(groups, local, strict=True)), local)
         hidden |= {"hidden_grid_dims": hcqprogram.grid_dims(groups, local),

@@ -164,6 +164,67 @@ def test_alloc_of_absurd_sizes_is_a_value_error(monkeypatch):
         gpu.alloc(4096)
 
 
+# -- item 2: stack.Device loads and launches under the same limits ---------------------------------------------------
+@pytest.fixture(scope="module")
+def device():
+    from stack import Device
+    dev = Device("MOCKKFD+AMD:gfx1100")
+    yield dev
+    dev.close()
+
+
+def test_device_alloc_of_absurd_sizes_is_a_limit_error(device):
+    live = len(device.memory.live)
+    for n in (codeobj.MAX_BUFFER + 1, 1 << 40):
+        with pytest.raises(LimitError, match=f"alloc: size {n} exceeds the 4 GiB limit"):
+            device.alloc(n)
+    assert len(device.memory.live) == live
+
+
+@pytest.mark.parametrize("offset,field,value,limit", [
+    (8, "descriptor kernarg_size", 1 << 30, "64 KiB"),
+    (0, "descriptor group_segment_fixed_size", 1 << 20, "64 KiB"),
+    (4, "descriptor private_segment_fixed_size", 1 << 24, str(((1 << 15) - 1) * 256 // 32)),
+])
+def test_device_program_checks_sizes_before_allocating(device, offset, field, value, limit):
+    live = len(device.memory.live)
+    with pytest.raises(CodeObjectLimitError, match=re.escape(f"kernel 'saxpy': {field} {value} exceeds the {limit} "
+                                                             "limit")):
+        device.program(descriptor_field(saxpy(), offset, value), "saxpy")
+    assert len(device.memory.live) == live
+
+
+def test_device_program_copies_no_whole_image():
+    """A segment moved 200 MiB up (within the 256 MiB span limit): the program loads its file data and zeroes its
+    .bss through SDMA, without a host copy of the image, and runs."""
+    from stack import Device
+    t = saxpy()
+    blob = with_u32(t.blob, t.phoff + 56 * 3 + 16, 200 << 20, "<Q")
+    with Device("MOCKKFD+AMD:gfx1100") as dev:
+        tracemalloc.start()
+        prog = dev.program(blob, "saxpy")
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert prog.code.size > 200 << 20 and peak < 16 << 20, f"{peak} bytes allocated by the load"
+        y, x = dev.alloc(256), dev.alloc(256)
+        dev.copyin(y, np.ones(64, np.float32))
+        dev.copyin(x, np.arange(64, dtype=np.float32))
+        prog(y, x, np.float32(2), np.uint32(64), global_size=(1,), local_size=(64,))
+        np.testing.assert_array_equal(np.frombuffer(dev.copyout(y), np.float32), 2 * np.arange(64) + 1)
+
+
+def test_device_grids_of_2_to_the_32_work_items_are_refused(device):
+    prog = device.program(saxpy().blob, "saxpy")
+    y = device.alloc(256)
+    scratch = device.scratch
+    for groups, local, message in [
+            ((1 << 26,), (64,), "work-items in x (67108864 workgroups of 64) 4294967296 exceeds the 2^32 - 1 limit"),
+            ((1 << 16, 1 << 16), (1,), "work-items (65536 x 65536 x 1) 4294967296 exceeds the 2^32 - 1 limit")]:
+        with pytest.raises(LimitError, match=re.escape(f"kernel 'saxpy': {message}")):
+            prog(y, y, np.float32(2), np.uint32(64), global_size=groups, local_size=local)
+    assert device.scratch is scratch and device.launches == 0
+
+
 # -- item 2: free and unload -----------------------------------------------------------------------------------------
 def test_free_and_unload_release_mappings_and_host_memory():
     gpu, _ = gpu_and_args()
