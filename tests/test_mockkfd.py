@@ -245,6 +245,61 @@ def test_random_ioctls_are_errno_or_success(data):
         assert snapshot(c) == before, name
 
 
+_EDGE_SIZES = (0, 1, 4095, 4096, 4097, 1 << 20, (1 << 32) - 1, 1 << 32, 1 << 40, 1 << 46, 1 << 47, (1 << 63) - 1,
+               (1 << 64) - 1)
+
+
+@settings(max_examples=600 if EXPLORE else 120, suppress_health_check=list(HealthCheck), deadline=None)
+@given(size=st.one_of(st.sampled_from(_EDGE_SIZES), st.integers(0, (1 << 64) - 1)),
+       placement=st.sampled_from([VRAM_FLAGS, k.ALLOC_GTT | k.ALLOC_WRITABLE, k.ALLOC_USERPTR | k.ALLOC_WRITABLE,
+                                  k.ALLOC_DOORBELL, k.ALLOC_MMIO_REMAP]),
+       va=st.sampled_from([0x1000_0000_0000, 0x7FFF_FFFF_0000, 0x1_0000, 0x8000_0000_0000]))
+def test_alloc_sizes_are_checked_before_anything_is_allocated(client, size, placement, va):
+    """ALLOC_MEMORY_OF_GPU with any size: success within the heap and the VA range, else EINVAL / ENOMEM / EFAULT
+    naming the size, with nothing changed (no heap bytes taken, no buffer)."""
+    c = client
+    args = k.AllocMemoryOfGpu(va_addr=va, size=size, gpu_id=c.gpu_id, flags=placement, mmap_offset=0x10_0000_0000)
+    before = snapshot(c)
+    try:
+        c.ioctl("ALLOC_MEMORY_OF_GPU", args)
+    except OSError as e:
+        assert e.errno in (errno.EINVAL, errno.ENOMEM, errno.EFAULT), e
+        assert f"size {size:#x}" in str(e), e
+        assert snapshot(c) == before
+        return
+    assert 0 < size and va + size <= 1 << 47
+    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(args.handle))
+    assert snapshot(c) == before
+
+
+@settings(max_examples=300 if EXPLORE else 80, suppress_health_check=list(HealthCheck), deadline=None)
+@given(ring_size=st.one_of(st.sampled_from([0, 1, 255, 256, 1024, 3000, 4096, 1 << 16, 1 << 17, 1 << 31,
+                                            (1 << 32) - 1]), st.integers(0, (1 << 32) - 1)),
+       offset=st.sampled_from([0, 256, 4096, 1 << 16]))
+def test_queue_ring_sizes_are_checked(client, ring_size, offset):
+    """CREATE_QUEUE with any ring size at any place of a 64 KiB buffer: a power of two >= MIN_QUEUE_RING_SIZE that
+    fits the buffer makes a queue; anything else is EINVAL naming the ring, with nothing changed."""
+    c = client
+    ring, gart = c.alloc(1 << 16), c.alloc(4096)
+    try:
+        before = snapshot(c)
+        args = k.CreateQueue(ring_base_address=ring.va + offset, ring_size=ring_size, gpu_id=c.gpu_id,
+                             queue_type=k.QUEUE_TYPE_COMPUTE, queue_percentage=100, write_pointer_address=gart.va,
+                             read_pointer_address=gart.va + 8)
+        ok = ring_size >= k.MIN_QUEUE_RING_SIZE and not ring_size & (ring_size - 1) and offset + ring_size <= 1 << 16
+        try:
+            c.ioctl("CREATE_QUEUE", args)
+        except OSError as e:
+            assert not ok and e.errno == errno.EINVAL and "ring" in str(e), e
+            assert snapshot(c) == before
+            return
+        assert ok
+        c.ioctl("DESTROY_QUEUE", k.DestroyQueue(args.queue_id))
+    finally:
+        c.free(ring)
+        c.free(gart)
+
+
 # -- PM4 and SDMA streams against a reference model -----------------------------------------------------------------
 def _pm4_program(draw, base: int, nwords: int):
     """A stream of memory-writing PM4 packets and the memory the packets should leave (dword index -> value)."""

@@ -7,6 +7,16 @@ changes nothing and raises `OSError(errno)` naming what was wrong: ENOTTY for a 
 EINVAL for unknown commands and bad ids/handles/flags/sizes/alignment, ENOMEM when memory runs out, EFAULT
 for user pointers that are not accessible, EBUSY for state conflicts.
 
+Sizes in ioctl arguments are checked before anything is allocated, and the message names the field:
+  ALLOC_MEMORY_OF_GPU size   non-zero; [va, va + size) inside the GPU VA range [GPUVM_BASE, GPUVM_LIMIT] (EINVAL);
+                             VRAM / GTT: at most the heap's free bytes (the GPU's VRAM, the system's GTT) and one
+                             free range that large (ENOMEM); USERPTR: mapped writable pages of the process (EFAULT);
+                             DOORBELL: DOORBELL_SLICE bytes, MMIO_REMAP: one page (EINVAL)
+  CREATE_QUEUE ring_size     a power of two >= MIN_QUEUE_RING_SIZE inside one buffer mapped on the GPU (EINVAL);
+                             the EOP and context-save areas are not used by the model, their sizes not checked
+  WAIT_EVENTS num_events     1 .. SIGNAL_EVENT_LIMIT; MAP/UNMAP_MEMORY n_devices 1 .. 8 x the GPUs (EINVAL)
+  mmap sizes                 doorbells DOORBELL_SLICE, the event page EVENT_PAGE_SIZE, a buffer its size (EINVAL)
+
 Memory: ALLOC_MEMORY_OF_GPU takes VRAM and GTT buffers from heaps (emu.amd.bo) and returns the render-node
 mmap offset that maps them into the process at their VA; USERPTR buffers are the process's own pages.
 MAP_MEMORY_TO_GPU maps a buffer into each listed GPU's VM at its VA (peer GPUs included); until then the GPU
@@ -203,7 +213,13 @@ class KFD:
         heap, off, mem, mmap_offset = None, 0, None, 0
         if placement in (k.ALLOC_VRAM, k.ALLOC_GTT):
             heap = g.vram if placement == k.ALLOC_VRAM else self.gtt
-            off = heap.alloc(size)  # ENOMEM when full: nothing changed yet
+            if size > heap.size - heap.used:
+                raise OSError(errno.ENOMEM, f"{what}: size {size:#x} exceeds the {heap.size - heap.used:#x} bytes "
+                                            f"free in {heap.name} ({heap.size:#x} in all)")
+            try:
+                off = heap.alloc(size)  # ENOMEM when no free range is that large: nothing changed yet
+            except OSError as e:
+                raise OSError(e.errno, f"{what}: size {size:#x}: {e.strerror}") from None
             mem = heap.mem[off:off + size]
             mmap_offset = self.heaps.index(heap) << RENDER_OFFSET_SHIFT | off
         elif placement == k.ALLOC_USERPTR:
