@@ -339,7 +339,7 @@ def _gpr_indexed(inst, m0: int) -> dict | None:
     dst = inst.operands.get("vdst")
     for bit, fld in enumerate(("src0", "vsrc1" if vop2 else "src1", "src2", "vdst")):
         if not m0 >> (12 + bit) & 1 or fld not in f or fld.startswith("src") and f[fld] < 256 \
-                or fld == "vdst" and dst is not None and dst.kind != "vgpr":
+                or fld == "vdst" and dst is not None and dst.kind not in ("vgpr", "agpr"):
             continue
         if f[fld] % 256 + off < 256:
             f[fld] += off
