@@ -1,10 +1,11 @@
 """The allocation and instruction-buffer hardware registers (issue 13): s_getreg of HW_REG_LDS_ALLOC, GPR_ALLOC,
 IB_STS and (RDNA3) IB_STS2 returns what the wave holds, in the layout the Linux amdkfd CWSR trap handlers read to
-save a wave (cwsr_trap_handler_gfx9/gfx10/gfx12.asm): LDS_ALLOC.LDS_SIZE [20:12] in 256-byte granules (gfx12:
-512); GPR_ALLOC.VGPR_SIZE at [13:8] (gfx9), [15:8] (gfx10/11), [19:12] (gfx12) such that (VGPR_SIZE + 1) * 4
-VGPRs are saved (CDNA: as many ACC VGPRs again), gfx9's SGPR_SIZE [27:24] such that (SGPR_SIZE + 1) * 16 SGPRs
-are; IB_STS2.WAVE64 (bit 11). Expectations come from those formulas and the compiler's metadata
-(.vgpr_count / .sgpr_count / .group_segment_fixed_size in the code object's notes), not from hwemu."""
+save a wave (cwsr_trap_handler_gfx9/gfx10/gfx12.asm): LDS_ALLOC.LDS_SIZE [20:12] in 256-byte units (gfx12: 512)
+of the whole 512-byte COMPUTE_PGM_RSRC2.LDS_SIZE granules the workgroup was given; GPR_ALLOC.VGPR_SIZE at [13:8]
+(gfx9), [15:8] (gfx10/11), [19:12] (gfx12) such that (VGPR_SIZE + 1) * 4 VGPRs are saved (CDNA: as many ACC VGPRs
+again), gfx9's SGPR_SIZE [27:24] such that (SGPR_SIZE + 1) * 16 SGPRs are; IB_STS2.WAVE64 (bit 11). Expectations
+come from those formulas and the compiler's metadata (.vgpr_count / .sgpr_count / .group_segment_fixed_size in the
+code object's notes), not from hwemu."""
 from __future__ import annotations
 
 import numpy as np
@@ -48,7 +49,8 @@ def test_lds_alloc_and_ib_sts(arch, n):
     kd = next(iter(CodeObject.parse(code).kernels.values())).descriptor
     assert kd.group_segment_fixed_size == 4 * n
     lds, ib, ib2, _ = _run(arch, code)
-    assert lds == -(-4 * n // GRANULE[arch]) << 12  # LDS_SIZE granules at [20:12], base 0
+    # the SPI grants whole 512-byte RSRC2.LDS_SIZE granules; LDS_SIZE at [20:12] counts the SQ's units; base 0
+    assert lds == -(-4 * n // 512) * 512 // GRANULE[arch] << 12
     assert ib == 0  # nothing outstanding: every access retired before s_getreg issues
     assert ib2 == (0 if arch == "gfx1100" and kd.wave32 else 1 << 11 if arch == "gfx1100" else 0)
 

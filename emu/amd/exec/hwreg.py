@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stack.hcq.pm4 import LDS_SIZE_GRANULE
+
 # MODE fields
 FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE = 0, 4, 8, 9
 F32_KEEP_IN, F32_KEEP_OUT, F16_KEEP_IN, F16_KEEP_OUT = 1 << 4, 1 << 5, 1 << 6, 1 << 7  # FP_DENORM bits
@@ -72,7 +74,7 @@ class HwReg:
 # Allocation registers as the CWSR trap handlers of the Linux amdkfd driver read them to save a wave
 # (cwsr_trap_handler_gfx9/gfx10/gfx12.asm): GPR_ALLOC.VGPR_SIZE at [13:8] (gfx9), [15:8] (gfx10/11), [19:12]
 # (gfx12): the wave holds (VGPR_SIZE + 1) * 4 VGPRs (CDNA: as many ACC VGPRs again); gfx9's SGPR_SIZE [27:24]:
-# (SGPR_SIZE + 1) * 16 SGPRs. LDS_ALLOC.LDS_SIZE [20:12] counts 256-byte granules (gfx12: 512). Bases are 0: one
+# (SGPR_SIZE + 1) * 16 SGPRs. LDS_ALLOC.LDS_SIZE [20:12] counts 256-byte units (gfx12: 512). Bases are 0: one
 # workgroup at a time has the CU, its LDS and registers from the start.
 VGPR_SIZE_SHIFT = {"cdna": 8, "rdna3": 8, "rdna4": 12}
 LDS_SIZE_SHIFT = 12
@@ -93,8 +95,10 @@ def gpr_alloc(family: str, lanes: int, rsrc1) -> int:
 
 
 def lds_alloc(family: str, lds_bytes: int) -> int:
-    """LDS_ALLOC of a wave whose workgroup was given lds_bytes of LDS."""
-    return -(-lds_bytes // LDS_GRANULE[family]) << LDS_SIZE_SHIFT
+    """LDS_ALLOC of a wave whose workgroup asked for lds_bytes of LDS: the SPI allocates whole COMPUTE_PGM_RSRC2
+    LDS_SIZE granules (512 bytes), LDS_SIZE counts them in the SQ's unit."""
+    granted = -(-lds_bytes // LDS_SIZE_GRANULE) * LDS_SIZE_GRANULE
+    return granted // LDS_GRANULE[family] << LDS_SIZE_SHIFT
 
 
 _COMMON = {
