@@ -146,3 +146,32 @@ def test_tiers_follow_the_reference_under_directed_modes(tier, monkeypatch):
         w.run(code)
         out[t] = w.vgpr[:16].copy()
     np.testing.assert_array_equal(out[tier], out["ref"])
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+@pytest.mark.parametrize("denorm", [0x0, 0x3, 0xC, 0xF])
+def test_conversions_flush_denormals_per_type(arch, denorm):
+    """MODE.FP_DENORM: bits [1:0] keep f32 inputs / results, [3:2] f16 and f64 ones. A conversion reads its source
+    by the source type's bits and writes its result by the result type's."""
+    w = wave(arch)
+    n = w.lanes
+    d = np.full(n, 2.0 ** -130) * np.linspace(-1, 1, n)  # f32 denormals as f64 values (normal in f64)
+    f = (np.full(n, 2.0 ** -130) * np.linspace(-1, 1, n)).astype(np.float32)  # f32 denormals
+    e = np.full(n, 2.0 ** -1030) * np.linspace(-1, 1, n)  # f64 denormals
+    _put_f64(w, 2, d)
+    _put_f64(w, 4, e)
+    w.vgpr[6] = f.view(np.uint32)
+    w.vgpr[7] = (f * np.float32(2.0 ** 112)).view(np.uint32)  # f16 denormals once converted
+    w.run(asm(SET_ROUND.format(0) + f"s_setreg_imm32_b32 hwreg(HW_REG_MODE, 4, 4), {denorm:#x}\n"
+              "v_cvt_f32_f64 v10, v[2:3]\nv_cvt_f64_f32 v[12:13], v6\nv_cvt_f32_f64 v11, v[4:5]\n"
+              "v_cvt_f16_f32 v14, v7\ns_endpgm", arch))
+    keep32_in, keep32_out, keep16_in, keep16_out = (bool(denorm >> k & 1) for k in range(4))
+
+    def flushed(x, keep):
+        x = np.asarray(x)
+        return np.where(keep | (np.abs(x) >= np.finfo(x.dtype).tiny), x, np.copysign(x.dtype.type(0), x))
+    np.testing.assert_array_equal(w.vgpr[10].view(np.float32), flushed(d.astype(np.float32), keep32_out))
+    np.testing.assert_array_equal(_f64_pair(w, 12), flushed(f, keep32_in).astype(np.float64))
+    np.testing.assert_array_equal(w.vgpr[11].view(np.float32), np.copysign(np.float32(0), flushed(e, keep16_in)))
+    h = flushed(f * np.float32(2.0 ** 112), keep32_in).astype(np.float16)
+    np.testing.assert_array_equal((w.vgpr[14] & 0xFFFF).astype(np.uint16).view(np.float16), flushed(h, keep16_out))
