@@ -194,3 +194,10 @@ def test_fp8_conversion_dpp_reads_the_selected_lane():
     lanes = np.arange(32, dtype=np.uint32)
     w = _run("gfx1201", "fad8027e02b100ff", {2: 0x38 + (lanes & 1)})
     assert list(w.vgpr[1]) == [0x3F800000 if lane & 1 else 0x3F900000 for lane in range(32)]
+
+
+@pytest.mark.parametrize("tier", ["ref", "interp"])
+def test_salu_float_result_into_exec(tier, monkeypatch):
+    # s_cvt_f32_f16 exec_lo, 0x6fe: f16 0x06fe = 2^-14 * (1 + 0x2fe / 1024) = f32 0x38dfc000 (wave32: all of EXEC)
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    assert _run("gfx1201", "ff69febefe060000").exec == 0x38DFC000

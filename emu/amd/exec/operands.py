@@ -237,7 +237,8 @@ def modifier(bits: int, abs_: bool, neg: bool) -> Callable | None:
 
 def mask_to_lanes(mask: int, lanes: int) -> np.ndarray:
     """Bool array of the bits of `mask` (lane order)."""
-    return np.unpackbits(np.frombuffer(mask.to_bytes(8, "little"), np.uint8), bitorder="little")[:lanes].astype(bool)
+    raw = np.frombuffer(int(mask).to_bytes(8, "little"), np.uint8)  # int(): numpy integers come too
+    return np.unpackbits(raw, bitorder="little")[:lanes].astype(bool)
 
 
 def lanes_to_mask(bits: np.ndarray) -> int:
