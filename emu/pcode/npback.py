@@ -7,12 +7,13 @@ raw bits) and converted back, so every result is the reference backend's bit for
 emitted as the native numpy operation: the caller runs this code only while MODE rounds to nearest even (the
 reference backend's emu.pcode.floats.rop is then the native operation) and keeps denormals.
 
-With `memory`, loads and stores of MEM / LDS are calls `ML(mem, act, addr, bits)` (a natural result) and
-`MS(mem, act, addr, value, bits)` of the caller's (`mem`, `act`: the memory and active lanes, `addr`: uint64
-byte addresses). Wave masks stay ints; a lane's bit of one is `LB(mask, lanes)` (lane_bits) and a mask set from
-per-lane bools is `PK(bools)` (pack_lanes), names the caller binds. Integers of 65..128 bits (multiply-add with
-carry) are pairs of uint64 halves. Bodies with branches, loops, partial assignments, arrays or other state raise
-Decline: the caller then binds the reference backend's whole function instead.
+With `memory`, loads and stores of MEM / LDS are calls `ML(mem, act, addr, bits)` (a uint64 result) and
+`MS(mem, act, addr, value, bits)` of the caller's, dwords `ML32(mem, act, addr)` and `MS32(mem, act, addr, value)`
+on natural uint32 values (`mem`, `act`: the memory and active lanes, `addr`: uint64 byte addresses). Wave masks
+stay ints; a lane's bit of one is `LB(mask, lanes)` (lane_bits) and a mask set from per-lane bools is
+`PK(bools)` (pack_lanes), names the caller binds. Integers of 65..128 bits (multiply-add with carry) are pairs of
+uint64 halves. Bodies with branches, loops, partial assignments, arrays or other state raise Decline: the caller
+then binds the reference backend's whole function instead.
 """
 from __future__ import annotations
 
@@ -51,9 +52,12 @@ def lane_bits(mask: int, lanes: int) -> np.ndarray:
     return r
 
 
+_POW = {n: np.left_shift(np.uint64(1), np.arange(n, dtype=np.uint64)) for n in (32, 64)}  # lane i -> 2**i
+
+
 def pack_lanes(b: np.ndarray) -> int:
-    """A wave mask from a bool array over lanes (bit i = lane i)."""
-    return int.from_bytes(np.packbits(b, bitorder="little").tobytes(), "little")
+    """A wave mask from a bool array over 32 or 64 lanes (bit i = lane i)."""
+    return int(_POW[b.size].dot(b))
 
 
 def _int(t: Ty) -> bool:
@@ -63,6 +67,22 @@ def _int(t: Ty) -> bool:
 def _cls(t: Ty) -> int:
     """Storage bits of a natural integer: 32 or 64."""
     return 32 if t.bits <= 32 else 64
+
+
+def _reads(x) -> set[str]:
+    """Variables an expression or statement reads (a partial assignment reads its variable)."""
+    if isinstance(x, Var):
+        return {x.name}
+    if isinstance(x, Op):
+        return set().union(*map(_reads, x.args)) if x.args else set()
+    if isinstance(x, Store):
+        return _reads(x.value).union(*map(_reads, x.addr))
+    if isinstance(x, SetLaneBit):
+        return _reads(x.value) | {x.var}
+    if isinstance(x, Assign):
+        r = _reads(x.value) | (_reads(x.lo) if x.lo is not None else set())
+        return r | {x.var} if x.width is not None or x.lo is not None else r
+    return set()
 
 
 def _wider(t: Ty) -> bool:
@@ -200,10 +220,10 @@ class Natural:
             lo = self.tmp(f"({a} + {b})")
             if ka == kb == "z" and max(ba, bb) < 64:
                 return self.new_pair(lo, None, "z", max(ba, bb) + 1)
-            hm = _m(t.bits - 64)
-            c = self.tmp(f"({lo} < {a}).astype(U64)")
-            return self.new_pair(lo, self.tmp(f"(({self.hi(ps[0], t)} + {self.hi(ps[1], t)} + {c}) & U64({hm}))"),
-                                 "g", t.bits)
+            def high() -> str:  # computed when something reads the high half (a carry-out to NULL does not)
+                c = self.tmp(f"({lo} < {a}).astype(U64)")
+                return self.tmp(f"(({self.hi(ps[0], t)} + {self.hi(ps[1], t)} + {c}) & U64({_m(t.bits - 64)}))")
+            return self.new_pair(lo, high, "g", t.bits)
         if op == "and" and ps[0] is not None and isinstance(e.args[1], Const) and e.args[1].value == _m(t.bits):
             return args[0]
         if op == "extract" and ps[0] is not None and isinstance(e.args[1], Const) and _int(t) and e.attr <= 64:
@@ -218,13 +238,17 @@ class Natural:
             return self.tmp(code if _cls(t) == 64 else f"{code}.astype(U32)"), "n", None
         raise Decline(f"{op} on integers wider than 64 bits")
 
-    def new_pair(self, lo: str, hi: str | None, kind: str, bits: int) -> tuple[str, str, None]:
+    def new_pair(self, lo: str, hi, kind: str, bits: int) -> tuple[str, str, None]:
+        """A pair value; `hi`: code, None (implied by kind) or a function that emits it on first use."""
         self.pairs[lo] = (lo, hi, kind, bits)
         return lo, "p", None
 
     def hi(self, p: tuple, t: Ty) -> str:
         """Code of a pair's high half (bits 64 .. t.bits-1)."""
         lo, hi, kind, bits = p
+        if callable(hi):
+            hi = hi()
+            self.pairs[lo] = (lo, hi, kind, bits)
         if hi is not None:
             return hi
         if kind == "z" and bits <= 64:
@@ -240,6 +264,17 @@ class Natural:
         if e.op == "select" and self._decided(e.args[0]) is not None:  # land with a false operand, ...
             return self.ex(e.args[1] if self._decided(e.args[0]) else e.args[2])
         a = e.args[0] if e.args else None
+        if e.op == "resize" and _int(e.ty) and isinstance(a, Var | Const) and _int(a.ty) and a.ty.kind == "u":
+            k = self.ex(a)[2] if self._constant(a) else None
+            if k is not None:
+                return f"{_ut(e.ty)}({k & _m(e.ty.bits)})", "n", k & _m(e.ty.bits)
+        if e.op in ("add", "or", "xor", "sub") and _int(e.ty) and self._constant(e.args[1]) \
+                and _int(e.args[0].ty) and _cls(e.args[0].ty) == _cls(e.ty) and e.args[0].ty.bits <= e.ty.bits:
+            if self.ex(e.args[1])[2] == 0:
+                return self.ex(a)
+        if e.op == "extract" and _int(e.ty) and _int(a.ty) and isinstance(e.args[1], Const) \
+                and e.args[1].value == 0 and e.attr >= a.ty.bits and _cls(a.ty) == _cls(e.ty):
+            return self.ex(a)
         if e.op == "tobool" and isinstance(a, Op) and a.op == "select" and isinstance(a.args[1], Const) \
                 and isinstance(a.args[2], Const) and a.args[1].value == 1 and a.args[2].value == 0:
             return self.ex(a.args[0])  # c ? 1 : 0 as a bool is c
@@ -272,6 +307,9 @@ class Natural:
             return True
         if isinstance(e, Var):
             return e.name in self.known
+        if isinstance(e, Op) and e.op == "resize" and _int(e.ty) and _int(e.args[0].ty) \
+                and e.args[0].ty.kind == "u":
+            return self._constant(e.args[0])
         return isinstance(e, Op) and e.op in ("tobool", "lnot", "land", "lor") and all(map(self._constant, e.args))
 
     def natural(self, e: Op, args) -> str | None:
@@ -337,6 +375,8 @@ class Natural:
                 return None
             r = f"(({a[0]} >> {_ut(ts[0])}({lo})) & {_ut(ts[0])}({_m(e.attr)}))"
             return r if _cls(ts[0]) == _cls(t) else f"{r}.astype({_ut(t)})"
+        if op == "load" and e.attr in self.f.files and t.bits == 32 and _int(t) and _int(ts[0]):
+            return f"ML32(mem, act, {self.to_wide(*args[0][:2], ts[0])})"
         if op == "bitcast" and t.kind == "f" and _int(ts[0]) and t.bits == ts[0].bits:
             return f"{a[0]}.view({_FDT[t.bits]})" if t.bits != 16 else f"{a[0]}.astype(np.uint16).view(np.float16)"
         if op == "bitcast" and _int(t) and ts[0].kind == "f" and t.bits == ts[0].bits:
@@ -390,18 +430,29 @@ class Natural:
         raise Decline(f"op {e.op}")
 
     # -- statements and results --------------------------------------------------------------------------------
-    def body_lines(self) -> list[str]:
+    def body_lines(self, unused: frozenset[str] = frozenset()) -> list[str]:
+        """The body's code; assignments of the outputs in `unused` that nothing after them reads are left out."""
         f = self.f
         for var, t in f.vars.items():
             if var not in f.inputs and var not in self.known:
                 self.lines.append(f"{pyback.pyname(var)} = {self.g.zero(t)}")
                 self.rep[var] = "w"
-        for s in f.body:
+        later: list[set[str]] = [set()]  # variables read by the statements after each one
+        for s in reversed(f.body[1:]):
+            later.append(later[-1] | _reads(s))
+        for s, after in zip(f.body, reversed(later), strict=True):
+            if isinstance(s, Assign | SetLaneBit) and s.var in unused and s.var not in after:
+                continue
             if isinstance(s, Store):
                 addr, rep, _ = self.ex(s.addr[0])
                 val, vrep, _ = self.ex(s.value)
-                self.lines.append(f"MS(mem, act, {self.to_wide(addr, rep, s.addr[0].ty)}, "
-                                  f"{self.to_wide(val, vrep, s.value.ty)}, {s.bits})")
+                if s.bits == 32 and _int(s.value.ty) and s.value.ty.bits == 32 and _int(s.addr[0].ty):
+                    self.lines.append(f"MS32(mem, act, {self.to_wide(addr, rep, s.addr[0].ty)}, "
+                                      f"{self.to_nat(val, vrep, s.value.ty)})")
+                else:
+                    self.lines.append(f"MS(mem, act, {self.to_wide(addr, rep, s.addr[0].ty)}, "
+                                      f"{self.to_wide(val, vrep, s.value.ty)}, {s.bits})")
+                self.memo.clear()  # a later load of the address must see the store
                 continue
             v = pyback.pyname(s.var)
             code, rep, known = self.ex(s.value)

@@ -34,6 +34,7 @@ _VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD")
 _SALU = ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP")
 _SCALAR_ENGINE = {"HW_REGISTERS", "HwRegWriteMask"}  # state the fused SALU step does not move
 _cache: dict[tuple, tuple | None] = {}
+_compiled: dict[tuple, Callable] = {}  # (generated source, its constants) -> factory
 
 
 class _Ref:
@@ -102,12 +103,72 @@ def lds_store(mem, act: np.ndarray, addr: np.ndarray, value, bits: int) -> None:
     mem.store(np.broadcast_to(addr, act.shape), bits, v, act)
 
 
+def _dwords(mem, addr: np.ndarray) -> np.ndarray | None:
+    """LDS as dwords when every lane's dword access at `addr` is aligned and in range, else None."""
+    bits = int(_OR(addr))  # at least the largest address, and its low bits say whether all are aligned
+    if bits & 3 or (bits + 4 > mem.size and int(_MAX(addr)) + 4 > mem.size):
+        return None
+    got = _lds_words[0]  # (LDS, its dwords) of the last access, replaced whole (threads may run other LDSs)
+    if got[0] is not mem:
+        got = _lds_words[0] = (mem, mem.mem[:mem.size & ~3].view(np.uint32))
+    return got[1]
+
+
+_lds_words: list[tuple] = [(None, None)]
+_OR, _MAX = np.bitwise_or.reduce, np.maximum.reduce
+
+
+def lds_load32(mem, act: np.ndarray, addr: np.ndarray) -> np.ndarray:
+    """A dword per lane (uint32; inactive lanes' values are not used): a direct gather when every lane's access is
+    aligned and in range, else LDS.load."""
+    m32 = _dwords(mem, addr)
+    if m32 is not None:
+        return m32.take((addr >> U64_2).view(np.int64))
+    return mem.load(addr, 32, act).astype(np.uint32)
+
+
+def lds_store32(mem, act: np.ndarray, addr: np.ndarray, value: np.ndarray) -> None:
+    """Dword stores of the active lanes (the highest lane wins), directly when aligned and in range."""
+    m32 = _dwords(mem, addr)
+    if m32 is not None:
+        i = (addr >> U64_2).view(np.int64)
+        if act.all():
+            m32[i] = value
+        else:
+            m32[i[act]] = np.broadcast_to(value, act.shape)[act]
+        return
+    mem.store(addr, 32, np.broadcast_to(value, act.shape).astype(np.uint64), act)
+
+
 U32_MASK, U64_3, U64_2, U64_0 = np.uint64(0xFFFFFFFF), np.uint64(3), np.uint64(2), np.uint64(0)
 L_arr = runtime.arr
 
 
 def _fusable_valu(inst, p: Planner) -> bool:
-    return inst.base in _VALU and not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST"))
+    return (inst.base in _VALU or inst.base == "VOPD") and not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST"))
+
+
+class _Half:
+    """One op of a VOPD pair, shaped as the VOP2 instruction the planner plans it as (emu.amd.exec.valu)."""
+    base = enc = "VOP2"
+    operands: dict = {}
+
+    def __init__(self, inst, op, fields: dict):
+        self.op, self.fields, self.literal, self.pc, self.size = op, fields, inst.literal, inst.pc, inst.size
+
+
+def _halves(p: Planner, inst) -> list[_Half]:
+    f, out = inst.fields, []
+    for opv, s0, s1, dst in ((f["opx"], "srcx0", "vsrcx1", f["vdstx"]),
+                             (f["opy"], "srcy0", "vsrcy1", (f["vdsty"] << 1) | ((f["vdstx"] & 1) ^ 1))):
+        dual = p.isa.op("VOPD", opv)
+        plain = dual.name.replace("V_DUAL_", "V_") if dual is not None else ""
+        op = next((p.isa.by_name[(sp, plain)] for sp in ("VOP2", "VOP1", "VOP3") if (sp, plain) in p.isa.by_name),
+                  None)
+        if op is None:
+            raise Decline(f"VOPD op {opv}")
+        out.append(_Half(inst, op, {"src0": f[s0], "vsrc1": f[s1], "vdst": dst}))
+    return out
 
 
 def _generate(p: Planner, inst) -> tuple:
@@ -117,8 +178,17 @@ def _generate(p: Planner, inst) -> tuple:
         src.salu()
     elif inst.base == "DS":
         src.ds()
+    elif inst.base == "VOPD":  # both ops read their sources before either writes
+        stores: list = []
+        for k, half in enumerate(_halves(p, inst)):
+            src.inst = half
+            src.valu(stores, copy=k == 1)
+        src.inst = inst
+        src.flush(stores)
+        src.emit("w.lane_ops += 2 * n_act")
     else:
-        src.valu()
+        src.flush(src.valu([]))
+        src.emit("w.lane_ops += n_act")
     return src.compile()
 
 
@@ -146,10 +216,15 @@ class _Source:
                 f"    def step(w):\n{body}\n"
                 f"        w.pc = nxt\n        return 0\n"
                 f"    return step\n")
-        ns = {"np": np, "L": runtime, "F": floats, "K": self.consts, "Unsupported": PcodeUnsupported,
-              "U32": np.uint32, "U64": np.uint64, "ML": lds_load, "MS": lds_store, "LB": lane_bits, "PK": pack_lanes}
-        exec(compile(text, f"<interp {self.inst.op.name}>", "exec"), ns)
-        return ns["make"], tuple(self.args)
+        key = (text, repr(self.consts))
+        make = _compiled.get(key)
+        if make is None:  # instructions differing only in what the factory binds share the compiled code
+            ns = {"np": np, "L": runtime, "F": floats, "K": self.consts, "Unsupported": PcodeUnsupported,
+                  "U32": np.uint32, "U64": np.uint64, "ML": lds_load, "MS": lds_store, "ML32": lds_load32,
+                  "MS32": lds_store32, "LB": lane_bits, "PK": pack_lanes}
+            exec(compile(text, f"<interp {self.inst.op.name}>", "exec"), ns)
+            make = _compiled[key] = ns["make"]
+        return make, tuple(self.args)
 
     # -- SALU --------------------------------------------------------------------------------------------------
     def salu(self) -> None:
@@ -169,13 +244,13 @@ class _Source:
                 continue
             code = self._scalar_read(n, r, fm.get(n), sem, bits)
             binds[n] = f"({code}) & {(1 << bits) - 1}" if bits <= 64 else f"L.inp({code}, {bits})"
-        gen = _Bound(f, binds, f"int(sg[{MODE}])", p.lanes, self.consts)
+        gen = _Scalar(f, binds, f"int(sg[{MODE}])", p.lanes, self.consts)
         self.lines += gen.body_lines()
         for n, wr in writes:
             v = gen.output(n)
             self._scalar_write(n, wr, v, fm.get(n), sem)
         if "PC" in sem.writes:
-            self.emit(f"w.pc = {gen.output('PC')} & 0xFFFFFFFFFFFF")
+            self.emit(f"w.pc = int({gen.output('PC')}) & 0xFFFFFFFFFFFF")
             self.emit("return 0")
 
     def _scalar_read(self, n: str, r: Callable, fld: str | None, sem, bits: int) -> str:
@@ -185,12 +260,17 @@ class _Source:
             return "pc"
         if n == "SCC":
             return f"int(sg[{SCC}])"
+        if n == "SIMM16" and "simm16" in f:  # the planner's constant reader
+            return str(f["simm16"])
+        mask = self._mask_read(106) if n in ("VCC", "VCCZ") else "w.active_mask" if n in ("EXEC", "EXECZ") else None
+        if mask is not None:  # the planner's readers: VCC & the wave's lanes, EXEC, and whether they are zero
+            return f"int({mask} == 0)" if n.endswith("Z") else mask
         if fld is not None and fld in f and bits <= 64:
             code, width = f[fld], p._width(sem, n, self.inst.op, fld)
             c = constant(code, width, p._fmt(self.inst.op, fld), self.inst.literal)
             if c is not None:
                 return str(c)
-            if code < 106 or 108 <= code < 124:
+            if _slots(code, width):  # SGPRs, TTMPs, VCC and EXEC (their slots hold them)
                 if width == 64:
                     return f"int(sg[{code}]) | int(sg[{code + 1}]) << 32"
                 return f"int(sg[{code}])"
@@ -200,7 +280,14 @@ class _Source:
         code = self.inst.fields.get(fld) if fld else None
         if n == "SCC":
             self.emit(f"sg[{SCC}] = {v} & 1")
-        elif n == "D0" and code is not None and (code < 106 or 108 <= code < 124):
+        elif n == "D0" and code in (126, 127) and _slots(code, self.p._width(sem, n, self.inst.op, fld)):
+            if self.p._width(sem, n, self.inst.op, fld) == 64:
+                self.emit(f"w.set_exec({v} & 0xFFFFFFFFFFFFFFFF)")
+            elif code == 126:  # EXEC_LO; the other half kept
+                self.emit(f"w.set_exec(int(sg[127]) << 32 | ({v} & 0xFFFFFFFF))")
+            else:
+                self.emit(f"w.set_exec(int(sg[126]) | ({v} & 0xFFFFFFFF) << 32)")
+        elif n == "D0" and code is not None and _slots(code, self.p._width(sem, n, self.inst.op, fld)):
             if self.p._width(sem, n, self.inst.op, fld) == 64:
                 self.emit(f"d = {v}")
                 self.emit(f"sg[{code}] = d & 0xFFFFFFFF")
@@ -211,7 +298,9 @@ class _Source:
             self.emit(f"{self.arg(wr)}(w, {v})")
 
     # -- VALU --------------------------------------------------------------------------------------------------
-    def valu(self) -> None:
+    def valu(self, stores: list, copy: bool = False) -> list:
+        """Computes the results of a VALU op (into o* variables) and appends their writes to `stores`; `copy`: a
+        result that may be a register row is copied (a write before this one's could change the row)."""
         p, inst = self.p, self.inst
         op, f = inst.op, inst.fields
         sem = p.sem(op)
@@ -259,9 +348,11 @@ class _Source:
         self.emit("act = w.active")
         self.emit(f"full = w.active_mask == {(1 << lanes) - 1}")
         self.emit("n_act = w.active_mask.bit_count()")
+        unused = frozenset(n for n, _ in writes if n in ir.outputs and p.null is not None
+                           and self._mask_dest(n, sem, vop3) == p.null)  # masks for NULL
         try:
             gen = Natural(ir, lanes, nat, wide, consts, self.consts)
-            self.lines += gen.body_lines()
+            self.lines += gen.body_lines(unused)
             natural = True
         except Decline:
             binds = {**{n: f"L.inp({c}, {ir.inputs[n]})" for n, c in wide.items()},
@@ -270,28 +361,30 @@ class _Source:
             gen = _Bound(ir, binds, f"int(sg[{MODE}])", lanes, self.consts)
             self.lines += gen.body_lines()
             natural = False
-        stores = []  # every result is computed before the first write (a result may be a view of a register)
-        for k, (n, wr) in enumerate(writes):
-            if n not in ir.outputs:
+        for n, wr in writes:  # every result is computed before the first write (a result may be a register row)
+            if n not in ir.outputs or (natural and n in unused):  # a mask for NULL: nothing to write
                 continue
+            o = f"o{len(stores)}"
             keep = post is None or not (f.get("omod", 0) or f.get("clmp", 0))  # guarded: no flushing either
             if n == "D0" and natural and ir.outputs[n] in (32, 64) and n not in ir.masks and keep \
                     and self._plain_vdst(sem, op):
-                self.emit(f"o{k} = {gen.natural_out(n)}")
-                stores.append((self._vgpr_store, f"o{k}", ir.outputs[n], f["vdst"] + p._acc(inst, "vdst", None)))
+                self.emit(f"{o} = {gen.natural_out(n)}" + (".copy()" if copy else ""))
+                stores.append((self._vgpr_store, o, ir.outputs[n], f["vdst"] + p._acc(inst, "vdst", None)))
                 continue
-            self.emit(f"o{k} = {gen.output(n)}")
+            self.emit(f"{o} = {gen.output(n)}")
             dest = self._mask_dest(n, sem, vop3)
             if dest is not None:  # a wave mask (int), or per-lane bits (a carry-out)
-                stores.append((self._mask_write, f"o{k}" if n in ir.masks else f"PK(o{k} != 0)", dest))
+                stores.append((self._mask_write, o if n in ir.masks else f"PK({o} != 0)", dest))
                 continue
-            v = f"o{k}"
+            v = o
             if n == "D0" and post is not None:
                 v = f"{self.arg(post)}(w, {v})"
             stores.append((self.emit, f"{self.arg(wr)}(w, {v}, act)"))
+        return stores
+
+    def flush(self, stores: list) -> None:
         for fn, *a in stores:
             fn(*a)
-        self.emit("w.lane_ops += n_act")
 
     def _mask_read(self, code: int) -> str | None:
         """Code of a wave mask read from an SGPR, VCC or EXEC (the planner's mask reader), or None."""
@@ -335,13 +428,21 @@ class _Source:
         ir = sem.ir
         if sem.serial or not ir.files <= {"MEM", "LDS"}:
             raise Decline("atomics and register-file access")
-        consts, wide = {}, {}
+        consts, wide, nat = {}, {}, {}
+        f = inst.fields
+        acc = ACC if f.get("acc") else 0
+        plain = {"DATA": "data0", "DATA0": "data0", "DATA1": "data1"}  # the planner's fields
+        regs = "VGPR" in sem.reads  # then ADDR and DATA are register numbers
         for n, r in reads:
             bits = ir.inputs.get(n)
             if bits is None or n in ("MEM", "LDS"):
                 continue
             if n in ("OFFSET", "OFFSET0", "OFFSET1"):
                 consts[n] = r(None) & ((1 << bits) - 1)
+            elif n == "ADDR" and bits == 64 and not regs and {"OFFSET", "OFFSET0", "OFFSET1"} & sem.reads:
+                nat[n] = f"vg[{f['addr']}].astype(U64)"  # the VGPR (the pcode adds the offset)
+            elif n in plain and bits == 32 and not regs and p._width(sem, n, inst.op, plain[n]) == 32:
+                nat[n] = f"vg[{f[plain[n]] + acc}]"
             else:
                 wide[n] = f"{self.arg(r)}(w)"
         self.emit("vg = w.vgpr")
@@ -349,7 +450,7 @@ class _Source:
         self.emit("act = w.active")
         self.emit(f"full = w.active_mask == {(1 << p.lanes) - 1}")
         self.emit("n_act = w.active_mask.bit_count()")
-        gen = Natural(ir, p.lanes, {}, wide, consts, self.consts, memory=True)
+        gen = Natural(ir, p.lanes, nat, wide, consts, self.consts, memory=True)
         self.lines += gen.body_lines()
         vdst = inst.fields["vdst"] + (ACC if inst.fields.get("acc") else 0)
         for n, wr in writes:
@@ -377,7 +478,7 @@ class _Source:
             r = code - 256
             if width == 32:
                 return f"vg[{r}]"
-            return f"(vg[{r}].astype(U64) | vg[{r + 1}].astype(U64) << U64(32))"
+            return f"np.ascontiguousarray(vg[{r}:{r + 2}].T).view(U64).ravel()"  # [lane] of the dword pairs
         c = constant(code, width, fmt, inst.literal)
         if c is not None:
             arr = np.full(p.lanes, c, np.uint32 if width == 32 else np.uint64)
@@ -403,16 +504,29 @@ class _Source:
             self.emit(f"else: np.copyto(vg[{reg}], d, where=act, casting='unsafe')")
             return
         self.emit("if full:")
-        self.emit(f"    vg[{reg}] = d")
-        self.emit(f"    vg[{reg + 1}] = d >> U64(32)")
+        self.emit(f"    vg[{reg}:{reg + 2}] = d.reshape(-1).view(U32).reshape(-1, 2).T")  # the dwords of each lane
         self.emit("else:")
         self.emit(f"    np.copyto(vg[{reg}], d, where=act, casting='unsafe')")
         self.emit(f"    np.copyto(vg[{reg + 1}], d >> U64(32), where=act, casting='unsafe')")
 
 
+def _slots(code: int, width: int) -> bool:
+    """Whether a scalar operand of `width` bits is held in SGPR-file slots at its code as a plain register."""
+    if code < 106 or 108 <= code < 124:
+        return True
+    return code in (106, 126) or (width == 32 and code in (107, 127))
+
+
 def _rounds_floats(f) -> bool:
-    from emu.pcode import _rounds
-    return _rounds(f)
+    """emu.pcode._rounds, remembered per IR function (compiled semantics live as long as the process)."""
+    r = _rounding.get(id(f))
+    if r is None or r[0] is not f:
+        from emu.pcode import _rounds
+        r = _rounding[id(f)] = (f, _rounds(f))
+    return r[1]
+
+
+_rounding: dict[int, tuple] = {}
 
 
 class _Bound(pyback.Gen):
@@ -451,3 +565,45 @@ class _Bound(pyback.Gen):
         if name in f.masks or not f.vector:
             return f"L.out_scalar({v}, {bits})"
         return f"L.out_lanes({v}, {bits}, {self.lanes})"
+
+
+def _small_int(t) -> bool:
+    return t.kind in ("u", "i") and t.bits <= 64
+
+
+class _Scalar(_Bound):
+    """_Bound for SALU semantics (uniform values: Python ints and bools): integer operations of up to 64 bits as
+    plain Python expressions instead of the runtime's helpers."""
+
+    def op_extract(self, e, a, m):
+        if not _small_int(e.args[0].ty) or not _small_int(e.args[1].ty):
+            return super().op_extract(e, a, m)
+        return f"(({a[0]} >> {a[1]}) & {(1 << e.attr) - 1})"
+
+    def op_resize(self, e, a, m):
+        s, t = e.args[0].ty, e.ty
+        if _small_int(s) and _small_int(t) and t.bits > s.bits and s.kind == "i":
+            sign = 1 << (s.bits - 1)
+            return f"((({a[0]} ^ {sign}) - {sign}) & {(1 << t.bits) - 1})"
+        return super().op_resize(e, a, m)
+
+    def _cmp(self, e, a, m):
+        t = e.args[0].ty
+        if t.kind == "i" and _small_int(t):  # signed order is the unsigned order of the values with the sign flipped
+            sign = 1 << (t.bits - 1)
+            return f"(({a[0]} ^ {sign}) {pyback._CMP[e.op]} ({a[1]} ^ {sign}))"
+        return super()._cmp(e, a, m)
+
+    op_eq = op_ne = op_lt = op_le = op_gt = op_ge = _cmp
+
+    def op_select(self, e, a, m):
+        return f"({a[1]} if {a[0]} else {a[2]})"
+
+    def op_frombool(self, e, a, m):
+        return f"(1 if {a[0]} else 0)"
+
+    def op_lnot(self, e, a, m):
+        return f"(not {a[0]})"
+
+    def output(self, name: str) -> str:
+        return f"({pyback.pyname(name)} & {(1 << self.f.outputs[name]) - 1})"

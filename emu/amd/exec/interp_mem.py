@@ -19,7 +19,9 @@ from emu.pcode.ir import Assign, Const, Op, Store, Var
 from emu.pcode.npback import Decline
 
 U64, U32 = np.uint64, np.uint32
+U64_2 = U64(2)
 M64 = (1 << 64) - 1
+_MIN, _MAX, _OR = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
 
 
 def _dword(addr) -> int | None:
@@ -91,6 +93,7 @@ def global_step(p, inst, ref: Callable) -> Callable:
     full_mask = (1 << p.lanes) - 1
     nxt = inst.pc + inst.size
     off_u = U64(off & M64)
+    last: list[tuple] = [(None,)]  # (mapping, its dwords, its address) of the previous access
 
     def step(w):
         vg = w.vgpr
@@ -107,12 +110,14 @@ def global_step(p, inst, ref: Callable) -> Callable:
             a = a[act]
             if not a.size:
                 return ref(w)
-        m = w.vm.mapping(int(a.min()))
-        if m is None or int(a.max()) + 4 * n > m.end or (store and not m.writable) \
-                or int(np.bitwise_or.reduce(a)) & 3:
+        m = w.vm.mapping(int(_MIN(a)))
+        if m is None or int(_MAX(a)) + 4 * n > m.end or (store and not m.writable) or int(_OR(a)) & 3:
             return ref(w)
-        idx = ((a - U64(m.va)) >> U64(2)).view(np.int64)
-        mem = m.buf.view(U32)
+        got = last[0]  # replaced whole: another thread may run this step at the same time
+        if got[0] is not m:
+            got = last[0] = (m, m.buf.view(U32), U64(m.va))
+        idx = ((a - got[2]) >> U64_2).view(np.int64)
+        mem = got[1]
         for k in range(n):
             i = idx + k if k else idx
             if store:
