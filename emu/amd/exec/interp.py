@@ -51,12 +51,45 @@ class _Ref:
 
 
 class Interp:
-    """Plans the fused steps of one Program (a Planner's target and wave size)."""
+    """Plans the fused steps of one Program (a Planner's target and wave size). With `decode` (pc -> the
+    instruction there) a step runs the straight-line block that starts at its instruction (up to and including a
+    branch, s_endpgm, s_barrier, a trap, ...): one call of the run loop for the block."""
 
-    def __init__(self, planner: Planner):
-        self.planner = planner
+    def __init__(self, planner: Planner, decode: Callable | None = None):
+        self.planner, self.decode = planner, decode
 
     def plan(self, inst) -> Callable:
+        first = self.single(inst)
+        if self.decode is None or self._ends(inst):
+            return first
+        steps, pcs, pc = [first], [inst.pc], inst.pc + inst.size
+        while len(steps) < BLOCK:
+            try:
+                nxt = self.decode(pc)
+            except Exception:  # not fetchable now: the block ends before it
+                break
+            if not nxt.valid:
+                break
+            steps.append(self.single(nxt))
+            pcs.append(pc)
+            if self._ends(nxt):
+                break
+            pc += nxt.size
+        return first if len(steps) == 1 else _block(steps, pcs)
+
+    def _ends(self, inst) -> bool:
+        """Whether a block ends with this instruction (control, a PC write) or before it (invalid)."""
+        if not inst.valid or inst.op.name in _BLOCK_ENDS:
+            return True
+        if inst.base not in _SALU:
+            return False
+        try:
+            return "PC" in self.planner.sem(inst.op).writes
+        except Exception:  # no semantics: its step faults
+            return True
+
+    def single(self, inst) -> Callable:
+        """The step of one instruction."""
         p = self.planner
         if inst.valid and inst.base in ("GLOBAL", "VGLOBAL", "SMEM"):
             try:
@@ -142,6 +175,33 @@ def lds_store32(mem, act: np.ndarray, addr: np.ndarray, value: np.ndarray) -> No
 
 U32_MASK, U64_3, U64_2, U64_0 = np.uint64(0xFFFFFFFF), np.uint64(3), np.uint64(2), np.uint64(0)
 L_arr = runtime.arr
+
+
+BLOCK = 64  # instructions per block at most
+_BLOCK_ENDS = _ENDS | _BARRIERS | _CLOCKS | {"S_TRAP", "S_CODE_END", "S_SETHALT"}
+
+
+def _block(steps: list[Callable], pcs: list[int]) -> Callable:
+    """One step running `steps` (the instructions at `pcs`, straight-line code) in order. The run loop counts
+    it as one instruction, so it takes the others from the wave's watchdog count; when fewer are left it runs the
+    first instruction only. A fault leaves the count of the instructions before the faulting one taken (each step
+    sets the PC only once it has finished, so the PC names the faulting one)."""
+    n, index = len(steps), {pc: i for i, pc in enumerate(pcs)}
+    lines = [f"def make({', '.join(f's{i}' for i in range(n))}, index):", "    def block(w):",
+             f"        if w.left < {n}:", "            return s0(w)", "        try:",
+             *(f"            s{i}(w)" for i in range(n - 1)), f"            r = s{n - 1}(w)",
+             "        except BaseException:", "            w.left -= index.get(w.pc, 0)", "            raise",
+             f"        w.left -= {n - 1}", "        return r", "    return block"]
+    text = "\n".join(lines) + "\n"
+    make = _blocks.get(n)
+    if make is None:
+        ns: dict = {}
+        exec(compile(text, f"<interp block of {n}>", "exec"), ns)
+        make = _blocks[n] = ns["make"]
+    return make(*steps, index)
+
+
+_blocks: dict[int, Callable] = {}  # factory of the blocks of n instructions
 
 
 def _fusable_valu(inst, p: Planner) -> bool:
