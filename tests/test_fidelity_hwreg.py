@@ -76,8 +76,6 @@ def test_gpr_alloc_layout_covers_the_compiler_counts(arch):
         assert meta[".sgpr_count"] <= sgprs < meta[".sgpr_count"] + 16 + 8
 
 
-@pytest.mark.xfail(strict=True, reason="emu.amd.dispatch does not yet hand the wave its GPR_ALLOC (gpr_alloc of the "
-                                       "dispatch's RSRC1); s_getreg reads 0")
 def test_gpr_alloc_through_a_dispatch():
     from emu.amd.exec.hwreg import gpr_alloc
     code = _kernel("gfx942", 64)

@@ -378,6 +378,7 @@ def _names(text: str, allowed: tuple[str, ...]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     since_start, t_mark = seconds_since_process_start(), time.perf_counter()
+    os.environ.setdefault("HWEMU_TIMEOUT", "0")  # the reference tier's problems run longer than the watchdog's 10 s
     ap = argparse.ArgumentParser(prog="python -m tools.bench", description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="gfx1100")
     ap.add_argument("--only", type=lambda s: _names(s, WORKLOADS), default=list(WORKLOADS),

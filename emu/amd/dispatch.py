@@ -14,12 +14,14 @@ or s_endpgm; a barrier releases when every wave still running has reached it.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from emu.amd.exec.hwreg import initial_mode
-from emu.amd.exec.wave import BARRIER, Program, WaveState, run
+from emu.amd.exec.hwreg import gpr_alloc, initial_mode
+from emu.amd.exec.launch import Launch
+from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Deadline, Program, WaveState, run
 from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
 from stack.hcq.codeobj import (
@@ -37,6 +39,7 @@ from stack.hcq.codeobj import (
 PACKED_IDS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
 DISPATCH_PACKET_SIZE = 64
 TTMP = 108  # operand code of ttmp0
+DEFAULT_TIMEOUT = 10.0  # seconds of wall time per dispatch before the watchdog stops it
 DYNAMIC_STACK = 16384  # bytes per lane added for kernels whose stack size is not known at compile time
 
 
@@ -68,29 +71,63 @@ class Stats:
     lane_instructions: int = 0
 
 
-def run_dispatch(vm: VM, d: Dispatch, arch: str) -> Stats:
-    """Run every workgroup of `d`; a fault propagates as GPUFault (the dispatch stops there)."""
+def run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None = None) -> Stats:
+    """Run every workgroup of `d`; a fault propagates as GPUFault (the dispatch stops there). The watchdog stops a
+    dispatch that runs longer than `timeout` seconds (default: dispatch_timeout(); 0 or less: no limit)."""
     nitems = d.block[0] * d.block[1] * d.block[2]
     slots = _WaveSlots(vm, d, arch, -(-nitems // d.lanes), nitems)
+    timeout = dispatch_timeout() if timeout is None else timeout
+    deadline = Deadline(timeout) if timeout > 0 else None
     stats = Stats()
     gx, gy, gz = d.grid
-    sx, sy, sz = d.start
-    for wz in range(sz, sz + gz):
-        for wy in range(sy, sy + gy):
-            for wx in range(sx, sx + gx):
-                _run_workgroup(slots.start((wx, wy, wz)), d.program, stats)
+    total = gx * gy * gz
+    wg = 0
+    while wg < total:
+        launch = slots.launch()
+        if launch is None:
+            _run_workgroup(slots.start(wg), d.program, stats, deadline)
+            wg += 1
+            continue
+        try:
+            table = vm.table
+            wg = launch.run(slots.region(), table, wg, total, deadline)
+        finally:
+            waves, executed, lane_ops = launch.totals()
+            stats.waves, stats.wave_instructions = stats.waves + waves, stats.wave_instructions + executed
+            stats.lane_instructions += lane_ops
+        if wg < total:  # a wave needs the interpreter (or the time is up): Python goes on with its workgroup
+            for w in slots.waves:
+                w.workgroup = slots.ids(wg)
+            pending, waiting, left = launch.hand_over()
+            _run_workgroup(slots.waves, d.program, stats, deadline, pending, waiting, left)
+            wg += 1
     return stats
 
 
-def _run_workgroup(waves: list[WaveState], program: Program, stats: Stats) -> None:
-    live = list(waves)
+def dispatch_timeout() -> float:
+    """Seconds of wall time a dispatch may run: HWEMU_TIMEOUT (default 10; 0 or less: no limit)."""
+    text = os.environ.get("HWEMU_TIMEOUT", "") or str(DEFAULT_TIMEOUT)
+    try:
+        t = float(text)
+    except ValueError:
+        raise ValueError(f"HWEMU_TIMEOUT={text!r}: expected seconds (a number)") from None
+    return t
+
+
+def _run_workgroup(waves: list[WaveState], program: Program, stats: Stats, deadline: Deadline | None,
+                   live: list[WaveState] | None = None, waiting: tuple | list = (), left: int | None = None) -> None:
+    """Run the waves round-robin, each until s_barrier or s_endpgm, releasing the barrier when every wave still
+    running has reached it. A workgroup taken over in the middle of a round gives the waves still to run in it
+    (`live`, the first with `left` instructions of its watchdog) and those already `waiting` at the barrier."""
+    live = list(waves) if live is None else live
+    at_barrier = list(waiting)
     try:
         while live:
-            at_barrier = []
             for w in live:
-                if run(w, program) == BARRIER:
+                if run(w, program, left=left, deadline=deadline) == BARRIER:
                     at_barrier.append(w)
-            live = at_barrier  # every running wave reached the barrier (or ended): release it
+                left = None
+            live, at_barrier = at_barrier, []  # every running wave reached the barrier (or ended): release it
     finally:
         for w in waves:
             stats.waves += 1
@@ -101,7 +138,8 @@ def _run_workgroup(waves: list[WaveState], program: Program, stats: Stats) -> No
 class _WaveSlots:
     """The waves of a workgroup, made once per dispatch and reset for each workgroup it runs: their register
     arrays, LDS, scratch slots and native-call counters are reused; only the workgroup ids and the state the
-    previous workgroup left change."""
+    previous workgroup left change. Once the program's entry has a native region, the native launcher
+    (emu.amd.exec.launch) runs the workgroups over the same arrays."""
 
     def __init__(self, vm: VM, d: Dispatch, arch: str, nwaves: int, nitems: int):
         self.d = d
@@ -116,22 +154,44 @@ class _WaveSlots:
             w.flat = Flat(vm, self.lds, w.scratch)
             w.dispatch, w.wave_id = d.dispatch_id, i
             self.waves.append(w)
-            self.initial.append((w.sgpr.copy(), w.vgpr[:3].copy(), w.exec, w.active))
+            self.initial.append((w.sgpr.copy(), w.vgpr[:3].copy()))
+        self.mode = self.waves[0].mode
         self.fresh = True
+        self._launch: Launch | None = None
 
-    def start(self, wg: tuple[int, int, int]) -> list[WaveState]:
+    def ids(self, wg: int) -> tuple[int, int, int]:
+        """The ids of the workgroup with linear index `wg` (x fastest)."""
+        (gx, gy, _), (sx, sy, sz) = self.d.grid, self.d.start
+        return sx + wg % gx, sy + wg // gx % gy, sz + wg // (gx * gy)
+
+    def start(self, wg: int) -> list[WaveState]:
         if not self.fresh:  # the previous workgroup's waves: back to the initial state
             self.lds.mem.fill(0)
-            for w, (sgpr, v012, exec_, active) in zip(self.waves, self.initial, strict=True):
+            for w, (sgpr, v012) in zip(self.waves, self.initial, strict=True):
                 w.sgpr[:] = sgpr
                 w.vgpr.fill(0)
                 w.vgpr[:3] = v012
-                w.active, w.active_mask = active, exec_
+                w.set_exec(w.exec)
                 w.pc, w.executed, w.lane_ops, w.gpr_idx = self.d.entry, 0, 0, 0
         self.fresh = False
+        ids = self.ids(wg)
         for w in self.waves:
-            _set_workgroup(w, self.d, wg)
+            _set_workgroup(w, self.d, ids)
         return self.waves
+
+    def region(self) -> int | None:
+        """The address of the native region holding the entry, for the waves' initial MODE (once compiled)."""
+        c = self.d.program.compiled.get((self.d.entry, self.mode))
+        return c.addr if c is not None else None
+
+    def launch(self) -> Launch | None:
+        """The native launcher, once the entry has a native region."""
+        if self._launch is None and self.region() is not None:
+            self._launch = Launch(self.waves, self.initial, self.lds, self.d.entry, self.d.grid, self.d.start,
+                                  _id_slots(self.d.rsrc2), DEFAULT_LIMIT)
+        if self._launch is not None:
+            self.fresh = False  # the launcher leaves the arrays as its last workgroup ended
+        return self._launch
 
 
 def _initial_wave(d: Dispatch, index: int, nitems: int, arch: str) -> WaveState:
@@ -140,6 +200,7 @@ def _initial_wave(d: Dispatch, index: int, nitems: int, arch: str) -> WaveState:
     lanes = d.lanes
     w = WaveState(fam, lanes, agprs=256 if fam == "cdna" else 0)
     w.mode = initial_mode(fam, d.rsrc1)  # FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE from COMPUTE_PGM_RSRC1
+    w.gpr_alloc = gpr_alloc(fam, lanes, d.rsrc1)
     n = d.rsrc2.user_sgpr_count
     w.sgpr[:n] = (list(d.user_sgprs[:n]) + [0] * n)[:n]  # USER_DATA registers a runtime did not write read as 0
     # work-item ids of each lane
@@ -158,16 +219,25 @@ def _initial_wave(d: Dispatch, index: int, nitems: int, arch: str) -> WaveState:
     return w
 
 
+def _id_slots(r2: Rsrc2) -> tuple[int, int, int, int]:
+    """The SGPRs of workgroup id x, y, z and workgroup info after the user SGPRs (-1: not enabled)."""
+    s = r2.user_sgpr_count
+    out = []
+    for name in ("workgroup_id_x", "workgroup_id_y", "workgroup_id_z", "workgroup_info"):
+        on = getattr(r2, f"enable_sgpr_{name}")
+        out.append(s if on else -1)
+        s += bool(on)
+    return tuple(out)
+
+
 def _set_workgroup(w: WaveState, d: Dispatch, wg: tuple[int, int, int]) -> None:
     """The system SGPRs of workgroup `wg` after the user SGPRs (and gfx12's architected ttmp7 / ttmp9)."""
-    r2 = d.rsrc2
-    s = r2.user_sgpr_count
-    for axis in range(3):
-        if getattr(r2, f"enable_sgpr_workgroup_id_{'xyz'[axis]}"):
-            w.sgpr[s] = wg[axis]
-            s += 1
-    if r2.enable_sgpr_workgroup_info:
-        w.sgpr[s] = 0
+    *ids, info = _id_slots(d.rsrc2)
+    for slot, value in zip(ids, wg, strict=True):
+        if slot >= 0:
+            w.sgpr[slot] = value
+    if info >= 0:
+        w.sgpr[info] = 0
     if w.family == "rdna4":  # architected SGPRs: workgroup ids in ttmp9 (x) and ttmp7 (y | z << 16)
         w.sgpr[TTMP + 9] = wg[0]
         w.sgpr[TTMP + 7] = wg[1] | wg[2] << 16

@@ -185,7 +185,9 @@ class GPU:
             raise ValueError(f"{what}: the code object was unloaded")
 
     def launch(self, prog: Loaded, name: str, grid=(1,), block=(1,), args=(), dynamic_lds: int = 0,
-               kernargs: bytes | None = None) -> Stats:
+               kernargs: bytes | None = None, timeout: float | None = None) -> Stats:
+        """Run kernel `name` over `grid` workgroups of `block` work-items; `timeout`: seconds of wall time the
+        dispatch may run before the watchdog stops it with a fault (default HWEMU_TIMEOUT or 10; 0: no limit)."""
         self._check_loaded(prog, "launch")
         args = list(args)
         for i, a in enumerate(args):
@@ -225,7 +227,7 @@ class GPU:
             self.vm.write(pkt, dispatch_packet(grid, block, grid_dims(grid, block), private, lds,
                                                prog.base + k.descriptor_address, ka))
             self.dispatches += 1
-            self.last_stats = run_dispatch(self.vm, d, self.arch)
+            self.last_stats = run_dispatch(self.vm, d, self.arch, timeout)
             return self.last_stats
         finally:
             for va in (ka, pkt, scratch):

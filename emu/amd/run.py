@@ -11,7 +11,8 @@ Arguments, in the kernel's order:
 `--kernargs FILE` gives the explicit kernel arguments as raw bytes instead of --arg (for kernels whose metadata
 lists none). The arch defaults to the code object's. Bad input (unreadable, oversized or malformed files, bad
 arguments, sizes beyond the limits of stack.hcq.codeobj, an unusable --out directory) is reported in one line on
-stderr with exit status 2; a GPU fault with exit status 1.
+stderr with exit status 2; a GPU fault (the watchdog's included: --timeout) with exit status 1; Ctrl-C ends the
+run with status 130.
 """
 from __future__ import annotations
 
@@ -96,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernargs", type=Path, help="file holding the raw explicit kernel arguments (instead of --arg)")
     ap.add_argument("--arch", help="GPU to emulate (default: the code object's)")
     ap.add_argument("--out", type=Path, default=Path("."), help="directory for output .npy files (default: .)")
+    ap.add_argument("--timeout", type=float, help="seconds of wall time before the watchdog stops the dispatch "
+                    "(default: HWEMU_TIMEOUT or 10; 0: no limit)")
     a = ap.parse_args(argv)
     from emu.amd import GPU, GPUFault
     try:
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                 outs.append((i, buf, dt, n))
         if outs:
             _out_dir(a.out)
-        stats = gpu.launch(prog, a.kernel, grid=grid, block=block, args=args, kernargs=raw)
+        stats = gpu.launch(prog, a.kernel, grid=grid, block=block, args=args, kernargs=raw, timeout=a.timeout)
         for i, buf, dt, n in outs:
             path = a.out / f"arg{i}.npy"
             try:
@@ -135,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     except GPUFault as e:
         print(f"GPU fault: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     print(f"{stats.waves} waves, {stats.wave_instructions} wave-instructions, "
           f"{stats.lane_instructions} lane-instructions")
     return 0

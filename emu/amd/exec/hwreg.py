@@ -104,7 +104,7 @@ def lds_alloc(family: str, lds_bytes: int) -> int:
 _COMMON = {
     MODE_ID: HwReg("MODE", lambda w: w.mode, 0xFFFFFFFF, _set_mode),
     STATUS_ID: HwReg("STATUS", _status),
-    5: HwReg("GPR_ALLOC", lambda w: getattr(w, "gpr_alloc", 0)),
+    5: HwReg("GPR_ALLOC", lambda w: w.gpr_alloc),
     6: HwReg("LDS_ALLOC", lambda w: lds_alloc(w.family, w.lds.size) if w.lds is not None else 0),
     # the counters of outstanding memory accesses, VALU ops and replays: the engine retires every instruction
     # before the next one issues, so none is outstanding when s_getreg reads them

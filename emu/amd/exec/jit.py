@@ -18,12 +18,14 @@ import ctypes
 import hashlib
 import os
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
 
 from emu.amd.exec import TIERS, translate
-from emu.amd.exec.translate import Exit, Region
+from emu.amd.exec.state import WaveState
+from emu.amd.exec.translate import CTR_WORDS, LDS_SIZE, Exit, Region
 from emu.pcode.llvmjit import engine
 
 BUDGET = 1 << 20  # instructions per native call before the host gets control back
@@ -31,6 +33,12 @@ NO_MAPPINGS = np.zeros(1, np.uint64)  # the VM table of a wave without a VM
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
 _cache: dict[tuple, object] = {}
 _lock = threading.Lock()
+_compiling = [0.0]  # seconds spent compiling regions in this process
+
+
+def compile_seconds() -> float:
+    """Seconds this process has spent building and compiling regions (the dispatch watchdog does not count them)."""
+    return _compiling[0]
 
 
 def _sources_digest() -> str:
@@ -58,9 +66,32 @@ def hot_threshold(t: str) -> int | None:
     return 1 if t == "jit" else int(os.environ.get("HWEMU_HOT", "64"))
 
 
-def native(prog, pc: int, mode: int):
-    """The compiled region at `pc` for `mode` (a ctypes function), or None when the tier takes no instruction
-    there."""
+class Counters:
+    """The `ctr` words of a wave's native calls (emu.amd.exec.translate) and the addresses of its arrays."""
+
+    def __init__(self, w: WaveState):
+        self.ctr = np.zeros(CTR_WORDS, np.int64)
+        lds = w.lds.mem if w.lds is not None else np.zeros(8, np.uint8)
+        self.ctr[LDS_SIZE] = w.lds.size if w.lds is not None else 0
+        self.lds = lds  # kept alive with the pointer
+        self.args = (w.sgpr.ctypes.data, w.vgpr.ctypes.data, self.ctr.ctypes.data, lds.ctypes.data)
+
+
+def counters(w: WaveState) -> Counters:
+    if w.counters is None:
+        w.counters = Counters(w)
+    return w.counters
+
+
+class Compiled:
+    """A compiled region: `fn` (ctypes), its address, and the PCs it can start at."""
+
+    def __init__(self, addr: int, pcs: frozenset[int]):
+        self.addr, self.pcs, self.fn = addr, pcs, _SIG(addr)
+
+
+def native(prog, pc: int, mode: int) -> Compiled | None:
+    """The compiled region that starts at `pc` for `mode`, or None when the tier takes no instruction there."""
     exits: set[int] = set()
     for _ in range(64):  # each failed attempt turns one more instruction into an exit
         region = Region(prog, pc, mode)
@@ -70,22 +101,25 @@ def native(prog, pc: int, mode: int):
             return None
         key = (prog.planner.target, prog.lanes, mode, tuple((p, i.raw) for p, i in insts.items()))
         with _lock:
-            fn = _cache.get(key)
-            if fn is not None:
-                return fn
+            done = _cache.get(key)
+            if done is not None:
+                return done
             disk_key = f"region {_SOURCES} {key!r}"
             addr = engine().load(disk_key)
             if addr is None:
+                t0 = time.monotonic()
                 try:
                     mod = region.module("region", insts)
+                    addr = engine().compile(mod, "region", disk_key)
                 except Exit as e:
                     bad = e.args[0] if e.args and isinstance(e.args[0], int) else pc
                     if bad == pc:
                         return None
                     exits.add(bad)
                     continue
-                addr = engine().compile(mod, "region", disk_key)
-            fn = _cache[key] = _SIG(addr)
-            return fn
+                finally:
+                    _compiling[0] += time.monotonic() - t0
+            done = _cache[key] = Compiled(addr, frozenset(insts))
+            return done
     return None
 

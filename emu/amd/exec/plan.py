@@ -56,6 +56,17 @@ def _operand(op: isa.Op, fld: str | None) -> isa.Operand | None:
     return op.operands.get(fld) or op.operands.get("v" + fld)
 
 
+def smem_offsets(f: dict, cdna: bool, null: int | None) -> tuple[int, int | None]:
+    """A scalar memory instruction's immediate byte offset and its SGPR offset's operand code (None: none)."""
+    if cdna:  # IMM: the offset field is a byte offset, else an SGPR; SOFFSET_EN adds soffset
+        imm = f.get("imm", 1)
+        soff = f["soffset"] if f.get("soffset_en") else None if imm else f["offset"] & 0x7F
+        return (sext(f["offset"], 21) if imm else 0), soff
+    key = "ioffset" if "ioffset" in f else "offset"
+    soff = f.get("soffset")
+    return sext(f[key], 24 if key == "ioffset" else 21), None if soff in (None, null) else soff
+
+
 def end_step(w) -> int:
     return END
 
@@ -304,16 +315,7 @@ class Planner(ValuPlans, MemoryPlans):
         if name.startswith("S_BUFFER"):
             b = base
             base = lambda w: b(w) & 0xFFFFFFFFFFFF  # noqa: E731 - resource dword0-1: base address [47:0]
-        if self.cdna:
-            imm = f.get("imm", 1)
-            off = sext(f["offset"], 21) if imm else None
-            soff_code = f["soffset"] if f.get("soffset_en") else (f["offset"] & 0x7F if not imm else None)
-            off = off or 0
-        else:
-            key = "ioffset" if "ioffset" in f else "offset"
-            off = sext(f[key], 24 if key == "ioffset" else 21)
-            soff_code = f.get("soffset")
-            soff_code = None if soff_code in (None, self.null) else soff_code
+        off, soff_code = smem_offsets(f, self.cdna, self.null)
         soff = scalar_reader(soff_code, 32, "", None, self.fam) if soff_code is not None else (lambda w: 0)
         dst = f["sdata"]
         vcc = dst + ndw > VCC_LO and dst <= VCC_HI  # a load into VCC (VCC_LO/VCC_HI are SGPRs 106/107)

@@ -72,6 +72,7 @@ class WaveState:
         self.counters = None  # the LLVM tier's call counters (emu.amd.exec.jit.Counters), made on first use
         self.left = 0  # instructions the run loop's watchdog still allows
         self.gpr_idx = 0  # CDNA VGPR indexing mode enabled
+        self.gpr_alloc = 0  # HW_REG_GPR_ALLOC: the registers the dispatch gave the wave (emu.amd.exec.hwreg)
         self.vm: VM | None = None
         self.lds = self.scratch = self.flat = None
         self.dispatch: int | None = None
@@ -79,10 +80,6 @@ class WaveState:
         self.wave_id: int | None = None
         self.executed = 0  # instructions executed (wave-instructions)
         self.lane_ops = 0  # lane-instructions: active lanes summed over vector instructions
-
-    def attach_counters(self) -> Counters:
-        self.counters = Counters(self)
-        return self.counters
 
     def _pair(self, slot: int) -> int:
         return int(self.sgpr[slot]) | int(self.sgpr[slot + 1]) << 32
@@ -118,14 +115,3 @@ class WaveState:
     mode = _Register(MODE)
     trapsts = _Register(TRAPSTS)
 
-
-class Counters:
-    """A native region call's counters [budget, executed, lane_ops, LDS size, VM table address, sink x3] and the
-    wave's array addresses."""
-
-    def __init__(self, w: WaveState):
-        self.ctr = np.zeros(8, np.int64)
-        lds = w.lds.mem if w.lds is not None else np.zeros(8, np.uint8)
-        self.ctr[3] = w.lds.size if w.lds is not None else 0
-        self.lds = lds  # kept alive with the pointer
-        self.args = (w.sgpr.ctypes.data, w.vgpr.ctypes.data, self.ctr.ctypes.data, lds.ctypes.data)

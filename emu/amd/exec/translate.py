@@ -1,12 +1,12 @@
 """The LLVM tier: a region of decoded instructions translated into one native function over the wave's flat state.
 
-A region starts at a hot PC and takes every instruction reachable from there, by fallthrough and by branches, that
-the tier runs natively: SALU, SOPP branches and waits, VALU (VOP1/2/3/C/3SD, VOPD) on 32/64-bit operands without
-DPP, SDWA or output modifiers, LDS loads and stores (DS), global/flat loads and stores and scalar loads (not
-atomics). Any other instruction is an exit: the function returns its PC and the interpreter goes on there. Each
-instruction is one LLVM block, branches are native branches (loops run natively), and the semantics are the vendor
-pcode through the LLVM backend (emu.pcode.llvmemit), inlined. A region is specialized to the wave's MODE (float
-rounding and denormal modes fold into the code).
+A region starts at a hot PC and takes every instruction reachable from there, by fallthrough and by branches, that the
+tier runs natively: SALU, SOPP branches, waits, s_barrier and s_endpgm, VALU (VOP1/2/3/C/3SD, VOPD) on 32/64-bit
+operands without DPP, SDWA or output modifiers, LDS loads and stores (DS), global/flat loads and stores and scalar loads
+(not atomics). Any other instruction is an exit: the function returns its PC and the interpreter goes on there. Each
+instruction is one LLVM block, branches are native branches (loops run natively), and the semantics are the vendor pcode
+through the LLVM backend (emu.pcode.llvmemit), inlined. A region is specialized to the wave's MODE (float rounding and
+denormal modes fold into the code).
 
 Memory: every lane's access range is placed through the VM's mapping table (emu.amd.memory.VM.table, an inline
 binary search) before the instruction has any effect; when a lane falls outside one mapping (unmapped, read-only,
@@ -14,10 +14,12 @@ straddling, or an aperture of the flat space) the region leaves at that instruct
 it, faults included. LDS accesses are bounds-checked as emu.amd.memspace.LDS does.
 
 Native signature: `i64 region(i32* sgpr, i32* vgpr, i64* ctr, i8* lds)`: `sgpr` and `vgpr` are WaveState's arrays
-(slots as emu.amd.exec.state lays them out), `ctr` = [budget, executed, lane_ops, LDS size, VM table address,
-3 sink words], `lds` the workgroup's LDS bytes. The function runs until an exit or until it has executed `budget`
-instructions (checked before each), adds what it ran to ctr[1] and ctr[2], and returns the next PC, or -1 without
-running anything when the wave's MODE is not the region's.
+(slots as emu.amd.exec.state lays them out), `ctr` the call's words (BUDGET, EXECUTED, ... below), `lds` the
+workgroup's LDS bytes. The function starts at the region's instruction at ctr[START] (any of them: a wave resumes
+where it left), runs until an exit, s_barrier or s_endpgm, or until it has executed `budget` instructions (checked
+before each), adds what it ran to ctr[EXECUTED] and ctr[LANE_OPS], sets ctr[STATUS] (BARRIER, END, or 0), and
+returns the next PC; it returns -1 without running anything when the wave's MODE is not the region's or the start
+is not one of its instructions.
 """
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ from llvmlite import ir
 
 from emu.amd.exec import hwreg
 from emu.amd.exec.operands import LITERAL, OperandError, Unsupported, constant, is_float, sext, sign_bit
-from emu.amd.exec.plan import _ENDS, _ENGINE_NOPS, _INST_FIELDS, _MODIFIER_FIELDS
-from emu.amd.exec.state import CONSTANTS, EXEC, MODE, SCC, VCC
+from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, _INST_FIELDS, _MODIFIER_FIELDS, smem_offsets
+from emu.amd.exec.state import BARRIER, CONSTANTS, END, EXEC, MODE, SCC, VCC
 from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT, _float_bits, _keeps_denormals, opsel_hi
 from emu.pcode.llvmemit import emit
 from emu.pcode.typed import Unsupported as PcodeUnsupported
@@ -37,7 +39,10 @@ _BRANCHES = {"S_BRANCH", "S_CBRANCH_SCC0", "S_CBRANCH_SCC1", "S_CBRANCH_VCCZ", "
 _SALU = ("SOP1", "SOP2", "SOPC", "SOPK")
 _VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD")
 _GLOBAL = ("GLOBAL", "VGLOBAL", "FLAT", "VFLAT")
-SINK = 5  # ctr[5..7]: where inactive lanes' loads and stores go
+# The words of a call's `ctr` array: in (budget, LDS size, VM table address, start PC), out (counts, status).
+BUDGET, EXECUTED, LANE_OPS, LDS_SIZE, VM_TABLE, START, STATUS = range(7)
+SINK = 7  # ctr[7..9]: where inactive lanes' loads and stores go
+CTR_WORDS = 10
 MAX_INSTS = 4000  # instructions per region
 
 
@@ -156,12 +161,17 @@ class Region:
         self.lane_ops = b.alloca(I64, name="lane_ops")
         b.store(I64(0), self.n)
         b.store(I64(0), self.lane_ops)
-        self.budget = b.load(self._gep(b, self.ctr, 0, I64), typ=I64)
-        self.lds_size = b.load(self._gep(b, self.ctr, 3, I64), typ=I64)
+        self.budget = b.load(self._gep(b, self.ctr, BUDGET, I64), typ=I64)
+        self.lds_size = b.load(self._gep(b, self.ctr, LDS_SIZE, I64), typ=I64)
         same = b.icmp_unsigned("==", b.load(self._slot(b, MODE), typ=I32), I32(self.mode))
-        wrong = fn.append_basic_block("other_mode")
-        b.cbranch(same, self.blocks[self.entry], wrong)
+        wrong = fn.append_basic_block("not_here")
+        start = fn.append_basic_block("start")
+        b.cbranch(same, start, wrong)
         ir.IRBuilder(wrong).ret(I64(-1))
+        b = ir.IRBuilder(start)
+        sw = b.switch(b.load(self._gep(b, self.ctr, START, I64), typ=I64), wrong)
+        for pc, block in self.blocks.items():
+            sw.add_case(I64(pc), block)
         for pc, inst in insts.items():
             b = ir.IRBuilder(self.blocks[pc])
             b = self._budget(b, pc)
@@ -192,6 +202,8 @@ class Region:
                     todo.append(self._target(inst))
                     if name == "S_BRANCH":
                         break
+                if name in _ENDS:
+                    break
                 pc = nxt
         if self.entry not in insts:
             raise Exit(self.entry)
@@ -201,14 +213,14 @@ class Region:
         if not inst.valid:
             return False
         name, base = inst.op.name, inst.base
-        if name in _ENDS or name in _BRANCHES or name in _ENGINE_NOPS and base == "SOPP":
-            return name not in _ENDS
+        if name in _ENDS or name in _BARRIERS or name in _BRANCHES or name in _ENGINE_NOPS:
+            return True
         if base in _SALU:
             return True
         if base in _VALU or base == "VOPD":
             return not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST"))
-        if base == "SMEM":  # CDNA's SMEM offsets (imm / soffset_en) are the interpreter's
-            return inst.op.name.startswith(("S_LOAD_", "S_BUFFER_LOAD_")) and self.fam != "cdna"
+        if base == "SMEM":
+            return inst.op.name.startswith(("S_LOAD_", "S_BUFFER_LOAD_"))
         return base == "DS" or base in _GLOBAL
 
     @staticmethod
@@ -257,11 +269,17 @@ class Region:
         if bits % 32 or not 32 <= bits <= 128 or reg < 0 or reg + bits // 32 > 256:
             raise Exit("VGPR destination not whole registers or out of range")
         vt = ir.VectorType(I32, self.lanes)
-        for k in range(bits // 32):
-            p, _ = self._row(b, reg + k)
-            part = v if k == 0 else b.lshr(v, ir.Constant(v.type, [32 * k] * self.lanes))
-            part = _fit(b, part, 32)
-            b.store(b.select(active, part, b.load(p, typ=vt, align=4)), p, align=4)
+        parts = [_fit(b, v if k == 0 else b.lshr(v, ir.Constant(v.type, [32 * k] * self.lanes)), 32)
+                 for k in range(bits // 32)]
+        full = b.icmp_unsigned("==", b.bitcast(active, ir.IntType(self.lanes)), ir.IntType(self.lanes)(-1))
+        with b.if_else(full) as (every_lane, some_lanes):  # plain stores when EXEC is full (later loads forward)
+            with every_lane:
+                for k, part in enumerate(parts):
+                    b.store(part, self._row(b, reg + k)[0], align=4)
+            with some_lanes:
+                for k, part in enumerate(parts):
+                    p, _ = self._row(b, reg + k)
+                    b.store(b.select(active, part, b.load(p, typ=vt, align=4)), p, align=4)
 
     def _scalar(self, b, code: int, bits: int, fmt: str, literal):
         """A scalar source as an i32/i64 value (64-bit reads of register pairs)."""
@@ -330,7 +348,7 @@ class Region:
 
     def _leave(self, b, pc, uncount: int = 0) -> None:
         """Return `pc` (an i64 value) after adding the counters (less `uncount` instructions that did not run)."""
-        for i, slot in ((1, self.n), (2, self.lane_ops)):
+        for i, slot in ((EXECUTED, self.n), (LANE_OPS, self.lane_ops)):
             p = self._gep(b, self.ctr, i, I64)
             v = b.load(slot, typ=I64)
             b.store(b.add(b.load(p, typ=I64), b.sub(v, I64(uncount)) if i == 1 else v), p)
@@ -350,7 +368,10 @@ class Region:
         nxt = inst.pc + inst.size
         if name in _BRANCHES:
             return self._branch(b, inst)
-        if base == "SOPP":
+        if name in _ENDS or name in _BARRIERS:  # the wave stops here (END: at s_endpgm) or after the barrier
+            b.store(I64(END if name in _ENDS else BARRIER), self._gep(b, self.ctr, STATUS, I64))
+            return self._leave(b, I64(inst.pc if name in _ENDS else nxt))
+        if base == "SOPP" or name in _ENGINE_NOPS:  # waits, hints and cache controls
             return self._goto(b, nxt)
         if base in _SALU:
             self._salu(b, inst)
@@ -563,7 +584,7 @@ class Region:
     def _place(self, b, inst, addr, nbytes: int, write: bool, active):
         """Host addresses of every active lane's access (addr: <lanes x i64>); leaves the region at the instruction
         (before it has any effect) when a lane falls outside one mapping. Returns (builder, host addresses)."""
-        table = b.inttoptr(b.load(self._gep(b, self.ctr, 4, I64), typ=I64), ir.PointerType())
+        table = b.inttoptr(b.load(self._gep(b, self.ctr, VM_TABLE, I64), typ=I64), ir.PointerType())
         sink = b.ptrtoint(self._gep(b, self.ctr, SINK, I64), I64)
         tr = self._translator()
         hosts = ir.Constant(ir.VectorType(I64, self.lanes), [0] * self.lanes)
@@ -637,10 +658,9 @@ class Region:
         base = self._scalar(b, f["sbase"] * 2, 64, "", None)
         if op.name.startswith("S_BUFFER"):
             base = b.and_(base, I64(0xFFFFFFFFFFFF))
-        key = "ioffset" if "ioffset" in f else "offset"
-        addr = b.add(base, I64(sext(f[key], 24 if key == "ioffset" else 21) & (2**64 - 1)))
-        soff = f.get("soffset")
-        if soff is not None and soff != self.null:
+        off, soff = smem_offsets(f, self.fam == "cdna", self.null)
+        addr = b.add(base, I64(off & (2**64 - 1)))
+        if soff is not None:
             addr = b.add(addr, b.zext(self._scalar(b, soff, 32, "", None), I64))
         addr = b.and_(addr, I64(0xFFFFFFFFFFFC))
         one = ir.Constant(ir.VectorType(I1, self.lanes), [1] + [0] * (self.lanes - 1))

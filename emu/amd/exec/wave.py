@@ -12,6 +12,7 @@ there; it runs until an instruction the region does not take and the loop goes o
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
@@ -22,10 +23,12 @@ from emu.amd.exec.hwreg import default_mode
 from emu.amd.exec.interp import Interp
 from emu.amd.exec.plan import Planner, end_step
 from emu.amd.exec.state import ACC, BARRIER, END, WaveState
+from emu.amd.exec.translate import EXECUTED, LANE_OPS, LDS_SIZE, STATUS
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
 
 DEFAULT_LIMIT = 50_000_000  # instructions per wave before the watchdog stops a runaway wave
+SLICE = 1 << 16  # instructions between the watchdog's looks at the clock
 
 
 class Program:
@@ -36,6 +39,7 @@ class Program:
         self.family, self.lanes = isa.family(target), lanes
         self.fetch = fetch
         self.steps: dict[int, object] = {}
+        self.compiled: dict[tuple[int, int], jit.Compiled] = {}  # (pc, MODE) -> the native region holding pc
         self.insts: dict[int, object] = {}
         self.planner = Planner(target, lanes)
         self.tier = jit.tier()
@@ -78,26 +82,31 @@ class Program:
         return counted
 
     def _native(self, pc: int, step, mode: int):
-        fn = jit.native(self, pc, mode)
-        if fn is None:
-            return None
+        region = self.compiled.get((pc, mode))
+        if region is None:
+            region = jit.native(self, pc, mode)
+            if region is None:
+                return None
+            for p in region.pcs:  # a wave that comes to any of its instructions can start there
+                self.compiled.setdefault((p, mode), region)
+        fn = region.fn
 
         def run_native(w):
             if w.gpr_idx:  # CDNA VGPR indexing mode: the interpreter's (regions never turn it on)
                 return step(w)
-            c = w.counters or w.attach_counters()
+            c = jit.counters(w)
             ctr = c.ctr
             table = w.vm.table if w.vm is not None else jit.NO_MAPPINGS  # kept alive during the call
-            ctr[0], ctr[1], ctr[2], ctr[4] = min(jit.BUDGET, w.left), 0, 0, table.ctypes.data
+            ctr[:STATUS + 1] = (min(jit.BUDGET, w.left), 0, 0, ctr[LDS_SIZE], table.ctypes.data, pc, 0)
             nxt = fn(*c.args)
-            if nxt < 0 or not ctr[1]:  # the wave's MODE is not the region's, or its first access needs the VM
+            if nxt < 0 or not ctr[EXECUTED]:  # not the region's MODE, or its first access needs the VM
                 return step(w)
             w.pc = nxt
-            w.left -= int(ctr[1]) - 1  # the run loop counts this step as one
-            w.lane_ops += int(ctr[2])
+            w.left -= int(ctr[EXECUTED]) - 1  # the run loop counts this step as one
+            w.lane_ops += int(ctr[LANE_OPS])
             if w.exec != w.active_mask:
                 w.set_exec(w.exec)
-            return 0
+            return int(ctr[STATUS])
         return run_native
 
 
@@ -113,14 +122,37 @@ def _traced(step, inst):
     return run_traced
 
 
-def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
-    """Run `w` until it reaches s_barrier (returns BARRIER) or s_endpgm (returns END). `w.left` counts down the
-    instructions the watchdog allows (a native region step takes its instructions from it too)."""
+class Deadline:
+    """The wall time a dispatch may run; time spent compiling native regions is not counted."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.end = time.monotonic() + seconds
+        self.compiled = jit.compile_seconds()
+
+    def passed(self) -> bool:
+        return time.monotonic() - (jit.compile_seconds() - self.compiled) > self.end
+
+
+def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | None = None,
+        deadline: Deadline | None = None) -> int:
+    """Run `w` until it reaches s_barrier (returns BARRIER) or s_endpgm (returns END). The watchdog allows `limit`
+    instructions (or `left`, what a wave resumed from native code has left of them) and time until `deadline`,
+    checked every SLICE instructions. `w.left` counts down the instructions of the current slice
+    (a native region step takes its instructions from it too)."""
     steps = prog.steps
-    w.left = limit
+    allowed = rest = limit if left is None else left
+    w.left = 0
     try:
         with np.errstate(all="ignore"):  # once per run: the interp tier's fused steps set none of their own
             while True:
+                if w.left <= 0:
+                    if rest <= 0:
+                        raise _watchdog(w, prog, f"wave ran {limit} instructions without ending")
+                    if deadline is not None and deadline.passed():
+                        raise _watchdog(w, prog, f"dispatch ran longer than {deadline.seconds:g} s of wall time")
+                    w.left = min(rest, SLICE)
+                    rest -= w.left
                 s = steps.get(w.pc)
                 if s is None:
                     s = prog.build(w.pc)
@@ -128,10 +160,6 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
                 w.left -= 1
                 if r:
                     return r
-                if w.left <= 0:
-                    pc, inst = w.pc, str(prog.inst(w.pc))
-                    detail = f"wave ran {limit} instructions without ending; {_dump(w, prog)}"
-                    raise GPUFault(FaultRecord("watchdog", pc=pc, instruction=inst, detail=detail))
     except GPUFault as e:
         _complete(e.record, w, prog)
         raise
@@ -140,7 +168,13 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT) -> int:
         _complete(rec, w, prog)
         raise GPUFault(rec) from e
     finally:
-        w.executed += limit - max(w.left, 0)
+        w.executed += allowed - rest - max(w.left, 0)
+        w.left += rest  # what the watchdog still allows
+
+
+def _watchdog(w: WaveState, prog: Program, why: str) -> GPUFault:
+    pc, inst = w.pc, str(prog.inst(w.pc))
+    return GPUFault(FaultRecord("watchdog", pc=pc, instruction=inst, detail=f"{why}; {_dump(w, prog)}"))
 
 
 WATCHDOG_TAIL = 8  # instructions the watchdog's wave dump shows
