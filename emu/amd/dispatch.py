@@ -89,8 +89,8 @@ def run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None = None) -
             wg += 1
             continue
         try:
-            table = vm.table
-            wg = launch.run(slots.region(), table, wg, total, deadline)
+            mapped = vm.index  # held during the call: the host buffers its table points into stay alive
+            wg = launch.run(slots.region(), mapped.table, wg, total, deadline)
         finally:
             waves, executed, lane_ops = launch.totals()
             stats.waves, stats.wave_instructions = stats.waves + waves, stats.wave_instructions + executed

@@ -185,9 +185,10 @@ class VM:
         return self._ix.maps
 
     @property
-    def table(self) -> np.ndarray:
-        """The mappings as native code reads them (see _Index.table); replaced, never changed, on every (un)map."""
-        return self._ix.table
+    def index(self) -> _Index:
+        """The mappings now, as one immutable snapshot: `.table` is what native code reads; while the snapshot is
+        held, the host buffers its table points into stay alive (even if another thread unmaps them)."""
+        return self._ix
 
     # -- translation --------------------------------------------------------------------------------------------
     def _translate(self, addr: np.ndarray, nbytes: int, active: np.ndarray | None, write: bool):

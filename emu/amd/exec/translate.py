@@ -8,7 +8,7 @@ instruction is one LLVM block, branches are native branches (loops run natively)
 through the LLVM backend (emu.pcode.llvmemit), inlined. A region is specialized to the wave's MODE (float rounding and
 denormal modes fold into the code).
 
-Memory: every lane's access range is placed through the VM's mapping table (emu.amd.memory.VM.table, an inline
+Memory: every lane's access range is placed through the VM's mapping table (emu.amd.memory.VM.index.table, an inline
 binary search) before the instruction has any effect; when a lane falls outside one mapping (unmapped, read-only,
 straddling, or an aperture of the flat space) the region leaves at that instruction and the interpreter performs
 it, faults included. LDS accesses are bounds-checked as emu.amd.memspace.LDS does.

@@ -96,7 +96,8 @@ class Program:
                 return step(w)
             c = jit.counters(w)
             ctr = c.ctr
-            table = w.vm.table if w.vm is not None else jit.NO_MAPPINGS  # kept alive during the call
+            ix = w.vm.index if w.vm is not None else None  # held during the call: the mapped buffers stay alive
+            table = jit.NO_MAPPINGS if ix is None else ix.table
             ctr[:STATUS + 1] = (min(jit.BUDGET, w.left), 0, 0, ctr[LDS_SIZE], table.ctypes.data, pc, 0)
             nxt = fn(*c.args)
             if nxt < 0 or not ctr[EXECUTED]:  # not the region's MODE, or its first access needs the VM
