@@ -11,7 +11,7 @@ With `memory`, loads and stores of MEM / LDS are calls `ML(mem, act, addr, bits)
 `MS(mem, act, addr, value, bits)` of the caller's, dwords `ML32(mem, act, addr)` and `MS32(mem, act, addr, value)`
 on natural uint32 values (`mem`, `act`: the memory and active lanes, `addr`: uint64 byte addresses). Wave masks
 stay ints; a lane's bit of one is `LB(mask, lanes)` (lane_bits) and a mask set from per-lane bools is
-`PK(bools)` (pack_lanes), names the caller binds. Integers of 65..128 bits (multiply-add with carry) are pairs of
+`PK(bools, lanes)` (pack_lanes), names the caller binds. Integers of 65..128 bits (multiply-add with carry) are pairs of
 uint64 halves. Bodies with branches, loops, partial assignments, arrays or other state raise Decline: the caller
 then binds the reference backend's whole function instead.
 """
@@ -55,9 +55,11 @@ def lane_bits(mask: int, lanes: int) -> np.ndarray:
 _POW = {n: np.left_shift(np.uint64(1), np.arange(n, dtype=np.uint64)) for n in (32, 64)}  # lane i -> 2**i
 
 
-def pack_lanes(b: np.ndarray) -> int:
-    """A wave mask from a bool array over 32 or 64 lanes (bit i = lane i)."""
-    return int(_POW[b.size].dot(b))
+def pack_lanes(b: np.ndarray, lanes: int) -> int:
+    """A wave mask from bools over 32 or 64 lanes (bit i = lane i; a scalar stands for every lane)."""
+    if b.size == lanes:
+        return int(_POW[lanes].dot(b))
+    return (1 << lanes) - 1 if b else 0
 
 
 def _int(t: Ty) -> bool:
@@ -109,7 +111,8 @@ class Natural:
     list the generated code indexes."""
 
     def __init__(self, f: Func, lanes: int, nat: dict[str, str], wide: dict[str, str], consts: dict[str, int],
-                 K: list, memory: bool = False):
+                 K: list, memory: bool = False, exact: frozenset[str] = frozenset()):
+        """`exact`: the `nat` inputs that hold no bits beyond their type's width already (no masking)."""
         if not f.vector or f.arrays or f.files - ({"MEM", "LDS"} if memory else set()):
             raise Decline("not a register-only vector function")
         for s in f.body:
@@ -132,10 +135,12 @@ class Natural:
             if var in consts:
                 continue
             if var in nat and _int(t):
-                self.lines.append(f"{v} = {nat[var]}" + (f" & {_ut(t)}({_m(bits)})" if bits < _cls(t) else ""))
+                mask = bits < _cls(t) and var not in exact
+                self.lines.append(f"{v} = {nat[var]}" + (f" & {_ut(t)}({_m(bits)})" if mask else ""))
                 self.rep[var] = "n"
             elif var in wide:
-                self.lines.append(f"{v} = L.inp({wide[var]}, {bits})")
+                mask = var in f.masks and bits <= 64  # a wave mask is an int
+                self.lines.append(f"{v} = ({wide[var]}) & {_m(bits)}" if mask else f"{v} = L.inp({wide[var]}, {bits})")
                 self.rep[var] = "w"
             else:
                 raise Decline(f"input {var} unbound")
@@ -465,7 +470,7 @@ class Natural:
                 if self.rep.get(s.var) != "w":
                     raise Decline("lane bit of a natural value")
                 keep = _m(64) & ~_m(self.lanes)
-                bits = f"PK({code})" if known is None else str(_m(self.lanes) if known else 0)
+                bits = f"PK({code}, {self.lanes})" if known is None else str(_m(self.lanes) if known else 0)
                 self.lines.append(f"{v} = ({v} & {keep}) | {bits}" if keep else f"{v} = {bits}")
                 continue
             self.lines.append(f"{v} = {code}")
@@ -483,6 +488,6 @@ class Natural:
         """Code of an output as the reference backend returns it."""
         f, bits = self.f, self.f.outputs[name]
         v = self.to_wide(pyback.pyname(name), self.rep.get(name, "w"), f.vars[name])
-        if name in f.masks:
-            return f"L.out_scalar({v}, {bits})"
+        if name in f.masks:  # a mask the body packed or took as an int stays one
+            return f"({v} & {_m(bits)})" if self.rep.get(name, "w") == "w" else f"L.out_scalar({v}, {bits})"
         return f"L.out_lanes({v}, {bits}, {self.lanes})"

@@ -260,6 +260,7 @@ class _Source:
         self.lines: list[str] = []  # the step's body (indented once inside `step`)
         self.args: list = []  # closures and constants the factory binds (A0, A1, ...)
         self.consts: list = []  # the generated semantics' constants (K)
+        self.exact: set[str] = set()  # natural sources already masked to the semantics' width
 
     def arg(self, obj) -> str:
         self.args.append(obj)
@@ -362,6 +363,7 @@ class _Source:
         """Computes the results of a VALU op (into o* variables) and appends their writes to `stores`; `copy`: a
         result that may be a register row is copied (a write before this one's could change the row)."""
         p, inst = self.p, self.inst
+        self.exact = set()
         op, f = inst.op, inst.fields
         sem = p.sem(op)
         ir = sem.ir
@@ -411,7 +413,7 @@ class _Source:
         unused = frozenset(n for n, _ in writes if n in ir.outputs and p.null is not None
                            and self._mask_dest(n, sem, vop3) == p.null)  # masks for NULL
         try:
-            gen = Natural(ir, lanes, nat, wide, consts, self.consts)
+            gen = Natural(ir, lanes, nat, wide, consts, self.consts, exact=frozenset(self.exact))
             self.lines += gen.body_lines(unused)
             natural = True
         except Decline:
@@ -434,7 +436,7 @@ class _Source:
             self.emit(f"{o} = {gen.output(n)}")
             dest = self._mask_dest(n, sem, vop3)
             if dest is not None:  # a wave mask (int), or per-lane bits (a carry-out)
-                stores.append((self._mask_write, o if n in ir.masks else f"PK({o} != 0)", dest))
+                stores.append((self._mask_write, o if n in ir.masks else f"PK({o} != 0, {lanes})", dest))
                 continue
             v = o
             if n == "D0" and post is not None:
@@ -540,12 +542,13 @@ class _Source:
                 return f"vg[{r}]"
             return f"np.ascontiguousarray(vg[{r}:{r + 2}].T).view(U64).ravel()"  # [lane] of the dword pairs
         c = constant(code, width, fmt, inst.literal)
-        if c is not None:
-            arr = np.full(p.lanes, c, np.uint32 if width == 32 else np.uint64)
+        if c is not None:  # as the semantics read it (an inline shift amount: its low bits)
+            arr = np.full(p.lanes, c & ((1 << bits) - 1), np.uint32 if width == 32 else np.uint64)
             arr.flags.writeable = False
+            self.exact.add(n)
             return self.arg(arr)
-        if width == 32 and (code < 106 or 108 <= code < 124):
-            return f"sg.take({self.arg(np.full(p.lanes, code, np.intp))})"  # the SGPR in every lane
+        if width == 32 and (code < 106 or 108 <= code < 124):  # an array, as the reference's reader gives (numpy
+            return f"sg.take({self.arg(np.full(p.lanes, code, np.intp))})"  # picks NaN payloads unlike for scalars)
         return None
 
     def _plain_vdst(self, sem, op) -> bool:
@@ -564,7 +567,11 @@ class _Source:
             self.emit(f"else: np.copyto(vg[{reg}], d, where=act, casting='unsafe')")
             return
         self.emit("if full:")
-        self.emit(f"    vg[{reg}:{reg + 2}] = d.reshape(-1).view(U32).reshape(-1, 2).T")  # the dwords of each lane
+        if reg % ACC + 2 <= ACC:
+            self.emit(f"    vg[{reg}:{reg + 2}] = d.reshape(-1).view(U32).reshape(-1, 2).T")  # each lane's dwords
+        else:  # the last register of its file: the low half is written before the high one is missed
+            self.emit(f"    vg[{reg}] = d")
+            self.emit(f"    vg[{reg + 1}] = d >> U64(32)")
         self.emit("else:")
         self.emit(f"    np.copyto(vg[{reg}], d, where=act, casting='unsafe')")
         self.emit(f"    np.copyto(vg[{reg + 1}], d >> U64(32), where=act, casting='unsafe')")

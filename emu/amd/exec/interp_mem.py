@@ -93,7 +93,7 @@ def global_step(p, inst, ref: Callable) -> Callable:
     full_mask = (1 << p.lanes) - 1
     nxt = inst.pc + inst.size
     off_u = U64(off & M64)
-    last: list[tuple] = [(None,)]  # (mapping, its dwords, its address) of the previous access
+    last: list[tuple] = [_NONE]  # where the previous access went (_place)
 
     def step(w):
         vg = w.vgpr
@@ -110,12 +110,10 @@ def global_step(p, inst, ref: Callable) -> Callable:
             a = a[act]
             if not a.size:
                 return ref(w)
-        m = w.vm.mapping(int(_MIN(a)))
-        if m is None or int(_MAX(a)) + 4 * n > m.end or (store and not m.writable) or int(_OR(a)) & 3:
+        lo, hi = int(_MIN(a)), int(_MAX(a)) + 4 * n
+        got = _place(w.vm, lo, hi, store, last)
+        if got is None or int(_OR(a)) & 3:
             return ref(w)
-        got = last[0]  # replaced whole: another thread may run this step at the same time
-        if got[0] is not m:
-            got = last[0] = (m, m.buf.view(U32), U64(m.va))
         idx = ((a - got[2]) >> U64_2).view(np.int64)
         mem = got[1]
         for k in range(n):
@@ -150,16 +148,35 @@ def smem_step(p, inst, ref: Callable) -> Callable:
     if not (base + 2 <= 106 and dst + n <= 106) or (soff is not None and soff >= 106):
         raise Decline("registers outside the SGPRs")
     nxt = inst.pc + inst.size
+    last: list[tuple] = [_NONE]
 
     def step(w):
         sg = w.sgpr
         addr = (int(sg[base]) | int(sg[base + 1]) << 32) + off + (int(sg[soff]) if soff is not None else 0)
         addr &= 0xFFFFFFFFFFFC
-        m = w.vm.mapping(addr)
-        if m is None or addr + 4 * n > m.end:
+        got = _place(w.vm, addr, addr + 4 * n, False, last)
+        if got is None:
             return ref(w)
-        o = addr - m.va
-        sg[dst:dst + n] = m.buf[o:o + 4 * n].view(U32)
+        o = addr - got[3]
+        sg[dst:dst + n] = got[4][o:o + 4 * n].view(U32)
         w.pc = nxt
         return 0
     return step
+
+
+_NONE = (None, None, None, 0, None, -1, False)
+
+
+def _place(vm, lo: int, hi: int, write: bool, last: list) -> tuple | None:
+    """(VM index, dwords, address as uint64, address, bytes, end, writable) of the mapping that holds [lo, hi)
+    (writable for a write), else None. `last[0]` keeps the caller's previous answer: it holds while the VM's index
+    (an immutable snapshot, replaced on every map and unmap) is the same object."""
+    got = last[0]  # replaced whole: another thread may run the same step
+    index = vm.index
+    if got[0] is index and got[3] <= lo and hi <= got[5] and (got[6] or not write):
+        return got
+    m = vm.mapping(lo)
+    if m is None or hi > m.end or (write and not m.writable):
+        return None
+    got = last[0] = (index, m.buf.view(U32), U64(m.va), m.va, m.buf, m.end, m.writable)
+    return got
