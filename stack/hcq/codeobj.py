@@ -1,7 +1,7 @@
 """HSA code objects (AMDGPU ELF, code object v4, v5 and v6): kernels, kernel descriptors, kernarg layouts.
 
 Facts from LLVM's AMDGPUUsage ("Code Object V4/V5 Metadata", "Kernel Descriptor"). The ELF is read with
-pyelftools, the NT_AMDGPU_METADATA note is msgpack. Any malformed input raises `CodeObjectError` naming what
+stack.hcq.elf, the NT_AMDGPU_METADATA note is msgpack. Any malformed input raises `CodeObjectError` naming what
 is wrong and where.
 
   co = CodeObject.parse(data)
@@ -34,7 +34,6 @@ the field, its value and the limit. The stack and the emulator share them (the e
 """
 from __future__ import annotations
 
-import io
 import os
 import stat
 import struct
@@ -43,7 +42,8 @@ from dataclasses import dataclass, field, fields
 
 import msgpack
 import numpy as np
-from elftools.elf.elffile import ELFFile
+
+from stack.hcq.elf import PT_LOAD, SHN_UNDEF, SHT_DYNSYM, SHT_NOTE, SHT_RELA, SHT_SYMTAB, Elf, ElfError, read_header
 
 EM_AMDGPU = 224
 ELFOSABI_AMDGPU_HSA = 64
@@ -65,7 +65,6 @@ def target_of(e_flags: int) -> tuple[str, str]:
     feats = "".join(f":{name}{'-+'[v - 2]}" for name, at in EF_AMDGPU_FEATURES if (v := e_flags >> at & 3) >= 2)
     return arch, f"amdgcn-amd-amdhsa--{arch}{feats}"
 NT_AMDGPU_METADATA = 32
-PT_LOAD = "PT_LOAD"
 R_AMDGPU_ABS64, R_AMDGPU_RELATIVE64 = 3, 13
 KD_SIZE = 64
 
@@ -395,76 +394,60 @@ class CodeObject:
         data = bytes(memoryview(data))  # TypeError for what is not bytes-like (bytes(n) would make n zero bytes)
         try:
             return _parse(data)
-        except CodeObjectError:
-            raise
-        except Exception as e:  # pyelftools/construct report damaged tables in many ways
-            raise CodeObjectError(f"malformed code object: {type(e).__name__}: {e}") from e
+        except ElfError as e:
+            raise CodeObjectError(str(e)) from e
 
 
 def _parse(data: bytes) -> CodeObject:
     check_limit("code object", "size", len(data), MAX_CODE_OBJECT, CodeObjectLimitError)
-    if len(data) < 64 or data[:4] != b"\x7fELF":
-        raise CodeObjectError("not an ELF file (bad magic or shorter than an ELF header)")
-    if data[4] != 2 or data[5] != 1:
-        raise CodeObjectError("not a 64-bit little-endian ELF")
+    h = read_header(data)  # magic, 64-bit, little-endian
     if data[7] != ELFOSABI_AMDGPU_HSA:
         raise CodeObjectError(f"ELF OS/ABI is {data[7]}, not AMDGPU HSA ({ELFOSABI_AMDGPU_HSA})")
     version = ABI_VERSION.get(data[8])
     if version is None:
         raise CodeObjectError(f"ELF ABI version {data[8]} is not code object v4, v5 or v6 (2, 3 or 4)")
-    elf = ELFFile(io.BytesIO(data))
-    h = elf.header
-    if h.e_machine != "EM_AMDGPU" and h.e_machine != EM_AMDGPU:
-        raise CodeObjectError(f"ELF machine is {h.e_machine}, not EM_AMDGPU")
-    for what, off, num, size in (("section", h.e_shoff, h.e_shnum, h.e_shentsize),
-                                 ("program", h.e_phoff, h.e_phnum, h.e_phentsize)):
-        if num and off + num * size > len(data):
-            raise CodeObjectError(f"{what} header table [{off:#x}, {off + num * size:#x}) runs past the end of the "
-                                  f"file ({len(data):#x} bytes): truncated?")
-    sections = [_checked(elf.get_section(i), data) for i in range(elf.num_sections())]
-    meta = _metadata(sections)
+    if h.e_machine != EM_AMDGPU:
+        raise CodeObjectError(f"ELF machine is {h.e_machine}, not EM_AMDGPU ({EM_AMDGPU})")
+    elf = Elf(data)  # checks the header tables and every section against the file
+    meta = _metadata(elf)
     arch, target = target_of(h.e_flags)
     named = meta.get("amdhsa.target")  # optional; where present it must name the same processor
     if named is not None and (not isinstance(named, str) or named.split("--")[-1].split(":")[0] != arch):
         raise CodeObjectError(f"metadata amdhsa.target {named!r} disagrees with the ELF header's processor {arch}")
     symbols = {}
-    for s in sections:
-        if s["sh_type"] in ("SHT_SYMTAB", "SHT_DYNSYM"):
-            for sym in s.iter_symbols():
+    for s in elf.sections:
+        if s.type in (SHT_SYMTAB, SHT_DYNSYM):
+            for sym in elf.symbols(s):
                 symbols.setdefault(sym.name, sym)
-    segments = []
-    for i in range(elf.num_segments()):
-        p = elf.get_segment(i)
-        if p["p_type"] == PT_LOAD:
-            if p["p_offset"] + p["p_filesz"] > len(data) or p["p_filesz"] > p["p_memsz"]:
+    loads = []
+    for i, p in enumerate(elf.segments):
+        if p.type == PT_LOAD:
+            if p.offset + p.filesz > len(data) or p.filesz > p.memsz:
                 raise CodeObjectError(f"PT_LOAD segment {i} lies outside the file or has filesz > memsz")
-            check_limit(f"PT_LOAD segment {i}", "p_vaddr + p_memsz", p["p_vaddr"] + p["p_memsz"], MAX_IMAGE,
-                        CodeObjectLimitError)
-            segments.append(Segment(p["p_vaddr"], p["p_memsz"], data[p["p_offset"]:p["p_offset"] + p["p_filesz"]],
-                                    p["p_flags"]))
-    segments = tuple(segments)
+            check_limit(f"PT_LOAD segment {i}", "p_vaddr + p_memsz", p.vaddr + p.memsz, MAX_IMAGE, CodeObjectLimitError)
+            loads.append((p.vaddr, p.vaddr + p.memsz, i))
+    # disjoint in memory, so that their file data together fits the image limit before any of it is copied
+    for (_, end, i), (start, _, j) in zip(sorted(loads), sorted(loads)[1:], strict=False):
+        if start < end:
+            raise CodeObjectError(f"PT_LOAD segment {j} at {start:#x} overlaps PT_LOAD segment {i}, which ends at "
+                                  f"{end:#x}")
+    segments = tuple(Segment(p.vaddr, p.memsz, data[p.offset:p.offset + p.filesz], p.flags)
+                     for p in (elf.segments[i] for _, _, i in loads))
     kernels = {}
     for km in _field(meta, "amdhsa.kernels", list, "metadata"):
         k = _kernel(km, symbols, segments, arch)
         kernels[k.name] = k
-    relocs = tuple(_relocations(sections, max((s.vaddr + s.memsz for s in segments), default=0)))
-    text = next((s for s in sections if s.name == ".text"), None)
+    relocs = tuple(_relocations(elf, max((s.vaddr + s.memsz for s in segments), default=0)))
+    text = next((s for s in elf.sections if s.name == ".text"), None)
     return CodeObject(arch, target, version, h.e_flags, kernels, segments, relocs,
-                      text.data() if text else b"", text["sh_addr"] if text else 0, meta)
+                      elf.data(text) if text else b"", text.addr if text else 0, meta)
 
 
-def _checked(section, data: bytes):
-    if section["sh_type"] != "SHT_NOBITS" and section["sh_offset"] + section["sh_size"] > len(data):
-        raise CodeObjectError(f"section {section.name!r} [{section['sh_offset']:#x}, "
-                              f"{section['sh_offset'] + section['sh_size']:#x}) runs past the end of the file")
-    return section
-
-
-def _metadata(sections) -> dict:
-    for s in sections:
-        if s["sh_type"] != "SHT_NOTE":
+def _metadata(elf: Elf) -> dict:
+    for s in elf.sections:
+        if s.type != SHT_NOTE:
             continue
-        buf, pos = s.data(), 0
+        buf, pos = elf.data(s), 0
         while pos + 12 <= len(buf):
             namesz, descsz, ntype = struct.unpack_from("<III", buf, pos)
             name_at = pos + 12
@@ -506,11 +489,11 @@ def _kernel(km, symbols, segments, arch) -> Kernel:
     kd = symbols.get(symbol)
     if kd is None:
         raise CodeObjectError(f"{where}: descriptor symbol {symbol!r} not found in the symbol table")
-    kd_addr = kd["st_value"]
+    kd_addr = kd.value
     desc = KernelDescriptor.parse(_read(segments, kd_addr, KD_SIZE, f"{where} descriptor {symbol}"), arch)
     entry = kd_addr + desc.kernel_code_entry_byte_offset
     fn = symbols.get(name)
-    size = fn["st_size"] if fn is not None and fn["st_value"] == entry else 0
+    size = fn.size if fn is not None and fn.value == entry else 0
     if not size:  # unsized: up to the end of the segment holding the entry
         seg = next((s for s in segments if s.vaddr <= entry < s.vaddr + len(s.data)), None)
         size = seg.vaddr + len(seg.data) - entry if seg else 0
@@ -562,24 +545,29 @@ def _read(segments, vaddr: int, n: int, what: str) -> bytes:
     raise CodeObjectError(f"{what}: [{vaddr:#x}, {vaddr + n:#x}) is not inside the file data of a PT_LOAD segment")
 
 
-def _relocations(sections, image_size: int):
+def _relocations(elf: Elf, image_size: int):
     """Dynamic relocations as (vaddr, type, value relative to the load base)."""
-    for s in sections:
-        if s["sh_type"] != "SHT_RELA" or not s["sh_flags"] & 2:  # SHF_ALLOC: the dynamic ones
+    for s in elf.sections:
+        if s.type != SHT_RELA or not s.flags & 2:  # SHF_ALLOC: the dynamic ones
             continue
-        link = s["sh_link"]
-        symtab = sections[link] if 0 < link < len(sections) and hasattr(sections[link], "get_symbol") else None
-        for r in s.iter_relocations():
-            where, typ, addend = r["r_offset"], r["r_info_type"], r["r_addend"]
+        link = s.link
+        symtab = elf.sections[link] if 0 < link < len(elf.sections) and \
+            elf.sections[link].type in (SHT_SYMTAB, SHT_DYNSYM) else None
+        symbols = elf.symbols(symtab) if symtab is not None else []
+        for i, r in enumerate(elf.relocations(s)):
+            where, typ, addend = r.offset, r.type, r.addend
             if not 0 <= where <= image_size - 8:
                 raise CodeObjectError(f"relocation at {where:#x} in {s.name!r} lies outside the loaded image")
             if typ == R_AMDGPU_RELATIVE64:
                 yield where, typ, addend
             elif typ == R_AMDGPU_ABS64 and symtab is not None:
-                sym = symtab.get_symbol(r["r_info_sym"])
-                if sym["st_shndx"] == "SHN_UNDEF":
+                if r.sym >= len(symbols):
+                    raise CodeObjectError(f"relocation {i} at {where:#x} in {s.name!r} names symbol {r.sym}, outside "
+                                          f"the {len(symbols)} symbols of {symtab.where}")
+                sym = symbols[r.sym]
+                if sym.shndx == SHN_UNDEF:
                     raise CodeObjectError(f"relocation at {where:#x} needs undefined symbol {sym.name!r}")
-                yield where, typ, sym["st_value"] + addend
+                yield where, typ, sym.value + addend
             else:
                 raise CodeObjectError(f"unsupported relocation type {typ} at {where:#x} in {s.name!r}")
 
