@@ -405,7 +405,10 @@ def rop(op: str, mode, *args):
 
 
 def _finite(args):
-    return np.logical_and.reduce([np.isfinite(np.asarray(x, np.float64)) for x in args[:3]])
+    out = np.True_
+    for x in args[:3]:  # arrays and scalars broadcast
+        out = out & np.isfinite(np.asarray(x, np.float64))
+    return out
 
 
 def _both_plus_zero(op: str, args):
