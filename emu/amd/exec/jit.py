@@ -4,9 +4,10 @@
 - `ref`: the reference engine, one plan closure per instruction (emu.amd.exec.plan);
 - `interp`: the lean interpreter, one fused generated function per instruction (emu.amd.exec.interp), never native;
 - `jit`: regions compiled to native code (emu.amd.exec.translate) from the first execution of each region entry;
-- `auto` (default): the reference engine until a region entry is hot (HWEMU_HOT executions, default 64), then
+- `auto` (default): the lean interpreter until a region entry is hot (HWEMU_HOT executions, default 64), then
   native, so code that runs once never waits for LLVM.
-Whatever a region cannot take runs on the reference engine, so every tier runs every program.
+Whatever a region cannot take runs on the lean interpreter (whose own gaps are reference steps), so every tier runs
+every program.
 
 Compiled regions are cached in the process and on disk (emu.pcode.llvmjit: $HWEMU_CACHE/llvm), keyed by the
 region's code bytes, processor, wave size and MODE, and by the source of the translator and the pcode compiler

@@ -44,7 +44,8 @@ class Program:
         self.planner = Planner(target, lanes)
         self.tier = jit.tier()
         self.hot = None if TRACE or self.tier == "interp" else jit.hot_threshold(self.tier)
-        self.interp = Interp(self.planner, None if TRACE else self.inst) if self.tier == "interp" else None
+        lean = self.tier != "ref"  # the lean interpreter runs what native code does not
+        self.interp = Interp(self.planner, None if TRACE else self.inst) if lean else None
 
     def predecode(self, code: bytes, base: int) -> None:
         for inst in decode(code, self.family, base):
