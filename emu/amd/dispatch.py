@@ -93,11 +93,13 @@ def run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None = None) -
             wg = launch.run(slots.region(), mapped.table, wg, total, deadline)
         finally:
             waves, executed, lane_ops = launch.totals()
-            stats.waves, stats.wave_instructions = stats.waves + waves, stats.wave_instructions + executed
+            stats.waves += waves
+            stats.wave_instructions += executed
             stats.lane_instructions += lane_ops
         if wg < total:  # a wave needs the interpreter (or the time is up): Python goes on with its workgroup
+            ids = slots.ids(wg)
             for w in slots.waves:
-                w.workgroup = slots.ids(wg)
+                w.workgroup = ids
             pending, waiting, left = launch.hand_over()
             _run_workgroup(slots.waves, d.program, stats, deadline, pending, waiting, left)
             wg += 1

@@ -131,9 +131,8 @@ class _Builder:
 
     def __init__(self, fn: ir.Function, d):
         self.fn, self.d = fn, d
-        entry = fn.append_basic_block("entry")
-        self.b = ir.IRBuilder(entry)
-        self.counters = [self.b.alloca(I64, name=f"i{k}") for k in range(3)]  # of each_wave's loops (entry block)
+        self.entry = fn.append_basic_block("entry")
+        self.b = ir.IRBuilder(self.entry)
 
     def block(self, name: str) -> ir.Block:
         return self.fn.append_basic_block(name)
@@ -163,7 +162,8 @@ class _Builder:
     def each_wave(self, name: str, body) -> None:
         """Emit `body(record)` for every wave, in order."""
         b = self.b
-        i = self.counters.pop()
+        with b.goto_block(self.entry):  # the loop counter lives in the entry block (a register after mem2reg)
+            i = b.alloca(I64, name=f"{name}_i")
         b.store(I64(0), i)
         head, loop, done = self.block(f"{name}_head"), self.block(f"{name}_body"), self.block(f"{name}_done")
         b.branch(head)
