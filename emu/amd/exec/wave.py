@@ -175,27 +175,25 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | Non
 
 
 def _watchdog(w: WaveState, prog: Program, why: str) -> GPUFault:
-    pc, inst = w.pc, str(prog.inst(w.pc))
-    return GPUFault(FaultRecord("watchdog", pc=pc, instruction=inst, detail=f"{why}; {_dump(w, prog)}"))
+    """The watchdog's fault: the wave runs its last WATCHDOG_TAIL instructions recorded (the hot loop keeps no
+    history), then stops; the record gives where it stopped and the wave's state there."""
+    ran = []
+    try:
+        for _ in range(WATCHDOG_TAIL):
+            ran.append(f"{w.pc:#x}: {prog.inst(w.pc)}")
+            r = (prog.steps.get(w.pc) or prog.build(w.pc))(w)
+            w.executed += 1
+            if r:
+                break
+    except Exception as e:  # the dump must not hide the watchdog
+        ran.append(f"({type(e).__name__} while recording)")
+    pc = w.pc
+    dump = (f"wave dump: pc {pc:#x} exec {w.exec:#x} vcc {w.vcc:#x} scc {w.scc} "
+            f"s0..s7 {' '.join(f'{int(x):#x}' for x in w.sgpr[:8])}; last instructions: {' | '.join(ran)}")
+    return GPUFault(FaultRecord("watchdog", pc=pc, instruction=str(prog.inst(pc)), detail=f"{why}; {dump}"))
 
 
 WATCHDOG_TAIL = 8  # instructions the watchdog's wave dump shows
-
-
-def _dump(w: WaveState, prog: Program) -> str:
-    """The wave's PC, EXEC, VCC, SCC, first SGPRs and the next instructions it runs (of the loop it is stuck in;
-    the hot loop keeps no history)."""
-    head = (f"wave dump: pc {w.pc:#x} exec {w.exec:#x} vcc {w.vcc:#x} scc {w.scc} "
-            f"s0..s7 {' '.join(f'{int(x):#x}' for x in w.sgpr[:8])}")
-    seen = []
-    try:
-        for _ in range(WATCHDOG_TAIL):
-            seen.append(f"{w.pc:#x}: {prog.inst(w.pc)}")
-            if (prog.steps.get(w.pc) or prog.build(w.pc))(w):
-                break
-    except Exception as e:  # the dump must not hide the watchdog
-        seen.append(f"({type(e).__name__} while tracing)")
-    return head + "; then " + " | ".join(seen)
 
 
 def _complete(rec: FaultRecord, w: WaveState, prog: Program) -> None:
