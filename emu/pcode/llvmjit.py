@@ -4,6 +4,7 @@
     Engine.module(name: str | None = None) -> ir.Module  # triple and data layout of the host set
     Engine.compile(module: ir.Module | str, name: str, key: str | None = None) -> int   # address of `name`
     Engine.load(key: str) -> int | None                  # the cached function, without building or compiling
+    NATIVE: Gate                                         # enter() before calling compiled code, leave() after
 
 `key` is the caller's content hash of what it compiled (a module is identified by it: the same key must always
 name the same code). The engine gives the compiled function a symbol of its own (from the key, or a counter) and
@@ -16,9 +17,16 @@ format) is ignored and replaced. Without a key nothing is cached.
 
 The pipeline (`OPT`): LLVM's O2 module pipeline on the new pass manager, code generation at CodeGenOpt::Default.
 No fast-math flags are ever set: LLVM keeps every float operation as written (no reassociation, no contraction).
+
+At process exit (atexit, registered when the engine is made) the engine closes: the NATIVE gate waits for the calls
+of compiled code in flight (they are budgeted: each returns within milliseconds) and admits no more, and a compile
+in flight finishes; afterwards `compile` and `load` raise Closed and callers run their interpreted form. So no
+thread (e.g. a mock GPU's engine thread, a daemon) runs or compiles native code while the interpreter and LLVM are
+torn down, and what the process's later exit handlers still launch runs interpreted.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import tempfile
@@ -30,7 +38,7 @@ from llvmlite import ir
 
 from emu.pcode import llvmfloats as FL
 
-__all__ = ["Engine", "engine", "VERSION", "cache_dir"]
+__all__ = ["Engine", "engine", "VERSION", "cache_dir", "NATIVE", "Closed"]
 
 VERSION = "pcode-llvm-2"  # bump when the emitted code changes for the same pcode (cache files of others are unused)
 OPT = 2
@@ -42,6 +50,42 @@ def cache_dir() -> Path:
     base = os.environ.get("HWEMU_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hwemu")
     return Path(base) / "llvm"
+
+
+class Closed(RuntimeError):
+    """The process is exiting: no more native code is compiled or run."""
+
+
+class Gate:
+    """Admits calls of compiled code until the process exits: `enter()` is False once closed."""
+
+    def __init__(self) -> None:
+        self._cv = threading.Condition(threading.Lock())
+        self._busy = 0
+        self.closed = False
+
+    def enter(self) -> bool:
+        with self._cv:
+            if self.closed:
+                return False
+            self._busy += 1
+            return True
+
+    def leave(self) -> None:
+        with self._cv:
+            self._busy -= 1
+            if not self._busy:
+                self._cv.notify_all()
+
+    def close(self, timeout: float) -> None:
+        """Admit no more calls and wait (up to `timeout` seconds) for those in flight."""
+        with self._cv:
+            self.closed = True
+            self._cv.wait_for(lambda: not self._busy, timeout)
+
+
+NATIVE = Gate()
+CLOSE_TIMEOUT = 30.0  # seconds the exit waits for native calls in flight
 
 
 class Engine:
@@ -62,6 +106,18 @@ class Engine:
         self._count = 0
         self._loaded: dict[str, bool] = {}  # keys whose object is in the engine
         self.stats = {"compiled": 0, "disk_hits": 0, "memory_hits": 0}
+        self.closed = False
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """No more native code: wait for the calls in flight and a compile in flight (see the module's docstring)."""
+        NATIVE.close(CLOSE_TIMEOUT)
+        with self._lock:
+            self.closed = True
+
+    def _open(self) -> None:
+        if self.closed:
+            raise Closed("the process is exiting: LLVM compiles nothing more")
 
     def module(self, name: str | None = None) -> ir.Module:
         """An empty module for this engine (a fresh name unless given)."""
@@ -75,6 +131,7 @@ class Engine:
         """The address of function `name` of `module` (llvmlite IR or its text), optimized and compiled; with a
         key, from the cache when the key's object is there (in this process or on disk)."""
         with self._lock:
+            self._open()
             if key is not None:
                 addr = self.load(key)
                 if addr is not None:
@@ -107,6 +164,7 @@ class Engine:
         """The address of the function compiled under `key`, or None when neither this process nor the disk cache
         has it."""
         with self._lock:
+            self._open()
             if self._loaded.get(key):
                 self.stats["memory_hits"] += 1
                 return self._address(self._symbol(key))

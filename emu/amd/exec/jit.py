@@ -27,7 +27,7 @@ import numpy as np
 from emu.amd.exec import TIERS, translate
 from emu.amd.exec.state import WaveState
 from emu.amd.exec.translate import CTR_WORDS, LDS_SIZE, Exit, Region
-from emu.pcode.llvmjit import engine
+from emu.pcode.llvmjit import Closed, engine
 
 BUDGET = 1 << 20  # instructions per native call before the host gets control back
 NO_MAPPINGS = np.zeros(1, np.uint64)  # the VM table of a wave without a VM
@@ -92,7 +92,15 @@ class Compiled:
 
 
 def native(prog, pc: int, mode: int) -> Compiled | None:
-    """The compiled region that starts at `pc` for `mode`, or None when the tier takes no instruction there."""
+    """The compiled region that starts at `pc` for `mode`, or None when the tier takes no instruction there (or the
+    process is exiting)."""
+    try:
+        return _native(prog, pc, mode)
+    except Closed:
+        return None
+
+
+def _native(prog, pc: int, mode: int) -> Compiled | None:
     exits: set[int] = set()
     for _ in range(64):  # each failed attempt turns one more instruction into an exit
         region = Region(prog, pc, mode)

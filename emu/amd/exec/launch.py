@@ -96,7 +96,7 @@ class Launch:
         while True:
             d[CHUNK] = CHUNK_SIZE
             fn(d.ctypes.data)
-            if d[RESULT] != PAUSED or deadline is not None and deadline.passed():
+            if d[RESULT] != PAUSED or NATIVE.closed or deadline is not None and deadline.passed():
                 return end if d[RESULT] == DONE else int(d[WG])
 
     def totals(self) -> tuple[int, int, int]:
