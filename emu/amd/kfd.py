@@ -37,7 +37,7 @@ import numpy as np
 
 from emu.amd.bo import BufferObject, Heap, page_round
 from emu.amd.memory import PAGE, FaultRecord
-from emu.os.usermem import copy_from_user, copy_to_user, host_array, is_mapped
+from emu.amd.usermem import copy_from_user, copy_to_user, host_array, is_mapped
 from stack.hcq import kfd_ioctl as k
 
 DOORBELL_SLICE = 0x2000  # bytes of doorbells per process and GPU (8-byte doorbells, 1024 queues)

@@ -1,0 +1,92 @@
+"""ARCHITECTURE.md's layout rules, checked on the source: no import cycles among the modules of emu/ and stack/
+(function-local and TYPE_CHECKING imports included, and importing `a.b.c` runs the packages `a` and `a.b` first),
+and the stack never imports emu."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("emu", "stack")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for pkg in PACKAGES:
+        for f in (ROOT / pkg).rglob("*.py"):
+            parts = f.relative_to(ROOT).with_suffix("").parts
+            out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    return out
+
+
+def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The modules of emu/stack that importing `name` runs directly: each imported module and its packages."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            targets.add(base)
+            targets.update(f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known)
+    runs = set()
+    for t in targets:
+        parts = t.split(".")
+        runs.update(m for m in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if m in known)
+    runs.discard(name)
+    return {m for m in runs if not name.startswith(m + ".")}  # a module's own packages are already running
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    known = _modules()
+    return {name: _imports(name, path, known) for name, path in known.items()}
+
+
+def test_no_import_cycles():
+    assert _cycles(_graph()) == []
+
+
+def test_cycle_finder_sees_a_package_cycle():
+    """The finder itself: a module importing a sibling package whose __init__ imports the module back."""
+    g = {"emu.amd.kfd": {"emu.os", "emu.os.usermem"}, "emu.os": {"emu.amd.kfd"}, "emu.os.usermem": set()}
+    assert _cycles(g) == [["emu.amd.kfd", "emu.os"]]
+
+
+def test_stack_never_imports_emu():
+    bad = {m: sorted(d for d in deps if d.split(".")[0] == "emu") for m, deps in _graph().items()
+           if m.split(".")[0] == "stack"}
+    assert {m: d for m, d in bad.items() if d} == {}
