@@ -32,7 +32,7 @@ from stack.hcq.fileio import file_interface
 from stack.hcq.kfd import SDMA0_HWID, Kfd
 from stack.hcq.memory import GTT_PUBLIC, VRAM, VRAM_PUBLIC, Buffer, Memory
 from stack.hcq.queue import Doorbells, Queue
-from stack.hcq.scratch import DYNAMIC_STACK, node_scratch_layout, private_segment_buffer
+from stack.hcq.scratch import node_scratch_layout, private_segment_buffer
 from stack.hcq.signal import Events, GPUError, Timeline
 
 DEFAULT_DEV, DEFAULT_ARCH = "MOCKKFD+AMD", "gfx1100"
@@ -348,9 +348,7 @@ class Program:
         if name not in co.kernels:
             raise ValueError(f"program: no kernel {name!r} in the code object; it has {', '.join(co.kernels)}")
         self.device, self.name, self.kernel = device, name, co.kernels[name]
-        kd = self.kernel.descriptor
-        self.private_bytes = kd.private_segment_fixed_size + (DYNAMIC_STACK if self.kernel.uses_dynamic_stack else 0)
-        hcqprogram.check_private(self.kernel, self.private_bytes)  # parsing checked the other sizes
+        self.private_bytes = hcqprogram.check_private(self.kernel)  # parsing checked the other sizes
         self.code = device.alloc(max(co.image_size, 1))
         for seg in co.segments:  # memory a segment has beyond its file data (.bss) reads zero
             device._zero(self.code, seg.vaddr + len(seg.data), seg.memsz - len(seg.data))

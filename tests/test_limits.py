@@ -218,8 +218,9 @@ def test_device_grids_of_2_to_the_32_work_items_are_refused(device):
     y = device.alloc(256)
     scratch = device.scratch
     for groups, local, message in [
-            ((1 << 26,), (64,), "work-items in x (67108864 workgroups of 64) 4294967296 exceeds the 2^32 - 1 limit"),
-            ((1 << 16, 1 << 16), (1,), "work-items (65536 x 65536 x 1) 4294967296 exceeds the 2^32 - 1 limit")]:
+            ((1 << 26,), (64,), "work-items in x (grid 67108864 x block 64) 4294967296 exceeds the 2^32 - 1 limit"),
+            ((1 << 16, 1 << 16), (1,), "work-items (grid (65536, 65536, 1) x block (1, 1, 1)) 4294967296 exceeds the "
+                                       "2^32 - 1 limit")]:
         with pytest.raises(LimitError, match=re.escape(f"kernel 'saxpy': {message}")):
             prog(y, y, np.float32(2), np.uint32(64), global_size=groups, local_size=local)
     assert device.scratch is scratch and device.launches == 0

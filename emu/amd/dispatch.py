@@ -25,23 +25,13 @@ from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Deadline, Program, WaveSta
 from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.pcode.llvmjit import NATIVE
-from stack.hcq.codeobj import (
-    MAX_GRID_ITEMS,
-    MAX_WORKGROUP_SIZE,
-    Kernel,
-    LimitError,
-    Rsrc1,
-    Rsrc2,
-    check_limit,
-    max_lds,
-    max_wave_scratch,
-)
+from stack.hcq.codeobj import MAX_WORKGROUP_SIZE, Kernel, LimitError, Rsrc1, Rsrc2
+from stack.hcq.program import check_grid, check_private
 
 PACKED_IDS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
 DISPATCH_PACKET_SIZE = 64
 TTMP = 108  # operand code of ttmp0
 DEFAULT_TIMEOUT = 10.0  # seconds of wall time per dispatch before the watchdog stops it
-DYNAMIC_STACK = 16384  # bytes per lane added for kernels whose stack size is not known at compile time
 
 
 @dataclass
@@ -248,9 +238,10 @@ def _set_workgroup(w: WaveState, d: Dispatch, wg: tuple[int, int, int]) -> None:
     w.workgroup = wg
 
 
-def check_launch(kernel: Kernel, grid, block, dynamic_lds: int = 0) -> None:
+def check_launch(kernel: Kernel, grid, block, dynamic_lds: int = 0) -> int:
     """Reject, before anything is allocated, launches the hardware could not run or that pass the limits of
-    stack.hcq.codeobj (ValueError, LimitError for sizes, naming what is wrong)."""
+    stack.hcq.codeobj (ValueError, LimitError for sizes, naming what is wrong); returns a work-item's private
+    segment bytes."""
     where = f"kernel {kernel.name!r}"
     for what, v in (("grid", grid), ("block", block)):
         if any(not isinstance(x, (int, np.integer)) or isinstance(x, bool) or not 1 <= x < 1 << 32 for x in v):
@@ -259,17 +250,7 @@ def check_launch(kernel: Kernel, grid, block, dynamic_lds: int = 0) -> None:
     limit = min(kernel.max_flat_workgroup_size or MAX_WORKGROUP_SIZE, MAX_WORKGROUP_SIZE)
     if n > limit:
         raise LimitError(f"block {tuple(block)} has {n} work-items; {where} allows at most {limit}")
-    items = [int(g) * int(b) for g, b in zip(grid, block, strict=True)]
-    for axis, g, b, total in zip("xyz", grid, block, items, strict=True):
-        check_limit(where, f"work-items in {axis} (grid {g} x block {b})", total, MAX_GRID_ITEMS)
-    check_limit(where, f"work-items (grid {tuple(grid)} x block {tuple(block)})", items[0] * items[1] * items[2],
-                MAX_GRID_ITEMS)
     if not isinstance(dynamic_lds, (int, np.integer)) or isinstance(dynamic_lds, bool) or dynamic_lds < 0:
         raise ValueError(f"{where}: dynamic_lds must be a non-negative int, not {dynamic_lds!r}")
-    kd = kernel.descriptor
-    check_limit(where, "LDS bytes (group_segment_fixed_size + dynamic_lds)", kd.group_segment_fixed_size + dynamic_lds,
-                max_lds(kd.arch))
-    lanes = 32 if kd.wave32 else 64
-    private = kd.private_segment_fixed_size + (DYNAMIC_STACK if kernel.uses_dynamic_stack else 0)
-    check_limit(where, f"private segment bytes per work-item (wave{lanes})", private,
-                max_wave_scratch(kd.arch) // lanes)
+    check_grid(kernel, grid, block, dynamic_lds)
+    return check_private(kernel)

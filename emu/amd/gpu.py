@@ -32,7 +32,6 @@ import numpy as np
 from emu.amd import isa
 from emu.amd.dispatch import (
     DISPATCH_PACKET_SIZE,
-    DYNAMIC_STACK,
     Dispatch,
     Stats,
     check_launch,
@@ -198,7 +197,7 @@ class GPU:
             raise ValueError(f"no kernel {name!r} in the code object; it has: {', '.join(prog.kernels)}")
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         lanes = 32 if k.descriptor.wave32 else 64
-        check_launch(k, grid, block, dynamic_lds)
+        private = check_launch(k, grid, block, dynamic_lds)
         hidden = {"hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1], "hidden_block_count_z": grid[2],
                   "hidden_group_size_x": block[0], "hidden_group_size_y": block[1], "hidden_group_size_z": block[2],
                   "hidden_grid_dims": 3 if grid[2] * block[2] > 1 else 2 if grid[1] * block[1] > 1 else 1,
@@ -206,7 +205,6 @@ class GPU:
                   "hidden_private_base": PRIVATE_APERTURE >> 32, "hidden_shared_base": SHARED_APERTURE >> 32}
         kernargs = pack_kernargs(k, args, hidden, None if kernargs is None else bytes(memoryview(kernargs)))
         kd = k.descriptor
-        private = kd.private_segment_fixed_size + (DYNAMIC_STACK if k.uses_dynamic_stack else 0)
         nwaves = -(-block[0] * block[1] * block[2] // lanes)
         wave_bytes = -(-private * lanes // SCRATCH_GRANULE) * SCRATCH_GRANULE
         lds = kd.group_segment_fixed_size + dynamic_lds

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from stack.hcq import pm4
 from stack.hcq.codeobj import MAX_GRID_ITEMS, Kernel, KernelDescriptor, check_limit, max_lds, max_wave_scratch
+from stack.hcq.scratch import DYNAMIC_STACK
 
 DISPATCH_PACKET_BYTES = 64
 HSA_PACKET_TYPE_KERNEL_DISPATCH = 2
@@ -113,25 +114,29 @@ def dispatch(gfx: int, regs: Registers, sgprs: list[int], tmpring_size: int, scr
     return out
 
 
-def check_private(kernel: Kernel, private_bytes: int) -> None:
-    """A work-item's private segment (the descriptor's, plus a dynamic stack) against a wave's largest scratch
-    (stack.hcq.codeobj.max_wave_scratch): LimitError naming the kernel, the size and the limit."""
+def check_private(kernel: Kernel) -> int:
+    """A work-item's private segment bytes (the descriptor's, plus DYNAMIC_STACK when the compiler could not size
+    the stack), checked against a wave's largest scratch (stack.hcq.codeobj.max_wave_scratch): LimitError naming
+    the kernel, the size and the limit."""
     kd = kernel.descriptor
     lanes = 32 if kd.wave32 else 64
-    check_limit(f"kernel {kernel.name!r}", f"private segment bytes per work-item (wave{lanes})", private_bytes,
+    private = kd.private_segment_fixed_size + (DYNAMIC_STACK if kernel.uses_dynamic_stack else 0)
+    check_limit(f"kernel {kernel.name!r}", f"private segment bytes per work-item (wave{lanes})", private,
                 max_wave_scratch(kd.arch) // lanes)
+    return private
 
 
 def check_grid(kernel: Kernel, groups: tuple[int, int, int], local: tuple[int, int, int], dynamic_lds: int = 0) -> None:
     """A dispatch's work-items (per dimension and in all; the AQL packet's grid sizes are 32 bits) and LDS against
     the limits of stack.hcq.codeobj, before anything is allocated: LimitError naming the field and the limit."""
     where = f"kernel {kernel.name!r}"
-    items = [g * n for g, n in zip(groups, local, strict=True)]
+    items = [int(g) * int(n) for g, n in zip(groups, local, strict=True)]
     for axis, g, n, total in zip("xyz", groups, local, items, strict=True):
-        check_limit(where, f"work-items in {axis} ({g} workgroups of {n})", total, MAX_GRID_ITEMS)
-    check_limit(where, f"work-items ({' x '.join(map(str, items))})", items[0] * items[1] * items[2], MAX_GRID_ITEMS)
+        check_limit(where, f"work-items in {axis} (grid {g} x block {n})", total, MAX_GRID_ITEMS)
+    check_limit(where, f"work-items (grid {tuple(groups)} x block {tuple(local)})", items[0] * items[1] * items[2],
+                MAX_GRID_ITEMS)
     kd = kernel.descriptor
-    check_limit(where, "LDS bytes (group_segment_fixed_size + dynamic)", kd.group_segment_fixed_size + dynamic_lds,
+    check_limit(where, "LDS bytes (group_segment_fixed_size + dynamic_lds)", kd.group_segment_fixed_size + dynamic_lds,
                 max_lds(kd.arch))
 
 
