@@ -78,3 +78,17 @@ def test_vm_maps_and_translates_from_threads():
     stop.set()
     t[0].join()
     assert not errors, errors
+
+
+def test_native_gate_closes_once_calls_in_flight_return():
+    """emu.pcode.llvmjit's gate: closing waits for the call in flight, then admits no more (process exit)."""
+    from emu.pcode.llvmjit import Gate
+    gate = Gate()
+    assert gate.enter()
+    closer = threading.Thread(target=gate.close, args=(30.0,))
+    closer.start()
+    closer.join(0.2)
+    assert closer.is_alive()  # waiting for the call in flight
+    gate.leave()
+    closer.join(5)
+    assert not closer.is_alive() and not gate.enter()

@@ -24,7 +24,7 @@ from emu.amd.exec.launch import Launch
 from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Deadline, Program, WaveState, run
 from emu.amd.memory import VM
 from emu.amd.memspace import LDS, Flat, Scratch
-from emu.pcode.llvmjit import NATIVE
+from emu.pcode.llvmjit import GATE
 from stack.hcq.codeobj import MAX_WORKGROUP_SIZE, Kernel, LimitError, Rsrc1, Rsrc2
 from stack.hcq.program import check_grid, check_private
 
@@ -75,7 +75,7 @@ def run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None = None) -
     wg = 0
     while wg < total:
         launch = slots.launch()
-        if launch is None or not NATIVE.enter():  # no native entry yet, or the process is exiting
+        if launch is None or not GATE.enter():  # no native entry yet, or the process is exiting
             _run_workgroup(slots.start(wg), d.program, stats, deadline)
             wg += 1
             continue
@@ -83,7 +83,7 @@ def run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None = None) -
             mapped = vm.index  # held during the call: the host buffers its table points into stay alive
             wg = launch.run(slots.region(), mapped.table, wg, total, deadline)
         finally:
-            NATIVE.leave()
+            GATE.leave()
             waves, executed, lane_ops = launch.totals()
             stats.waves += waves
             stats.wave_instructions += executed

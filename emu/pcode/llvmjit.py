@@ -4,7 +4,7 @@
     Engine.module(name: str | None = None) -> ir.Module  # triple and data layout of the host set
     Engine.compile(module: ir.Module | str, name: str, key: str | None = None) -> int   # address of `name`
     Engine.load(key: str) -> int | None                  # the cached function, without building or compiling
-    NATIVE: Gate                                         # enter() before calling compiled code, leave() after
+    GATE: Gate                                           # enter() before calling compiled code, leave() after
 
 `key` is the caller's content hash of what it compiled (a module is identified by it: the same key must always
 name the same code). The engine gives the compiled function a symbol of its own (from the key, or a counter) and
@@ -18,7 +18,7 @@ format) is ignored and replaced. Without a key nothing is cached.
 The pipeline (`OPT`): LLVM's O2 module pipeline on the new pass manager, code generation at CodeGenOpt::Default.
 No fast-math flags are ever set: LLVM keeps every float operation as written (no reassociation, no contraction).
 
-At process exit (atexit, registered when the engine is made) the engine closes: the NATIVE gate waits for the calls
+At process exit (atexit, registered when the engine is made) the engine closes: the GATE waits for the calls
 of compiled code in flight (they are budgeted: each returns within milliseconds) and admits no more, and a compile
 in flight finishes; afterwards `compile` and `load` raise Closed and callers run their interpreted form. So no
 thread (e.g. a mock GPU's engine thread, a daemon) runs or compiles native code while the interpreter and LLVM are
@@ -38,7 +38,7 @@ from llvmlite import ir
 
 from emu.pcode import llvmfloats as FL
 
-__all__ = ["Engine", "engine", "VERSION", "cache_dir", "NATIVE", "Closed"]
+__all__ = ["Engine", "engine", "VERSION", "cache_dir", "GATE", "Closed"]
 
 VERSION = "pcode-llvm-2"  # bump when the emitted code changes for the same pcode (cache files of others are unused)
 OPT = 2
@@ -84,7 +84,7 @@ class Gate:
             self._cv.wait_for(lambda: not self._busy, timeout)
 
 
-NATIVE = Gate()
+GATE = Gate()
 CLOSE_TIMEOUT = 30.0  # seconds the exit waits for native calls in flight
 
 
@@ -111,7 +111,7 @@ class Engine:
 
     def close(self) -> None:
         """No more native code: wait for the calls in flight and a compile in flight (see the module's docstring)."""
-        NATIVE.close(CLOSE_TIMEOUT)
+        GATE.close(CLOSE_TIMEOUT)
         with self._lock:
             self.closed = True
 

@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from emu.amd.exec.state import BARRIER, END, SLOTS, WaveState
 from emu.amd.exec.translate import BUDGET, CTR_WORDS, EXECUTED, LANE_OPS, LDS_SIZE, START, STATUS, VM_TABLE
-from emu.pcode.llvmjit import engine
+from emu.pcode.llvmjit import GATE, engine
 
 if TYPE_CHECKING:
     from emu.amd.exec.wave import Deadline
@@ -96,7 +96,7 @@ class Launch:
         while True:
             d[CHUNK] = CHUNK_SIZE
             fn(d.ctypes.data)
-            if d[RESULT] != PAUSED or NATIVE.closed or deadline is not None and deadline.passed():
+            if d[RESULT] != PAUSED or GATE.closed or deadline is not None and deadline.passed():
                 return end if d[RESULT] == DONE else int(d[WG])
 
     def totals(self) -> tuple[int, int, int]:

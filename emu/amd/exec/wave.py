@@ -26,7 +26,7 @@ from emu.amd.exec.state import ACC, BARRIER, END, WaveState
 from emu.amd.exec.translate import EXECUTED, LANE_OPS, LDS_SIZE, STATUS
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
-from emu.pcode.llvmjit import NATIVE
+from emu.pcode.llvmjit import GATE
 
 DEFAULT_LIMIT = 50_000_000  # instructions per wave before the watchdog stops a runaway wave
 SLICE = 1 << 16  # instructions between the watchdog's looks at the clock
@@ -101,12 +101,12 @@ class Program:
             ix = w.vm.index if w.vm is not None else None  # held during the call: the mapped buffers stay alive
             table = jit.NO_MAPPINGS if ix is None else ix.table
             ctr[:STATUS + 1] = (min(jit.BUDGET, w.left), 0, 0, ctr[LDS_SIZE], table.ctypes.data, pc, 0)
-            if not NATIVE.enter():  # the process is exiting
+            if not GATE.enter():  # the process is exiting
                 return step(w)
             try:
                 nxt = fn(*c.args)
             finally:
-                NATIVE.leave()
+                GATE.leave()
             if nxt < 0 or not ctr[EXECUTED]:  # not the region's MODE, or its first access needs the VM
                 return step(w)
             w.pc = nxt
