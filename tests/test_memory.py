@@ -218,3 +218,48 @@ def test_fault_record_text():
     for part in ("unmapped", "read of 32 bits", "lane 3: 0x1234", "dispatch 1", "workgroup (2, 0, 0)", "wave 1",
                  "pc 0x1900", "global_load_b32", "active lanes 0-31"):
         assert part in s, (part, s)
+
+
+def _alloc_va_by_the_definition(vm: VM, size: int, align: int) -> int:
+    """VM.alloc's placement as its docstring defines it, mapping by mapping: from ALLOC_BASE, past every mapping that
+    leaves no room for `size` bytes plus a guard page, each candidate aligned after the previous mapping's guard."""
+    from emu.amd.memory import ALLOC_BASE
+    size = -(-size // PAGE) * PAGE
+    va = ALLOC_BASE
+    for m in vm.mappings:
+        if m.end + PAGE <= va:
+            continue
+        if va + size + PAGE <= m.va:
+            break
+        va = -(-(m.end + PAGE) // max(align, PAGE)) * max(align, PAGE)
+    return va
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["alloc", "unmap", "map"]), st.integers(1, 6 * PAGE),
+                          st.sampled_from([PAGE, 2 * PAGE, 1 << 16, 1 << 21]), st.integers(0, 1 << 12)), max_size=40))
+def test_alloc_places_and_indexes_as_defined(ops):
+    """Allocation, fixed mappings (also below and across ALLOC_BASE) and unmaps in any order: alloc's placement equals
+    the definition's, and the incrementally built index (search arrays and the native table) equals one built from
+    the mappings."""
+    from emu.amd.memory import ALLOC_BASE
+    vm = VM()
+    for op, size, align, where in ops:
+        if op == "alloc":
+            want = _alloc_va_by_the_definition(vm, size, align)
+            assert vm.alloc(size, align) == want
+        elif op == "unmap" and vm.mappings:
+            vm.unmap(vm.mappings[where % len(vm.mappings)].va)
+        elif op == "map":
+            va = ALLOC_BASE + (where - (1 << 11)) * PAGE
+            try:
+                vm.map(va, np.zeros(-(-size // PAGE) * PAGE, np.uint8))
+            except ValueError:  # overlaps: nothing changed
+                pass
+        ix, maps = vm.index, vm.mappings
+        assert [m.va for m in maps] == sorted(m.va for m in maps) == ix.vas
+        assert ix.starts.tolist() == [m.va for m in maps] and ix.ends.tolist() == [m.end for m in maps]
+        assert ix.writable.tolist() == [m.writable for m in maps]
+        assert ix.table.tolist() == [len(maps), *(x for m in maps for x in m.row())]
+        for m in maps:
+            assert vm.mapping(m.va) is m and vm.mapping(m.end - 1) is m and vm.mapping(m.end) is not m

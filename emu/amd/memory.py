@@ -97,10 +97,15 @@ class Mapping:
     def end(self) -> int:
         return self.va + self.size
 
+    def row(self) -> tuple[int, int, int, int]:
+        """The mapping's entry in the native table: va, end, host address - va (mod 2^64), writable."""
+        return self.va, self.end, (self.buf.ctypes.data - self.va) % 2**64, int(self.writable)
+
 
 class _Index(NamedTuple):
     """The mappings sorted by va, with search arrays: replaced whole on every change, so a reader that took it
-    once sees one consistent address space while other threads map and unmap."""
+    once sees one consistent address space while other threads map and unmap. A change builds the next index from
+    this one in C-level copies (no per-mapping Python work), so mapping stays cheap with thousands of buffers."""
     maps: tuple[Mapping, ...]
     vas: list[int]
     starts: np.ndarray
@@ -108,12 +113,40 @@ class _Index(NamedTuple):
     writable: np.ndarray
     table: np.ndarray  # for native code: [count, then per mapping: va, end, host address - va, writable]
 
+    def insert(self, i: int, m: Mapping) -> _Index:
+        """This index with `m` as mapping i."""
+        vas = self.vas.copy()
+        vas.insert(i, m.va)
+        t = self.table
+        table = np.concatenate(((t[:1] + 1), t[1:1 + 4 * i], np.array(m.row(), np.uint64), t[1 + 4 * i:]))
+        return _Index(self.maps[:i] + (m,) + self.maps[i:], vas, np.insert(self.starts, i, np.uint64(m.va)),
+                      np.insert(self.ends, i, np.uint64(m.end)), np.insert(self.writable, i, m.writable), table)
 
-def _index(maps: tuple[Mapping, ...]) -> _Index:
-    rows = [(m.va, m.end, (m.buf.ctypes.data - m.va) % 2**64, int(m.writable)) for m in maps]
-    table = np.array([len(maps), *(x for r in rows for x in r)], np.uint64)
-    return _Index(maps, [m.va for m in maps], np.array([m.va for m in maps], np.uint64),
-                  np.array([m.end for m in maps], np.uint64), np.array([m.writable for m in maps], bool), table)
+    def remove(self, i: int) -> _Index:
+        """This index without mapping i."""
+        t = self.table
+        table = np.concatenate(((t[:1] - 1), t[1:1 + 4 * i], t[5 + 4 * i:]))
+        return _Index(self.maps[:i] + self.maps[i + 1:], self.vas[:i] + self.vas[i + 1:], np.delete(self.starts, i),
+                      np.delete(self.ends, i), np.delete(self.writable, i), table)
+
+
+_EMPTY = _Index((), [], np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, bool), np.zeros(1, np.uint64))
+_U64, _NO_NEXT = np.uint64, np.uint64(1 << 63)
+
+
+def free_va(ix: _Index, size: int, align: int) -> int:
+    """Where VM.alloc puts `size` bytes (whole pages): the lowest `align`-aligned va from ALLOC_BASE with a free page
+    between it and the mapping before it and between its end and the next mapping."""
+    if size + PAGE >= VA_LIMIT:
+        return ALLOC_BASE  # VM.map refuses it, naming the VA space
+    guard_ends = ix.ends + _U64(PAGE)  # where an allocation after each mapping may start
+    a = _U64(align)
+    after = guard_ends[np.searchsorted(guard_ends, ALLOC_BASE, side="right"):]
+    cand = np.concatenate((np.array([ALLOC_BASE], np.uint64), (after + (a - _U64(1))) // a * a))
+    nxt = np.searchsorted(guard_ends, cand, side="right")  # the first mapping not wholly before each candidate
+    limit = np.append(ix.starts, _NO_NEXT)[nxt]
+    fits = (limit >= cand) & (limit - cand >= _U64(size + PAGE))
+    return int(cand[int(np.argmax(fits))])  # the last candidate has no mapping after it: one always fits
 
 
 class VM:
@@ -121,7 +154,7 @@ class VM:
     changes are serialized, accesses see the mappings as they were when the access began."""
 
     def __init__(self) -> None:
-        self._ix = _index(())
+        self._ix = _EMPTY
         self._lock = threading.RLock()
 
     # -- mappings ----------------------------------------------------------------------------------------------
@@ -143,7 +176,7 @@ class VM:
             if (i and maps[i - 1].end > va) or (i < len(maps) and maps[i].va < va + size):
                 raise ValueError(f"map {name!r}: [{va:#x}, {va + size:#x}) overlaps an existing mapping")
             m = Mapping(va, size, mem, writable, name)
-            self._ix = _index(maps[:i] + (m,) + maps[i:])
+            self._ix = self._ix.insert(i, m)
         return m
 
     def alloc(self, size: int, align: int = PAGE, writable: bool = True, name: str = "") -> int:
@@ -155,24 +188,19 @@ class VM:
         size = -(-size // PAGE) * PAGE
         align = max(align, PAGE)
         with self._lock:
-            va = ALLOC_BASE
-            for m in self._ix.maps:
-                if m.end + PAGE <= va:
-                    continue
-                if va + size + PAGE <= m.va:
-                    break
-                va = -(-(m.end + PAGE) // align) * align
+            va = free_va(self._ix, size, align)
             self.map(va, np.zeros(size, np.uint8), writable, name)
         return va
 
     def unmap(self, va: int) -> Mapping:
         """Remove the mapping that starts at `va`; returns it."""
         with self._lock:
-            maps = self._ix.maps
-            for i, m in enumerate(maps):
-                if m.va == va:
-                    self._ix = _index(maps[:i] + maps[i + 1:])
-                    return m
+            ix = self._ix
+            i = bisect.bisect_left(ix.vas, va)
+            if i < len(ix.vas) and ix.vas[i] == va:
+                m = ix.maps[i]
+                self._ix = ix.remove(i)
+                return m
         raise ValueError(f"unmap: no mapping starts at {va:#x}")
 
     def mapping(self, va: int) -> Mapping | None:
