@@ -95,3 +95,27 @@ def test_atomic_mid_round_hands_over_to_python(monkeypatch, arch):
         assert count[0] == groups * 32, tier  # 32 work-items of each workgroup count themselves
         results[tier] = stats
     assert results["jit"] == results["ref"] == results["auto"]
+
+
+def test_auto_compiles_hot_regions_in_the_background(monkeypatch):
+    """Under `auto` a hot region is compiled on the compile thread while the waves go on interpreted; once it is
+    installed the next launch runs natively (the launcher takes the entry), with the same results and counts."""
+    from emu.amd import GPU
+    from emu.amd.exec import jit
+    monkeypatch.setenv("HWEMU_TIER", "auto")
+    monkeypatch.setenv("HWEMU_HOT", "2")
+    grid, block = (3, 2, 2), (8, 4, 2)
+    n = np.prod(grid) * np.prod(block)
+    gpu = GPU("gfx1100")
+    prog = gpu.load(code("gfx1100"))
+    out = gpu.alloc(4 * int(n))
+    first = gpu.launch(prog, "ids", grid=grid, block=block, args=[out])
+    want = np.frombuffer(gpu.read(out), np.int32).copy()
+    assert jit.background.wait(300)
+    program = prog.program(32)
+    assert program.compiled, "the hot entry's region was installed"
+    gpu.write(out, np.zeros(int(n), np.int32))
+    again = gpu.launch(prog, "ids", grid=grid, block=block, args=[out])
+    np.testing.assert_array_equal(np.frombuffer(gpu.read(out), np.int32), want)
+    assert (again.waves, again.wave_instructions, again.lane_instructions) == \
+        (first.waves, first.wave_instructions, first.lane_instructions)

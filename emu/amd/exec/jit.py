@@ -5,7 +5,9 @@
 - `interp`: the lean interpreter, one fused generated function per instruction (emu.amd.exec.interp), never native;
 - `jit`: regions compiled to native code (emu.amd.exec.translate) from the first execution of each region entry;
 - `auto` (default): the lean interpreter until a region entry is hot (HWEMU_HOT executions, default 64), then
-  native, so code that runs once never waits for LLVM.
+  native once the region is compiled, which happens on a background thread: code that runs once never waits for
+  LLVM, and code that runs long never stalls while a large region compiles (seconds for a few hundred
+  instructions).
 Whatever a region cannot take runs on the lean interpreter (whose own gaps are reference steps), so every tier runs
 every program.
 
@@ -18,8 +20,11 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import queue
 import threading
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -91,13 +96,53 @@ class Compiled:
         self.addr, self.pcs, self.fn = addr, pcs, _SIG(addr)
 
 
-def native(prog, pc: int, mode: int) -> Compiled | None:
+def native(prog, pc: int, mode: int, timed: bool = True) -> Compiled | None:
     """The compiled region that starts at `pc` for `mode`, or None when the tier takes no instruction there (or the
-    process is exiting)."""
+    process is exiting). With `timed` the time it takes counts as compile time (compile_seconds): a compile the
+    waves wait for."""
+    t0 = time.monotonic()
     try:
         return _native(prog, pc, mode)
     except Closed:
         return None
+    finally:
+        if timed:
+            _compiling[0] += time.monotonic() - t0
+
+
+class _Background:
+    """One thread that runs compile jobs in order, so that the waves never wait for LLVM under `auto`: its optimizer
+    and code generator run without the GIL, on another core, while the waves go on interpreted."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="hwemu-compile", daemon=True)
+                self._thread.start()
+        self._jobs.put(job)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the jobs submitted so far have run (True) or `timeout` seconds have passed (False)."""
+        done = threading.Event()
+        self(done.set)
+        return done.wait(timeout)
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                job()
+            except Exception as e:  # an emulator gap: the region stays interpreted, which is always correct
+                warnings.warn(f"hwemu: a hot region was not compiled ({type(e).__name__}: {e}); it runs interpreted",
+                              RuntimeWarning, stacklevel=1)
+
+
+background = _Background()  # background(job): run job() on the compile thread
 
 
 def _native(prog, pc: int, mode: int) -> Compiled | None:
@@ -116,7 +161,6 @@ def _native(prog, pc: int, mode: int) -> Compiled | None:
             disk_key = f"region {_SOURCES} {key!r}"
             addr = engine().load(disk_key)
             if addr is None:
-                t0 = time.monotonic()
                 try:
                     mod = region.module("region", insts)
                     addr = engine().compile(mod, "region", disk_key)
@@ -126,8 +170,6 @@ def _native(prog, pc: int, mode: int) -> Compiled | None:
                         return None
                     exits.add(bad)
                     continue
-                finally:
-                    _compiling[0] += time.monotonic() - t0
             done = _cache[key] = Compiled(addr, frozenset(insts))
             return done
     return None

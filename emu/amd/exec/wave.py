@@ -7,7 +7,8 @@ closure holding its operand fetchers, the compiled pcode semantics and its resul
 looks up the step for the PC and calls it. A step returns 0, or BARRIER / END to suspend / finish the wave.
 Faults raised while a step runs are completed with the wave's identity, PC, instruction text and active lanes.
 In the `jit` and `auto` tiers (emu.amd.exec.jit) a hot PC's step becomes a call of the native region that starts
-there; it runs until an instruction the region does not take and the loop goes on at that PC.
+there; it runs until an instruction the region does not take and the loop goes on at that PC. Under `auto` the region
+is compiled in the background (the step stays interpreted until it is ready), under `jit` before the step goes on.
 """
 from __future__ import annotations
 
@@ -79,14 +80,23 @@ class Program:
             left[0] -= 1
             if left[0] > 0:
                 return step(w)
+            if self.tier == "auto":  # compiled off this thread; the waves go on interpreted meanwhile
+                self.steps[pc] = step
+                jit.background(lambda mode=w.mode: self._install(pc, step, mode))
+                return step(w)
             s = self.steps[pc] = self._native(pc, step, w.mode) or step
             return s(w)
         return counted
 
-    def _native(self, pc: int, step, mode: int):
+    def _install(self, pc: int, step, mode: int) -> None:
+        s = self._native(pc, step, mode, timed=False)
+        if s is not None:
+            self.steps[pc] = s
+
+    def _native(self, pc: int, step, mode: int, timed: bool = True):
         region = self.compiled.get((pc, mode))
         if region is None:
-            region = jit.native(self, pc, mode)
+            region = jit.native(self, pc, mode, timed)
             if region is None:
                 return None
             for p in region.pcs:  # a wave that comes to any of its instructions can start there
