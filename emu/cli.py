@@ -58,12 +58,16 @@ def info(arch: str, gpus: int, real: bool) -> int:
     return 0
 
 
-def program_env(dev: str | None) -> dict[str, str]:
+def program_env(dev: str | None, command: str) -> dict[str, str] | None:
     """The environment of a program run with the mock devices visible to it: DEV names the mock interface (hwemu's
     stack picks MOCKKFD from it), Python programs start with emu/os/boot on their path, whose sitecustomize points
-    tinygrad at hwemu's mock interface, and qemu-hexagon on PATH is hwemu's Hexagon core."""
+    tinygrad at hwemu's mock interface, and qemu-hexagon on PATH is hwemu's Hexagon core. None (said on stderr)
+    when DEV names no mock."""
     env = dict(os.environ)
     env["DEV"] = dev or env.get("DEV") or "MOCKKFD+AMD"
+    if not env["DEV"].startswith("MOCK"):
+        print(f"hwemu {command}: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD)", file=sys.stderr)
+        return None
     boot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "os", "boot")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (boot, env.get("PYTHONPATH")) if p)
     shims = os.path.join(os.environ.get("HWEMU_CACHE", os.path.expanduser("~/.cache/hwemu")), "bin")
@@ -76,9 +80,8 @@ def program_env(dev: str | None) -> dict[str, str]:
 
 def run(dev: str | None, cmd: list[str]) -> int:
     """Run `cmd` in place of this process with the mock devices visible to it (program_env)."""
-    env = program_env(dev)
-    if not env["DEV"].startswith("MOCK"):
-        print(f"hwemu run: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD)", file=sys.stderr)
+    env = program_env(dev, "run")
+    if env is None:
         return 2
     try:
         os.execvpe(cmd[0], cmd, env)
@@ -89,9 +92,8 @@ def run(dev: str | None, cmd: list[str]) -> int:
 
 def trace(dev: str | None, out: str, cmd: list[str]) -> int:
     """Run `cmd` as `run` does, with HWEMU_TIMELINE=`out`; afterwards name the timeline files it wrote."""
-    env = program_env(dev)
-    if not env["DEV"].startswith("MOCK"):
-        print(f"hwemu trace: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD)", file=sys.stderr)
+    env = program_env(dev, "trace")
+    if env is None:
         return 2
     out = os.path.abspath(out)
     if not os.path.isdir(os.path.dirname(out)):
