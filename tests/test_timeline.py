@@ -155,6 +155,27 @@ def test_fault_instant(tmp_path):
     assert f["track"] == d["track"] and d["ts"] <= f["ts"] <= d["ts"] + d["dur"]
 
 
+def test_aql_timeline(tmp_path):
+    """test_mockkfd's AQL queue (a barrier held back by a signal, a dispatch of 1,000 work-items in workgroups of 64,
+    PM4 in a vendor packet) under a timeline: its packets on an AQL queue track, the barrier's slice spanning its
+    wait up to the dispatch, the grid's 15 whole workgroups and partial one as two dispatches of two waves each."""
+    import test_mockkfd
+    timeline.start(tmp_path / "a.pftrace")
+    try:
+        test_mockkfd.test_aql_dispatch_barrier_and_pm4_ib("gfx1100")
+    finally:
+        timeline.stop()
+    slices, _ = read(tmp_path / "a.pftrace")
+    aql = [s for s in slices if s["track"][-1].startswith("AQL queue")]
+    assert Counter(s["name"] for s in aql if s["name"].isupper()) == Counter(
+        {"AQL_BARRIER_AND": 1, "AQL_KERNEL_DISPATCH": 1, "AQL_VENDOR": 1, "INDIRECT_BUFFER": 1, "RELEASE_MEM": 1})
+    barrier = next(s for s in aql if s["name"] == "AQL_BARRIER_AND")
+    dispatches = [s for s in aql if s["name"] == "saxpy"]
+    assert [(s["args"]["grid"], s["args"]["block"], s["args"]["waves"]) for s in dispatches] == [
+        ("(15, 1, 1)", "(64, 1, 1)", 30), ("(1, 1, 1)", "(40, 1, 1)", 2)]
+    assert barrier["ts"] + barrier["dur"] <= dispatches[0]["ts"]
+
+
 def test_runner_timeline(tmp_path, monkeypatch):
     """GPU.launch of 300 one-wave workgroups (long enough for the native launcher under auto and jit): the same
     counts as without a timeline, a wave slice per wave; past MAX_SLICES the dispatch says what it left out."""
@@ -233,3 +254,20 @@ def test_complete_cuts_a_partial_message(tmp_path):
         f.truncate(size - 3)
     assert timeline.complete(path) == whole - 1
     assert len(Trace.FromString(path.read_bytes()).packet) == whole - 1
+
+
+def test_unwritable_file_leaves_the_program_running(tmp_path, capsys):
+    """A timeline that cannot be written says so once on stderr; the kernel still runs and gives its result."""
+    gpu = GPU("gfx1100")
+    prog = gpu.load(code())
+    x = gpu.alloc(4 * 64)
+    gpu.write(x, np.ones(64, np.float32))
+    timeline.start(tmp_path / "missing" / "t.pftrace")
+    try:
+        gpu.launch(prog, "mul2", grid=(2,), block=(32,), args=[x])
+        gpu.launch(prog, "mul2", grid=(2,), block=(32,), args=[x])
+    finally:
+        timeline.stop()
+    np.testing.assert_array_equal(np.frombuffer(gpu.read(x), np.float32), np.full(64, 4, np.float32))
+    err = capsys.readouterr().err
+    assert err.count("no more events are written") == 1 and "missing/t.pftrace" in err

@@ -80,7 +80,7 @@ class _Gpu:
         self.units = tl.track("compute units (emulated time)", self.root, rank=1 << 20)
         self.dispatches = tl.track("dispatches", self.units, rank=-1)
         self.cus: dict[int, tuple[int, list[int]]] = {}  # CU -> (workgroups track, SIMD tracks)
-        self.queues: dict[int, int] = {}
+        self.queues: dict[tuple[str, int], int] = {}  # (kind, queue id) -> track
         self.runner = 0
         self.busy_until = 0  # ns: the end of the last dispatch in emulated time
 
@@ -100,7 +100,7 @@ class _Packet:
         self.tl, self.queue, self.name = tl, queue, name
         self.args = {"dwords": dwords}
         self.gpu = tl.device(queue.gpu)
-        self.track = self.gpu.queues.get(queue.id) or tl.queue_track(self.gpu, queue)
+        self.track = tl.queue_track(self.gpu, queue)
         self.begun = False
 
     def set(self, **args) -> None:
@@ -241,7 +241,11 @@ class Timeline:
             if self._builder is None:
                 if self._pid != os.getpid() or self._file is not None:  # closed, or inherited through fork
                     return
-                self._open()
+                try:
+                    self._open()
+                except OSError as e:
+                    self._failed(e)
+                    return
             p = self._builder.create_packet()
             p.trusted_packet_sequence_id = SEQUENCE
             fill(p)
@@ -260,7 +264,7 @@ class Timeline:
 
     def _failed(self, e: OSError) -> None:
         """The file cannot be written (the disk is full, say): the program goes on without its timeline."""
-        print(f"hwemu: timeline {self.written}: {e}; no more events are written", file=sys.stderr)
+        print(f"hwemu: timeline {self.written or self.path}: {e}; no more events are written", file=sys.stderr)
         try:
             self.close()
         except OSError:
@@ -349,12 +353,13 @@ class Timeline:
             return g
 
     def queue_track(self, g: _Gpu, queue) -> int:
-        kind = {"SDMAQueue": "SDMA", "AQLQueue": "AQL"}.get(type(queue).__name__, "PM4")
-        with self.lock:
-            t = g.queues.get(queue.id)
-            if t is None:
-                t = g.queues[queue.id] = self.track(f"{kind} queue {queue.id}", g.root, rank=queue.id)
-            return t
+        key = ({"SDMAQueue": "SDMA", "AQLQueue": "AQL"}.get(type(queue).__name__, "PM4"), queue.id)
+        t = g.queues.get(key)
+        if t is None:
+            with self.lock:
+                t = g.queues.get(key) or self.track(f"{key[0]} queue {queue.id}", g.root, rank=queue.id)
+                g.queues[key] = t
+        return t
 
     # -- hooks -------------------------------------------------------------------------------------------------
     def packet(self, queue, name: str, dwords: int) -> _Packet:
