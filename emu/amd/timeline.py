@@ -126,12 +126,13 @@ class _Packet:
         if kind is Wait and not self.begun:
             tl.waiting[self.queue] = self.t0  # the packet runs again: its slice spans the wait
             return False
-        self.begin()
-        if isinstance(exc, GPUFault):
-            tl.fault(self.track, exc.record)
-        elif isinstance(exc, CPError):
-            tl.event("i", self.track, time.monotonic_ns(), "CP error", {"error": str(exc)})
-        tl.event("E", self.track, time.monotonic_ns())
+        with tl.lock:  # its events are written together, or none once the timeline is closed
+            self.begin()
+            if isinstance(exc, GPUFault):
+                tl.fault(self.track, exc.record)
+            elif isinstance(exc, CPError):
+                tl.event("i", self.track, time.monotonic_ns(), "CP error", {"error": str(exc)})
+            tl.event("E", self.track, time.monotonic_ns())
         tl.flush()
         return False
 
@@ -194,11 +195,12 @@ class _Dispatch:
                 "wave_instructions": self.instructions, "entry": hex(d.entry)}
         if self.not_drawn:
             args["not_drawn"] = f"{self.not_drawn} workgroup and wave slices (more than {MAX_SLICES})"
-        tl.slice(g.dispatches, self.start, end, self.name, args)
-        tl.event("B", self.track, self.t0, self.name, args)
-        if fault is not None:
-            tl.fault(self.track, fault.record)
-        tl.event("E", self.track, time.monotonic_ns())
+        with tl.lock:
+            tl.slice(g.dispatches, self.start, end, self.name, args)
+            tl.event("B", self.track, self.t0, self.name, args)
+            if fault is not None:
+                tl.fault(self.track, fault.record)
+            tl.event("E", self.track, time.monotonic_ns())
         if self.packet is None:
             tl.flush()
 
@@ -216,6 +218,7 @@ class Timeline:
         self._runners = 0
         self._uuids = 0
         self._file = self._builder = None
+        self._open_slices: collections.Counter = collections.Counter()  # track -> slices begun and not ended
         self._pid = os.getpid()
         self.written = ""  # the file written, once opened
 
@@ -265,17 +268,28 @@ class Timeline:
     def _failed(self, e: OSError) -> None:
         """The file cannot be written (the disk is full, say): the program goes on without its timeline."""
         print(f"hwemu: timeline {self.written or self.path}: {e}; no more events are written", file=sys.stderr)
-        try:
-            self.close()
-        except OSError:
-            pass
+        with self.lock:
+            f, self._builder, self._file = self._file, None, True
+        if f is not None and f is not True:
+            try:
+                f.close()
+            except OSError:
+                pass
 
     def close(self) -> None:
-        """Flush and close the file; later events are dropped."""
+        """End the slices still open (a packet being run) and close the file; later events are dropped."""
         with self.lock:
+            if self._builder is not None and self._pid == os.getpid():
+                now = time.monotonic_ns()
+                for track, n in list(self._open_slices.items()):
+                    for _ in range(n):
+                        self.event("E", track, now)
             f, self._builder, self._file = self._file, None, self._file or True
             if f is not None and f is not True and self._pid == os.getpid():
-                f.close()
+                try:
+                    f.close()
+                except OSError as e:
+                    print(f"hwemu: timeline {self.written}: {e}", file=sys.stderr)
 
     # -- tracks and events -------------------------------------------------------------------------------------
     def track(self, name: str, parent: int = 0, rank: int | None = None) -> int:
@@ -297,6 +311,7 @@ class Timeline:
     def event(self, kind: str, track: int, ts: int, name: str = "", args: dict | None = None) -> None:
         """A slice begin ("B"), end ("E") or instant ("i") on `track` at `ts` ns."""
         def fill(p) -> None:
+            self._open_slices[track] += {"B": 1, "E": -1}.get(kind, 0)
             p.timestamp = ts
             e = p.track_event
             e.track_uuid = track
@@ -313,8 +328,9 @@ class Timeline:
         self._write(fill)
 
     def slice(self, track: int, t0: int, t1: int, name: str, args: dict) -> None:
-        self.event("B", track, t0, name, args)
-        self.event("E", track, t1)
+        with self.lock:
+            self.event("B", track, t0, name, args)
+            self.event("E", track, t1)
 
     def fault(self, track: int, rec) -> None:
         """An instant event for fault record `rec` (once per record)."""
