@@ -2,17 +2,20 @@
 
     hwemu info [--arch gfx1100] [--gpus N] [--real]   the KFD topology a runtime sees (like rocminfo)
     hwemu run [--dev DEV] -- CMD ARGS...              run a program with the mock devices visible to it
+    hwemu trace [--out FILE] [--dev DEV] -- CMD ARGS...   the same, writing a timeline of the emulated GPUs (Perfetto)
     hwemu disasm ...                                  disassemble code objects or bytes (python -m emu.amd.asm.disasm)
     hwemu kernel ...                                  run one kernel of a code object (python -m emu.amd.run)
     hwemu hexagon [-strace] PROGRAM [ARGS...]         run a static Hexagon Linux program (python -m emu.dsp)
 
-Bad usage exits with status 2 and a one-line message; `hwemu run` exits with the program's status.
+Bad usage exits with status 2 and a one-line message; `hwemu run` and `hwemu trace` exit with the program's status.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import time
 
 from stack.hcq.fileio import file_interface
 
@@ -55,12 +58,16 @@ def info(arch: str, gpus: int, real: bool) -> int:
     return 0
 
 
-def run(dev: str | None, cmd: list[str]) -> int:
-    """Run `cmd` with DEV naming the mock interface: hwemu's stack picks MOCKKFD from it, Python programs start
-    with emu/os/boot on their path, whose sitecustomize points tinygrad at hwemu's mock interface, and
-    qemu-hexagon on PATH is hwemu's Hexagon core."""
+def program_env(dev: str | None, command: str) -> dict[str, str] | None:
+    """The environment of a program run with the mock devices visible to it: DEV names the mock interface (hwemu's
+    stack picks MOCKKFD from it), Python programs start with emu/os/boot on their path, whose sitecustomize points
+    tinygrad at hwemu's mock interface, and qemu-hexagon on PATH is hwemu's Hexagon core. None (said on stderr)
+    when DEV names no mock."""
     env = dict(os.environ)
     env["DEV"] = dev or env.get("DEV") or "MOCKKFD+AMD"
+    if not env["DEV"].startswith("MOCK"):
+        print(f"hwemu {command}: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD)", file=sys.stderr)
+        return None
     boot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "os", "boot")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (boot, env.get("PYTHONPATH")) if p)
     shims = os.path.join(os.environ.get("HWEMU_CACHE", os.path.expanduser("~/.cache/hwemu")), "bin")
@@ -68,8 +75,13 @@ def run(dev: str | None, cmd: list[str]) -> int:
     from emu.dsp.__main__ import write_shims
     write_shims(shims)  # programs that start qemu-hexagon (tinygrad's MOCKDSP) get hwemu's Hexagon core
     env["PATH"] = os.pathsep.join(p for p in (shims, env.get("PATH")) if p)
-    if not env["DEV"].startswith("MOCK"):
-        print(f"hwemu run: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD)", file=sys.stderr)
+    return env
+
+
+def run(dev: str | None, cmd: list[str]) -> int:
+    """Run `cmd` in place of this process with the mock devices visible to it (program_env)."""
+    env = program_env(dev, "run")
+    if env is None:
         return 2
     try:
         os.execvpe(cmd[0], cmd, env)
@@ -78,10 +90,43 @@ def run(dev: str | None, cmd: list[str]) -> int:
         return 127
 
 
+def trace(dev: str | None, out: str, cmd: list[str]) -> int:
+    """Run `cmd` as `run` does, with HWEMU_TIMELINE=`out`; afterwards name the timeline files it wrote."""
+    env = program_env(dev, "trace")
+    if env is None:
+        return 2
+    out = os.path.abspath(out)
+    if not os.path.isdir(os.path.dirname(out)):
+        print(f"hwemu trace: --out {out}: no such directory", file=sys.stderr)
+        return 2
+    env["HWEMU_TIMELINE"] = out
+    began = time.time()
+    try:
+        proc = subprocess.Popen(cmd, env=env)
+    except OSError as e:
+        print(f"hwemu trace: cannot run {cmd[0]!r}: {e.strerror}", file=sys.stderr)
+        return 127
+    while True:
+        try:
+            status = proc.wait()
+            break
+        except KeyboardInterrupt:  # the program got the Ctrl-C too: let it finish its timeline
+            continue
+    from emu.amd.timeline import complete, written_since
+    files = written_since(out, began)
+    for f in files:
+        complete(f)
+    if files:
+        print(f"hwemu trace: timeline {', '.join(files)} (open it in https://ui.perfetto.dev)", file=sys.stderr)
+    else:
+        print("hwemu trace: the program used no emulated GPU: no timeline written", file=sys.stderr)
+    return status if status >= 0 else 128 - status
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(prog="hwemu", description="hwemu: emulated GPUs behind mock drivers")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{info,run,disasm,kernel,hexagon}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{info,run,trace,disasm,kernel,hexagon}")
     p_info = sub.add_parser("info", help="the KFD topology a runtime sees (like rocminfo)")
     p_info.add_argument("--arch", default=None, help="chip of the mock GPUs (default gfx1100)")
     p_info.add_argument("--gpus", type=int, default=1, help="number of mock GPUs")
@@ -89,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     p_run = sub.add_parser("run", help="run a program with the mock devices visible to it")
     p_run.add_argument("--dev", default=None, help="DEV for the program (default: $DEV or MOCKKFD+AMD)")
     p_run.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
+    p_trace = sub.add_parser("trace", help="run a program, writing a timeline of the emulated GPUs for Perfetto UI")
+    p_trace.add_argument("--out", default="hwemu-timeline.pftrace", help="the trace file (default %(default)s)")
+    p_trace.add_argument("--dev", default=None, help="DEV for the program (default: $DEV or MOCKKFD+AMD)")
+    p_trace.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     sub.add_parser("disasm", help="disassemble (see hwemu disasm --help)", add_help=False)
     sub.add_parser("kernel", help="run one kernel of a code object (see hwemu kernel --help)", add_help=False)
     sub.add_parser("hexagon", help="run a static Hexagon Linux program (see hwemu hexagon --help)", add_help=False)
@@ -108,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
-        ap.error("run: give the program to run after --")
-    return run(a.dev, cmd)
+        ap.error(f"{a.command}: give the program to run after --")
+    return trace(a.dev, a.out, cmd) if a.command == "trace" else run(a.dev, cmd)
 
 
 if __name__ == "__main__":

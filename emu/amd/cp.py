@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from emu.amd import timeline
 from emu.amd.dispatch import Dispatch, run_dispatch
 from emu.amd.memory import GPUFault
 from emu.amd.queue import RUNNING, WATCHDOG_PACKETS, CPError, Queue, Wait
@@ -117,13 +118,14 @@ class ComputeQueue(Queue):
         if handler is None:
             raise CPError(f"unknown PM4 opcode {op:#04x} (header {header:#010x}) at dword {where}")
         body = [int(x) for x in pkt[1:]]
-        try:
-            ok = handler(self, body)
-        except GPUFault:
-            advance()  # a halted queue resumes after the packet that faulted
-            raise
-        if ok is False:
-            raise Wait
+        with timeline.packet(self, NAMES[op], len(pkt)):
+            try:
+                ok = handler(self, body)
+            except GPUFault:
+                advance()  # a halted queue resumes after the packet that faulted
+                raise
+            if ok is False:
+                raise Wait
         self.count(NAMES[op])
         if ok != "chained":
             advance()

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from emu.amd import timeline
 from emu.amd.exec.hwreg import gpr_alloc, initial_mode
 from emu.amd.exec.launch import Launch
 from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Deadline, Program, WaveState, run
-from emu.amd.memory import VM
+from emu.amd.memory import VM, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.pcode.llvmjit import GATE
 from stack.hcq.codeobj import MAX_WORKGROUP_SIZE, Kernel, LimitError, Rsrc1, Rsrc2
@@ -65,6 +66,22 @@ class Stats:
 def run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None = None) -> Stats:
     """Run every workgroup of `d`; a fault propagates as GPUFault (the dispatch stops there). The watchdog stops a
     dispatch that runs longer than `timeout` seconds (default: dispatch_timeout(); 0 or less: no limit)."""
+    tl = timeline.session()
+    if tl is None:
+        return _run_dispatch(vm, d, arch, timeout, None)
+    record = tl.dispatch(vm, d, arch)
+    try:
+        stats = _run_dispatch(vm, d, arch, timeout, record.workgroup)
+    except GPUFault as e:
+        record.finish(e)
+        raise
+    record.finish(None)
+    return stats
+
+
+def _run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None, on_workgroup) -> Stats:
+    """run_dispatch; `on_workgroup(wg, ids, counts)`, when given, is told each workgroup's wave-instruction counts
+    (the native launcher then runs one workgroup per call)."""
     nitems = d.block[0] * d.block[1] * d.block[2]
     slots = _WaveSlots(vm, d, arch, -(-nitems // d.lanes), nitems)
     timeout = dispatch_timeout() if timeout is None else timeout
@@ -77,24 +94,30 @@ def run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None = None) -
         launch = slots.launch()
         if launch is None or not GATE.enter():  # no native entry yet, or the process is exiting
             _run_workgroup(slots.start(wg), d.program, stats, deadline)
+            if on_workgroup is not None:
+                on_workgroup(wg, slots.ids(wg), [w.executed for w in slots.waves])
             wg += 1
             continue
+        end = total if on_workgroup is None else wg + 1
         try:
             mapped = vm.index  # held during the call: the host buffers its table points into stay alive
-            wg = launch.run(slots.region(), mapped.table, wg, total, deadline)
+            wg = launch.run(slots.region(), mapped.table, wg, end, deadline)
         finally:
             GATE.leave()
             waves, executed, lane_ops = launch.totals()
             stats.waves += waves
             stats.wave_instructions += executed
             stats.lane_instructions += lane_ops
-        if wg < total:  # a wave needs the interpreter (or the time is up): Python goes on with its workgroup
+        native = wg == end
+        if not native:  # a wave needs the interpreter (or the time is up): Python goes on with its workgroup
             ids = slots.ids(wg)
             for w in slots.waves:
                 w.workgroup = ids
             pending, waiting, left = launch.hand_over()
             _run_workgroup(slots.waves, d.program, stats, deadline, pending, waiting, left)
             wg += 1
+        if on_workgroup is not None:
+            on_workgroup(wg - 1, slots.ids(wg - 1), launch.executed() if native else [w.executed for w in slots.waves])
     return stats
 
 

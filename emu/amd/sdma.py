@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from emu.amd import timeline
 from emu.amd.cp import COMPARE
 from emu.amd.memory import GPUFault
 from emu.amd.queue import RUNNING, CPError, Queue, Wait
@@ -74,14 +75,14 @@ class SDMAQueue(Queue):
             else:
                 ib[2] += n
         try:
-            ok = self._run(op, header, pkt)
+            with timeline.packet(self, NAMES[op], n) as ev:
+                if not self._run(op, header, pkt, ev):
+                    raise Wait
         except _Entered:
             return True
         except GPUFault:
             advance()  # a halted queue resumes after the packet that faulted
             raise
-        if not ok:
-            raise Wait
         self.count("SDMA_" + NAMES[op])
         advance()
         return True
@@ -102,7 +103,8 @@ class SDMAQueue(Queue):
             raise CPError(f"SDMA: unknown opcode {op} (header {header:#010x}) at ring byte {self.rptr}")
         return s.PACKET_DWORDS[fixed]
 
-    def _run(self, op: int, header: int, pkt: np.ndarray) -> bool:
+    def _run(self, op: int, header: int, pkt: np.ndarray, ev) -> bool:
+        """Run one packet; `ev` (a timeline packet context) is told the bytes a copy, write or fill moves."""
         vm, sub = self.gpu.vm, s.HEADER_SUB_OP.get(header)
         if op in (s.SDMA_OP_NOP, SDMA_OP_GCR):
             return True
@@ -110,11 +112,14 @@ class SDMAQueue(Queue):
             if sub != s.SDMA_SUBOP_COPY_LINEAR:
                 raise CPError(f"SDMA COPY: sub-op {sub} (only linear copies are modelled)")
             n = (_get(s.COPY_LINEAR, "count", pkt) & ((1 << s.count_bits(self.version)) - 1)) + 1
+            ev.set(bytes=n)
             self._copy(_addr(s.COPY_LINEAR, "dst_addr", pkt), _addr(s.COPY_LINEAR, "src_addr", pkt), n)
         elif op == s.SDMA_OP_WRITE:
+            ev.set(bytes=4 * (len(pkt) - 4))
             self._write(_addr(s.WRITE_UNTILED, "dst_addr", pkt), pkt[4:].tobytes())
         elif op == s.SDMA_OP_CONST_FILL:
             n = (_get(s.CONSTANT_FILL, "count", pkt) & ((1 << s.count_bits(self.version)) - 1)) + 1
+            ev.set(bytes=n)
             word = np.array([_get(s.CONSTANT_FILL, "src_data_31_0", pkt)], np.uint32).tobytes()
             self._write(_addr(s.CONSTANT_FILL, "dst_addr", pkt), (word * (n // 4 + 1))[:n])
         elif op == s.SDMA_OP_FENCE:

@@ -106,6 +106,10 @@ class Launch:
         d[WAVES_SUM] = d[EXECUTED_SUM] = d[LANE_OPS_SUM] = 0
         return out
 
+    def executed(self) -> list[int]:
+        """Each wave's wave-instructions in the workgroup the launcher last finished."""
+        return [int(self._record(i)[W_EXECUTED]) for i in range(len(self.waves))]
+
     def hand_over(self) -> tuple[list[WaveState], list[WaveState], int]:
         """The workgroup `run` left, as Python goes on with it: the waves' pc, counts and EXEC cache brought up to
         date; returns the waves still to run in the current round (the first resumes with `left` instructions of
