@@ -22,9 +22,10 @@ class Buf:
 
 
 class RawClient:
-    """A raw client of its own mock systems: these have 3 or more GPUs, so that a `stack.Device` in the same test
-    process (one or two GPUs) never shares the KFD process state with it (a second ACQUIRE_VM from another render
-    fd is EBUSY, as on a real kernel)."""
+    """A raw client of its own mock systems: these have 3 or 4 GPUs, so that a `stack.Device` in the same test
+    process (one or two GPUs, or 5 and more for the tests that need a system of their own) never shares the KFD
+    process state with it (a second ACQUIRE_VM from another render fd, or RUNTIME_ENABLE, is EBUSY, as on a real
+    kernel)."""
 
     def __init__(self, arch: str = "gfx1100", gpus: int = 3):
         self.io = file_interface("MOCKKFD", arch, gpus)

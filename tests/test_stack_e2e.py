@@ -192,17 +192,17 @@ def test_ring_wraps(queue_type):
 def test_malformed_packet_is_a_hardware_exception():
     """An unknown PM4 opcode stops the queue with a CP error, reported through the HW_EXCEPTION event."""
     from stack.hcq import pm4
-    dev = Device("MOCKKFD:0-2+AMD::gfx1201", index=2)  # a system of its own: its queue stays stopped
+    dev = Device("MOCKKFD:0-6+AMD::gfx1201", index=6)  # a system of its own: its queue stays stopped
     dev.timeout = WAIT
     dev._submit_compute([pm4.packet3(0xEE, [0, 0])])
-    with pytest.raises(GPUError, match="hardware exception on AMD:2"):
+    with pytest.raises(GPUError, match="hardware exception on AMD:6"):
         dev.synchronize()
 
 
 def test_close_releases_everything():
     """close(): DESTROY_QUEUE, DESTROY_EVENT, every buffer freed; the GPU then serves a new Device."""
-    text = "MOCKKFD:0-3+AMD::gfx1100"  # a system of its own
-    with Device(text, index=3) as dev:
+    text = "MOCKKFD:0-7+AMD::gfx1100"  # a system of its own
+    with Device(text, index=7) as dev:
         buf = dev.alloc(32 * 4)
         dev.program(opencl.compile_cl(STORE, dev.arch, "-O3"), "store")(buf, np.int32(5), global_size=(1,),
                                                                         local_size=(32,))
@@ -214,7 +214,7 @@ def test_close_releases_everything():
     assert after["FREE_MEMORY_OF_GPU"] == after["ALLOC_MEMORY_OF_GPU"] - 1  # all but the process's event page
     with pytest.raises(ValueError, match="closed"):
         dev.alloc(4)
-    with Device(text, index=3) as again:
+    with Device(text, index=7) as again:
         b = again.alloc(8)
         again.copyin(b, b"abcdefgh")
         assert again.copyout(b) == b"abcdefgh"
