@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from emu.amd.debug import fault
 from emu.amd.exec.hwreg import gpr_alloc, initial_mode
 from emu.amd.exec.launch import Launch
 from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Deadline, Program, WaveState, run
-from emu.amd.memory import VM
+from emu.amd.memory import VM, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
 from stack.hcq.codeobj import (
     MAX_GRID_ITEMS,
@@ -61,6 +62,7 @@ class Dispatch:
     start: tuple[int, int, int] = (0, 0, 0)  # COMPUTE_START_X/Y/Z: first workgroup id
     dispatch_id: int = 0
     rsrc1: Rsrc1 = field(default_factory=lambda: Rsrc1.decode(0))  # COMPUTE_PGM_RSRC1 (float modes at wave start)
+    kernel: fault.Kernel | None = None  # what the launcher knows of the kernel, for fault reports
 
 
 @dataclass
@@ -78,6 +80,15 @@ def run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None = None) -
     slots = _WaveSlots(vm, d, arch, -(-nitems // d.lanes), nitems)
     timeout = dispatch_timeout() if timeout is None else timeout
     deadline = Deadline(timeout) if timeout > 0 else None
+    try:
+        return _run(vm, d, slots, deadline)
+    except GPUFault as e:
+        if e.record.report is not None:
+            e.record.report.describe(d.grid, d.block, d.kernel)
+        raise
+
+
+def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None) -> Stats:
     stats = Stats()
     gx, gy, gz = d.grid
     total = gx * gy * gz
@@ -175,6 +186,7 @@ class _WaveSlots:
                 w.vgpr[:3] = v012
                 w.set_exec(w.exec)
                 w.pc, w.executed, w.lane_ops, w.gpr_idx = self.d.entry, 0, 0, 0
+                w.history.clear()
         self.fresh = False
         ids = self.ids(wg)
         for w in self.waves:

@@ -17,13 +17,14 @@ import time
 import numpy as np
 
 from emu.amd import isa
+from emu.amd.debug.history import NATIVE
 from emu.amd.decode import decode, decoder
 from emu.amd.exec import jit
 from emu.amd.exec.hwreg import default_mode
 from emu.amd.exec.interp import Interp
 from emu.amd.exec.plan import Planner, end_step
 from emu.amd.exec.state import ACC, BARRIER, END, WaveState
-from emu.amd.exec.translate import EXECUTED, LANE_OPS, LDS_SIZE, STATUS
+from emu.amd.exec.translate import BRANCHES, EXECUTED, LANE_OPS, LDS_SIZE, STATUS
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
 
@@ -100,9 +101,11 @@ class Program:
             ix = w.vm.index if w.vm is not None else None  # held during the call: the mapped buffers stay alive
             table = jit.NO_MAPPINGS if ix is None else ix.table
             ctr[:STATUS + 1] = (min(jit.BUDGET, w.left), 0, 0, ctr[LDS_SIZE], table.ctypes.data, pc, 0)
+            branches = int(ctr[BRANCHES])
             nxt = fn(*c.args)
             if nxt < 0 or not ctr[EXECUTED]:  # not the region's MODE, or its first access needs the VM
                 return step(w)
+            w.history.append(NATIVE + branches)
             w.pc = nxt
             w.left -= int(ctr[EXECUTED]) - 1  # the run loop counts this step as one
             w.lane_ops += int(ctr[LANE_OPS])
@@ -145,6 +148,7 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | Non
     steps = prog.steps
     allowed = rest = limit if left is None else left
     w.left = 0
+    started = w.history.append  # where each step starts: the fault report's last instructions (emu.amd.debug)
     try:
         with np.errstate(all="ignore"):  # once per run: the interp tier's fused steps set none of their own
             while True:
@@ -155,9 +159,11 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | Non
                         raise _watchdog(w, prog, f"dispatch ran longer than {deadline.seconds:g} s of wall time")
                     w.left = min(rest, SLICE)
                     rest -= w.left
-                s = steps.get(w.pc)
+                pc = w.pc
+                s = steps.get(pc)
                 if s is None:
-                    s = prog.build(w.pc)
+                    s = prog.build(pc)
+                started(pc)
                 r = s(w)
                 w.left -= 1
                 if r:
@@ -181,6 +187,7 @@ def _watchdog(w: WaveState, prog: Program, why: str) -> GPUFault:
     try:
         for _ in range(WATCHDOG_TAIL):
             ran.append(f"{w.pc:#x}: {prog.inst(w.pc)}")
+            w.history.append(w.pc)
             r = (prog.steps.get(w.pc) or prog.build(w.pc))(w)
             w.executed += 1
             if r:
@@ -206,6 +213,9 @@ def _complete(rec: FaultRecord, w: WaveState, prog: Program) -> None:
         rec.instruction = str(i) if i is not None else None
     if rec.active_lanes is None:
         rec.active_lanes = tuple(int(x) for x in np.flatnonzero(w.active))
+    if rec.report is None:
+        from emu.amd.debug import fault
+        rec.report = fault.wave_report(rec, w, prog)
 
 
 class Wave(WaveState):
