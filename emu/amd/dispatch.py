@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emu.amd.debug import fault
+from emu.amd.debug import fault, wavetrace
 from emu.amd.exec.hwreg import gpr_alloc, initial_mode
 from emu.amd.exec.launch import Launch
 from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Deadline, Program, WaveState, run
@@ -171,6 +171,9 @@ class _WaveSlots:
         self.mode = self.waves[0].mode
         self.fresh = True
         self._launch: Launch | None = None
+        t = wavetrace.tracer()
+        k = d.kernel
+        self.trace = t.selector(d.program, k and k.name, d.dispatch_id, k and k.base) if t is not None else None
 
     def ids(self, wg: int) -> tuple[int, int, int]:
         """The ids of the workgroup with linear index `wg` (x fastest)."""
@@ -191,6 +194,8 @@ class _WaveSlots:
         ids = self.ids(wg)
         for w in self.waves:
             _set_workgroup(w, self.d, ids)
+            if self.trace is not None:
+                w.trace = self.trace.wave(ids, w.wave_id)
         return self.waves
 
     def region(self) -> int | None:
@@ -199,7 +204,9 @@ class _WaveSlots:
         return c.addr if c is not None else None
 
     def launch(self) -> Launch | None:
-        """The native launcher, once the entry has a native region."""
+        """The native launcher, once the entry has a native region (never while waves of the dispatch are traced)."""
+        if self.trace is not None:
+            return None
         if self._launch is None and self.region() is not None:
             self._launch = Launch(self.waves, self.initial, self.lds, self.d.entry, self.d.grid, self.d.start,
                                   _id_slots(self.d.rsrc2), DEFAULT_LIMIT)

@@ -158,7 +158,7 @@ def _history(w, prog, pc: int | None) -> list[tuple[int, str]]:
         return []
     ring = w.counters.ctr if w.counters is not None else None
     try:
-        pcs = history.instructions(w.history, prog, ring, pc, WINDOW)
+        pcs = history.instructions(w.history, prog, ring, pc, WINDOW, single=w.trace is not None)
     except Exception:  # the history must not hide the fault
         return []
     return [(p, str(prog.inst(p))) for p in pcs]

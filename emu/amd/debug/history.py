@@ -32,9 +32,10 @@ def handed_over(hist, start: int, ctr: np.ndarray) -> None:
     hist.extend(-1 - int(ctr[BRANCH_RING + i % RING]) for i in range(max(0, n - RING), n))
 
 
-def instructions(hist, prog, ring: np.ndarray | None, last_pc: int, limit: int = 32) -> list[int]:
+def instructions(hist, prog, ring: np.ndarray | None, last_pc: int, limit: int = 32, single: bool = False) -> list[int]:
     """The PCs of the last `limit` instructions the wave ran, ending with `last_pc` (the faulting one), from its
-    history; `ring` is the wave's own call counters (None: it made no native call)."""
+    history; `ring` is the wave's own call counters (None: it made no native call); `single`: its steps ran one
+    instruction each (a traced wave)."""
     segments: list[list] = []  # [start, kind ('step' | 'native'), taken branch PCs]
     events = list(hist)
     for k, e in enumerate(events):
@@ -60,7 +61,7 @@ def instructions(hist, prog, ring: np.ndarray | None, last_pc: int, limit: int =
         if kind == "native":
             run = _native(prog, start, branches, last_pc if nxt is None else nxt, inclusive=nxt is None)
         else:
-            run = _step(prog, start, nxt, last_pc)
+            run = _step(prog, start, nxt, last_pc, single)
         if run is None:  # inconsistent with the code (it changed?): keep what follows only
             out = []
             continue
@@ -87,12 +88,12 @@ def _native(prog, start, branches: list[int], stop: int, inclusive: bool) -> lis
     return None if run is None else out + run
 
 
-def _step(prog, start: int, nxt: int | None, last_pc: int) -> list[int] | None:
+def _step(prog, start: int, nxt: int | None, last_pc: int, single: bool) -> list[int] | None:
     """The instructions of the step that started at `start`, given where the next began (None: it faulted at
     last_pc)."""
     inst = prog.inst(start)
     interp = prog.interp
-    members = interp.members(inst) if interp is not None and interp.decode is not None else [inst]
+    members = interp.members(inst) if interp is not None and not single else [inst]
     pcs = [i.pc for i in members]
     if nxt is None:
         return pcs[:pcs.index(last_pc) + 1] if last_pc in pcs else _walk(prog, start, last_pc, True)

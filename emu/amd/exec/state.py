@@ -84,6 +84,7 @@ class WaveState:
         self.executed = 0  # instructions executed (wave-instructions)
         self.lane_ops = 0  # lane-instructions: active lanes summed over vector instructions
         self.history: deque[int] = deque(maxlen=HISTORY)  # where its last steps started (emu.amd.debug.history)
+        self.trace = None  # the wave trace selecting this wave (emu.amd.debug.wavetrace.Selection), or None
 
     def _pair(self, slot: int) -> int:
         return int(self.sgpr[slot]) | int(self.sgpr[slot + 1]) << 32

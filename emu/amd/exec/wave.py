@@ -11,7 +11,6 @@ there; it runs until an instruction the region does not take and the loop goes o
 """
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -44,9 +43,9 @@ class Program:
         self.insts: dict[int, object] = {}
         self.planner = Planner(target, lanes)
         self.tier = jit.tier()
-        self.hot = None if TRACE or self.tier == "interp" else jit.hot_threshold(self.tier)
+        self.hot = None if self.tier == "interp" else jit.hot_threshold(self.tier)
         lean = self.tier != "ref"  # the lean interpreter runs what native code does not
-        self.interp = Interp(self.planner, None if TRACE else self.inst) if lean else None
+        self.interp = Interp(self.planner, self.inst) if lean else None
 
     def predecode(self, code: bytes, base: int) -> None:
         for inst in decode(code, self.family, base):
@@ -64,12 +63,15 @@ class Program:
     def build(self, pc: int):
         inst = self.inst(pc)
         s = self.interp.plan(inst) if self.interp is not None else self.planner.plan(inst)
-        if TRACE:
-            s = _traced(s, inst)
-        elif self.hot is not None:
+        if self.hot is not None:
             s = self._counted(pc, s)
         self.steps[pc] = s
         return s
+
+    def single(self, pc: int):
+        """The step of the one instruction at pc (no block, no native code: what a traced wave runs)."""
+        inst = self.inst(pc)
+        return self.interp.single(inst) if self.interp is not None else self.planner.plan(inst)
 
     def _counted(self, pc: int, step):
         """`step`, until it has run `hot` times: then the native region at pc replaces it (if there is one)."""
@@ -115,18 +117,6 @@ class Program:
         return run_native
 
 
-TRACE = bool(os.environ.get("HWEMU_TRACE"))  # print every executed instruction and the registers it left
-
-
-def _traced(step, inst):
-    def run_traced(w):
-        r = step(w)
-        print(f"w{w.wave_id} {inst.pc:#x} {inst}  exec={w.exec:#x} vcc={w.vcc:#x} scc={w.scc} "
-              f"s0..15={[hex(x) for x in w.sgpr[:16]]} v={w.vgpr[:14, :2].T.tolist()}")
-        return r
-    return run_traced
-
-
 class Deadline:
     """The wall time a dispatch may run; time spent compiling native regions is not counted."""
 
@@ -145,7 +135,7 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | Non
     instructions (or `left`, what a wave resumed from native code has left of them) and time until `deadline`,
     checked every SLICE instructions. `w.left` counts down the instructions of the current slice
     (a native region step takes its instructions from it too)."""
-    steps = prog.steps
+    steps, build = (prog.steps, prog.build) if w.trace is None else (w.trace.steps, w.trace.build)
     allowed = rest = limit if left is None else left
     w.left = 0
     started = w.history.append  # where each step starts: the fault report's last instructions (emu.amd.debug)
@@ -162,7 +152,7 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | Non
                 pc = w.pc
                 s = steps.get(pc)
                 if s is None:
-                    s = prog.build(pc)
+                    s = build(pc)
                 started(pc)
                 r = s(w)
                 w.left -= 1
