@@ -109,11 +109,15 @@ def test_bad_out_directories_and_oversized_outputs(capsys, tmp_path, saxpy):
 
 
 def test_a_gpu_fault_exits_1(capsys, tmp_path, saxpy):
-    """x is one page with a guard page after it: 2048 work-items read past both."""
-    err = one_error(capsys, 1, "kernel", saxpy, "--kernel", "saxpy", "--grid", "32", "--block", "64",
-                    "--arg", "buf:out:f32:1", "--arg", "buf:out:f32:1", "--arg", "f32:2", "--arg", "u32:2048",
-                    "--out", str(tmp_path))
-    assert err.startswith("GPU fault: GPU fault: unmapped; read of 32 bits at")
+    """x is one page with a guard page after it: 2048 work-items read past both. The fault report follows the
+    fault's line."""
+    got, err = hwemu(capsys, "kernel", saxpy, "--kernel", "saxpy", "--grid", "32", "--block", "64",
+                     "--arg", "buf:out:f32:1", "--arg", "buf:out:f32:1", "--arg", "f32:2", "--arg", "u32:2048",
+                     "--out", str(tmp_path))
+    lines = err.splitlines()
+    assert got == 1 and lines[0].startswith("GPU fault: unmapped; read of 32 bits at")
+    assert lines[1].startswith("kernel `saxpy`, dispatch 0: grid (32, 1, 1) x block (64, 1, 1)")
+    assert "faulting lanes" in err and "bytes past the end of the 4-byte buffer" in err
 
 
 def test_the_processes_print_no_traceback(tmp_path, saxpy):

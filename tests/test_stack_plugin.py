@@ -52,6 +52,8 @@ def test_device_fixture_and_fault_report(tmp_path):
     assert "3 passed, 1 error" in r.stdout, r.stdout + r.stderr
     assert "GPU fault left behind by the test" in r.stdout and "VA 0x7e0000005000: NotPresent" in r.stdout
     assert "GPU faults" in r.stdout  # the report section
+    # the fault report (emu.amd.debug.fault) reaches the test's report through the driver's event data
+    assert "faulting lanes (4):" in r.stdout and "workgroup (0, 0, 0), wave 0" in r.stdout, r.stdout
 
 
 def test_xdist_workers(tmp_path):

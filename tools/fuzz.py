@@ -198,10 +198,18 @@ def run_cli(arch: str, blob: bytes) -> str:
                 status = e.code
             except Exception as e:  # noqa: BLE001 - what the interpreter would print as a traceback
                 return f"traceback:{cmd[0]}: {type(e).__name__}: {str(e)[:100]}"
-            if status not in (0, 1, 2) or status and len(err.getvalue().splitlines()) != 1:
+            if not _cli_status_ok(status, err.getvalue()):
                 return f"uncaught:{cmd[0]} exit {status}: {err.getvalue()[:100]!r}"
             outs.append(f"exit:{status}")
     return over[0] if over else "+".join(outs)
+
+
+def _cli_status_ok(status, stderr: str) -> bool:
+    """Exit 0; 2 with one line; or 1 (a GPU fault) with the fault report, whose first line is the fault."""
+    lines = stderr.splitlines()
+    if status == 1:
+        return bool(lines) and lines[0].startswith("GPU fault: ")
+    return status == 0 or status == 2 and len(lines) == 1
 
 
 def run_cli_process(arch: str, blob: bytes) -> str:
@@ -220,7 +228,7 @@ def run_cli_process(arch: str, blob: bytes) -> str:
                 return f"hang:{module}"
             if "Traceback" in p.stderr:
                 return f"traceback:{module}"
-            if p.returncode not in (0, 1, 2) or p.returncode and len(p.stderr.splitlines()) != 1:
+            if not _cli_status_ok(p.returncode, p.stderr):
                 return f"uncaught:{module} exit {p.returncode}: {p.stderr[:100]!r}"
             outs.append(f"exit:{p.returncode}")
         return "+".join(outs)

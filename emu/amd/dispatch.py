@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.amd import timeline
+from emu.amd.debug import fault, wavetrace
 from emu.amd.exec.hwreg import gpr_alloc, initial_mode
 from emu.amd.exec.launch import Launch
 from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Deadline, Program, WaveState, run
@@ -53,6 +54,7 @@ class Dispatch:
     start: tuple[int, int, int] = (0, 0, 0)  # COMPUTE_START_X/Y/Z: first workgroup id
     dispatch_id: int = 0
     rsrc1: Rsrc1 = field(default_factory=lambda: Rsrc1.decode(0))  # COMPUTE_PGM_RSRC1 (float modes at wave start)
+    kernel: fault.Kernel | None = None  # what the launcher knows of the kernel, for fault reports
 
 
 @dataclass
@@ -86,6 +88,15 @@ def _run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None, on_work
     slots = _WaveSlots(vm, d, arch, -(-nitems // d.lanes), nitems)
     timeout = dispatch_timeout() if timeout is None else timeout
     deadline = Deadline(timeout) if timeout > 0 else None
+    try:
+        return _run(vm, d, slots, deadline)
+    except GPUFault as e:
+        if e.record.report is not None:
+            e.record.report.describe(d.grid, d.block, d.kernel)
+        raise
+
+
+def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None) -> Stats:
     stats = Stats()
     gx, gy, gz = d.grid
     total = gx * gy * gz
@@ -175,6 +186,9 @@ class _WaveSlots:
         self.mode = self.waves[0].mode
         self.fresh = True
         self._launch: Launch | None = None
+        t = wavetrace.tracer()
+        k = d.kernel
+        self.trace = t.selector(d.program, k and k.name, d.dispatch_id, k and k.base) if t is not None else None
 
     def ids(self, wg: int) -> tuple[int, int, int]:
         """The ids of the workgroup with linear index `wg` (x fastest)."""
@@ -190,10 +204,13 @@ class _WaveSlots:
                 w.vgpr[:3] = v012
                 w.set_exec(w.exec)
                 w.pc, w.executed, w.lane_ops, w.gpr_idx = self.d.entry, 0, 0, 0
+                w.history.clear()
         self.fresh = False
         ids = self.ids(wg)
         for w in self.waves:
             _set_workgroup(w, self.d, ids)
+            if self.trace is not None:
+                w.trace = self.trace.wave(ids, w.wave_id)
         return self.waves
 
     def region(self) -> int | None:
@@ -202,7 +219,9 @@ class _WaveSlots:
         return c.addr if c is not None else None
 
     def launch(self) -> Launch | None:
-        """The native launcher, once the entry has a native region."""
+        """The native launcher, once the entry has a native region (never while waves of the dispatch are traced)."""
+        if self.trace is not None:
+            return None
         if self._launch is None and self.region() is not None:
             self._launch = Launch(self.waves, self.initial, self.lds, self.d.entry, self.d.grid, self.d.start,
                                   _id_slots(self.d.rsrc2), DEFAULT_LIMIT)

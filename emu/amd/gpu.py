@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.amd import isa
+from emu.amd.debug import fault
 from emu.amd.dispatch import (
     DISPATCH_PACKET_SIZE,
     Dispatch,
@@ -57,8 +58,8 @@ class Buffer:
 class Loaded:
     """A code object loaded into a GPU's memory (a context manager: leaving the block unloads it)."""
 
-    def __init__(self, gpu: GPU, co: CodeObject):
-        self.co = co
+    def __init__(self, gpu: GPU, co: CodeObject, data: bytes = b""):
+        self.co, self.data = co, data  # data: the ELF, for fault reports (its DWARF line table)
         self.base = gpu.vm_alloc(max(co.image_size, 1), "code object")
         for vaddr, data in co.image_writes(self.base):  # only the file data: the rest stays untouched zero pages
             gpu.vm.write(self.base + vaddr, data)
@@ -165,7 +166,7 @@ class GPU:
         co = CodeObject.parse(code_object)
         if isa.family(co.arch) != self.family:
             raise ValueError(f"code object is for {co.arch}, this GPU is {self.arch} ({self.family})")
-        return Loaded(self, co)
+        return Loaded(self, co, bytes(memoryview(code_object)))
 
     def unload(self, prog: Loaded) -> None:
         """Unmap the code object and drop its decoded programs; launching it afterwards is an error."""
@@ -221,7 +222,9 @@ class GPU:
                                kd.private_segment_fixed_size, kernargs)
             entry = prog.base + k.entry + (PRELOAD_PROLOGUE_BYTES if kd.kernarg_preload.length else 0)
             d = Dispatch(prog.program(lanes), entry, grid, block, lanes, kd.rsrc2, tuple(sgprs), lds, scratch,
-                         wave_bytes, nwaves, dispatch_id=self.dispatches, rsrc1=kd.rsrc1)
+                         wave_bytes, nwaves, dispatch_id=self.dispatches, rsrc1=kd.rsrc1,
+                         kernel=fault.Kernel(name, prog.data, prog.co, prog.base, kernargs,
+                                             self._buffers))
             self.vm.write(pkt, dispatch_packet(grid, block, grid_dims(grid, block), private, lds,
                                                prog.base + k.descriptor_address, ka))
             self.dispatches += 1

@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import os
+import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -64,7 +67,7 @@ class Event:
     auto_reset: bool
     slot: int | None = None
     signaled: bool = False
-    data: bytes = b""  # memory/hw exception data (the union of kfd_event_data)
+    data: bytes = b""  # memory/hw exception data (the union of kfd_event_data, then kfd_event_data_ext)
 
 
 @dataclass(eq=False)
@@ -80,6 +83,25 @@ class Process:
     xnack: bool = False
     next_handle: int = 1
     next_queue: int = 0
+    reports: list = field(default_factory=list)  # the last fault reports' C strings (kfd_event_data_ext points at one)
+
+
+REPORTS = 16  # fault reports the driver keeps alive for kfd_event_data_ext
+
+
+def fault_report(gpu, rec: FaultRecord) -> str:
+    """The fault's report, also written to a file (HWEMU_REPORT_DIR, default the temporary directory) whose path
+    is printed on stderr (as the kernel logs a VM fault) and ends the text."""
+    text = str(rec)
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"hwemu-fault-{os.getpid()}-", suffix=".txt",
+                                    dir=os.environ.get("HWEMU_REPORT_DIR") or None)
+        with os.fdopen(fd, "w") as f:
+            f.write(text + "\n")
+    except OSError as e:
+        return f"{text}\n(the report could not be written: {e})"
+    print(f"hwemu: GPU memory fault on {gpu.name}: {rec.line()}; report: {path}", file=sys.stderr)
+    return f"{text}\nreport written to {path}"
 
 
 class KFD:
@@ -459,7 +481,11 @@ class KFD:
         d.va, d.gpu_id = addr // PAGE * PAGE, gpu.gpu_id
         d.failure.NotPresent, d.failure.ReadOnly = int(rec.kind != "read-only"), int(rec.kind == "read-only")
         d.ErrorType = k.MEM_ERR_NO_RAS
-        self._exception(k.EVENT_MEMORY, bytes(d))
+        text = ctypes.create_string_buffer(fault_report(gpu, rec).encode())
+        with self.cond:
+            self.proc.reports = self.proc.reports[-(REPORTS - 1):] + [text]
+        # kfd_event_data_ext (the driver's extension pointer, 0 on Linux) -> the report as a NUL-terminated string
+        self._exception(k.EVENT_MEMORY, bytes(d) + ctypes.addressof(text).to_bytes(8, "little"))
 
     def hw_exception(self, gpu) -> None:
         d = k.HwExceptionData(k.HW_EXCEPTION_PER_ENGINE_RESET, k.HW_EXCEPTION_GPU_HANG, 0, gpu.gpu_id)

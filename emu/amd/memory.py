@@ -52,8 +52,13 @@ class FaultRecord:
     instruction: str | None = None
     active_lanes: tuple[int, ...] | None = None  # lanes EXEC enabled for the instruction
     detail: str = ""
+    report: object | None = field(default=None, repr=False, compare=False)  # emu.amd.debug.fault.FaultReport
 
     def __str__(self) -> str:
+        return self.report.text() if self.report is not None else self.line()
+
+    def line(self) -> str:
+        """The record in one line."""
         parts = [f"GPU fault: {self.kind}"]
         if self.bits:
             shown = ", ".join(f"lane {ln}: {a:#x}" for ln, a in zip(self.lanes[:4], self.addresses[:4], strict=False))
@@ -83,6 +88,11 @@ class GPUFault(Exception):
 
     def __str__(self) -> str:
         return str(self.record)
+
+    @property
+    def report(self):
+        """The fault report (emu.amd.debug.fault.FaultReport; its .text() is str(self)), or None."""
+        return self.record.report
 
 
 @dataclass(eq=False)

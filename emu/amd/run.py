@@ -135,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:  # UsageError, CodeObjectError, LimitError and the runner's argument checks
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except GPUFault as e:
-        print(f"GPU fault: {e}", file=sys.stderr)
+    except GPUFault as e:  # the fault report (emu.amd.debug.fault): its first line is the fault record
+        print(e, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -69,8 +69,10 @@ class Events:
             f = mem.failure
             kinds = [n for n, v in (("NotPresent", f.NotPresent), ("ReadOnly", f.ReadOnly),
                                     ("NoExecute", f.NoExecute), ("imprecise", f.imprecise)) if v]
+            ext = data[1].kfd_event_data_ext  # a mock driver's fault report (a C string); 0 from Linux
             raise GPUError(f"GPU memory fault on {self.name} (gpu_id {mem.gpu_id}) at VA {mem.va:#x}: "
-                           f"{', '.join(kinds) or 'no failure bits'}")
+                           f"{', '.join(kinds) or 'no failure bits'}" +
+                           (f"\n{ctypes.string_at(ext).decode(errors='replace')}" if ext else ""))
         if hw.gpu_id == self.gpu_id:
             raise GPUError(f"GPU hardware exception on {self.name} (gpu_id {hw.gpu_id}): reset_type "
                            f"{hw.reset_type}, reset_cause {hw.reset_cause}, memory_lost {hw.memory_lost}")

@@ -59,23 +59,28 @@ class Interp:
         self.planner, self.decode = planner, decode
 
     def plan(self, inst) -> Callable:
-        first = self.single(inst)
+        insts = self.members(inst)
+        steps = [self.single(i) for i in insts]
+        return steps[0] if len(steps) == 1 else _block(steps, [i.pc for i in insts])
+
+    def members(self, inst) -> list:
+        """The instructions of the step that starts at `inst`: its straight-line block (just `inst` without
+        `decode`)."""
+        out, pc = [inst], inst.pc + inst.size
         if self.decode is None or self._ends(inst):
-            return first
-        steps, pcs, pc = [first], [inst.pc], inst.pc + inst.size
-        while len(steps) < BLOCK:
+            return out
+        while len(out) < BLOCK:
             try:
                 nxt = self.decode(pc)
             except Exception:  # not fetchable now: the block ends before it
                 break
             if not nxt.valid:
                 break
-            steps.append(self.single(nxt))
-            pcs.append(pc)
+            out.append(nxt)
             if self._ends(nxt):
                 break
             pc += nxt.size
-        return first if len(steps) == 1 else _block(steps, pcs)
+        return out
 
     def _ends(self, inst) -> bool:
         """Whether a block ends with this instruction (control, a PC write) or before it (invalid)."""

@@ -22,8 +22,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 from llvmlite import ir
 
+from emu.amd.debug.history import handed_over
 from emu.amd.exec.state import BARRIER, END, SLOTS, WaveState
-from emu.amd.exec.translate import BUDGET, CTR_WORDS, EXECUTED, LANE_OPS, LDS_SIZE, START, STATUS, VM_TABLE
+from emu.amd.exec.translate import (
+    BRANCHES,
+    BUDGET,
+    CTR_WORDS,
+    EXECUTED,
+    LANE_OPS,
+    LDS_SIZE,
+    START,
+    STATUS,
+    VM_TABLE,
+)
 from emu.pcode.llvmjit import GATE, engine
 
 if TYPE_CHECKING:
@@ -121,6 +132,10 @@ class Launch:
             rec = self._record(i)
             w.pc, w.executed, w.lane_ops = int(rec[W_PC]), int(rec[W_EXECUTED]), int(rec[W_LANE_OPS])
             w.set_exec(w.exec)
+            if i == pos:  # the wave the launcher left with: its last call's instructions, for a fault report
+                handed_over(w.history, int(self.ctr[START]), self.ctr)
+            else:
+                w.history.clear()
             if rec[W_STATE] == WAITS:
                 waiting.append(w)
             elif rec[W_STATE] == RUNS and i >= pos:
@@ -252,7 +267,8 @@ def _module() -> ir.Module:
     g.at(call)
     left = g.get(w, W_LEFT)
     budget = b.select(b.icmp_signed("<", chunk, left), chunk, left)
-    for word, v in ((BUDGET, budget), (EXECUTED, 0), (LANE_OPS, 0), (START, g.get(w, W_PC)), (STATUS, 0)):
+    for word, v in ((BUDGET, budget), (EXECUTED, 0), (LANE_OPS, 0), (START, g.get(w, W_PC)), (STATUS, 0),
+                    (BRANCHES, 0)):
         g.put(ctr, word, v)
     region = b.inttoptr(g.get(d, REGION), ir.PointerType(region_t))
     nxt = b.call(region, [g.ptr(w, W_SGPR), g.ptr(w, W_VGPR), ctr, g.ptr(d, LDS)])

@@ -2,6 +2,8 @@
 the run loop."""
 from __future__ import annotations
 
+from collections import deque
+
 import numpy as np
 
 from emu.amd.exec.operands import mask_to_lanes
@@ -16,6 +18,7 @@ ACC = 256  # first row of the ACC VGPRs in WaveState.vgpr
 VCC, TTMP, EXEC = 106, 108, 126  # VCC_LO/HI 106/107, TTMP0..15 108..123, EXEC_LO/HI 126/127; M0 at its code
 SCC, MODE, TRAPSTS = 253, 256, 257  # SCC at its operand code; MODE and TRAPSTS past the codes
 SLOTS = 258
+HISTORY = 64  # steps a wave's history keeps (emu.amd.debug.history)
 
 
 def _constants() -> np.ndarray:
@@ -80,6 +83,8 @@ class WaveState:
         self.wave_id: int | None = None
         self.executed = 0  # instructions executed (wave-instructions)
         self.lane_ops = 0  # lane-instructions: active lanes summed over vector instructions
+        self.history: deque[int] = deque(maxlen=HISTORY)  # where its last steps started (emu.amd.debug.history)
+        self.trace = None  # the wave trace selecting this wave (emu.amd.debug.wavetrace.Selection), or None
 
     def _pair(self, slot: int) -> int:
         return int(self.sgpr[slot]) | int(self.sgpr[slot + 1]) << 32

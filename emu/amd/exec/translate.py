@@ -18,8 +18,9 @@ Native signature: `i64 region(i32* sgpr, i32* vgpr, i64* ctr, i8* lds)`: `sgpr` 
 workgroup's LDS bytes. The function starts at the region's instruction at ctr[START] (any of them: a wave resumes
 where it left), runs until an exit, s_barrier or s_endpgm, or until it has executed `budget` instructions (checked
 before each), adds what it ran to ctr[EXECUTED] and ctr[LANE_OPS], sets ctr[STATUS] (BARRIER, END, or 0), and
-returns the next PC; it returns -1 without running anything when the wave's MODE is not the region's or the start
-is not one of its instructions.
+returns the next PC; each taken branch stores its PC in the ring ctr[BRANCH_RING..] (a store per taken branch, not
+per instruction: from the start PC, the ring and the exit PC the instructions run can be listed again); it returns
+-1 without running anything when the wave's MODE is not the region's or the start is not one of its instructions.
 """
 from __future__ import annotations
 
@@ -42,7 +43,10 @@ _GLOBAL = ("GLOBAL", "VGLOBAL", "FLAT", "VFLAT")
 # The words of a call's `ctr` array: in (budget, LDS size, VM table address, start PC), out (counts, status).
 BUDGET, EXECUTED, LANE_OPS, LDS_SIZE, VM_TABLE, START, STATUS = range(7)
 SINK = 7  # ctr[7..9]: where inactive lanes' loads and stores go
-CTR_WORDS = 10
+BRANCHES = 10  # ctr[10]: taken branches counted up (never reset by the region); the PC of the n-th is in
+BRANCH_RING = 11  # ctr[BRANCH_RING + n % RING]: the wave's history for fault reports (emu.amd.trace)
+RING = 64
+CTR_WORDS = BRANCH_RING + RING
 MAX_INSTS = 4000  # instructions per region
 
 
@@ -396,12 +400,23 @@ class Region:
         pc = b.and_(pc, I64(0xFFFFFFFFFFFF))
         target, nxt = self._target(inst), inst.pc + inst.size
         if inst.op.name == "S_BRANCH":
+            self._taken(b, inst.pc)
             return self._goto(b, target)
         taken = self.fn.append_basic_block(f"taken_{inst.pc:x}")
         fall = self.fn.append_basic_block(f"fall_{inst.pc:x}")
         b.cbranch(b.icmp_unsigned("==", pc, I64(target)), taken, fall)
-        self._goto(ir.IRBuilder(taken), target)
+        tb = ir.IRBuilder(taken)
+        self._taken(tb, inst.pc)
+        self._goto(tb, target)
         self._goto(ir.IRBuilder(fall), nxt)
+
+    def _taken(self, b, pc: int) -> None:
+        """Record a taken branch at `pc` in the ring."""
+        p = self._gep(b, self.ctr, BRANCHES, I64)
+        n = b.load(p, typ=I64)
+        slot = b.add(b.and_(n, I64(RING - 1)), I64(BRANCH_RING))
+        b.store(I64(pc), b.gep(self.ctr, [slot], source_etype=I64))
+        b.store(b.add(n, I64(1)), p)
 
     def _common(self, b, n: str, inst):
         """A state name every encoding may read (as plan._common_read), as an LLVM value or a Python int."""

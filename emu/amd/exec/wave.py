@@ -12,19 +12,19 @@ is compiled in the background (the step stays interpreted until it is ready), un
 """
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
 
 from emu.amd import isa
+from emu.amd.debug.history import NATIVE
 from emu.amd.decode import decode, decoder
 from emu.amd.exec import jit
 from emu.amd.exec.hwreg import default_mode
 from emu.amd.exec.interp import Interp
 from emu.amd.exec.plan import Planner, end_step
 from emu.amd.exec.state import ACC, BARRIER, END, WaveState
-from emu.amd.exec.translate import EXECUTED, LANE_OPS, LDS_SIZE, STATUS
+from emu.amd.exec.translate import BRANCHES, EXECUTED, LANE_OPS, LDS_SIZE, STATUS
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.pcode.llvmjit import GATE
@@ -45,9 +45,9 @@ class Program:
         self.insts: dict[int, object] = {}
         self.planner = Planner(target, lanes)
         self.tier = jit.tier()
-        self.hot = None if TRACE or self.tier == "interp" else jit.hot_threshold(self.tier)
+        self.hot = None if self.tier == "interp" else jit.hot_threshold(self.tier)
         lean = self.tier != "ref"  # the lean interpreter runs what native code does not
-        self.interp = Interp(self.planner, None if TRACE else self.inst) if lean else None
+        self.interp = Interp(self.planner, self.inst) if lean else None
 
     def predecode(self, code: bytes, base: int) -> None:
         for inst in decode(code, self.family, base):
@@ -65,12 +65,15 @@ class Program:
     def build(self, pc: int):
         inst = self.inst(pc)
         s = self.interp.plan(inst) if self.interp is not None else self.planner.plan(inst)
-        if TRACE:
-            s = _traced(s, inst)
-        elif self.hot is not None:
+        if self.hot is not None:
             s = self._counted(pc, s)
         self.steps[pc] = s
         return s
+
+    def single(self, pc: int):
+        """The step of the one instruction at pc (no block, no native code: what a traced wave runs)."""
+        inst = self.inst(pc)
+        return self.interp.single(inst) if self.interp is not None else self.planner.plan(inst)
 
     def _counted(self, pc: int, step):
         """`step`, until it has run `hot` times: then the native region at pc replaces it (if there is one)."""
@@ -111,6 +114,7 @@ class Program:
             ix = w.vm.index if w.vm is not None else None  # held during the call: the mapped buffers stay alive
             table = jit.NO_MAPPINGS if ix is None else ix.table
             ctr[:STATUS + 1] = (min(jit.BUDGET, w.left), 0, 0, ctr[LDS_SIZE], table.ctypes.data, pc, 0)
+            branches = int(ctr[BRANCHES])
             if not GATE.enter():  # the process is exiting
                 return step(w)
             try:
@@ -119,6 +123,7 @@ class Program:
                 GATE.leave()
             if nxt < 0 or not ctr[EXECUTED]:  # not the region's MODE, or its first access needs the VM
                 return step(w)
+            w.history.append(NATIVE + branches)
             w.pc = nxt
             w.left -= int(ctr[EXECUTED]) - 1  # the run loop counts this step as one
             w.lane_ops += int(ctr[LANE_OPS])
@@ -126,18 +131,6 @@ class Program:
                 w.set_exec(w.exec)
             return int(ctr[STATUS])
         return run_native
-
-
-TRACE = bool(os.environ.get("HWEMU_TRACE"))  # print every executed instruction and the registers it left
-
-
-def _traced(step, inst):
-    def run_traced(w):
-        r = step(w)
-        print(f"w{w.wave_id} {inst.pc:#x} {inst}  exec={w.exec:#x} vcc={w.vcc:#x} scc={w.scc} "
-              f"s0..15={[hex(x) for x in w.sgpr[:16]]} v={w.vgpr[:14, :2].T.tolist()}")
-        return r
-    return run_traced
 
 
 class Deadline:
@@ -158,9 +151,10 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | Non
     instructions (or `left`, what a wave resumed from native code has left of them) and time until `deadline`,
     checked every SLICE instructions. `w.left` counts down the instructions of the current slice
     (a native region step takes its instructions from it too)."""
-    steps = prog.steps
+    steps, build = (prog.steps, prog.build) if w.trace is None else (w.trace.steps, w.trace.build)
     allowed = rest = limit if left is None else left
     w.left = 0
+    started = w.history.append  # where each step starts: the fault report's last instructions (emu.amd.debug)
     try:
         with np.errstate(all="ignore"):  # once per run: the interp tier's fused steps set none of their own
             while True:
@@ -171,9 +165,11 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | Non
                         raise _watchdog(w, prog, f"dispatch ran longer than {deadline.seconds:g} s of wall time")
                     w.left = min(rest, SLICE)
                     rest -= w.left
-                s = steps.get(w.pc)
+                pc = w.pc
+                s = steps.get(pc)
                 if s is None:
-                    s = prog.build(w.pc)
+                    s = build(pc)
+                started(pc)
                 r = s(w)
                 w.left -= 1
                 if r:
@@ -197,6 +193,7 @@ def _watchdog(w: WaveState, prog: Program, why: str) -> GPUFault:
     try:
         for _ in range(WATCHDOG_TAIL):
             ran.append(f"{w.pc:#x}: {prog.inst(w.pc)}")
+            w.history.append(w.pc)
             r = (prog.steps.get(w.pc) or prog.build(w.pc))(w)
             w.executed += 1
             if r:
@@ -222,6 +219,9 @@ def _complete(rec: FaultRecord, w: WaveState, prog: Program) -> None:
         rec.instruction = str(i) if i is not None else None
     if rec.active_lanes is None:
         rec.active_lanes = tuple(int(x) for x in np.flatnonzero(w.active))
+    if rec.report is None:
+        from emu.amd.debug import fault
+        rec.report = fault.wave_report(rec, w, prog)
 
 
 class Wave(WaveState):
