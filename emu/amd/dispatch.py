@@ -89,14 +89,14 @@ def _run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None, on_work
     timeout = dispatch_timeout() if timeout is None else timeout
     deadline = Deadline(timeout) if timeout > 0 else None
     try:
-        return _run(vm, d, slots, deadline)
+        return _run(vm, d, slots, deadline, on_workgroup)
     except GPUFault as e:
         if e.record.report is not None:
             e.record.report.describe(d.grid, d.block, d.kernel)
         raise
 
 
-def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None) -> Stats:
+def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_workgroup) -> Stats:
     stats = Stats()
     gx, gy, gz = d.grid
     total = gx * gy * gz
