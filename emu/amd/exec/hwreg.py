@@ -23,9 +23,12 @@ from stack.hcq.pm4 import LDS_SIZE_GRANULE
 FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE = 0, 4, 8, 9
 F32_KEEP_IN, F32_KEEP_OUT, F16_KEEP_IN, F16_KEEP_OUT = 1 << 4, 1 << 5, 1 << 6, 1 << 7  # FP_DENORM bits
 DENORM_ALL = 0xF << FP_DENORM
-# STATUS bits
+# STATUS bits (gfx9 to gfx11; gfx12 moved SCC to STATE_PRIV[9] and added STATUS.WAVE64 [29]: the layout of
+# SQ_WAVE_STATUS / SQ_WAVE_STATE_PRIV in the Linux driver's gc_12_0_0_sh_mask.h, which the CWSR trap handler reads)
 STATUS_SCC, STATUS_EXECZ, STATUS_VCCZ, STATUS_VALID = 1 << 0, 1 << 9, 1 << 10, 1 << 16
-TRAPSTS_INVALID = 1 << 0  # TRAPSTS.EXCP[0]: invalid operation
+STATUS_WAVE64_GFX12, STATE_PRIV_SCC_GFX12 = 1 << 29, 1 << 9
+TRAPSTS_INVALID = 1 << 0  # TRAPSTS.EXCP[0] (gfx12: EXCP_FLAG_USER.ALU_INVALID, the same bit): invalid operation
+EXCP_FLAG_USER_FIELDS = 0xC000007F  # gfx12 EXCP_FLAG_USER: ALU_* [6:0], BUFFER_OOB [30], LOD_CLAMPED [31]
 
 MODE_ID, STATUS_ID, TRAPSTS_ID = 1, 2, 3
 SHADER_CYCLES_BITS = 20  # HW_REG_SHADER_CYCLES: a 20-bit cycle counter
@@ -52,7 +55,10 @@ def clock() -> int:
 
 
 def _status(w) -> int:
-    return (w.scc & 1) | STATUS_EXECZ * (w.exec == 0) | STATUS_VCCZ * ((w.vcc & w.full) == 0) | STATUS_VALID
+    zeros = STATUS_EXECZ * (w.exec == 0) | STATUS_VCCZ * ((w.vcc & w.full) == 0) | STATUS_VALID
+    if w.family == "rdna4":
+        return zeros | STATUS_WAVE64_GFX12 * (w.lanes == 64)
+    return zeros | (w.scc & 1)
 
 
 def _set_mode(w, v: int) -> None:
@@ -116,7 +122,8 @@ HW_REGISTERS: dict[str, dict[int, HwReg]] = {
     "rdna3": {**_COMMON, **_TRAPSTS, **_HW_ID1,
               28: HwReg("IB_STS2", lambda w: IB_STS2_WAVE64 if w.lanes == 64 else 0),
               29: HwReg("SHADER_CYCLES", lambda w: clock() & ((1 << SHADER_CYCLES_BITS) - 1))},
-    "rdna4": {**_COMMON, **_HW_ID1, 4: HwReg("STATE_PRIV", lambda w: 0),
+    "rdna4": {**_COMMON, **_HW_ID1, 4: HwReg("STATE_PRIV", lambda w: STATE_PRIV_SCC_GFX12 * (w.scc & 1)),
+              18: HwReg("EXCP_FLAG_USER", lambda w: w.trapsts, EXCP_FLAG_USER_FIELDS, _set_trapsts),
               29: HwReg("SHADER_CYCLES_LO", lambda w: clock() & 0xFFFFFFFF),
               30: HwReg("SHADER_CYCLES_HI", lambda w: clock() >> 32 & 0xFFFFFFFF)},
     "cdna": {**_COMMON, **_TRAPSTS, 4: HwReg("HW_ID", lambda w: (w.wave_id or 0) & 0xF)},
