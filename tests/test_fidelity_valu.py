@@ -44,6 +44,29 @@ def test_clang_sqrt_of_fabs(arch):
     np.testing.assert_array_equal(result(gpu, bufs[0], x), np.sqrt(np.abs(x)))
 
 
+@pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+def test_clang_f64_division_with_subnormal_quotients(arch):
+    """clang's f64 division (v_div_scale, v_rcp, fma refinement, v_div_fmas_f64, v_div_fixup) run as a kernel gives
+    numpy's correctly rounded quotient, subnormal and underflowing quotients included (V_DIV_FMAS_F64 rounds its
+    scaled result once)."""
+    from test_kernels import launch, result
+    src = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+           "kernel void k(global double *q, global const double *n, global const double *d) {\n"
+           "  int i = get_global_id(0); q[i] = n[i] / d[i]; }")
+    r = np.random.default_rng(13)
+    n = r.standard_normal(256) * 10.0 ** r.integers(-300, 300, 256)
+    d = r.standard_normal(256) * 10.0 ** r.integers(-300, 300, 256)
+    n[:64] = r.standard_normal(64) * 10.0 ** r.integers(-310, -290, 64)  # quotients near and below 2^-1022
+    d[:64] = r.standard_normal(64) * 10.0 ** r.integers(1, 30, 64)
+    n[64], d[64] = float.fromhex("0x1.d7d0110bba107p-139"), float.fromhex("-0x1.2578ec18e36f0p+884")
+    gpu, bufs = launch(arch, opencl.compile_cl(src, arch, "-O3"), "k", (4,), (64,), np.zeros(256), n, d)
+    with np.errstate(all="ignore"):
+        want = n / d
+    assert np.count_nonzero((np.abs(want) < np.finfo(np.float64).tiny) & (want != 0)) > 20
+    np.testing.assert_array_equal(result(gpu, bufs[0], want).view(np.uint64), want.view(np.uint64))
+
+
 def test_fma_mix_source_kinds_and_modifiers():
     """OPSEL_HI[2] (src2 as f16) sits in its own encoding field; abs (NEG_HI) / neg act on the f16 sign."""
     w = wave("gfx1100")
@@ -81,14 +104,25 @@ def test_carry_out_ops_saturate_under_clamp(arch):
 
 
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
-def test_omod_ignored_in_ieee_mode(arch):
-    """LLVM (SIFoldOperands): 'omod is ignored by hardware if IEEE bit is enabled'; RDNA4 has no IEEE mode."""
+@pytest.mark.parametrize("ieee", [0, 1])
+@pytest.mark.parametrize("denorm_out", [0, 1])
+def test_omod_needs_ieee_off_and_output_denormals_flushed(arch, ieee, denorm_out):
+    """The ISA manuals: output modifiers apply to float results only, "are ignored if the IEEE mode bit is set" and
+    "if output denormals are enabled"; applied, they flush denormals to zero and -0 to +0 (LLVM's SIFoldOperands
+    states both conditions). RDNA4 has no IEEE bit. 3.0 + 1.0 with mul:2 is 8.0 where omod applies, 4.0 where not;
+    -0 * 1.0 with mul:2 is +0 where it applies; 1.5 * 2^-126 with div:2 is an f32 denormal, flushed to +0."""
     w = wave(arch)
-    w.vgpr[1], w.vgpr[2] = np.full(w.lanes, 3.0, F32).view(U32), np.full(w.lanes, 1.0, F32).view(U32)
-    off = "" if arch == "gfx1201" else "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 9, 1), 0\n"
-    w.run(asm(f"v_add_f32_e64 v3, v1, v2 mul:2\n{off}v_add_f32_e64 v4, v1, v2 mul:2\ns_endpgm", arch))
-    assert f32(w, 3)[0] == (8.0 if arch == "gfx1201" else 4.0)
-    assert f32(w, 4)[0] == 8.0
+    fill = lambda x: np.full(w.lanes, x, F32).view(U32)  # noqa: E731
+    w.vgpr[1], w.vgpr[2], w.vgpr[5], w.vgpr[7] = fill(3.0), fill(1.0), fill(-0.0), fill(1.5 * np.finfo(F32).tiny)
+    w.vgpr[8] = np.full(w.lanes, 7, U32)
+    w.mode = (w.mode & ~0x3F0) | (0xD | denorm_out << 1) << 4 | (0 if arch == "gfx1201" else ieee << 9 | 1 << 8)
+    w.run(asm("v_add_f32_e64 v3, v1, v2 mul:2\nv_mul_f32_e64 v4, v5, v2 mul:2\nv_mul_f32_e64 v6, v7, v2 div:2\n"
+              "v_cvt_i32_f32_e64 v9, v1 mul:2\ns_endpgm", arch))
+    applied = not denorm_out and not (ieee and arch != "gfx1201")
+    assert f32(w, 3)[0] == (8.0 if applied else 4.0)
+    assert np.signbit(f32(w, 4)[0]) == (not applied) and f32(w, 4)[0] == 0
+    assert f32(w, 6)[0] == (0.0 if applied else 1.5 * np.finfo(F32).tiny) and not np.signbit(f32(w, 6)[0])
+    assert w.vgpr[9][0] == 3  # an integer result: no output modifier
 
 
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
@@ -120,10 +154,29 @@ def test_ds_storexchg_2addr_rtn_and_stride64():
                                                               0xAAAAAAAA)
 
 
-def test_vccz_in_wave32_reads_vcc_lo_only():
-    w = wave("gfx1100")
-    w.run(asm("s_mov_b32 vcc_lo, 0\ns_mov_b32 vcc_hi, 1\ns_cbranch_vccz 1\ns_mov_b32 s7, 1\ns_endpgm", "gfx1100"))
-    assert w.sgpr[7] == 0  # VCC_LO is zero: the branch skips the move
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+@pytest.mark.parametrize("branch", ["s_cbranch_vccz", "s_cbranch_vccnz"])
+@pytest.mark.parametrize("lo,hi", [(0, 1), (4, 0), (0, 0), (0x80000000, 0xFFFFFFFF)])
+def test_vcc_branches_in_wave32_read_vcc_lo_only(arch, branch, lo, hi):
+    """A wave32's VCC is VCC_LO (RDNA3 ISA: VCCZ reflects VCC_LO in wave32); VCC_HI is an ordinary SGPR."""
+    w = wave(arch)
+    w.run(asm(f"s_mov_b32 vcc_lo, {lo:#x}\ns_mov_b32 vcc_hi, {hi:#x}\n{branch} 1\ns_mov_b32 s7, 1\ns_endpgm", arch))
+    taken = (lo == 0) == (branch == "s_cbranch_vccz")
+    assert w.sgpr[7] == (0 if taken else 1)  # a taken branch skips the move
+
+
+def test_dpp_row_bcast_on_gfx942():
+    """GCN DPP row_bcast:15 (lane 15 of each row to the next row) and row_bcast:31 (lane 31 to rows 2 and 3) with
+    the row masks LLVM's reductions use (0xa, 0xc); rows outside the mask keep their value."""
+    w = wave("gfx942")
+    i = np.arange(64, dtype=U32)
+    w.vgpr[1], w.vgpr[2] = i * 10, i * 1000 + 7
+    w.vgpr[3] = w.vgpr[4] = np.full(64, 0xDEAD, U32)
+    w.run(asm("v_add_u32_dpp v3, v1, v2 row_bcast:15 row_mask:0xa\nv_add_u32_dpp v4, v1, v2 row_bcast:31 row_mask:0xc\n"
+              "s_endpgm", "gfx942"))
+    row = i // 16
+    np.testing.assert_array_equal(w.vgpr[3], np.where(row % 2 == 1, (16 * row - 1) * 10 + i * 1000 + 7, 0xDEAD))
+    np.testing.assert_array_equal(w.vgpr[4], np.where(row >= 2, 310 + i * 1000 + 7, 0xDEAD))
 
 
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
