@@ -107,12 +107,35 @@ def test_trapsts_invalid_is_sticky_state(arch, reg):
                 "s_sendmsg_rtn_b64 s[2:3], sendmsg(MSG_RTN_GET_REALTIME)"),
     ("gfx1201", "s_sendmsg_rtn_b64 s[0:1], sendmsg(MSG_RTN_GET_REALTIME)\ns_nop 0\n"
                 "s_sendmsg_rtn_b64 s[2:3], sendmsg(MSG_RTN_GET_REALTIME)"),
+    ("gfx1201", "s_getreg_b32 s0, hwreg(HW_REG_SHADER_CYCLES_LO)\ns_getreg_b32 s1, hwreg(HW_REG_SHADER_CYCLES_HI)\n"
+                "s_nop 0\ns_getreg_b32 s2, hwreg(HW_REG_SHADER_CYCLES_LO)\n"
+                "s_getreg_b32 s3, hwreg(HW_REG_SHADER_CYCLES_HI)"),
 ])
 def test_clocks_are_monotonic(arch, text):
     w = wave(arch)
     w.run(asm(text + "\ns_endpgm", arch))
     first, second = (int(w.sgpr[i]) | int(w.sgpr[i + 1]) << 32 for i in (0, 2))
     assert 0 < first <= second
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+def test_sendmsg_rtn_b32_and_shader_cycles_count(arch):
+    """s_sendmsg_rtn_b32 MSG_RTN_GET_REALTIME returns the clock's low 32 bits; RDNA3's HW_REG_SHADER_CYCLES is a
+    20-bit counter (upper bits 0). Read twice around a delay, both advance (modulo their width)."""
+    import time
+    cycles = "hwreg(HW_REG_SHADER_CYCLES)" if arch == "gfx1100" else "hwreg(HW_REG_SHADER_CYCLES_LO)"
+    text = (f"s_sendmsg_rtn_b32 s0, sendmsg(MSG_RTN_GET_REALTIME)\ns_getreg_b32 s1, {cycles}\n"
+            f"s_sendmsg_rtn_b32 s2, sendmsg(MSG_RTN_GET_REALTIME)\ns_getreg_b32 s3, {cycles}\ns_endpgm")
+    w = wave(arch)
+    code = asm(text, arch)
+    w.run(code)
+    first = [int(w.sgpr[0]), int(w.sgpr[1])]
+    time.sleep(0.002)
+    w = wave(arch)
+    w.run(code)
+    assert int(w.sgpr[0]) != first[0] and int(w.sgpr[1]) != first[1]
+    width = 20 if arch == "gfx1100" else 32
+    assert max(first[1], int(w.sgpr[1]), int(w.sgpr[3])) < 1 << width
 
 
 def _directed(exact, rm: int, dt=np.float32) -> float:

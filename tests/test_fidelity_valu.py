@@ -103,6 +103,22 @@ def test_carry_out_ops_saturate_under_clamp(arch):
     np.testing.assert_array_equal(w.vgpr[6], (s & 0xFFFFFFFF).astype(U32))
 
 
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_carry_in_ops_saturate_under_clamp(arch):
+    """The _ci forms (gfx9: v_addc_co_u32 / v_subb_co_u32) with clamp: the sum with the carry-in saturates at
+    0xffffffff, the difference with the borrow-in at 0."""
+    w = wave(arch)
+    vcc, sdst = (VCC[arch], "s[0:1]") if arch == "gfx942" else (VCC[arch], "s0")
+    add, sub = ("v_addc_co_u32", "v_subb_co_u32") if arch == "gfx942" else ("v_add_co_ci_u32", "v_sub_co_ci_u32")
+    w.vgpr[1] = np.arange(w.lanes, dtype=U32) + U32(0xFFFFFFF0)
+    w.vgpr[2] = np.full(w.lanes, 8, U32)
+    w.vcc = 0xAAAAAAAAAAAAAAAA & w.full
+    w.run(asm(f"{add}_e64 v3, {sdst}, v1, v2, {vcc} clamp\n{sub}_e64 v4, {sdst}, v2, v1, {vcc} clamp\ns_endpgm", arch))
+    a, c = w.vgpr[1].astype(np.int64), np.arange(w.lanes) % 2
+    np.testing.assert_array_equal(w.vgpr[3], np.minimum(a + 8 + c, 0xFFFFFFFF))
+    np.testing.assert_array_equal(w.vgpr[4], np.maximum(8 - a - c, 0))
+
+
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
 @pytest.mark.parametrize("ieee", [0, 1])
 @pytest.mark.parametrize("denorm_out", [0, 1])
@@ -190,6 +206,25 @@ def test_buffer_sub_dword_range_check_uses_the_access_size(arch):
     load = "buffer_load_ubyte" if arch == "gfx942" else "buffer_load_u8"
     w.run(asm(f"{load} v6, v5, s[0:3], {'null' if arch == 'gfx1201' else 0} offen\ns_endpgm", arch))
     np.testing.assert_array_equal(w.vgpr[6][:20], [*range(1, 17), 0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
+def test_buffer_u16_loads_and_byte_stores_at_the_end(arch):
+    """A 16-byte raw buffer: u16 loads at offsets 0, 2, ..., 14 return their halfword and 16 on return 0; byte
+    stores at offsets 0..15 land, those beyond change nothing."""
+    w = wave(arch)
+    va = w.vm.alloc(4096)
+    w.vm.write(va, np.full(64, 0xEE, np.uint8))
+    cfg = {"gfx1100": 0x31016FAC, "gfx1201": 0x31016FAC, "gfx942": 0x27000}[arch]
+    w.sgpr[0:4] = [va & 0xFFFFFFFF, va >> 32, 16, cfg]
+    i = np.arange(w.lanes, dtype=U32)
+    w.vgpr[5], w.vgpr[6], w.vgpr[7] = i, i + 1, i * 2
+    ld, st = ("buffer_load_ushort", "buffer_store_byte") if arch == "gfx942" else ("buffer_load_u16", "buffer_store_b8")
+    soff = "null" if arch == "gfx1201" else "0"
+    w.run(asm(f"{ld} v8, v7, s[0:3], {soff} offen\ns_waitcnt vmcnt(0)\n{st} v6, v5, s[0:3], {soff} offen\n"
+              "s_endpgm", arch))
+    np.testing.assert_array_equal(w.vgpr[8][:10], [0xEEEE] * 8 + [0, 0])
+    np.testing.assert_array_equal(np.frombuffer(w.vm.read(va, 24), np.uint8), [*range(1, 17)] + [0xEE] * 8)
 
 
 def test_gfx942_returning_atomic_with_vdst_equal_vaddr():
