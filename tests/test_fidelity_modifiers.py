@@ -244,8 +244,9 @@ def fma_mix_cases(draw):
 @given(fma_mix_cases())
 def test_fma_mix_modifiers(case):
     """v_fma_mix_f32 / v_fma_mixlo_f16 / v_fma_mixhi_f16: op_sel_hi[i] makes source i an f16 (op_sel[i] picks its
-    half) instead of an f32, neg_lo is its neg and neg_hi its abs; the fma rounds once to the result type
-    (Fractions); mixlo / mixhi write the low / high half and keep the other."""
+    half) instead of an f32, neg_lo is its neg and neg_hi its abs; the fma rounds once to f32 (Fractions), and
+    mixlo / mixhi round that to f16 (LLVM selects them for fptrunc(fma(fpext ...)), the same two roundings) into the
+    low / high half, keeping the other."""
     arch, kind, opsel, opsel_hi, neg, absb, clamp, lanes = case
     w = wave(arch)
     n = w.lanes
@@ -273,8 +274,8 @@ def test_fma_mix_modifiers(case):
     w.run(asm(f"{name} v8, {', '.join(text)} op_sel:{bits(opsel)} op_sel_hi:{bits(opsel_hi)}"
               f"{' clamp' if clamp else ''}\ns_endpgm", arch))
     ft = np.float32 if kind == "f32" else np.float16
-    with np.errstate(all="ignore"):
-        want = _out(_fma_ref(*vals, ft), ft, 0, clamp, True)
+    with np.errstate(all="ignore"):  # mixlo / mixhi: the f32 fma, then rounded to f16 (the pcode's f32_to_f16(fma))
+        want = _out(_fma_ref(*vals, np.float32).astype(ft), ft, 0, clamp, True)
     got = w.vgpr[8]
     if kind == "f32":
         _same(got.view(np.float32), want, clamp)

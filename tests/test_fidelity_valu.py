@@ -67,6 +67,29 @@ def test_clang_f64_division_with_subnormal_quotients(arch):
     np.testing.assert_array_equal(result(gpu, bufs[0], want).view(np.uint64), want.view(np.uint64))
 
 
+@pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+def test_clang_fma_of_half_and_float_is_fused(arch):
+    """OpenCL fma() rounds once; clang-19 compiles fma((float)a, b, c) of a half and floats to v_fma_mix_f32 (gfx942:
+    the opcode the CDNA4 tables name V_MAD_MIX_F32). Expected: the exact a * b + c (Fractions) rounded to f32; the
+    half-by-float product is not exact in f32, so a rounded product would show."""
+    from fractions import Fraction
+
+    from test_fidelity_rounding import _to
+    from test_kernels import launch, result
+    src = ("#pragma OPENCL EXTENSION cl_khr_fp16 : enable\nkernel void k(global float *o, global const half *a, "
+           "global const float *b, global const float *c) { int i = get_global_id(0);\n"
+           "  o[i] = fma((float)a[i], b[i], c[i]); }")
+    code = opencl.compile_cl(src, arch, "-O3")
+    r = np.random.default_rng(17)
+    a = (r.standard_normal(64) * 8).astype(np.float16)
+    b = (r.standard_normal(64) * 8).astype(F32)
+    c = (-a.astype(np.float64) * b + r.standard_normal(64) * 2.0 ** -30).astype(F32)  # cancellation: fused shows
+    gpu, bufs = launch(arch, code, "k", (1,), (64,), np.zeros(64, F32), a, b, c)
+    want = [_to(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)), 0, F32) for x, y, z in zip(a, b, c)]
+    np.testing.assert_array_equal(result(gpu, bufs[0], np.zeros(64, F32)), np.array(want, F32))
+
+
 def test_fma_mix_source_kinds_and_modifiers():
     """OPSEL_HI[2] (src2 as f16) sits in its own encoding field; abs (NEG_HI) / neg act on the f16 sign."""
     w = wave("gfx1100")
