@@ -297,6 +297,64 @@ def test_div_scale_cases_of_the_manual():
             assert w.sgpr[sreg] >> i & 1 == vcc, (n, d, numerator)
 
 
+def _div_scale_f64_rule(s0: float, s1: float, s2: float) -> tuple[float, int]:
+    """V_DIV_SCALE_F64 as the ISA manual's formula gives it (D0, VCC) for sources S0 (the instance's value), S1 the
+    denominator and S2 the numerator: numpy f64 arithmetic; a denormal is nonzero with a zero exponent field."""
+    f = np.float64
+    ex = lambda x: int(np.array(x, f).view(np.uint64)) >> 52 & 0x7FF  # noqa: E731 - exponent field
+    den = lambda x: x != 0 and ex(x) == 0  # noqa: E731
+    with np.errstate(all="ignore"):
+        rcp, q = f(1.0) / f(s1), f(s2) / f(s1)
+        up, down = float(np.ldexp(f(s0), 128)), float(np.ldexp(f(s0), -128))
+    if s2 == 0 or s1 == 0:
+        return float("nan"), 0
+    if ex(s2) - ex(s1) >= 768:
+        return (up if s0 == s1 else s0), 1
+    if den(s1):
+        return up, 0
+    if den(rcp) and den(q):
+        return (up if s0 == s1 else s0), 1
+    if den(rcp):
+        return down, 0
+    if den(q):
+        return (up if s0 == s2 else s0), 1
+    return (up if ex(s2) <= 53 else s0), 0
+
+
+DIV_SCALE_F64_CASES = [
+    (1.0, 0.0), (0.0, 1.0),  # zero denominator / numerator: NaN
+    (2.0 ** 1000, 2.0 ** -300),  # quotient near the top of the range
+    (2.0 ** -300, 3 * 5e-324), (1.0, 3 * 5e-324),  # denormal denominator (the second: quotient beyond the range)
+    (1.0, 2.0 ** 1023), (-3.5, -1.5 * 2.0 ** 1023),  # denormal reciprocal with a denormal / normal quotient
+    (2.0 ** 60, 2.0 ** 1023),
+    (2.0 ** -1000, 2.0 ** 100), (-(2.0 ** -1060), 7.0),  # quotient that would be denormal
+    (2.0 ** -1020, 3.0),  # tiny numerator
+    (6.0, 3.0), (-1.25, 1e300),  # nothing to scale
+    (np.inf, 1.0), (1.0, np.inf), (-np.inf, -np.inf), (np.nan, 1.0), (1.0, np.nan),
+]
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_div_scale_f64_cases_of_the_manual(arch):
+    """Both instances clang emits (S0 = numerator, S0 = denominator) per lane against the manual's formula."""
+    w = wave(arch)
+    k = len(DIV_SCALE_F64_CASES)
+    w.exec = (1 << k) - 1
+    for reg, col in ((0, 0), (2, 1)):
+        v = np.array([c[col] for c in DIV_SCALE_F64_CASES], np.float64).view(U32).reshape(k, 2)
+        w.vgpr[reg][:k], w.vgpr[reg + 1][:k] = v[:, 0], v[:, 1]
+    vcc, mov = VCC[arch], "s_mov_b32 s{}, vcc_lo"  # the low 32 lanes hold every case
+    w.run(asm(f"v_div_scale_f64 v[4:5], {vcc}, v[0:1], v[2:3], v[0:1]\n{mov.format(10)}\n"
+              f"v_div_scale_f64 v[6:7], {vcc}, v[2:3], v[2:3], v[0:1]\n{mov.format(11)}\ns_endpgm", arch))
+    for i, (n, d) in enumerate(DIV_SCALE_F64_CASES):
+        for reg, sreg, s0 in ((4, 10, n), (6, 11, d)):
+            want, want_vcc = _div_scale_f64_rule(s0, d, n)
+            got = float((w.vgpr[reg].astype(np.uint64) | w.vgpr[reg + 1].astype(np.uint64) << np.uint64(32))
+                        .view(np.float64)[i])
+            assert got == want or np.isnan(want) and np.isnan(got), (arch, n, d, s0, got, want)
+            assert w.sgpr[sreg] >> i & 1 == want_vcc, (arch, n, d, s0)
+
+
 def _two_over_pi_bits(n: int) -> int:
     """floor(2/pi * 2**n): pi by the Gauss-Legendre iteration in decimal arithmetic."""
     decimal.getcontext().prec = n // 3 + 40
