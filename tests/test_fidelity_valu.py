@@ -414,6 +414,24 @@ def test_vinterp_reads_the_quads_parameter_lanes():
     np.testing.assert_array_equal(f32(w, 5), np.clip((-p[q + 2].astype(np.float64) * ij + b).astype(F32), 0, 1))
 
 
+def test_vinterp_f16_forms_read_f16_parameters():
+    """v_interp_p10_f16_f32 D.f32 = P10 * I + P0 with f16 P0 / P10 from lanes 0 / 1 of the quad, rounded once to f32;
+    v_interp_p2_f16_f32 D.f16 = f16(f32(P20 * J + S2)) with f16 P20 from lane 2 (the manual's formula: the f32 fma
+    result rounded to nearest f16)."""
+    w = wave("gfx1100")
+    p = np.linspace(-3, 5, 32).astype(np.float16)
+    ij, b = np.linspace(0.1, 3.3, 32).astype(F32), np.linspace(-7, 11, 32).astype(F32)
+    w.vgpr[1], w.vgpr[2], w.vgpr[3] = p.view(np.uint16).astype(U32), ij.view(U32), b.view(U32)
+    w.vgpr[5] = np.full(32, 0xDEAD0000, U32)
+    w.run(asm("v_interp_p10_f16_f32 v4, v1, v2, v1 wait_exp:0\nv_interp_p2_f16_f32 v5, v1, v2, v3\ns_endpgm",
+              "gfx1100"))
+    q = np.arange(32) & ~3
+    pd = p.astype(np.float64)
+    np.testing.assert_array_equal(f32(w, 4), (pd[q + 1] * ij + pd[q]).astype(F32))
+    want = (pd[q + 2] * ij + b).astype(F32).astype(np.float16)
+    np.testing.assert_array_equal((w.vgpr[5] & 0xFFFF).astype(np.uint16).view(np.float16), want)
+
+
 def test_vopc_dpp_row_controls_in_wave64_on_gfx11():
     """row_share / row_xmask (gfx11 has no row_bcast: llvm-mc rejects it) on compares of a wave64."""
     from emu.amd import Wave
