@@ -81,3 +81,44 @@ def test_gpr_alloc_through_a_dispatch():
     code = _kernel("gfx942", 64)
     kd = next(iter(CodeObject.parse(code).kernels.values())).descriptor
     assert _run("gfx942", code)[3] == gpr_alloc("cdna", 64, kd.rsrc1)
+
+
+HW_ID_SRC = """kernel __attribute__((reqd_work_group_size(1024, 1, 1))) void k(global uint *o) {
+  uint ws = __builtin_amdgcn_wavefrontsize(), i = get_local_id(0);
+  uint at = (get_group_id(0) * (get_local_size(0) / ws) + i / ws) * 2;
+  if (i %% ws == 0) { o[at] = %s; o[at + 1] = %s; }
+}"""
+
+
+def _field(v: int, lo: int, hi: int) -> int:
+    return v >> lo & (1 << hi - lo + 1) - 1
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
+def test_hw_id_fields_follow_the_placement_model(arch):
+    """Each wave of two 1024-item workgroups reads HW_ID (gfx9) / HW_ID1 and HW_ID2 (RDNA) field by field in the
+    layouts of Linux's gc_9_4_3 SQ_WAVE_HW_ID and gc_11_0_0 / gc_12_0_0 SQ_WAVE_HW_ID1 / HW_ID2: the wave's index
+    i in its workgroup (from get_local_id / wavefrontsize) gives SIMD i % 4 and wave slot i // 4; CU/WGP, SA/SH,
+    SE and workgroup slot 0; queue 0, pipe 0, ME 1; VMID amdkfd's first (3 on gfx 9.4.x, else 8)."""
+    from test_kernels import launch, result
+    cdna = arch == "gfx942"
+    regs = (GETREG.format(4), "0u") if cdna else (GETREG.format(23), GETREG.format(24))
+    code = opencl.compile_cl(HW_ID_SRC % regs, arch, "-O3")
+    ws = 32 if next(iter(CodeObject.parse(code).kernels.values())).descriptor.wave32 else 64
+    waves = 1024 // ws
+    out = np.zeros(2 * 2 * waves, np.uint32)
+    gpu, bufs = launch(arch, code, "k", (2,), (1024,), out)
+    got = result(gpu, bufs[0], out).reshape(2, waves, 2)
+    for g in range(2):
+        for i in range(waves):
+            a, b = (int(x) for x in got[g, i])
+            if cdna:  # WAVE_ID SIMD_ID PIPE_ID CU_ID SH_ID SE_ID TG_ID VM_ID QUEUE_ID STATE_ID ME_ID
+                fields = [_field(a, lo, hi) for lo, hi in ((0, 3), (4, 5), (6, 7), (8, 11), (12, 12), (13, 15),
+                                                           (16, 19), (20, 23), (24, 26), (27, 29), (30, 31))]
+                assert fields == [i // 4, i % 4, 0, 0, 0, 0, 0, 3, 0, 0, 1], (g, i, hex(a))
+            else:  # HW_ID1: WAVE_ID SIMD_ID WGP_ID SA_ID SE_ID DP_RATE, nothing else set
+                assert [_field(a, lo, hi) for lo, hi in ((0, 4), (8, 9), (10, 13), (16, 16), (18, 20), (29, 31))] \
+                    == [i // 4, i % 4, 0, 0, 0, 0] and a & ~0xE01F3F1F == 0, (g, i, hex(a))
+                # HW_ID2: QUEUE_ID PIPE_ID ME_ID STATE_ID WG_ID VM_ID
+                assert [_field(b, lo, hi) for lo, hi in ((0, 3), (4, 5), (8, 9), (12, 14), (16, 20), (24, 27))] \
+                    == [0, 0, 1, 0, 0, 8] and b & ~0x0F1F733F == 0, (g, i, hex(b))

@@ -4,6 +4,7 @@ arguments; a gfx950 code object (assembled as gfx942, EF_AMDGPU_MACH patched to 
 reads its kernarg pointer."""
 from __future__ import annotations
 
+import re
 import shutil
 import struct
 import subprocess
@@ -29,7 +30,7 @@ CODE = {  # out[lane] = 42 + lane, through the pointer in the kernarg segment
 DESCRIPTOR = {"gfx1100": ".amdhsa_wavefront_size32 1", "gfx942": ".amdhsa_accum_offset 4"}
 
 
-def hand_assembled(arch: str, tmp_path) -> bytes:
+def hand_assembled(arch: str, tmp_path, code: str | None = None, kernarg_bytes: int = 8) -> bytes:
     wave = 32 if arch == "gfx1100" else 64
     src = f"""
 .text
@@ -37,13 +38,13 @@ def hand_assembled(arch: str, tmp_path) -> bytes:
 .p2align 8
 .type k,@function
 k:
-  {CODE[arch]}
+  {code or CODE[arch]}
   s_endpgm
 .rodata
 .p2align 6
 .amdhsa_kernel k
   .amdhsa_user_sgpr_kernarg_segment_ptr 1
-  .amdhsa_next_free_vgpr 4
+  .amdhsa_next_free_vgpr 8
   .amdhsa_next_free_sgpr 8
   {DESCRIPTOR[arch]}
 .end_amdhsa_kernel
@@ -53,13 +54,13 @@ amdhsa.version: [1, 2]
 amdhsa.kernels:
   - .name: k
     .symbol: k.kd
-    .kernarg_segment_size: 8
+    .kernarg_segment_size: {kernarg_bytes}
     .kernarg_segment_align: 8
     .group_segment_fixed_size: 0
     .private_segment_fixed_size: 0
     .wavefront_size: {wave}
     .sgpr_count: 8
-    .vgpr_count: 4
+    .vgpr_count: 8
     .max_flat_workgroup_size: 256
 ...
 .end_amdgpu_metadata
@@ -88,15 +89,37 @@ def test_hand_assembled_kernel_with_raw_kernargs(arch, run_as, tmp_path):
     np.testing.assert_array_equal(np.frombuffer(gpu.read(out), np.uint32)[:64], 42 + np.arange(64))
 
 
-def test_cli_kernargs_file(tmp_path):
-    """python -m emu.amd.run --kernargs FILE: the bytes become the explicit kernarg segment (a pointer to nothing
-    mapped here, so the kernel faults: exit status 1, i.e. it ran and used the pointer)."""
+ECHO_KERNARGS = """s_load_b64 s[2:3], s[0:1], 0
+  s_load_b128 s[4:7], s[0:1], 8
+  v_mov_b32 v5, 0
+  s_waitcnt lgkmcnt(0)
+  v_mov_b32 v0, s2
+  v_mov_b32 v1, s3
+  v_mov_b32 v2, s4
+  v_mov_b32 v3, s5
+  global_store_b128 v5, v[0:3], s[2:3]
+  v_mov_b32 v0, s6
+  v_mov_b32 v1, s7
+  global_store_b64 v5, v[0:1], s[2:3] offset:16"""  # the 24 kernarg bytes, pointer first, to that pointer
+
+
+def test_cli_kernargs_file(tmp_path, capsys):
+    """python -m emu.amd.run --kernargs FILE: the file's bytes are the explicit kernarg segment. The kernel stores
+    its 24 kernarg bytes to the pointer they start with (the --arg buffer whose address the CLI prints), so the
+    buffer written to --out holds exactly the file's bytes."""
     from emu.amd.run import main
-    (tmp_path / "k.hsaco").write_bytes(hand_assembled("gfx1100", tmp_path))
-    (tmp_path / "ka.bin").write_bytes(struct.pack("<Q", 0x7F00_0000_0000))
-    args = [str(tmp_path / "k.hsaco"), "--kernel", "k", "--block", "32", "--out", str(tmp_path)]
-    assert main(args + ["--kernargs", str(tmp_path / "ka.bin")]) == 1
-    assert main(args + ["--kernargs", str(tmp_path / "missing.bin")]) == 2
+    (tmp_path / "k.hsaco").write_bytes(hand_assembled("gfx1100", tmp_path, ECHO_KERNARGS, 24))
+    args = [str(tmp_path / "k.hsaco"), "--kernel", "k", "--block", "32", "--out", str(tmp_path),
+            "--arg", "buf:out:u8:24", "--kernargs", str(tmp_path / "ka.bin")]
+    (tmp_path / "ka.bin").write_bytes(bytes(24))  # a null pointer: the kernel faults, after the address is printed
+    assert main(args) == 1
+    addr = int(re.search(r"arg 0: buffer at (0x[0-9a-f]+)", capsys.readouterr().out).group(1), 16)
+    payload = struct.pack("<Q", addr) + bytes(range(0xA0, 0xB0))
+    (tmp_path / "ka.bin").write_bytes(payload)
+    assert main(args) == 0
+    assert np.load(tmp_path / "arg0.npy").tobytes() == payload
+    assert main(args[:-2] + ["--kernargs", str(tmp_path / "missing.bin")]) == 2
+    assert main(args + ["--arg", "u32:1"]) == 2  # scalars go in the raw bytes
 
 
 def test_raw_kernargs_must_match_declared_arguments():

@@ -73,10 +73,11 @@ def test_s_denorm_mode_flushes_per_type(arch):
 def test_setreg_getreg_mode_status_and_unknown_registers(arch):
     w = wave(arch)
     start = w.mode
+    scc = "hwreg(HW_REG_STATE_PRIV, 9, 1)" if arch == "gfx1201" else "hwreg(HW_REG_STATUS, 0, 1)"  # where SCC is
     w.run(asm("s_getreg_b32 s0, hwreg(HW_REG_MODE)\n"
               "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), 0xb\ns_getreg_b32 s1, hwreg(HW_REG_MODE)\n"
               "s_mov_b32 s9, 0xffffffff\ns_setreg_b32 hwreg(HW_REG_STATUS), s9\n"
-              "s_cmp_eq_u32 s9, s9\ns_getreg_b32 s2, hwreg(HW_REG_STATUS, 0, 1)\n"
+              f"s_cmp_eq_u32 s9, s9\ns_getreg_b32 s2, {scc}\n"
               "s_setreg_b32 hwreg(63), s9\ns_getreg_b32 s3, hwreg(63)\n"
               + ("" if arch == "gfx942" else "s_round_mode 0x2\ns_denorm_mode 0x9\n") +
               "s_getreg_b32 s4, hwreg(HW_REG_MODE, 0, 8)\ns_endpgm", arch))
@@ -87,12 +88,15 @@ def test_setreg_getreg_mode_status_and_unknown_registers(arch):
     assert w.sgpr[4] == ((start & 0xF0) | 0xB if arch == "gfx942" else 0x92)
 
 
-def test_trapsts_invalid_is_sticky_state():
-    """TRAPSTS is wave state s_setreg writes and s_getreg reads back (EXCP[0], the invalid-operation flag)."""
-    w = wave("gfx1100")
-    w.run(asm("s_getreg_b32 s0, hwreg(HW_REG_TRAPSTS)\ns_setreg_imm32_b32 hwreg(HW_REG_TRAPSTS, 0, 1), 1\n"
-              "s_getreg_b32 s1, hwreg(HW_REG_TRAPSTS, 0, 1)\ns_setreg_imm32_b32 hwreg(HW_REG_TRAPSTS, 0, 1), 0\n"
-              "s_getreg_b32 s2, hwreg(HW_REG_TRAPSTS, 0, 1)\ns_endpgm", "gfx1100"))
+@pytest.mark.parametrize("arch,reg", [("gfx1100", "HW_REG_TRAPSTS"), ("gfx942", "HW_REG_TRAPSTS"),
+                                      ("gfx1201", "HW_REG_EXCP_FLAG_USER")])
+def test_trapsts_invalid_is_sticky_state(arch, reg):
+    """TRAPSTS (gfx12: EXCP_FLAG_USER, its ALU_INVALID at the same bit 0) is wave state s_setreg writes and s_getreg
+    reads back (the invalid-operation flag)."""
+    w = wave(arch)
+    w.run(asm(f"s_getreg_b32 s0, hwreg({reg})\ns_setreg_imm32_b32 hwreg({reg}, 0, 1), 1\n"
+              f"s_getreg_b32 s1, hwreg({reg}, 0, 1)\ns_setreg_imm32_b32 hwreg({reg}, 0, 1), 0\n"
+              f"s_getreg_b32 s2, hwreg({reg}, 0, 1)\ns_endpgm", arch))
     assert (w.sgpr[0], w.sgpr[1], w.sgpr[2]) == (0, 1, 0)
 
 
@@ -103,12 +107,35 @@ def test_trapsts_invalid_is_sticky_state():
                 "s_sendmsg_rtn_b64 s[2:3], sendmsg(MSG_RTN_GET_REALTIME)"),
     ("gfx1201", "s_sendmsg_rtn_b64 s[0:1], sendmsg(MSG_RTN_GET_REALTIME)\ns_nop 0\n"
                 "s_sendmsg_rtn_b64 s[2:3], sendmsg(MSG_RTN_GET_REALTIME)"),
+    ("gfx1201", "s_getreg_b32 s0, hwreg(HW_REG_SHADER_CYCLES_LO)\ns_getreg_b32 s1, hwreg(HW_REG_SHADER_CYCLES_HI)\n"
+                "s_nop 0\ns_getreg_b32 s2, hwreg(HW_REG_SHADER_CYCLES_LO)\n"
+                "s_getreg_b32 s3, hwreg(HW_REG_SHADER_CYCLES_HI)"),
 ])
 def test_clocks_are_monotonic(arch, text):
     w = wave(arch)
     w.run(asm(text + "\ns_endpgm", arch))
     first, second = (int(w.sgpr[i]) | int(w.sgpr[i + 1]) << 32 for i in (0, 2))
     assert 0 < first <= second
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+def test_sendmsg_rtn_b32_and_shader_cycles_count(arch):
+    """s_sendmsg_rtn_b32 MSG_RTN_GET_REALTIME returns the clock's low 32 bits; RDNA3's HW_REG_SHADER_CYCLES is a
+    20-bit counter (upper bits 0). Read twice around a delay, both advance (modulo their width)."""
+    import time
+    cycles = "hwreg(HW_REG_SHADER_CYCLES)" if arch == "gfx1100" else "hwreg(HW_REG_SHADER_CYCLES_LO)"
+    text = (f"s_sendmsg_rtn_b32 s0, sendmsg(MSG_RTN_GET_REALTIME)\ns_getreg_b32 s1, {cycles}\n"
+            f"s_sendmsg_rtn_b32 s2, sendmsg(MSG_RTN_GET_REALTIME)\ns_getreg_b32 s3, {cycles}\ns_endpgm")
+    w = wave(arch)
+    code = asm(text, arch)
+    w.run(code)
+    first = [int(w.sgpr[0]), int(w.sgpr[1])]
+    time.sleep(0.002)
+    w = wave(arch)
+    w.run(code)
+    assert int(w.sgpr[0]) != first[0] and int(w.sgpr[1]) != first[1]
+    width = 20 if arch == "gfx1100" else 32
+    assert max(first[1], int(w.sgpr[1]), int(w.sgpr[3])) < 1 << width
 
 
 def _directed(exact, rm: int, dt=np.float32) -> float:
@@ -145,3 +172,30 @@ def test_s_round_mode_directs_f32_arithmetic(rm):
 
 def f32(w, reg: int) -> np.ndarray:
     return w.vgpr[reg].view(F32)
+
+
+@pytest.mark.parametrize("arch,lanes", [("gfx1100", 32), ("gfx1100", 64), ("gfx942", 64), ("gfx1201", 32),
+                                        ("gfx1201", 64)])
+def test_status_layout_per_family(arch, lanes):
+    """HW_REG_STATUS in each family's layout (the ISA manuals' STATUS table; gfx12: SQ_WAVE_STATUS and
+    SQ_WAVE_STATE_PRIV of the Linux driver's gc_12_0_0_sh_mask.h): EXECZ [9], VCCZ [10], VALID [16] everywhere; SCC
+    at STATUS[0] up to gfx11, at STATE_PRIV[9] on gfx12, whose STATUS[29] says the wave runs 64 lanes. Only the
+    fields the engine models are compared (IN_WG, PRIV, TRAP_EN and the like are not)."""
+    from emu.amd import Wave
+    w = Wave(arch, lanes)
+    ex, vcc = ("exec", "vcc") if lanes == 64 else ("exec_lo", "vcc_lo")
+    mov, save = ("s_mov_b64", "s[8:9]") if lanes == 64 else ("s_mov_b32", "s8")
+    attrs = ("wavefrontsize64",) if lanes == 64 and arch != "gfx942" else ()
+    gfx12 = arch == "gfx1201"
+    priv = "s_getreg_b32 s{}, hwreg(HW_REG_STATE_PRIV)\n" if gfx12 else "s_mov_b32 s{}, 0\n"
+    w.run(asm(f"{mov} {vcc}, 0\ns_cmp_eq_u32 0, 0\ns_getreg_b32 s0, hwreg(HW_REG_STATUS)\n" + priv.format(4) +
+              f"{mov} {vcc}, 1\ns_cmp_eq_u32 0, 1\ns_getreg_b32 s1, hwreg(HW_REG_STATUS)\n" + priv.format(5) +
+              f"{mov} {save}, {ex}\n{mov} {ex}, 0\ns_getreg_b32 s2, hwreg(HW_REG_STATUS)\n{mov} {ex}, {save}\n"
+              "s_endpgm", arch, *attrs))
+    execz, vccz, valid = 1 << 9, 1 << 10, 1 << 16
+    modelled = execz | vccz | valid | (1 << 29 if gfx12 else 1)
+    wave64 = (1 << 29) * (gfx12 and lanes == 64)
+    scc_status = 0 if gfx12 else 1
+    assert [int(w.sgpr[i]) & modelled for i in range(3)] == [valid | vccz | scc_status | wave64, valid | wave64,
+                                                           valid | execz | wave64]
+    assert (int(w.sgpr[4]), int(w.sgpr[5])) == ((1 << 9, 0) if gfx12 else (0, 0))

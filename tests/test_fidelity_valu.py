@@ -44,6 +44,52 @@ def test_clang_sqrt_of_fabs(arch):
     np.testing.assert_array_equal(result(gpu, bufs[0], x), np.sqrt(np.abs(x)))
 
 
+@pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+def test_clang_f64_division_with_subnormal_quotients(arch):
+    """clang's f64 division (v_div_scale, v_rcp, fma refinement, v_div_fmas_f64, v_div_fixup) run as a kernel gives
+    numpy's correctly rounded quotient, subnormal and underflowing quotients included (V_DIV_FMAS_F64 rounds its
+    scaled result once)."""
+    from test_kernels import launch, result
+    src = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
+           "kernel void k(global double *q, global const double *n, global const double *d) {\n"
+           "  int i = get_global_id(0); q[i] = n[i] / d[i]; }")
+    r = np.random.default_rng(13)
+    n = r.standard_normal(256) * 10.0 ** r.integers(-300, 300, 256)
+    d = r.standard_normal(256) * 10.0 ** r.integers(-300, 300, 256)
+    n[:64] = r.standard_normal(64) * 10.0 ** r.integers(-310, -290, 64)  # quotients near and below 2^-1022
+    d[:64] = r.standard_normal(64) * 10.0 ** r.integers(1, 30, 64)
+    n[64], d[64] = float.fromhex("0x1.d7d0110bba107p-139"), float.fromhex("-0x1.2578ec18e36f0p+884")
+    gpu, bufs = launch(arch, opencl.compile_cl(src, arch, "-O3"), "k", (4,), (64,), np.zeros(256), n, d)
+    with np.errstate(all="ignore"):
+        want = n / d
+    assert np.count_nonzero((np.abs(want) < np.finfo(np.float64).tiny) & (want != 0)) > 20
+    np.testing.assert_array_equal(result(gpu, bufs[0], want).view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+def test_clang_fma_of_half_and_float_is_fused(arch):
+    """OpenCL fma() rounds once; clang-19 compiles fma((float)a, b, c) of a half and floats to v_fma_mix_f32 (gfx942:
+    the opcode the CDNA4 tables name V_MAD_MIX_F32). Expected: the exact a * b + c (Fractions) rounded to f32; the
+    half-by-float product is not exact in f32, so a rounded product would show."""
+    from fractions import Fraction
+
+    from test_fidelity_rounding import _to
+    from test_kernels import launch, result
+    src = ("#pragma OPENCL EXTENSION cl_khr_fp16 : enable\nkernel void k(global float *o, global const half *a, "
+           "global const float *b, global const float *c) { int i = get_global_id(0);\n"
+           "  o[i] = fma((float)a[i], b[i], c[i]); }")
+    code = opencl.compile_cl(src, arch, "-O3")
+    r = np.random.default_rng(17)
+    a = (r.standard_normal(64) * 8).astype(np.float16)
+    b = (r.standard_normal(64) * 8).astype(F32)
+    c = (-a.astype(np.float64) * b + r.standard_normal(64) * 2.0 ** -30).astype(F32)  # cancellation: fused shows
+    gpu, bufs = launch(arch, code, "k", (1,), (64,), np.zeros(64, F32), a, b, c)
+    want = [_to(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)), 0, F32) for x, y, z in zip(a, b, c)]
+    np.testing.assert_array_equal(result(gpu, bufs[0], np.zeros(64, F32)), np.array(want, F32))
+
+
 def test_fma_mix_source_kinds_and_modifiers():
     """OPSEL_HI[2] (src2 as f16) sits in its own encoding field; abs (NEG_HI) / neg act on the f16 sign."""
     w = wave("gfx1100")
@@ -80,15 +126,42 @@ def test_carry_out_ops_saturate_under_clamp(arch):
     np.testing.assert_array_equal(w.vgpr[6], (s & 0xFFFFFFFF).astype(U32))
 
 
-@pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
-def test_omod_ignored_in_ieee_mode(arch):
-    """LLVM (SIFoldOperands): 'omod is ignored by hardware if IEEE bit is enabled'; RDNA4 has no IEEE mode."""
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_carry_in_ops_saturate_under_clamp(arch):
+    """The _ci forms (gfx9: v_addc_co_u32 / v_subb_co_u32) with clamp: the sum with the carry-in saturates at
+    0xffffffff, the difference with the borrow-in at 0."""
     w = wave(arch)
-    w.vgpr[1], w.vgpr[2] = np.full(w.lanes, 3.0, F32).view(U32), np.full(w.lanes, 1.0, F32).view(U32)
-    off = "" if arch == "gfx1201" else "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 9, 1), 0\n"
-    w.run(asm(f"v_add_f32_e64 v3, v1, v2 mul:2\n{off}v_add_f32_e64 v4, v1, v2 mul:2\ns_endpgm", arch))
-    assert f32(w, 3)[0] == (8.0 if arch == "gfx1201" else 4.0)
-    assert f32(w, 4)[0] == 8.0
+    vcc, sdst = (VCC[arch], "s[0:1]") if arch == "gfx942" else (VCC[arch], "s0")
+    add, sub = ("v_addc_co_u32", "v_subb_co_u32") if arch == "gfx942" else ("v_add_co_ci_u32", "v_sub_co_ci_u32")
+    w.vgpr[1] = np.arange(w.lanes, dtype=U32) + U32(0xFFFFFFF0)
+    w.vgpr[2] = np.full(w.lanes, 8, U32)
+    w.vcc = 0xAAAAAAAAAAAAAAAA & w.full
+    w.run(asm(f"{add}_e64 v3, {sdst}, v1, v2, {vcc} clamp\n{sub}_e64 v4, {sdst}, v2, v1, {vcc} clamp\ns_endpgm", arch))
+    a, c = w.vgpr[1].astype(np.int64), np.arange(w.lanes) % 2
+    np.testing.assert_array_equal(w.vgpr[3], np.minimum(a + 8 + c, 0xFFFFFFFF))
+    np.testing.assert_array_equal(w.vgpr[4], np.maximum(8 - a - c, 0))
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
+@pytest.mark.parametrize("ieee", [0, 1])
+@pytest.mark.parametrize("denorm_out", [0, 1])
+def test_omod_needs_ieee_off_and_output_denormals_flushed(arch, ieee, denorm_out):
+    """The ISA manuals: output modifiers apply to float results only, "are ignored if the IEEE mode bit is set" and
+    "if output denormals are enabled"; applied, they flush denormals to zero and -0 to +0 (LLVM's SIFoldOperands
+    states both conditions). RDNA4 has no IEEE bit. 3.0 + 1.0 with mul:2 is 8.0 where omod applies, 4.0 where not;
+    -0 * 1.0 with mul:2 is +0 where it applies; 1.5 * 2^-126 with div:2 is an f32 denormal, flushed to +0."""
+    w = wave(arch)
+    fill = lambda x: np.full(w.lanes, x, F32).view(U32)  # noqa: E731
+    w.vgpr[1], w.vgpr[2], w.vgpr[5], w.vgpr[7] = fill(3.0), fill(1.0), fill(-0.0), fill(1.5 * np.finfo(F32).tiny)
+    w.vgpr[8] = np.full(w.lanes, 7, U32)
+    w.mode = (w.mode & ~0x3F0) | (0xD | denorm_out << 1) << 4 | (0 if arch == "gfx1201" else ieee << 9 | 1 << 8)
+    w.run(asm("v_add_f32_e64 v3, v1, v2 mul:2\nv_mul_f32_e64 v4, v5, v2 mul:2\nv_mul_f32_e64 v6, v7, v2 div:2\n"
+              "v_cvt_i32_f32_e64 v9, v1 mul:2\ns_endpgm", arch))
+    applied = not denorm_out and not (ieee and arch != "gfx1201")
+    assert f32(w, 3)[0] == (8.0 if applied else 4.0)
+    assert np.signbit(f32(w, 4)[0]) == (not applied) and f32(w, 4)[0] == 0
+    assert f32(w, 6)[0] == (0.0 if applied else 1.5 * np.finfo(F32).tiny) and not np.signbit(f32(w, 6)[0])
+    assert w.vgpr[9][0] == 3  # an integer result: no output modifier
 
 
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
@@ -120,10 +193,29 @@ def test_ds_storexchg_2addr_rtn_and_stride64():
                                                               0xAAAAAAAA)
 
 
-def test_vccz_in_wave32_reads_vcc_lo_only():
-    w = wave("gfx1100")
-    w.run(asm("s_mov_b32 vcc_lo, 0\ns_mov_b32 vcc_hi, 1\ns_cbranch_vccz 1\ns_mov_b32 s7, 1\ns_endpgm", "gfx1100"))
-    assert w.sgpr[7] == 0  # VCC_LO is zero: the branch skips the move
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+@pytest.mark.parametrize("branch", ["s_cbranch_vccz", "s_cbranch_vccnz"])
+@pytest.mark.parametrize("lo,hi", [(0, 1), (4, 0), (0, 0), (0x80000000, 0xFFFFFFFF)])
+def test_vcc_branches_in_wave32_read_vcc_lo_only(arch, branch, lo, hi):
+    """A wave32's VCC is VCC_LO (RDNA3 ISA: VCCZ reflects VCC_LO in wave32); VCC_HI is an ordinary SGPR."""
+    w = wave(arch)
+    w.run(asm(f"s_mov_b32 vcc_lo, {lo:#x}\ns_mov_b32 vcc_hi, {hi:#x}\n{branch} 1\ns_mov_b32 s7, 1\ns_endpgm", arch))
+    taken = (lo == 0) == (branch == "s_cbranch_vccz")
+    assert w.sgpr[7] == (0 if taken else 1)  # a taken branch skips the move
+
+
+def test_dpp_row_bcast_on_gfx942():
+    """GCN DPP row_bcast:15 (lane 15 of each row to the next row) and row_bcast:31 (lane 31 to rows 2 and 3) with
+    the row masks LLVM's reductions use (0xa, 0xc); rows outside the mask keep their value."""
+    w = wave("gfx942")
+    i = np.arange(64, dtype=U32)
+    w.vgpr[1], w.vgpr[2] = i * 10, i * 1000 + 7
+    w.vgpr[3] = w.vgpr[4] = np.full(64, 0xDEAD, U32)
+    w.run(asm("v_add_u32_dpp v3, v1, v2 row_bcast:15 row_mask:0xa\nv_add_u32_dpp v4, v1, v2 row_bcast:31 row_mask:0xc\n"
+              "s_endpgm", "gfx942"))
+    row = i // 16
+    np.testing.assert_array_equal(w.vgpr[3], np.where(row % 2 == 1, (16 * row - 1) * 10 + i * 1000 + 7, 0xDEAD))
+    np.testing.assert_array_equal(w.vgpr[4], np.where(row >= 2, 310 + i * 1000 + 7, 0xDEAD))
 
 
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
@@ -137,6 +229,25 @@ def test_buffer_sub_dword_range_check_uses_the_access_size(arch):
     load = "buffer_load_ubyte" if arch == "gfx942" else "buffer_load_u8"
     w.run(asm(f"{load} v6, v5, s[0:3], {'null' if arch == 'gfx1201' else 0} offen\ns_endpgm", arch))
     np.testing.assert_array_equal(w.vgpr[6][:20], [*range(1, 17), 0, 0, 0, 0])
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx1201"])
+def test_buffer_u16_loads_and_byte_stores_at_the_end(arch):
+    """A 16-byte raw buffer: u16 loads at offsets 0, 2, ..., 14 return their halfword and 16 on return 0; byte
+    stores at offsets 0..15 land, those beyond change nothing."""
+    w = wave(arch)
+    va = w.vm.alloc(4096)
+    w.vm.write(va, np.full(64, 0xEE, np.uint8))
+    cfg = {"gfx1100": 0x31016FAC, "gfx1201": 0x31016FAC, "gfx942": 0x27000}[arch]
+    w.sgpr[0:4] = [va & 0xFFFFFFFF, va >> 32, 16, cfg]
+    i = np.arange(w.lanes, dtype=U32)
+    w.vgpr[5], w.vgpr[6], w.vgpr[7] = i, i + 1, i * 2
+    ld, st = ("buffer_load_ushort", "buffer_store_byte") if arch == "gfx942" else ("buffer_load_u16", "buffer_store_b8")
+    soff = "null" if arch == "gfx1201" else "0"
+    w.run(asm(f"{ld} v8, v7, s[0:3], {soff} offen\ns_waitcnt vmcnt(0)\n{st} v6, v5, s[0:3], {soff} offen\n"
+              "s_endpgm", arch))
+    np.testing.assert_array_equal(w.vgpr[8][:10], [0xEEEE] * 8 + [0, 0])
+    np.testing.assert_array_equal(np.frombuffer(w.vm.read(va, 24), np.uint8), [*range(1, 17)] + [0xEE] * 8)
 
 
 def test_gfx942_returning_atomic_with_vdst_equal_vaddr():
@@ -184,6 +295,64 @@ def test_div_scale_cases_of_the_manual():
             got = float(f32(w, reg)[i])
             assert (got == F32(want) or np.isnan(want) and np.isnan(got)), (n, d, numerator, got, want)
             assert w.sgpr[sreg] >> i & 1 == vcc, (n, d, numerator)
+
+
+def _div_scale_f64_rule(s0: float, s1: float, s2: float) -> tuple[float, int]:
+    """V_DIV_SCALE_F64 as the ISA manual's formula gives it (D0, VCC) for sources S0 (the instance's value), S1 the
+    denominator and S2 the numerator: numpy f64 arithmetic; a denormal is nonzero with a zero exponent field."""
+    f = np.float64
+    ex = lambda x: int(np.array(x, f).view(np.uint64)) >> 52 & 0x7FF  # noqa: E731 - exponent field
+    den = lambda x: x != 0 and ex(x) == 0  # noqa: E731
+    with np.errstate(all="ignore"):
+        rcp, q = f(1.0) / f(s1), f(s2) / f(s1)
+        up, down = float(np.ldexp(f(s0), 128)), float(np.ldexp(f(s0), -128))
+    if s2 == 0 or s1 == 0:
+        return float("nan"), 0
+    if ex(s2) - ex(s1) >= 768:
+        return (up if s0 == s1 else s0), 1
+    if den(s1):
+        return up, 0
+    if den(rcp) and den(q):
+        return (up if s0 == s1 else s0), 1
+    if den(rcp):
+        return down, 0
+    if den(q):
+        return (up if s0 == s2 else s0), 1
+    return (up if ex(s2) <= 53 else s0), 0
+
+
+DIV_SCALE_F64_CASES = [
+    (1.0, 0.0), (0.0, 1.0),  # zero denominator / numerator: NaN
+    (2.0 ** 1000, 2.0 ** -300),  # quotient near the top of the range
+    (2.0 ** -300, 3 * 5e-324), (1.0, 3 * 5e-324),  # denormal denominator (the second: quotient beyond the range)
+    (1.0, 2.0 ** 1023), (-3.5, -1.5 * 2.0 ** 1023),  # denormal reciprocal with a denormal / normal quotient
+    (2.0 ** 60, 2.0 ** 1023),
+    (2.0 ** -1000, 2.0 ** 100), (-(2.0 ** -1060), 7.0),  # quotient that would be denormal
+    (2.0 ** -1020, 3.0),  # tiny numerator
+    (6.0, 3.0), (-1.25, 1e300),  # nothing to scale
+    (np.inf, 1.0), (1.0, np.inf), (-np.inf, -np.inf), (np.nan, 1.0), (1.0, np.nan),
+]
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_div_scale_f64_cases_of_the_manual(arch):
+    """Both instances clang emits (S0 = numerator, S0 = denominator) per lane against the manual's formula."""
+    w = wave(arch)
+    k = len(DIV_SCALE_F64_CASES)
+    w.exec = (1 << k) - 1
+    for reg, col in ((0, 0), (2, 1)):
+        v = np.array([c[col] for c in DIV_SCALE_F64_CASES], np.float64).view(U32).reshape(k, 2)
+        w.vgpr[reg][:k], w.vgpr[reg + 1][:k] = v[:, 0], v[:, 1]
+    vcc, mov = VCC[arch], "s_mov_b32 s{}, vcc_lo"  # the low 32 lanes hold every case
+    w.run(asm(f"v_div_scale_f64 v[4:5], {vcc}, v[0:1], v[2:3], v[0:1]\n{mov.format(10)}\n"
+              f"v_div_scale_f64 v[6:7], {vcc}, v[2:3], v[2:3], v[0:1]\n{mov.format(11)}\ns_endpgm", arch))
+    for i, (n, d) in enumerate(DIV_SCALE_F64_CASES):
+        for reg, sreg, s0 in ((4, 10, n), (6, 11, d)):
+            want, want_vcc = _div_scale_f64_rule(s0, d, n)
+            got = float((w.vgpr[reg].astype(np.uint64) | w.vgpr[reg + 1].astype(np.uint64) << np.uint64(32))
+                        .view(np.float64)[i])
+            assert got == want or np.isnan(want) and np.isnan(got), (arch, n, d, s0, got, want)
+            assert w.sgpr[sreg] >> i & 1 == want_vcc, (arch, n, d, s0)
 
 
 def _two_over_pi_bits(n: int) -> int:
@@ -243,6 +412,24 @@ def test_vinterp_reads_the_quads_parameter_lanes():
     q = np.arange(32) & ~3
     np.testing.assert_array_equal(f32(w, 4), (p[q + 1].astype(np.float64) * ij + p[q]).astype(F32))
     np.testing.assert_array_equal(f32(w, 5), np.clip((-p[q + 2].astype(np.float64) * ij + b).astype(F32), 0, 1))
+
+
+def test_vinterp_f16_forms_read_f16_parameters():
+    """v_interp_p10_f16_f32 D.f32 = P10 * I + P0 with f16 P0 / P10 from lanes 0 / 1 of the quad, rounded once to f32;
+    v_interp_p2_f16_f32 D.f16 = f16(f32(P20 * J + S2)) with f16 P20 from lane 2 (the manual's formula: the f32 fma
+    result rounded to nearest f16)."""
+    w = wave("gfx1100")
+    p = np.linspace(-3, 5, 32).astype(np.float16)
+    ij, b = np.linspace(0.1, 3.3, 32).astype(F32), np.linspace(-7, 11, 32).astype(F32)
+    w.vgpr[1], w.vgpr[2], w.vgpr[3] = p.view(np.uint16).astype(U32), ij.view(U32), b.view(U32)
+    w.vgpr[5] = np.full(32, 0xDEAD0000, U32)
+    w.run(asm("v_interp_p10_f16_f32 v4, v1, v2, v1 wait_exp:0\nv_interp_p2_f16_f32 v5, v1, v2, v3\ns_endpgm",
+              "gfx1100"))
+    q = np.arange(32) & ~3
+    pd = p.astype(np.float64)
+    np.testing.assert_array_equal(f32(w, 4), (pd[q + 1] * ij + pd[q]).astype(F32))
+    want = (pd[q + 2] * ij + b).astype(F32).astype(np.float16)
+    np.testing.assert_array_equal((w.vgpr[5] & 0xFFFF).astype(np.uint16).view(np.float16), want)
 
 
 def test_vopc_dpp_row_controls_in_wave64_on_gfx11():

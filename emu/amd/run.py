@@ -8,8 +8,9 @@ Arguments, in the kernel's order:
   buf:out:TYPE:N         a zeroed buffer of N elements, written to DIR/argK.npy after the run
   buf:inout:TYPE:FILE    initialised from FILE and written back to DIR/argK.npy
   TYPE:VALUE             a scalar (TYPE in i8 i16 i32 i64 u8 u16 u32 u64 f16 f32 f64)
-`--kernargs FILE` gives the explicit kernel arguments as raw bytes instead of --arg (for kernels whose metadata
-lists none). The arch defaults to the code object's. Bad input (unreadable, oversized or malformed files, bad
+`--kernargs FILE` gives the explicit kernel arguments as raw bytes (for kernels whose metadata lists none); --arg
+buffers given with it are still made (and written out after the run) but not passed: each one's address is printed
+before the launch (`arg K: buffer at 0x...`, the same on every run of the same command) for the raw bytes to hold. The arch defaults to the code object's. Bad input (unreadable, oversized or malformed files, bad
 arguments, sizes beyond the limits of stack.hcq.codeobj, an unusable --out directory) is reported in one line on
 stderr with exit status 2; a GPU fault (the watchdog's included: --timeout) with exit status 1; Ctrl-C ends the
 run with status 130.
@@ -112,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         args, outs = [], []
         for i, s in enumerate(specs):
             if s[0] == "scalar":
+                if raw is not None:
+                    raise UsageError(f"--arg {a.arg[i]!r}: with --kernargs, scalars belong in its bytes")
                 args.append(s[1])
                 continue
             _, mode, dt, arr = s
@@ -122,9 +125,12 @@ def main(argv: list[str] | None = None) -> int:
             args.append(buf)
             if mode != "in":
                 outs.append((i, buf, dt, n))
+            if raw is not None:
+                print(f"arg {i}: buffer at {buf.addr:#x}")
         if outs:
             _out_dir(a.out)
-        stats = gpu.launch(prog, a.kernel, grid=grid, block=block, args=args, kernargs=raw, timeout=a.timeout)
+        stats = gpu.launch(prog, a.kernel, grid=grid, block=block, args=args if raw is None else [], kernargs=raw,
+                           timeout=a.timeout)
         for i, buf, dt, n in outs:
             path = a.out / f"arg{i}.npy"
             try:

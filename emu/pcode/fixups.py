@@ -51,6 +51,10 @@ def _fma_mix(text: str) -> str:
     return text.replace("declare S : 32'B[3];", "declare S : 32'B[3];\nS[0] = S0.b32;\nS[1] = S1.b32;\nS[2] = S2.b32;")
 
 
+def _fused_mix(text: str) -> str:
+    return _fma_mix(text).replace("in[0] * in[1] + in[2]", "fma(in[0], in[1], in[2])")
+
+
 def _two_over_pi_bits(n: int) -> int:
     """floor(2/pi * 2**n), from pi by Machin's formula in integers with guard bits."""
     g = n + 64
@@ -185,8 +189,11 @@ FIXUPS: dict[str, Fixup] = {
                                          "no scaling is needed (hardware returns S0)"),
     **{n: Fixup(_fma_mix, "array S[] of the three sources is read but never filled")
        for n in ("V_FMA_MIXLO_F16", "V_FMA_MIXHI_F16")},
-    **{n: Fixup(_fma_mix, "array S[] of the three sources is read but never filled")
-       for n in ("V_FMA_MIX_F32", "V_MAD_MIX_F32", "V_MAD_MIXLO_F16", "V_MAD_MIXHI_F16")},
+    "V_FMA_MIX_F32": Fixup(_fma_mix, "array S[] of the three sources is read but never filled"),
+    **{n: Fixup(_fused_mix, "array S[] of the three sources is read but never filled; and CDNA3/4 run these opcodes "
+                            "as v_fma_mix_* (llvm-mc-19 rejects v_mad_mix_* for gfx942, clang-19 compiles OpenCL "
+                            "fma() of halves to v_fma_mix_f32), one rounding where the text rounds the product")
+       for n in ("V_MAD_MIX_F32", "V_MAD_MIXLO_F16", "V_MAD_MIXHI_F16")},
     "V_MINIMUM3_F32": _minmax3("minimum", "f32", False),
     "V_MAXIMUM3_F32": _minmax3("maximum", "f32", False),
     "V_PK_MINIMUM3_F16": _minmax3("minimum", "f16", True),

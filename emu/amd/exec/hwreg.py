@@ -7,6 +7,13 @@
   An id not listed reads 0 and ignores writes.
 - `STATUS_BITS`: the dotted names the pseudocode uses (WAVE_STATUS.PRIV, TRAPSTS.INVALID, ...), each read from or
   written to that state; any other dotted name is an instruction the engine cannot run.
+- HW_ID (gfx9) / HW_ID1, HW_ID2 (RDNA): where the wave runs, in the layouts of SQ_WAVE_HW_ID (Linux
+  gc_9_4_3_sh_mask.h) and SQ_WAVE_HW_ID1 / HW_ID2 (gc_11_0_0, gc_12_0_0_sh_mask.h), filled from this placement
+  model: a workgroup runs alone on the first CU (RDNA: WGP) of shader array 0 of shader engine 0; wave i of the
+  workgroup (its index in dispatch order) on SIMD i % 4 (a gfx9 CU and an RDNA WGP both have four SIMDs) in wave
+  slot i // 4 of that SIMD; workgroup slot (TG_ID / WG_ID) 0; sent from queue 0 of pipe 0 of ME 1 (the first
+  compute micro engine; ME 0 is graphics), state id 0, in the first VMID amdkfd gives processes (amdgpu
+  gmc_v9_0 / v11 / v12 first_kfd_vmid: 8 with graphics, 3 on the compute-only gfx 9.4.x parts); DP_RATE reads 0.
 - `clock()`: the monotonic counter s_memtime / s_memrealtime / s_sendmsg_rtn / SHADER_CYCLES read.
 """
 from __future__ import annotations
@@ -23,9 +30,12 @@ from stack.hcq.pm4 import LDS_SIZE_GRANULE
 FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE = 0, 4, 8, 9
 F32_KEEP_IN, F32_KEEP_OUT, F16_KEEP_IN, F16_KEEP_OUT = 1 << 4, 1 << 5, 1 << 6, 1 << 7  # FP_DENORM bits
 DENORM_ALL = 0xF << FP_DENORM
-# STATUS bits
+# STATUS bits (gfx9 to gfx11; gfx12 moved SCC to STATE_PRIV[9] and added STATUS.WAVE64 [29]: the layout of
+# SQ_WAVE_STATUS / SQ_WAVE_STATE_PRIV in the Linux driver's gc_12_0_0_sh_mask.h, which the CWSR trap handler reads)
 STATUS_SCC, STATUS_EXECZ, STATUS_VCCZ, STATUS_VALID = 1 << 0, 1 << 9, 1 << 10, 1 << 16
-TRAPSTS_INVALID = 1 << 0  # TRAPSTS.EXCP[0]: invalid operation
+STATUS_WAVE64_GFX12, STATE_PRIV_SCC_GFX12 = 1 << 29, 1 << 9
+TRAPSTS_INVALID = 1 << 0  # TRAPSTS.EXCP[0] (gfx12: EXCP_FLAG_USER.ALU_INVALID, the same bit): invalid operation
+EXCP_FLAG_USER_FIELDS = 0xC000007F  # gfx12 EXCP_FLAG_USER: ALU_* [6:0], BUFFER_OOB [30], LOD_CLAMPED [31]
 
 MODE_ID, STATUS_ID, TRAPSTS_ID = 1, 2, 3
 SHADER_CYCLES_BITS = 20  # HW_REG_SHADER_CYCLES: a 20-bit cycle counter
@@ -52,7 +62,10 @@ def clock() -> int:
 
 
 def _status(w) -> int:
-    return (w.scc & 1) | STATUS_EXECZ * (w.exec == 0) | STATUS_VCCZ * ((w.vcc & w.full) == 0) | STATUS_VALID
+    zeros = STATUS_EXECZ * (w.exec == 0) | STATUS_VCCZ * ((w.vcc & w.full) == 0) | STATUS_VALID
+    if w.family == "rdna4":
+        return zeros | STATUS_WAVE64_GFX12 * (w.lanes == 64)
+    return zeros | (w.scc & 1)
 
 
 def _set_mode(w, v: int) -> None:
@@ -111,15 +124,46 @@ _COMMON = {
     7: HwReg("IB_STS", lambda w: 0),
 }
 _TRAPSTS = {TRAPSTS_ID: HwReg("TRAPSTS", lambda w: w.trapsts, 0xFFFFFFFF, _set_trapsts)}
-_HW_ID1 = {23: HwReg("HW_ID1", lambda w: (w.wave_id or 0) & 0x1F), 24: HwReg("HW_ID2", lambda w: 0)}
+# HW_ID / HW_ID1 / HW_ID2: the placement model of the module docstring
+SIMDS = 4
+HW_ME = 1
+HW_VMID = {"cdna": 3, "rdna3": 8, "rdna4": 8}
+
+
+def _slot(w) -> tuple[int, int]:
+    """(wave slot in its SIMD, SIMD id) of wave `w` in the placement model."""
+    i = w.wave_id or 0
+    return i // SIMDS, i % SIMDS
+
+
+def hw_id(w) -> int:
+    """gfx9 HW_ID: WAVE_ID [3:0], SIMD_ID [5:4], PIPE_ID [7:6], CU_ID [11:8], SH_ID [12], SE_ID [15:13],
+    TG_ID [19:16], VM_ID [23:20], QUEUE_ID [26:24], STATE_ID [29:27], ME_ID [31:30]."""
+    wave, simd = _slot(w)
+    return (wave & 0xF) | simd << 4 | HW_VMID[w.family] << 20 | HW_ME << 30
+
+
+def hw_id1(w) -> int:
+    """RDNA HW_ID1: WAVE_ID [4:0], SIMD_ID [9:8], WGP_ID [13:10], SA_ID [16], SE_ID [20:18], DP_RATE [31:29]."""
+    wave, simd = _slot(w)
+    return (wave & 0x1F) | simd << 8
+
+
+def hw_id2(w) -> int:
+    """RDNA HW_ID2: QUEUE_ID [3:0], PIPE_ID [5:4], ME_ID [9:8], STATE_ID [14:12], WG_ID [20:16], VM_ID [27:24]."""
+    return HW_ME << 8 | HW_VMID[w.family] << 24
+
+
+_HW_ID1 = {23: HwReg("HW_ID1", hw_id1), 24: HwReg("HW_ID2", hw_id2)}
 HW_REGISTERS: dict[str, dict[int, HwReg]] = {
     "rdna3": {**_COMMON, **_TRAPSTS, **_HW_ID1,
               28: HwReg("IB_STS2", lambda w: IB_STS2_WAVE64 if w.lanes == 64 else 0),
               29: HwReg("SHADER_CYCLES", lambda w: clock() & ((1 << SHADER_CYCLES_BITS) - 1))},
-    "rdna4": {**_COMMON, **_HW_ID1, 4: HwReg("STATE_PRIV", lambda w: 0),
+    "rdna4": {**_COMMON, **_HW_ID1, 4: HwReg("STATE_PRIV", lambda w: STATE_PRIV_SCC_GFX12 * (w.scc & 1)),
+              18: HwReg("EXCP_FLAG_USER", lambda w: w.trapsts, EXCP_FLAG_USER_FIELDS, _set_trapsts),
               29: HwReg("SHADER_CYCLES_LO", lambda w: clock() & 0xFFFFFFFF),
               30: HwReg("SHADER_CYCLES_HI", lambda w: clock() >> 32 & 0xFFFFFFFF)},
-    "cdna": {**_COMMON, **_TRAPSTS, 4: HwReg("HW_ID", lambda w: (w.wave_id or 0) & 0xF)},
+    "cdna": {**_COMMON, **_TRAPSTS, 4: HwReg("HW_ID", hw_id)},
 }
 
 

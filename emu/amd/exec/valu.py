@@ -33,6 +33,10 @@ MASK_FMT = "NUM_M64"  # operand format of wave masks (compare results, carry-out
 # untyped (B32/B16) sources the hardware reads as floats under VOP3 abs/neg (LLVM accepts |x| / -x on them)
 FLOAT_MODIFIED = frozenset({"V_CNDMASK_B32", "V_CNDMASK_B16"})
 _MIX = ("V_FMA_MIX", "V_MAD_MIX")  # VOP3P mixed f16/f32: OPSEL_HI[i] picks f16, NEG_HI[i] is abs
+# CDNA's 16-bit results clear the high half of their VGPR (`D0.f16 = ...`; V_MADAK_F16's text spells it out as
+# {16'0, tmp}), except where the pcode writes the slice D0[15 : 0] alone, which keeps the other bits: V_MAD_MIXLO_F16
+# (LLVM's GCNSubtarget::zeroesHigh16BitsOfDest, "derived from experimentation", has gfx9's mixlo preserve them too)
+_LOW_SLICE = re.compile(r"\bD0\[15 : 0\][.\w]* =")
 
 
 class ValuPlans:
@@ -206,7 +210,7 @@ class ValuPlans:
                 hi = bool(opsel >> 3 & 1) if vop3 and not cdna else False
                 if dst_bits <= 16 and not vop3 and not cdna and reg >= 128:
                     reg, hi = reg - 128, True
-                vw = vgpr_writer(reg, dst_bits, hi, zero_hi16=cdna)
+                vw = vgpr_writer(reg, dst_bits, hi, zero_hi16=cdna and not _LOW_SLICE.search(op.pcode or ""))
                 if sdwa and f.get("dst_sel", 6) != 6:  # the result goes to a byte or word of the whole dword
                     sel, unused = f["dst_sel"], f.get("dst_unused", 0)
                     vw = _sdwa_writer(vgpr_writer(reg, 32), vgpr_reader(reg, 32), sel, unused)
@@ -406,8 +410,10 @@ def flush_denormals(v: np.ndarray, bits: int, packed: bool = False) -> np.ndarra
 
 
 def _result_modifiers(bits: int, fmt: str, omod: int, clamp: int, fam: str, flushes: bool) -> Callable | None:
-    """D0's output modifiers: omod (ignored while MODE.IEEE is set, as LLVM's SIFoldOperands notes; RDNA4 has no
-    IEEE mode), clamp to [0, 1] (NaN to 0 under MODE.DX10_CLAMP), then denormal flushing per MODE.FP_DENORM."""
+    """D0's output modifiers, as the ISA manuals describe them: omod only where MODE.IEEE is clear (RDNA4 has no
+    IEEE mode) and MODE.FP_DENORM flushes the result type's output denormals, and then it flushes them, -0 to +0
+    too ("output modifiers are not IEEE compatible"; LLVM's SIFoldOperands: "If output denormals are enabled, omod
+    is ignored"); clamp to [0, 1] (NaN to 0 under MODE.DX10_CLAMP); then denormal flushing per MODE.FP_DENORM."""
     if not is_float(fmt) or bits not in (16, 32, 64):
         return None
     fb = _float_bits(fmt, bits)
@@ -416,14 +422,16 @@ def _result_modifiers(bits: int, fmt: str, omod: int, clamp: int, fam: str, flus
     ft = {16: np.float16, 32: np.float32, 64: np.float64}[fb]
     ut = {16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]  # a packed pair is two f16 in a dword
     scale = {0: None, 1: 2.0, 2: 4.0, 3: 0.5}[omod]
-    ieee = 0 if fam == "rdna4" else 1 << hwreg.IEEE
+    ignore = keep | (0 if fam == "rdna4" else 1 << hwreg.IEEE)  # MODE bits any of which turns omod off
     dx10 = 0 if fam == "rdna4" else 1 << hwreg.DX10_CLAMP
 
     def post(w, v):
-        if scale is not None and not w.mode & ieee or clamp:
+        scaled = scale is not None and not w.mode & ignore
+        if scaled or clamp:
             x = v.astype(ut).view(ft)
-            if scale is not None and not w.mode & ieee:
+            if scaled:
                 x = x * ft(scale)
+                x = np.where(np.abs(x) < np.finfo(ft).tiny, ft(0), x)  # denormals and -0 to +0
             if clamp:
                 nan = x if dx10 and not w.mode & dx10 else ft(0)
                 x = np.where(np.isnan(x), nan, np.clip(x, ft(0), ft(1)))
