@@ -39,12 +39,15 @@ NO_MAPPINGS = np.zeros(1, np.uint64)  # the VM table of a wave without a VM
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
 _cache: dict[tuple, object] = {}
 _lock = threading.Lock()
-_compiling = [0.0]  # seconds spent compiling regions in this process
+_compiling = [0.0]  # seconds spent compiling regions in this process (compiles that ended)
+_inflight: dict[int, float] = {}  # thread -> when the compile it runs began
 
 
 def compile_seconds() -> float:
-    """Seconds this process has spent building and compiling regions (the dispatch watchdog does not count them)."""
-    return _compiling[0]
+    """Seconds this process has spent building and compiling regions, those in flight included (the dispatch
+    watchdog does not count them)."""
+    now = time.monotonic()
+    return _compiling[0] + sum(now - t for t in list(_inflight.values()))
 
 
 def _sources_digest() -> str:
@@ -96,18 +99,19 @@ class Compiled:
         self.addr, self.pcs, self.fn = addr, pcs, _SIG(addr)
 
 
-def native(prog, pc: int, mode: int, timed: bool = True) -> Compiled | None:
+def native(prog, pc: int, mode: int) -> Compiled | None:
     """The compiled region that starts at `pc` for `mode`, or None when the tier takes no instruction there (or the
-    process is exiting). With `timed` the time it takes counts as compile time (compile_seconds): a compile the
-    waves wait for."""
-    t0 = time.monotonic()
+    process is exiting). The time it takes counts as compile time (compile_seconds), also on the background thread:
+    the waves that run meanwhile share the host with it, so the dispatch watchdog does not count it either."""
+    me = threading.get_ident()
+    t0 = _inflight[me] = time.monotonic()
     try:
         return _native(prog, pc, mode)
     except Closed:
         return None
     finally:
-        if timed:
-            _compiling[0] += time.monotonic() - t0
+        _compiling[0] += time.monotonic() - t0
+        del _inflight[me]
 
 
 class _Background:

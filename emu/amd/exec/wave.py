@@ -92,14 +92,14 @@ class Program:
         return counted
 
     def _install(self, pc: int, step, mode: int) -> None:
-        s = self._native(pc, step, mode, timed=False)
+        s = self._native(pc, step, mode)
         if s is not None:
             self.steps[pc] = s
 
-    def _native(self, pc: int, step, mode: int, timed: bool = True):
+    def _native(self, pc: int, step, mode: int):
         region = self.compiled.get((pc, mode))
         if region is None:
-            region = jit.native(self, pc, mode, timed)
+            region = jit.native(self, pc, mode)
             if region is None:
                 return None
             for p in region.pcs:  # a wave that comes to any of its instructions can start there
