@@ -10,6 +10,7 @@ plugins show that text.
 """
 from __future__ import annotations
 
+import bisect
 import struct
 from dataclasses import dataclass, field
 
@@ -165,16 +166,16 @@ def _history(w, prog, pc: int | None) -> list[tuple[int, str]]:
 
 
 def place(allocations: list[Allocation], addr: int) -> str:
-    """Where `addr` lies: inside or just past an allocation, or the nearest one."""
+    """Where `addr` lies: inside or just past an allocation, or the nearest one (`allocations`: the VM's mappings,
+    sorted by va and disjoint)."""
     a = _holding(allocations, addr)
     if a is not None:
         return f"offset {addr - a.va:,} of {_name(a)}"
     if not allocations:
         return "inside no allocation (the VM maps nothing)"
-    before = [x for x in allocations if x.va + x.size <= addr]
-    after = [x for x in allocations if x.va > addr]
-    prev = max(before, key=lambda x: x.va + x.size) if before else None
-    nxt = min(after, key=lambda x: x.va) if after else None
+    i = bisect.bisect_right([x.va for x in allocations], addr)
+    prev = allocations[i - 1] if i else None  # holds nothing at addr: it ends at or before it
+    nxt = allocations[i] if i < len(allocations) else None
     if prev is not None and (nxt is None or addr - (prev.va + prev.size) <= nxt.va - addr):
         gap = addr - (prev.va + prev.size)
         if gap < 1 << 20:
@@ -187,7 +188,8 @@ def place(allocations: list[Allocation], addr: int) -> str:
 
 
 def _holding(allocations: list[Allocation], addr: int) -> Allocation | None:
-    return next((a for a in allocations if a.va <= addr < a.va + a.size), None)
+    i = bisect.bisect_right([x.va for x in allocations], addr) - 1
+    return allocations[i] if i >= 0 and addr < allocations[i].va + allocations[i].size else None
 
 
 def _name(a: Allocation) -> str:
