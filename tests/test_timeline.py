@@ -158,11 +158,16 @@ def test_fault_instant(tmp_path):
     assert f["track"] == d["track"] and d["ts"] <= f["ts"] <= d["ts"] + d["dur"]
 
 
-def test_aql_timeline(tmp_path):
+def test_aql_timeline(tmp_path, monkeypatch):
     """test_mockkfd's AQL queue (a barrier held back by a signal, a dispatch of 1,000 work-items in workgroups of 64,
     PM4 in a vendor packet) under a timeline: its packets on an AQL queue track, the barrier's slice spanning its
-    wait up to the dispatch, the grid's 15 whole workgroups and partial one as two dispatches of two waves each."""
+    wait up to the dispatch, the grid's 15 whole workgroups and partial one as two dispatches of two waves each.
+    Its raw client gets a mock system no other test uses (9 GPUs), so what earlier tests left there cannot hold
+    its queue back."""
+    import functools
+
     import test_mockkfd
+    monkeypatch.setattr(test_mockkfd, "RawClient", functools.partial(test_mockkfd.RawClient, gpus=9))
     timeline.start(tmp_path / "a.pftrace")
     try:
         test_mockkfd.test_aql_dispatch_barrier_and_pm4_ib("gfx1100")
