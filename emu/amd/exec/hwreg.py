@@ -3,8 +3,11 @@
 - MODE: float round / denormal modes, DX10_CLAMP, IEEE (bits per the ISA manuals); waves start with it from
   COMPUTE_PGM_RSRC1 (`initial_mode`), as the SPI programs it.
 - `HW_REGISTERS[family]`: what s_getreg_b32 reads and s_setreg_b32 / s_setreg_imm32_b32 write, by the hwreg id
-  LLVM assembles `hwreg(HW_REG_*)` to: a reader of the wave's state and the writable bits (0: read-only).
-  An id not listed reads 0 and ignores writes.
+  LLVM assembles `hwreg(HW_REG_*)` to: a reader of the wave's state and the writable bits (0: read-only). MODE and
+  TRAPSTS have the fields of SQ_WAVE_MODE / SQ_WAVE_TRAPSTS in the Linux amdgpu headers (gc_9_4_3, gc_11_0_0,
+  gc_12_0_0_sh_mask.h), every one of them writable; their other bits are reserved (ROCdbgapi's
+  register_read_only_mask in architecture.cpp marks the same bits "0"): they read 0 and ignore writes. An id not
+  listed reads 0 and ignores writes.
 - `STATUS_BITS`: the dotted names the pseudocode uses (WAVE_STATUS.PRIV, TRAPSTS.INVALID, ...), each read from or
   written to that state; any other dotted name is an instruction the engine cannot run.
 - HW_ID (gfx9) / HW_ID1, HW_ID2 (RDNA): where the wave runs, in the layouts of SQ_WAVE_HW_ID (Linux
@@ -35,7 +38,9 @@ DENORM_ALL = 0xF << FP_DENORM
 STATUS_SCC, STATUS_EXECZ, STATUS_VCCZ, STATUS_VALID = 1 << 0, 1 << 9, 1 << 10, 1 << 16
 STATUS_WAVE64_GFX12, STATE_PRIV_SCC_GFX12 = 1 << 29, 1 << 9
 TRAPSTS_INVALID = 1 << 0  # TRAPSTS.EXCP[0] (gfx12: EXCP_FLAG_USER.ALU_INVALID, the same bit): invalid operation
-EXCP_FLAG_USER_FIELDS = 0xC000007F  # gfx12 EXCP_FLAG_USER: ALU_* [6:0], BUFFER_OOB [30], LOD_CLAMPED [31]
+# gfx12 EXCP_FLAG_USER (gc_12_0_0 SQ_WAVE_EXCP_FLAG_USER; ROCdbgapi gfx12: [29:7] reserved): ALU_* [6:0],
+# BUFFER_OOB [30], LOD_CLAMPED [31]
+EXCP_FLAG_USER_FIELDS = 0xC000007F
 
 MODE_ID, STATUS_ID, TRAPSTS_ID = 1, 2, 3
 SHADER_CYCLES_BITS = 20  # HW_REG_SHADER_CYCLES: a 20-bit cycle counter
@@ -72,6 +77,17 @@ def _set_mode(w, v: int) -> None:
     w.mode = v
 
 
+GPR_IDX_EN = 1 << 27  # gfx9 MODE.GPR_IDX_EN: the wave keeps it apart (`gpr_idx`, s_set_gpr_idx_on / _off)
+
+
+def _gfx9_mode(w) -> int:
+    return w.mode | GPR_IDX_EN * w.gpr_idx
+
+
+def _set_gfx9_mode(w, v: int) -> None:
+    w.mode, w.gpr_idx = v & ~GPR_IDX_EN, v >> 27 & 1
+
+
 def _set_trapsts(w, v: int) -> None:
     w.trapsts = v
 
@@ -84,12 +100,26 @@ class HwReg:
     write: Callable | None = None
 
 
-# Allocation registers as the CWSR trap handlers of the Linux amdkfd driver read them to save a wave
-# (cwsr_trap_handler_gfx9/gfx10/gfx12.asm): GPR_ALLOC.VGPR_SIZE at [13:8] (gfx9), [15:8] (gfx10/11), [19:12]
-# (gfx12): the wave holds (VGPR_SIZE + 1) * 4 VGPRs (CDNA: as many ACC VGPRs again); gfx9's SGPR_SIZE [27:24]:
-# (SGPR_SIZE + 1) * 16 SGPRs. LDS_ALLOC.LDS_SIZE [20:12] counts 256-byte units (gfx12: 512). Bases are 0: one
-# workgroup at a time has the CU, its LDS and registers from the start.
-VGPR_SIZE_SHIFT = {"cdna": 8, "rdna3": 8, "rdna4": 12}
+# The writable fields (SQ_WAVE_MODE__*_MASK, SQ_WAVE_TRAPSTS__*_MASK of the headers named above).
+# gfx9.4.3 MODE: FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE, LOD_CLAMPED, DEBUG_EN, EXCP_EN [20:12], FP16_OVFL [23],
+# POPS_PACKER0/1, DISABLE_PERF [26], GPR_IDX_EN [27], VSKIP [28], CSP [31:29]. gfx11 MODE: [10:0] as gfx9,
+# TRAP_AFTER_INST_EN [11], EXCP_EN [20:12], WAVE_END [21], FP16_OVFL [23], DISABLE_PERF [27]. gfx12 MODE:
+# FP_ROUND, FP_DENORM, FP16_OVFL [23], SCALAR_PREFETCH_EN [24], DISABLE_PERF [27].
+MODE_FIELDS = {"cdna": 0xFF9FFFFF, "rdna3": 0x08BFFFFF, "rdna4": 0x098000FF}
+# gfx11 TRAPSTS: EXCP [8:0], SAVECTX, ILLEGAL_INST, EXCP_HI [14:12], BUFFER_OOB, HOST_TRAP, WAVESTART, WAVE_END,
+# PERF_SNAPSHOT, TRAP_AFTER_INST [20], UTC_ERROR [28]. gfx9.4.3 TRAPSTS: EXCP, SAVECTX, ILLEGAL_INST, EXCP_HI,
+# EXCP_CYCLE [21:16], HOST_TRAP [22], WAVE_END [24], TRAP_AFTER_INST, PERF_SNAPSHOT [26], XNACK_ERROR [28],
+# DP_RATE [31:29], and WAVE_START [23], which the header lacks and ROCdbgapi's gfx940_t names.
+TRAPSTS_FIELDS = {"cdna": 0xF7FF7DFF, "rdna3": 0x101FFDFF}
+
+# Allocation registers in the layouts of SQ_WAVE_GPR_ALLOC / SQ_WAVE_LDS_ALLOC (the headers above), as the CWSR
+# trap handlers of the Linux amdkfd driver read them to save a wave (cwsr_trap_handler_gfx9.asm for ASIC_FAMILY >=
+# CHIP_ALDEBARAN, cwsr_trap_handler_gfx10.asm for >= CHIP_PLUM_BONITO, cwsr_trap_handler_gfx12.asm):
+# GPR_ALLOC.VGPR_SIZE at [11:6] (gfx90a and later CDNA: (VGPR_SIZE + 1) * 8 VGPRs and ACC VGPRs together),
+# [19:12] (gfx11, gfx12: (VGPR_SIZE + 1) * 4 VGPRs); CDNA's SGPR_SIZE [27:24]: (SGPR_SIZE + 1) * 16 SGPRs.
+# LDS_ALLOC.LDS_SIZE [20:12] counts 256-byte units (gfx12: 512). Bases are 0: one workgroup at a time has the CU,
+# its LDS and registers from the start; CDNA's ACCV_OFFSET [17:12] (where the ACC VGPRs start) reads 0.
+VGPR_SIZE_SHIFT = {"cdna": 6, "rdna3": 12, "rdna4": 12}
 LDS_SIZE_SHIFT = 12
 LDS_GRANULE = {"cdna": 256, "rdna3": 256, "rdna4": 512}
 IB_STS2_WAVE64 = 1 << 11  # RDNA3 HW_REG_IB_STS2 (id 28): the wave runs 64 lanes
@@ -115,7 +145,6 @@ def lds_alloc(family: str, lds_bytes: int) -> int:
 
 
 _COMMON = {
-    MODE_ID: HwReg("MODE", lambda w: w.mode, 0xFFFFFFFF, _set_mode),
     STATUS_ID: HwReg("STATUS", _status),
     5: HwReg("GPR_ALLOC", lambda w: w.gpr_alloc),
     6: HwReg("LDS_ALLOC", lambda w: lds_alloc(w.family, w.lds.size) if w.lds is not None else 0),
@@ -123,7 +152,6 @@ _COMMON = {
     # before the next one issues, so none is outstanding when s_getreg reads them
     7: HwReg("IB_STS", lambda w: 0),
 }
-_TRAPSTS = {TRAPSTS_ID: HwReg("TRAPSTS", lambda w: w.trapsts, 0xFFFFFFFF, _set_trapsts)}
 # HW_ID / HW_ID1 / HW_ID2: the placement model of the module docstring
 SIMDS = 4
 HW_ME = 1
@@ -155,15 +183,19 @@ def hw_id2(w) -> int:
 
 
 _HW_ID1 = {23: HwReg("HW_ID1", hw_id1), 24: HwReg("HW_ID2", hw_id2)}
+_TRAPSTS = {fam: HwReg("TRAPSTS", lambda w: w.trapsts, mask, _set_trapsts) for fam, mask in TRAPSTS_FIELDS.items()}
 HW_REGISTERS: dict[str, dict[int, HwReg]] = {
-    "rdna3": {**_COMMON, **_TRAPSTS, **_HW_ID1,
+    "rdna3": {**_COMMON, **_HW_ID1, MODE_ID: HwReg("MODE", lambda w: w.mode, MODE_FIELDS["rdna3"], _set_mode),
+              TRAPSTS_ID: _TRAPSTS["rdna3"],
               28: HwReg("IB_STS2", lambda w: IB_STS2_WAVE64 if w.lanes == 64 else 0),
               29: HwReg("SHADER_CYCLES", lambda w: clock() & ((1 << SHADER_CYCLES_BITS) - 1))},
-    "rdna4": {**_COMMON, **_HW_ID1, 4: HwReg("STATE_PRIV", lambda w: STATE_PRIV_SCC_GFX12 * (w.scc & 1)),
+    "rdna4": {**_COMMON, **_HW_ID1, MODE_ID: HwReg("MODE", lambda w: w.mode, MODE_FIELDS["rdna4"], _set_mode),
+              4: HwReg("STATE_PRIV", lambda w: STATE_PRIV_SCC_GFX12 * (w.scc & 1)),
               18: HwReg("EXCP_FLAG_USER", lambda w: w.trapsts, EXCP_FLAG_USER_FIELDS, _set_trapsts),
               29: HwReg("SHADER_CYCLES_LO", lambda w: clock() & 0xFFFFFFFF),
               30: HwReg("SHADER_CYCLES_HI", lambda w: clock() >> 32 & 0xFFFFFFFF)},
-    "cdna": {**_COMMON, **_TRAPSTS, 4: HwReg("HW_ID", hw_id)},
+    "cdna": {**_COMMON, MODE_ID: HwReg("MODE", _gfx9_mode, MODE_FIELDS["cdna"], _set_gfx9_mode),
+             TRAPSTS_ID: _TRAPSTS["cdna"], 4: HwReg("HW_ID", hw_id)},
 }
 
 
