@@ -99,5 +99,15 @@ test_interp_streams_match_reference = _streams("interp")
 test_jit_streams_match_reference = _streams("jit")
 
 
+@pytest.mark.parametrize("tier", ["interp", "jit"])
+def test_branch_past_the_snippet_faults_at_its_target(tier):
+    # s_cbranch_vccnz 1 (llvm-mc-19), taken with seed 0's VCC: the target, pc 8, cannot be fetched. The jit tier's
+    # fault report reads the PCs its branch ring recorded, the target among them; reading that must not replace
+    # the fault (it did: a fault without a PC)
+    _compare(tier, "gfx1100", None, [bytes.fromhex("0100a4bf")], 0, (1 << 64) - 1, F32_KEEP_IN | F32_KEEP_OUT)
+    assert _run("gfx1100", None, tier, bytes.fromhex("0100a4bf"), 0, (1 << 64) - 1, 48)[1] == \
+        ("illegal-instruction", 8)
+
+
 def test_mode_slot_is_the_guarded_one():
     assert MODE == 256  # interp's guard reads MODE from this slot of the SGPR file

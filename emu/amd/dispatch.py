@@ -184,6 +184,7 @@ class _WaveSlots:
             self.waves.append(w)
             self.initial.append((w.sgpr.copy(), w.vgpr[:3].copy()))
         self.mode = self.waves[0].mode
+        self.id_slots = _id_slots(d.rsrc2)
         self.fresh = True
         self._launch: Launch | None = None
         t = wavetrace.tracer()
@@ -208,7 +209,7 @@ class _WaveSlots:
         self.fresh = False
         ids = self.ids(wg)
         for w in self.waves:
-            _set_workgroup(w, self.d, ids)
+            _set_workgroup(w, self.id_slots, ids)
             if self.trace is not None:
                 w.trace = self.trace.wave(ids, w.wave_id)
         return self.waves
@@ -224,7 +225,7 @@ class _WaveSlots:
             return None
         if self._launch is None and self.region() is not None:
             self._launch = Launch(self.waves, self.initial, self.lds, self.d.entry, self.d.grid, self.d.start,
-                                  _id_slots(self.d.rsrc2), DEFAULT_LIMIT)
+                                  self.id_slots, DEFAULT_LIMIT)
         if self._launch is not None:
             self.fresh = False  # the launcher leaves the arrays as its last workgroup ended
         return self._launch
@@ -266,9 +267,9 @@ def _id_slots(r2: Rsrc2) -> tuple[int, int, int, int]:
     return tuple(out)
 
 
-def _set_workgroup(w: WaveState, d: Dispatch, wg: tuple[int, int, int]) -> None:
-    """The system SGPRs of workgroup `wg` after the user SGPRs (and gfx12's architected ttmp7 / ttmp9)."""
-    *ids, info = _id_slots(d.rsrc2)
+def _set_workgroup(w: WaveState, id_slots: tuple[int, int, int, int], wg: tuple[int, int, int]) -> None:
+    """The system SGPRs of workgroup `wg` in their `id_slots` (_id_slots), and gfx12's architected ttmp7 / ttmp9."""
+    *ids, info = id_slots
     for slot, value in zip(ids, wg, strict=True):
         if slot >= 0:
             w.sgpr[slot] = value

@@ -28,6 +28,7 @@ class Decline(Exception):
 
 
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"}
+_UFUNC = {"add": "np.add", "sub": "np.subtract", "mul": "np.multiply"}
 _FLOAT_ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _FDT = {16: "np.float16", 32: "np.float32", 64: "np.float64"}
@@ -56,10 +57,23 @@ _POW = {n: np.left_shift(np.uint64(1), np.arange(n, dtype=np.uint64)) for n in (
 
 
 def pack_lanes(b: np.ndarray, lanes: int) -> int:
-    """A wave mask from bools over 32 or 64 lanes (bit i = lane i; a scalar stands for every lane)."""
-    if b.size == lanes:
+    """A wave mask from bools over 32 or 64 lanes (bit i = lane i; a scalar stands for every lane); bool arrays'
+    masks are cached by their bytes, masks repeat."""
+    if b.size != lanes:
+        return (1 << lanes) - 1 if b else 0
+    if b.dtype is not _BOOL:
         return int(_POW[lanes].dot(b))
-    return (1 << lanes) - 1 if b else 0
+    key = b.tobytes()
+    m = _PACKED.get(key)
+    if m is None:
+        m = int(_POW[lanes].dot(b))
+        if len(_PACKED) < 4096:
+            _PACKED[key] = m
+    return m
+
+
+_BOOL = np.dtype(bool)
+_PACKED: dict[bytes, int] = {}  # a bool array's bytes (32 or 64 of them) -> its mask
 
 
 def _int(t: Ty) -> bool:
@@ -187,6 +201,9 @@ class Natural:
         folded = self.fold(e)
         if folded is not None:
             return folded
+        code = self.lane_bit(e) or self.widening(e)
+        if code is not None:
+            return self.tmp(code), "n", None
         args = [self.ex(a) for a in e.args]
         if _wider(e.ty) or any(_wider(a.ty) for a in e.args):
             return self.pair(e, args)
@@ -194,6 +211,30 @@ class Natural:
         if code is not None:
             return self.tmp(code), "n", None
         return self.tmp(self.wide(e, args)), "w", None
+
+    def lane_bit(self, e: Op) -> str | None:
+        """Code of each lane's bit of a wave mask (an int), `MASK[laneId]`, or None."""
+        if e.op == "extract" and e.attr == 1 and isinstance(e.args[0], Var) and e.args[0].name in self.f.masks \
+                and isinstance(e.args[1], Op) and e.args[1].op == "lane_id" and _cls(e.ty) == 32:
+            return f"LB({self.ex(e.args[0])[0]}, {self.lanes})"
+        return None
+
+    def widening(self, e: Op) -> str | None:
+        """Code of a 64-bit add, sub or mul of zero-extended 32-bit values as one ufunc call with dtype=U64 (it
+        widens its inputs itself: no casts of their own), or None."""
+        if e.op not in _UFUNC or not (_int(e.ty) and e.ty.bits == 64) or len(e.args) != 2:
+            return None
+        code, widens = [], False
+        for x in e.args:
+            if isinstance(x, Op) and x.op == "resize" and x.args[0].ty.kind == "u" and _cls(x.args[0].ty) == 32:
+                x, widens = x.args[0], True
+            elif not (_int(x.ty) and x.ty.bits == 64):
+                return None
+            c, rep, _ = self.ex(x)
+            if rep != "n":
+                return None
+            code.append(c)
+        return f"{_UFUNC[e.op]}({code[0]}, {code[1]}, dtype=U64)" if widens else None
 
     # -- 65..128-bit integers as (lo, hi) uint64 pairs ---------------------------------------------------------
     def pair(self, e: Op, args) -> tuple[str, str, object]:
@@ -321,9 +362,6 @@ class Natural:
         """Natural-width code of `e`, or None."""
         t, op = e.ty, e.op
         ts = [a.ty for a in e.args]
-        if op == "extract" and e.attr == 1 and isinstance(e.args[0], Var) and e.args[0].name in self.f.masks \
-                and isinstance(e.args[1], Op) and e.args[1].op == "lane_id" and _cls(t) == 32:
-            return f"LB({args[0][0]}, {self.lanes})"  # a lane's bit of a wave mask (an int)
         for (_, rep, _), x in zip(args, e.args, strict=True):  # masks and wide integers stay in the reference form
             if rep == "w" and _int(x.ty) and (x.ty.bits > 64 or isinstance(x, Var) and x.name in self.f.masks):
                 return None
@@ -345,12 +383,13 @@ class Natural:
         if op == "not" and _int(t) and _cls(ts[0]) == _cls(t):
             return f"((~{a[0]}) & {_ut(t)}({_m(t.bits)}))"
         if op in ("shl", "shr") and _int(t) and _cls(ts[0]) == _cls(t) and self._small(e.args[1], t.bits):
-            amt = a[1] if _cls(ts[1]) == _cls(t) else f"{a[1]}.astype({_ut(t)})"
+            same = _cls(ts[1]) == _cls(t)  # else the ufunc casts the amount to the value's width itself
+            amt = a[1] if same else f"{a[1]}.astype({_ut(t)})"
             if op == "shl":
-                r = f"({a[0]} << {amt})"
+                r = f"({a[0]} << {amt})" if same else f"np.left_shift({a[0]}, {a[1]}, dtype={_ut(t)})"
                 return f"({r} & {_ut(t)}({_m(t.bits)}))" if t.bits < _cls(t) else r
             if t.kind == "u":
-                return f"({a[0]} >> {amt})"
+                return f"({a[0]} >> {amt})" if same else f"np.right_shift({a[0]}, {a[1]}, dtype={_ut(t)})"
             if t.bits == _cls(t):
                 s = f"np.int{t.bits}"
                 return f"({a[0]}.view({s}) >> {amt}.view({s})).view({_ut(t)})"

@@ -162,7 +162,14 @@ def _history(w, prog, pc: int | None) -> list[tuple[int, str]]:
         pcs = history.instructions(w.history, prog, ring, pc, WINDOW, single=w.trace is not None)
     except Exception:  # the history must not hide the fault
         return []
-    return [(p, str(prog.inst(p))) for p in pcs]
+    return [(p, _text(prog, p)) for p in pcs]
+
+
+def _text(prog, pc: int) -> str:
+    try:
+        return str(prog.inst(pc))
+    except Exception:  # not fetchable (what the fault may be about): the window still names the PC
+        return "(no instruction can be fetched here)"
 
 
 def place(allocations: list[Allocation], addr: int) -> str:

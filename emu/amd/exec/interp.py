@@ -14,6 +14,7 @@ the PC is a parameter of the compiled factory. The run loop (emu.amd.exec.wave.r
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -60,8 +61,9 @@ class Interp:
 
     def plan(self, inst) -> Callable:
         insts = self.members(inst)
-        steps = [self.single(i) for i in insts]
-        return steps[0] if len(steps) == 1 else _block(steps, [i.pc for i in insts])
+        if len(insts) == 1:
+            return self.single(inst)
+        return _block(self.planner, insts, [self.part(i) for i in insts], self.single(inst))
 
     def members(self, inst) -> list:
         """The instructions of the step that starts at `inst`: its straight-line block (just `inst` without
@@ -95,7 +97,18 @@ class Interp:
 
     def single(self, inst) -> Callable:
         """The step of one instruction."""
+        part = self.part(inst)
+        if callable(part):
+            return part
+        frag, args = part
+        return frag.factory()(inst.pc, _Ref(self.planner, inst), *args)
+
+    def part(self, inst):
+        """The fused code of one instruction as (its _Fragment, the arguments it binds), or its step (a
+        callable) when no generated code takes it."""
         p = self.planner
+        if inst.valid and inst.op.name in _ENGINE_NOPS:  # the PC moves on, nothing else
+            return _Source(p, inst).fragment()
         if inst.valid and inst.base in ("GLOBAL", "VGLOBAL", "SMEM"):
             try:
                 return (smem_step if inst.base == "SMEM" else global_step)(p, inst, _Ref(p, inst))
@@ -112,10 +125,7 @@ class Interp:
                 made = _cache[key] = _generate(p, inst)
             except Exception:  # Decline, or no semantics / a bad operand: the reference step takes it (and faults)
                 made = _cache[key] = None
-        if made is None:
-            return p.plan(inst)
-        make, args = made
-        return make(inst.pc, _Ref(p, inst), *args)
+        return p.plan(inst) if made is None else made
 
 
 def lds_load(mem, act: np.ndarray, addr: np.ndarray, bits: int) -> np.ndarray:
@@ -186,27 +196,115 @@ BLOCK = 64  # instructions per block at most
 _BLOCK_ENDS = _ENDS | _BARRIERS | _CLOCKS | {"S_TRAP", "S_CODE_END", "S_SETHALT"}
 
 
-def _block(steps: list[Callable], pcs: list[int]) -> Callable:
-    """One step running `steps` (the instructions at `pcs`, straight-line code) in order. The run loop counts
-    it as one instruction, so it takes the others from the wave's watchdog count; when fewer are left it runs the
-    first instruction only. A fault leaves the count of the instructions before the faulting one taken (each step
-    sets the PC only once it has finished, so the PC names the faulting one)."""
-    n, index = len(steps), {pc: i for i, pc in enumerate(pcs)}
-    lines = [f"def make({', '.join(f's{i}' for i in range(n))}, index):", "    def block(w):",
-             f"        if w.left < {n}:", "            return s0(w)", "        try:",
-             *(f"            s{i}(w)" for i in range(n - 1)), f"            r = s{n - 1}(w)",
-             "        except BaseException:", "            w.left -= index.get(w.pc, 0)", "            raise",
-             f"        w.left -= {n - 1}", "        return r", "    return block"]
-    text = "\n".join(lines) + "\n"
-    make = _blocks.get(n)
+def _block(p: Planner, insts: list, parts: list, first: Callable) -> Callable:
+    """One step running the straight-line instructions `insts` in order: the generated code of each (`parts`, as
+    Interp.part gives them) inlined into one function that loads the wave's arrays once, and the EXEC-derived locals
+    again only after an instruction that may change EXEC; an instruction without generated code is called. The run
+    loop counts the block as one instruction, so it takes the others from the wave's watchdog count; when fewer are
+    left it runs `first` (the first instruction alone). A fault leaves the count of the instructions before the
+    faulting one taken (each instruction sets the PC once it has finished, so the PC names the faulting one).
+    The block's own names start with two underscores, which no generated code uses."""
+    n, last = len(insts), len(insts) - 1
+    params, binds = ["__first", "__index"], [first, {inst.pc: k for k, inst in enumerate(insts)}]
+    frags = [part[0] for part in parts if not callable(part)]
+    needs = set().union(*(f.needs for f in frags))
+    body, fresh = [], False  # fresh: act, full and n_act hold the current EXEC
+
+    def bind(name: str, obj) -> str:
+        params.append(name)
+        binds.append(obj)
+        return name
+
+    for k, (inst, part) in enumerate(zip(insts, parts, strict=True)):
+        if callable(part):
+            body.append(f"{'__r = ' if k == last else ''}{bind(f'__c{k}', part)}(w)")
+            fresh = False
+            continue
+        frag, args = part
+        body += [f"A{j} = {bind(f'__a{k}_{j}', a)}" for j, a in enumerate(args)]
+        if frag.consts:
+            body.append(f"K = {bind(f'__k{k}', frag.consts)}")
+        if frag.uses_pc:
+            body.append(f"pc = {inst.pc}")
+        if "act" in frag.needs and not fresh:
+            body += _act_lines(p.lanes)
+            fresh = True
+        code = frag.body + ([] if frag.sets_pc else [f"w.pc = {inst.pc + inst.size}"])
+        if frag.guards:
+            ref = bind(f"__r{k}", _Ref(p, inst))
+            body += [f"if {' or '.join(frag.guards)}:", f"    {'__r = ' if k == last else ''}{ref}(w)", "else:",
+                     *("    " + ln for ln in code)]
+        else:
+            body += code
+        if k == last:
+            body.append("__r = 0" if not frag.guards else "    __r = 0")
+        fresh = fresh and not frag.dirty
+    loads = [f"{v} = w.{attr}" for v, attr in (("sg", "sgpr"), ("vg", "vgpr"), ("mem", "lds")) if v in needs]
+    text = "\n".join([f"def make({', '.join(params)}):", "    def block(w):", f"        if w.left < {n}:",
+                      "            return __first(w)", *("        " + ln for ln in loads), "        try:",
+                      *("            " + ln for ln in body), "        except BaseException:",
+                      "            w.left -= __index.get(w.pc, 0)", "            raise", f"        w.left -= {n - 1}",
+                      "        return __r", "    return block"]) + "\n"
+    make = _blocks.get(text)
     if make is None:
-        ns: dict = {}
-        exec(compile(text, f"<interp block of {n}>", "exec"), ns)
-        make = _blocks[n] = ns["make"]
-    return make(*steps, index)
+        make = _blocks[text] = _exec(text, f"<interp block of {n}>")
+    return make(*binds)
 
 
-_blocks: dict[int, Callable] = {}  # factory of the blocks of n instructions
+_blocks: dict[str, Callable] = {}  # block source -> its factory (programs running the same code share it)
+
+
+def _act_lines(lanes: int) -> list[str]:
+    return ["act = w.active", f"full = w.active_mask == {(1 << lanes) - 1}", "n_act = w.active_mask.bit_count()"]
+
+
+_NAMESPACE = {"np": np, "L": runtime, "F": floats, "Unsupported": PcodeUnsupported, "U32": np.uint32,
+              "U64": np.uint64, "ML": lds_load, "MS": lds_store, "ML32": lds_load32, "MS32": lds_store32,
+              "LB": lane_bits, "PK": pack_lanes}
+
+
+def _exec(text: str, name: str, **names) -> Callable:
+    """The `make` function of generated source `text`."""
+    ns = {**_NAMESPACE, **names}
+    exec(compile(text, name, "exec"), ns)
+    return ns["make"]
+
+
+class _Fragment:
+    """The generated code of one fused step: the wave's arrays its body reads (`needs`: sg, vg, mem, and act for
+    act, full and n_act), the conditions under which the reference step runs instead (`guards`), the constants
+    it indexes as K, whether it may change EXEC (`dirty`) and whether it sets the PC itself (a branch)."""
+
+    def __init__(self, src: _Source, sets_pc: bool, dirty: bool):
+        self.needs, self.guards, self.body, self.consts = frozenset(src.needs), tuple(src.guards), src.lines, src.consts
+        self.size, self.lanes, self.name, self.sets_pc, self.dirty = src.inst.size, src.p.lanes, src.inst.op.name, \
+            sets_pc, dirty
+        self.nargs = len(src.args)
+        self.uses_pc = any(_PC.search(ln) for ln in self.body)
+        self.make = None
+
+    def factory(self) -> Callable:
+        """make(pc, ref, *args): the step of this code alone."""
+        if self.make is None:
+            names = "".join(f", A{i}" for i in range(self.nargs))
+            lines = ["sg = w.sgpr"] if "sg" in self.needs else []
+            if self.guards:
+                lines.append(f"if {' or '.join(self.guards)}: return ref(w)")
+            lines += [f"{v} = w.{attr}" for v, attr in (("vg", "vgpr"), ("mem", "lds")) if v in self.needs]
+            lines += (_act_lines(self.lanes) if "act" in self.needs else []) + self.body
+            lines += ([] if self.sets_pc else ["w.pc = nxt"]) + ["return 0"]
+            text = "\n".join([f"def make(pc, ref{names}):", f"    nxt = pc + {self.size}", "    def step(w):",
+                              *("        " + ln for ln in lines), "    return step"]) + "\n"
+            key = (text, repr(self.consts))
+            make = _compiled.get(key)
+            if make is None:  # instructions differing only in what the factory binds share the compiled code
+                make = _compiled[key] = _exec(text, f"<interp {self.name}>", K=self.consts)
+            self.make = make
+        return self.make
+
+
+_CALL = re.compile(r"(?<![\w.])A\d+\(w\b")  # a closure the code calls with the wave (may write EXEC)
+_PC = re.compile(r"(?<![\w.])pc\b")
 
 
 def _fusable_valu(inst, p: Planner) -> bool:
@@ -237,7 +335,7 @@ def _halves(p: Planner, inst) -> list[_Half]:
 
 
 def _generate(p: Planner, inst) -> tuple:
-    """(factory, its extra arguments): factory(pc, ref, *args) returns the step."""
+    """(_Fragment, the arguments its code binds as A0, A1, ...)."""
     src = _Source(p, inst)
     if inst.base in _SALU:
         src.salu()
@@ -254,7 +352,7 @@ def _generate(p: Planner, inst) -> tuple:
     else:
         src.flush(src.valu([]))
         src.emit("w.lane_ops += n_act")
-    return src.compile()
+    return src.fragment()
 
 
 class _Source:
@@ -266,6 +364,9 @@ class _Source:
         self.args: list = []  # closures and constants the factory binds (A0, A1, ...)
         self.consts: list = []  # the generated semantics' constants (K)
         self.exact: set[str] = set()  # natural sources already masked to the semantics' width
+        self.needs: set[str] = set()  # the wave arrays the code reads (_Fragment)
+        self.guards: list[str] = []  # conditions under which the reference step runs instead
+        self.sets_pc = False
 
     def arg(self, obj) -> str:
         self.args.append(obj)
@@ -274,23 +375,15 @@ class _Source:
     def emit(self, line: str) -> None:
         self.lines.append(line)
 
-    def compile(self) -> tuple:
-        names = ", ".join(f"A{i}" for i in range(len(self.args)))
-        body = "\n".join("        " + ln for ln in self.lines)
-        text = (f"def make(pc, ref{', ' if names else ''}{names}):\n"
-                f"    nxt = pc + {self.inst.size}\n"
-                f"    def step(w):\n{body}\n"
-                f"        w.pc = nxt\n        return 0\n"
-                f"    return step\n")
-        key = (text, repr(self.consts))
-        make = _compiled.get(key)
-        if make is None:  # instructions differing only in what the factory binds share the compiled code
-            ns = {"np": np, "L": runtime, "F": floats, "K": self.consts, "Unsupported": PcodeUnsupported,
-                  "U32": np.uint32, "U64": np.uint64, "ML": lds_load, "MS": lds_store, "ML32": lds_load32,
-                  "MS32": lds_store32, "LB": lane_bits, "PK": pack_lanes}
-            exec(compile(text, f"<interp {self.inst.op.name}>", "exec"), ns)
-            make = _compiled[key] = ns["make"]
-        return make, tuple(self.args)
+    def fragment(self) -> tuple:
+        text = "\n".join(self.lines)
+        dirty = "set_exec" in text or _CALL.search(text) is not None  # the reference step writes EXEC only then
+        return _Fragment(self, self.sets_pc, dirty), tuple(self.args)
+
+    def guard(self, cond: str) -> None:
+        self.needs.add("sg")
+        if cond not in self.guards:  # VOPD: both halves ask
+            self.guards.append(cond)
 
     # -- SALU --------------------------------------------------------------------------------------------------
     def salu(self) -> None:
@@ -300,9 +393,9 @@ class _Source:
         if (sem.reads | sem.writes) & _SCALAR_ENGINE or f.files:
             raise Decline("hardware or register-file access")
         fm = {} if inst.base == "SOPK" else {"S0": "ssrc0", "S1": "ssrc1", "D0": "sdst"}  # SOPK: the planner's
-        self.emit("sg = w.sgpr")
+        self.needs.add("sg")
         if "MODE" in sem.reads and _rounds_floats(f):
-            self.emit(f"if sg[{MODE}] & {GUARD} != {hwreg.DENORM_ALL}: return ref(w)")
+            self.guard(f"sg[{MODE}] & {GUARD} != {hwreg.DENORM_ALL}")
         binds = {}
         for n, r in reads:
             bits = f.inputs.get(n)
@@ -317,7 +410,7 @@ class _Source:
             self._scalar_write(n, wr, v, fm.get(n), sem)
         if "PC" in sem.writes:
             self.emit(f"w.pc = int({gen.output('PC')}) & 0xFFFFFFFFFFFF")
-            self.emit("return 0")
+            self.sets_pc = True
 
     def _scalar_read(self, n: str, r: Callable, fld: str | None, sem, bits: int) -> str:
         """Code of a SALU source: SGPRs and constants inline, the planner's reader otherwise."""
@@ -382,12 +475,11 @@ class _Source:
         vop3 = inst.base in ("VOP3", "VOP3SD")
         floaty = any(is_float(p._fmt(op, fm.get(n))) for n in ("S0", "S1", "S2", "D0") if fm.get(n)) \
             or _rounds_floats(ir) or post is not None
-        self.emit("sg = w.sgpr")
+        self.needs.update(("sg", "vg"))
         if floaty:
-            self.emit(f"if sg[{MODE}] & {GUARD} != {hwreg.DENORM_ALL}: return ref(w)")
+            self.guard(f"sg[{MODE}] & {GUARD} != {hwreg.DENORM_ALL}")
         if p.cdna:
-            self.emit("if w.gpr_idx: return ref(w)")
-        self.emit("vg = w.vgpr")
+            self.guard("w.gpr_idx")
         lanes = p.lanes
         nat: dict[str, str] = {}  # natural-width code of per-lane sources
         wide: dict[str, str] = {}  # reference-backend code of the other inputs
@@ -412,9 +504,7 @@ class _Source:
                 wide[n] = None
             if wide[n] is None:
                 wide[n] = f"{self.arg(r)}(w)"
-        self.emit("act = w.active")
-        self.emit(f"full = w.active_mask == {(1 << lanes) - 1}")
-        self.emit("n_act = w.active_mask.bit_count()")
+        self.needs.add("act")
         unused = frozenset(n for n, _ in writes if n in ir.outputs and p.null is not None
                            and self._mask_dest(n, sem, vop3) == p.null)  # masks for NULL
         try:
@@ -512,11 +602,7 @@ class _Source:
                 nat[n] = f"vg[{f[plain[n]] + acc}]"
             else:
                 wide[n] = f"{self.arg(r)}(w)"
-        self.emit("vg = w.vgpr")
-        self.emit("mem = w.lds")
-        self.emit("act = w.active")
-        self.emit(f"full = w.active_mask == {(1 << p.lanes) - 1}")
-        self.emit("n_act = w.active_mask.bit_count()")
+        self.needs.update(("vg", "mem", "act"))
         gen = Natural(ir, p.lanes, nat, wide, consts, self.consts, memory=True)
         self.lines += gen.body_lines()
         vdst = inst.fields["vdst"] + (ACC if inst.fields.get("acc") else 0)

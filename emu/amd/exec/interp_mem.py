@@ -110,12 +110,11 @@ def global_step(p, inst, ref: Callable) -> Callable:
             a = a[act]
             if not a.size:
                 return ref(w)
-        lo, hi = int(_MIN(a)), int(_MAX(a)) + 4 * n
-        got = _place(w.vm, lo, hi, store, last)
+        got = _within(w.vm, a, 4 * n, store, last)
         if got is None or int(_OR(a)) & 3:
             return ref(w)
-        idx = ((a - got[2]) >> U64_2).view(np.int64)
-        mem = got[1]
+        idx = (got[1] >> U64_2).view(np.int64)
+        mem = got[0][1]
         for k in range(n):
             i = idx + k if k else idx
             if store:
@@ -157,26 +156,39 @@ def smem_step(p, inst, ref: Callable) -> Callable:
         got = _place(w.vm, addr, addr + 4 * n, False, last)
         if got is None:
             return ref(w)
-        o = addr - got[3]
-        sg[dst:dst + n] = got[4][o:o + 4 * n].view(U32)
+        o = addr - got[3] >> 2  # in dwords: the address and the mapping are dword-aligned
+        sg[dst:dst + n] = got[1][o:o + n]
         w.pc = nxt
         return 0
     return step
 
 
-_NONE = (None, None, None, 0, None, -1, False)
+_NONE = (object(), None, None, 0, -1, False)  # no mapping: its index is no VM's
+
+
+def _within(vm, a: np.ndarray, nbytes: int, write: bool, last: list) -> tuple | None:
+    """(_place's answer, the byte offsets of addresses `a` in that mapping) when the `nbytes` at every address lie
+    in one mapping (writable for a write), else None. The mapping of the previous answer (`last[0]`) is tried
+    first, with one reduction: an address below it has a huge offset."""
+    got = last[0]
+    if got[0] is vm.index and (got[5] or not write):
+        o = a - got[2]
+        if int(_MAX(o)) <= got[4] - got[3] - nbytes:
+            return got, o
+    got = _place(vm, int(_MIN(a)), int(_MAX(a)) + nbytes, write, last)
+    return None if got is None else (got, a - got[2])
 
 
 def _place(vm, lo: int, hi: int, write: bool, last: list) -> tuple | None:
-    """(VM index, dwords, address as uint64, address, bytes, end, writable) of the mapping that holds [lo, hi)
+    """(VM index, dwords, address as uint64, address, end, writable) of the mapping that holds [lo, hi)
     (writable for a write), else None. `last[0]` keeps the caller's previous answer: it holds while the VM's index
     (an immutable snapshot, replaced on every map and unmap) is the same object."""
     got = last[0]  # replaced whole: another thread may run the same step
     index = vm.index
-    if got[0] is index and got[3] <= lo and hi <= got[5] and (got[6] or not write):
+    if got[0] is index and got[3] <= lo and hi <= got[4] and (got[5] or not write):
         return got
     m = vm.mapping(lo)
     if m is None or hi > m.end or (write and not m.writable):
         return None
-    got = last[0] = (index, m.buf.view(U32), U64(m.va), m.va, m.buf, m.end, m.writable)
+    got = last[0] = (index, m.buf.view(U32), U64(m.va), m.va, m.end, m.writable)
     return got

@@ -236,9 +236,19 @@ def modifier(bits: int, abs_: bool, neg: bool) -> Callable | None:
 
 
 def mask_to_lanes(mask: int, lanes: int) -> np.ndarray:
-    """Bool array of the bits of `mask` (lane order)."""
-    raw = np.frombuffer(int(mask).to_bytes(8, "little"), np.uint8)  # int(): numpy integers come too
-    return np.unpackbits(raw, bitorder="little")[:lanes].astype(bool)
+    """Read-only bool array of the bits of `mask` (lane order); cached, masks repeat."""
+    mask = int(mask)  # numpy integers come too
+    r = _LANES.get((mask, lanes))
+    if r is None:
+        raw = np.frombuffer(mask.to_bytes(8, "little"), np.uint8)
+        r = np.unpackbits(raw, bitorder="little")[:lanes].astype(bool)
+        r.flags.writeable = False
+        if len(_LANES) < 4096:
+            _LANES[(mask, lanes)] = r
+    return r
+
+
+_LANES: dict[tuple[int, int], np.ndarray] = {}
 
 
 def lanes_to_mask(bits: np.ndarray) -> int:
