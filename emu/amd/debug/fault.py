@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.amd.debug import dwarf, history
-from emu.amd.memory import FaultRecord
+from emu.amd.memory import FaultRecord, GPUFault
 from stack.hcq.codeobj import CodeObject
 
 WINDOW = 32  # instructions of history a report shows
@@ -162,7 +162,16 @@ def _history(w, prog, pc: int | None) -> list[tuple[int, str]]:
         pcs = history.instructions(w.history, prog, ring, pc, WINDOW, single=w.trace is not None)
     except Exception:  # the history must not hide the fault
         return []
-    return [(p, str(prog.inst(p))) for p in pcs]
+    return [(p, _text(prog, p)) for p in pcs]
+
+
+def _text(prog, pc: int) -> str:
+    """The instruction at pc, or why there is none (a fetch that faulted: the fault being reported, e.g. a branch
+    past the code)."""
+    try:
+        return str(prog.inst(pc))
+    except GPUFault as e:
+        return f"(not fetchable: {e.record.kind})"
 
 
 def place(allocations: list[Allocation], addr: int) -> str:
