@@ -127,3 +127,18 @@ def test_report_without_line_info(monkeypatch):
     err, out, _ = _fault(monkeypatch, "auto", code, "shift", [np.int32(N)])
     assert err.report.source is None and "source:" not in str(err)
     assert "0 bytes past the end of the 4,096-byte buffer" in str(err)
+
+
+@pytest.mark.parametrize("tier", TIERS)
+def test_branch_past_the_code(monkeypatch, tier):
+    """s_branch to past the end of a snippet: the fetch there faults at the target on every tier (the report's last
+    instructions, which native code's history lists up to the target, say it could not be fetched)."""
+    from test_wave import asm
+
+    from emu.amd import GPUFault, Wave
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    w = Wave("gfx1100")
+    with pytest.raises(GPUFault) as e:
+        w.run(asm("s_branch 1", "gfx1100"))  # to pc 8, past the 4-byte snippet
+    assert (e.value.record.kind, e.value.record.pc, w.executed) == ("illegal-instruction", 8, 1)
+    assert all("not fetchable" in text for pc, text in e.value.record.report.history if pc == 8)

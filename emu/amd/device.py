@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emu.amd import isa, topology
+from emu.amd import isa, kernel_stats, topology
 from emu.amd.aql import AQLQueue
 from emu.amd.bo import BufferObject, Heap
 from emu.amd.cp import ComputeQueue
@@ -53,6 +53,7 @@ class GPUDevice:
         self.kfd = None  # the driver, set when it takes the GPU
         self.faults: list[FaultRecord] = []
         self.stats: dict[str, int] = {}
+        self.kernel_stats: dict[str, kernel_stats.KernelStats] = {}  # kernel name -> its dispatches (HWEMU_STATS)
         self.dispatches = 0
         self._code: dict[tuple[int, int], _Code] = {}  # (code mapping va, lanes) -> decoded code
 
@@ -138,4 +139,6 @@ class GPUDevice:
     def add_stats(self, s: Stats) -> None:
         for k in ("waves", "wave_instructions", "lane_instructions"):
             self.stats[k] = self.stats.get(k, 0) + getattr(s, k)
+        if s.kernel:
+            kernel_stats.add(self.kernel_stats, s)
 

@@ -23,9 +23,12 @@ from emu.amd import timeline
 from emu.amd.debug import fault, wavetrace
 from emu.amd.exec.hwreg import gpr_alloc, initial_mode
 from emu.amd.exec.launch import Launch
+from emu.amd.exec.state import CATEGORIES
+from emu.amd.exec.translate import TALLY
 from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Deadline, Program, WaveState, run
 from emu.amd.memory import VM, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
+from emu.amd.symbols import dispatch_name
 from emu.pcode.llvmjit import GATE
 from stack.hcq.codeobj import MAX_WORKGROUP_SIZE, Kernel, LimitError, Rsrc1, Rsrc2
 from stack.hcq.program import check_grid, check_private
@@ -59,10 +62,18 @@ class Dispatch:
 
 @dataclass
 class Stats:
-    """Work done by a dispatch."""
+    """Work done by a dispatch; under HWEMU_STATS (its program's `stats`) also its wave-instructions by category
+    (emu.amd.exec.category: CATEGORIES order), how many of them ran natively, and what the dispatch was given."""
     waves: int = 0
     wave_instructions: int = 0
     lane_instructions: int = 0
+    categories: list[int] = field(default_factory=lambda: [0] * len(CATEGORIES))
+    native: int = 0  # wave-instructions run in native regions
+    kernel: str = ""  # emu.amd.symbols.dispatch_name
+    dispatch: int = 0  # the dispatch id
+    tier: str = ""  # HWEMU_TIER of the program
+    lds_bytes: int = 0  # LDS allocated per workgroup
+    scratch_bytes: int = 0  # private (scratch) memory per wave: TMPRING_SIZE.WAVESIZE
 
 
 def run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None = None) -> Stats:
@@ -88,16 +99,19 @@ def _run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None, on_work
     slots = _WaveSlots(vm, d, arch, -(-nitems // d.lanes), nitems)
     timeout = dispatch_timeout() if timeout is None else timeout
     deadline = Deadline(timeout) if timeout > 0 else None
+    stats = Stats()
+    if d.program.stats:
+        stats.kernel, stats.dispatch, stats.tier = dispatch_name(vm, d), d.dispatch_id, d.program.tier
+        stats.lds_bytes, stats.scratch_bytes = d.lds_size, d.scratch_wave_bytes
     try:
-        return _run(vm, d, slots, deadline, on_workgroup)
+        return _run(vm, d, slots, deadline, on_workgroup, stats)
     except GPUFault as e:
         if e.record.report is not None:
             e.record.report.describe(d.grid, d.block, d.kernel)
         raise
 
 
-def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_workgroup) -> Stats:
-    stats = Stats()
+def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_workgroup, stats: Stats) -> Stats:
     gx, gy, gz = d.grid
     total = gx * gy * gz
     wg = 0
@@ -119,6 +133,8 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
             stats.waves += waves
             stats.wave_instructions += executed
             stats.lane_instructions += lane_ops
+            if d.program.stats:
+                _add_native(stats, launch.ctr)
         native = wg == end
         if not native:  # a wave needs the interpreter (or the time is up): Python goes on with its workgroup
             ids = slots.ids(wg)
@@ -161,6 +177,26 @@ def _run_workgroup(waves: list[WaveState], program: Program, stats: Stats, deadl
             stats.waves += 1
             stats.wave_instructions += w.executed
             stats.lane_instructions += w.lane_ops
+        if program.stats:
+            _add_tallies(stats, waves)
+
+
+def _add_tallies(stats: Stats, waves: list[WaveState]) -> None:
+    """Add the waves' category tallies (of interpreted steps and native calls) to `stats`, clearing them."""
+    for w in waves:
+        stats.categories = [a + b for a, b in zip(stats.categories, w.tally, strict=True)]
+        w.tally = [0] * len(CATEGORIES)
+        if w.counters is not None:
+            _add_native(stats, w.counters.ctr)
+
+
+def _add_native(stats: Stats, ctr: np.ndarray) -> None:
+    """Add the category words of native calls' counters `ctr` (emu.amd.exec.translate.TALLY) to `stats`, clearing
+    them."""
+    words = ctr[TALLY:TALLY + len(CATEGORIES)]
+    stats.categories = [a + int(b) for a, b in zip(stats.categories, words, strict=True)]
+    stats.native += int(words.sum())
+    words[:] = 0
 
 
 class _WaveSlots:

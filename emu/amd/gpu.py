@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emu.amd import isa
+from emu.amd import isa, kernel_stats
 from emu.amd.debug import fault
 from emu.amd.dispatch import (
     DISPATCH_PACKET_SIZE,
@@ -109,6 +109,7 @@ class GPU:
         self.vm = VM()
         self.dispatches = 0
         self.last_stats: Stats | None = None
+        self.kernel_stats: dict[str, kernel_stats.KernelStats] = {}  # kernel name -> its launches (HWEMU_STATS)
         self._queue = self.vm.alloc(256, name="queue")
         self._serial = next(self._serials)
         self._buffers: dict[int, Buffer] = {}  # live buffers by address
@@ -228,8 +229,12 @@ class GPU:
             self.vm.write(pkt, dispatch_packet(grid, block, grid_dims(grid, block), private, lds,
                                                prog.base + k.descriptor_address, ka))
             self.dispatches += 1
-            self.last_stats = run_dispatch(self.vm, d, self.arch, timeout)
-            return self.last_stats
+            s = self.last_stats = run_dispatch(self.vm, d, self.arch, timeout)
+            if s.kernel:  # HWEMU_STATS: the table is printed at exit
+                if not self.kernel_stats:
+                    kernel_stats.report_at_exit(f"runner {self.arch} #{self._serial}", self.kernel_stats)
+                kernel_stats.add(self.kernel_stats, s)
+            return s
         finally:
             for va in (ka, pkt, scratch):
                 if va:

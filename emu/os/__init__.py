@@ -16,9 +16,10 @@ import os
 import sys
 import threading
 
-from emu.amd import topology
+from emu.amd import kernel_stats, topology
 from emu.amd.bo import Heap
 from emu.amd.device import GPUDevice
+from emu.amd.exec import category
 from emu.amd.kfd import KFD
 from emu.amd.queue import Engine
 from stack.hcq.fileio import MAP_FIXED, FileIO, os_mmap, os_munmap
@@ -45,8 +46,8 @@ class MockSystem:
         self.kfd = KFD(self.gpus, Heap("gtt", GTT_SIZE), self.lock)
         self.files = self._sysfs()
         self.open_files: dict[int, object] = {}  # fd -> the mock node (a GPUDevice for render nodes, "kfd")
-        if os.environ.get("HWEMU_STATS", "0") not in ("", "0"):
-            atexit.register(lambda: print(self.stats_line(), file=sys.stderr, flush=True))
+        if category.enabled():
+            atexit.register(self._report)
 
     def _sysfs(self) -> dict[str, str | None]:
         """path -> text of every mock file (None for device nodes); directories are implied by the paths."""
@@ -104,6 +105,11 @@ class MockSystem:
         return (f"hwemu: MOCKKFD with {len(self.gpus)} emulated {self.arch}: {ioctls} ioctls, {pm4} PM4 packets, "
                 f"{sdma} SDMA packets, {s.get('dispatches', 0)} dispatches, {s.get('waves', 0)} waves, "
                 f"{s.get('wave_instructions', 0)} wave-instructions")
+
+    def _report(self) -> None:
+        """At exit under HWEMU_STATS: the line and the per-kernel table (emu.amd.kernel_stats)."""
+        table = kernel_stats.format_table([(g.name, g.kernel_stats) for g in self.gpus])
+        print(self.stats_line() + ("\n" + table if table else ""), file=sys.stderr, flush=True)
 
     def summary(self) -> dict[str, int]:
         """What went through the driver and the GPUs: ioctls by name, packets by name, dispatches, waves, ..."""

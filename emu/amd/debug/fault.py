@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.amd.debug import dwarf, history
-from emu.amd.memory import FaultRecord
+from emu.amd.memory import FaultRecord, GPUFault
 from stack.hcq.codeobj import CodeObject
 
 WINDOW = 32  # instructions of history a report shows
@@ -166,10 +166,12 @@ def _history(w, prog, pc: int | None) -> list[tuple[int, str]]:
 
 
 def _text(prog, pc: int) -> str:
+    """The instruction at pc, or why there is none (a fetch that faulted: the fault being reported, e.g. a branch
+    past the code)."""
     try:
         return str(prog.inst(pc))
-    except Exception:  # not fetchable (what the fault may be about): the window still names the PC
-        return "(no instruction can be fetched here)"
+    except GPUFault as e:
+        return f"(not fetchable: {e.record.kind})"
 
 
 def place(allocations: list[Allocation], addr: int) -> str:

@@ -12,8 +12,8 @@ Whatever a region cannot take runs on the lean interpreter (whose own gaps are r
 every program.
 
 Compiled regions are cached in the process and on disk (emu.pcode.llvmjit: $HWEMU_CACHE/llvm), keyed by the
-region's code bytes, processor, wave size and MODE, and by the source of the translator and the pcode compiler
-(a change to either compiles anew).
+region's code bytes, processor, wave size, MODE and whether it tallies categories (HWEMU_STATS), and by the source
+of the translator and the pcode compiler (a change to either compiles anew).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from emu.amd.exec import TIERS, translate
+from emu.amd.exec import TIERS, category, translate
 from emu.amd.exec.state import WaveState
 from emu.amd.exec.translate import CTR_WORDS, LDS_SIZE, Exit, Region
 from emu.pcode.llvmjit import Closed, engine
@@ -51,9 +51,11 @@ def compile_seconds() -> float:
 
 
 def _sources_digest() -> str:
-    """What the compiled code depends on besides the region: the translator, the pcode compiler and its fixups."""
+    """What the compiled code depends on besides the region: the translator (and the categories it tallies), the pcode
+    compiler and its fixups."""
     h = hashlib.sha256()
-    for f in sorted([Path(translate.__file__), *Path(engine.__code__.co_filename).parent.glob("*.py")]):
+    for f in sorted([Path(translate.__file__), Path(category.__file__),
+                     *Path(engine.__code__.co_filename).parent.glob("*.py")]):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
@@ -157,7 +159,7 @@ def _native(prog, pc: int, mode: int) -> Compiled | None:
             insts = region.discover(exits)
         except Exit:
             return None
-        key = (prog.planner.target, prog.lanes, mode, tuple((p, i.raw) for p, i in insts.items()))
+        key = (prog.planner.target, prog.lanes, mode, tuple((p, i.raw) for p, i in insts.items()), prog.stats)
         with _lock:
             done = _cache.get(key)
             if done is not None:

@@ -19,6 +19,7 @@ VCC, TTMP, EXEC = 106, 108, 126  # VCC_LO/HI 106/107, TTMP0..15 108..123, EXEC_L
 SCC, MODE, TRAPSTS = 253, 256, 257  # SCC at its operand code; MODE and TRAPSTS past the codes
 SLOTS = 258
 HISTORY = 64  # steps a wave's history keeps (emu.amd.debug.history)
+CATEGORIES = ("SALU", "VALU", "VMEM", "SMEM", "LDS", "branch", "other")  # of WaveState.tally (emu.amd.exec.category)
 
 
 def _constants() -> np.ndarray:
@@ -83,6 +84,7 @@ class WaveState:
         self.wave_id: int | None = None
         self.executed = 0  # instructions executed (wave-instructions)
         self.lane_ops = 0  # lane-instructions: active lanes summed over vector instructions
+        self.tally = [0] * len(CATEGORIES)  # interpreted wave-instructions by category, under HWEMU_STATS
         self.history: deque[int] = deque(maxlen=HISTORY)  # where its last steps started (emu.amd.debug.history)
         self.trace = None  # the wave trace selecting this wave (emu.amd.debug.wavetrace.Selection), or None
 

@@ -17,7 +17,8 @@ Native signature: `i64 region(i32* sgpr, i32* vgpr, i64* ctr, i8* lds)`: `sgpr` 
 (slots as emu.amd.exec.state lays them out), `ctr` the call's words (BUDGET, EXECUTED, ... below), `lds` the
 workgroup's LDS bytes. The function starts at the region's instruction at ctr[START] (any of them: a wave resumes
 where it left), runs until an exit, s_barrier or s_endpgm, or until it has executed `budget` instructions (checked
-before each), adds what it ran to ctr[EXECUTED] and ctr[LANE_OPS], sets ctr[STATUS] (BARRIER, END, or 0), and
+before each), adds what it ran to ctr[EXECUTED] and ctr[LANE_OPS] (and, in a program that keeps statistics, to
+the words ctr[TALLY + c] of its categories, emu.amd.exec.category), sets ctr[STATUS] (BARRIER, END, or 0), and
 returns the next PC; each taken branch stores its PC in the ring ctr[BRANCH_RING..] (a store per taken branch, not
 per instruction: from the start PC, the ring and the exit PC the instructions run can be listed again); it returns
 -1 without running anything when the wave's MODE is not the region's or the start is not one of its instructions.
@@ -27,9 +28,10 @@ from __future__ import annotations
 from llvmlite import ir
 
 from emu.amd.exec import hwreg
+from emu.amd.exec.category import category
 from emu.amd.exec.operands import LITERAL, OperandError, Unsupported, constant, is_float, sext, sign_bit
 from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, _INST_FIELDS, _MODIFIER_FIELDS, smem_offsets
-from emu.amd.exec.state import BARRIER, CONSTANTS, END, EXEC, MODE, SCC, VCC
+from emu.amd.exec.state import BARRIER, CATEGORIES, CONSTANTS, END, EXEC, MODE, SCC, VCC
 from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT, _float_bits, _keeps_denormals, opsel_hi
 from emu.pcode.llvmemit import emit
 from emu.pcode.typed import Unsupported as PcodeUnsupported
@@ -46,7 +48,8 @@ SINK = 7  # ctr[7..9]: where inactive lanes' loads and stores go
 BRANCHES = 10  # ctr[10]: taken branches counted up (never reset by the region); the PC of the n-th is in
 BRANCH_RING = 11  # ctr[BRANCH_RING + n % RING]: the wave's history for fault reports (emu.amd.trace)
 RING = 64
-CTR_WORDS = BRANCH_RING + RING
+TALLY = BRANCH_RING + RING  # ctr[TALLY + c]: instructions of category c run (HWEMU_STATS; never reset by the region)
+CTR_WORDS = TALLY + len(CATEGORIES)
 MAX_INSTS = 4000  # instructions per region
 
 
@@ -163,8 +166,9 @@ class Region:
         b = ir.IRBuilder(entry)
         self.n = b.alloca(I64, name="n")
         self.lane_ops = b.alloca(I64, name="lane_ops")
-        b.store(I64(0), self.n)
-        b.store(I64(0), self.lane_ops)
+        self.tally = [b.alloca(I64, name=f"tally_{c}") for c in CATEGORIES] if self.prog.stats else []
+        for slot in (self.n, self.lane_ops, *self.tally):
+            b.store(I64(0), slot)
         self.budget = b.load(self._gep(b, self.ctr, BUDGET, I64), typ=I64)
         self.lds_size = b.load(self._gep(b, self.ctr, LDS_SIZE, I64), typ=I64)
         same = b.icmp_unsigned("==", b.load(self._slot(b, MODE), typ=I32), I32(self.mode))
@@ -179,7 +183,7 @@ class Region:
         for pc, inst in insts.items():
             b = ir.IRBuilder(self.blocks[pc])
             b = self._budget(b, pc)
-            self._count(b)
+            self._count(b, inst)
             try:
                 self._inst(b, inst)
             except (Exit, PcodeUnsupported, Unsupported, OperandError) as e:
@@ -347,15 +351,17 @@ class Region:
         self._leave(ir.IRBuilder(stop), I64(pc))
         return ir.IRBuilder(go)
 
-    def _count(self, b) -> None:
-        b.store(b.add(b.load(self.n, typ=I64), I64(1)), self.n)
+    def _count(self, b, inst) -> None:
+        for slot in [self.n] + ([self.tally[category(inst)]] if self.tally else []):
+            b.store(b.add(b.load(slot, typ=I64), I64(1)), slot)
 
-    def _leave(self, b, pc, uncount: int = 0) -> None:
-        """Return `pc` (an i64 value) after adding the counters (less `uncount` instructions that did not run)."""
-        for i, slot in ((EXECUTED, self.n), (LANE_OPS, self.lane_ops)):
+    def _leave(self, b, pc, uncount=None) -> None:
+        """Return `pc` (an i64 value) after adding the counters (less the instruction `uncount`, which did not run)."""
+        less = () if uncount is None else (EXECUTED, TALLY + category(uncount))
+        for i, slot in ((EXECUTED, self.n), (LANE_OPS, self.lane_ops), *enumerate(self.tally, TALLY)):
             p = self._gep(b, self.ctr, i, I64)
             v = b.load(slot, typ=I64)
-            b.store(b.add(b.load(p, typ=I64), b.sub(v, I64(uncount)) if i == 1 else v), p)
+            b.store(b.add(b.load(p, typ=I64), b.sub(v, I64(1)) if i in less else v), p)
         b.ret(pc)
 
     def _goto(self, b, pc: int) -> None:
@@ -612,7 +618,7 @@ class Region:
         out = self.fn.append_basic_block(f"miss_{inst.pc:x}")
         go = self.fn.append_basic_block(f"placed_{inst.pc:x}")
         b.cbranch(bad, out, go)
-        self._leave(ir.IRBuilder(out), I64(inst.pc), uncount=1)
+        self._leave(ir.IRBuilder(out), I64(inst.pc), uncount=inst)
         return ir.IRBuilder(go), hosts
 
     def _global(self, b, inst):

@@ -9,6 +9,8 @@ Faults raised while a step runs are completed with the wave's identity, PC, inst
 In the `jit` and `auto` tiers (emu.amd.exec.jit) a hot PC's step becomes a call of the native region that starts
 there; it runs until an instruction the region does not take and the loop goes on at that PC. Under `auto` the region
 is compiled in the background (the step stays interpreted until it is ready), under `jit` before the step goes on.
+Under HWEMU_STATS a program's steps are built tallying their instructions by category into the wave's `tally`
+(emu.amd.exec.category.tallied) and its native regions into their counters' TALLY words; without it nothing is added.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import numpy as np
 from emu.amd import isa
 from emu.amd.debug.history import NATIVE
 from emu.amd.decode import decode, decoder
-from emu.amd.exec import jit
+from emu.amd.exec import category, jit
 from emu.amd.exec.hwreg import default_mode
 from emu.amd.exec.interp import Interp
 from emu.amd.exec.plan import Planner, end_step
@@ -46,6 +48,7 @@ class Program:
         self.planner = Planner(target, lanes)
         self.tier = jit.tier()
         self.hot = None if self.tier == "interp" else jit.hot_threshold(self.tier)
+        self.stats = category.enabled()  # steps and native regions tally their instructions by category
         lean = self.tier != "ref"  # the lean interpreter runs what native code does not
         self.interp = Interp(self.planner, self.inst) if lean else None
 
@@ -65,6 +68,9 @@ class Program:
     def build(self, pc: int):
         inst = self.inst(pc)
         s = self.interp.plan(inst) if self.interp is not None else self.planner.plan(inst)
+        if self.stats:
+            members = self.interp.members(inst) if self.interp is not None else [inst]
+            s = category.tallied(s, [category.category(i) for i in members])
         if self.hot is not None:
             s = self._counted(pc, s)
         self.steps[pc] = s
@@ -73,7 +79,8 @@ class Program:
     def single(self, pc: int):
         """The step of the one instruction at pc (no block, no native code: what a traced wave runs)."""
         inst = self.inst(pc)
-        return self.interp.single(inst) if self.interp is not None else self.planner.plan(inst)
+        s = self.interp.single(inst) if self.interp is not None else self.planner.plan(inst)
+        return category.tallied(s, [category.category(inst)]) if self.stats else s
 
     def _counted(self, pc: int, step):
         """`step`, until it has run `hot` times: then the native region at pc replaces it (if there is one)."""
