@@ -16,7 +16,8 @@ and per tier, so that no tier is served by a compile cache another run or tier f
 The tier is chosen by HWEMU_TIER, read when a code object is loaded; tiers the engine does not have
 (emu.amd.exec.TIERS) print n/a. The reference tier runs a reduced problem of the same kernel (named in the
 `problem` column), so tiers are compared by rates (per wave-instruction, per wave), never by wall time. Each
-(workload, tier) is launched once to warm up and then timed, except `cold`. The first line is the time to the
+(workload, tier) is launched once to warm up; then the tiers are timed in turn for ROUNDS rounds and each keeps
+its fastest launch (the machines are noisy: that gives every tier the same chances), except `cold`. The first line is the time to the
 end of the process's first launch (clang excluded), in whatever tier HWEMU_TIER gives at start.
 """
 from __future__ import annotations
@@ -49,6 +50,7 @@ MATMUL_CL = ROOT / "tests" / "kernels" / "run" / "matmul_tiled.cl"
 TIER_NAMES = ("ref", "interp", "jit", "auto")
 WORKLOADS = ("matmul", "add", "sum", "fma", "cold")
 BLOCK = 256  # work-items per workgroup (1-D workloads)
+ROUNDS = 3  # timed rounds of the hot workloads (each tier keeps its fastest; --quick: 1)
 FMA_ITERS = 1000  # FMA_ITERS in bench.cl
 
 # Problem sizes per scale: "full" for the fast tiers, "ref" (reduced) for the reference tier, "quick" (smoke test).
@@ -304,23 +306,49 @@ def first_launch(arch: str, code: bytes, since_start: float, clang: float, t_mar
             f"start (clang {clang:.2f} s excluded), {t2 - t0:.2f} s after importing emu, {t2 - t1:.2f} s after GPU()")
 
 
-def run_hot(name: str, tier: str, scale: str, arch: str, code: dict[str, bytes],
-            prof: cProfile.Profile | None) -> Row:
+def run_hot(name: str, tiers: list[str], scale: Callable[[str], str], arch: str, code: dict[str, bytes],
+            prof: cProfile.Profile | None, prof_tier: str | None, rounds: int) -> list[Row]:
+    """Each tier's case is loaded and launched once to warm up; then `rounds` rounds launch every tier in turn, and
+    each tier keeps its fastest round: the machine's speed drifts (other load, clocks), and interleaving the tiers
+    gives each the same chances. A tier that fails gives its row the error and leaves the rounds."""
     from emu.amd import GPU
-    os.environ["HWEMU_TIER"] = tier
-    gpu = GPU(arch)
-    case = HOT[name](gpu, code, SIZES[name][scale])
-    case.launch()  # warm-up: decode, plans, compiles
-    case.check()
-    if prof:
-        prof.enable()
-    t = time.perf_counter()
-    work = case.launch()
-    work.seconds = time.perf_counter() - t
-    if prof:
-        prof.disable()
-    case.check()
-    return Row(name, tier, case.problem, work)
+    cases: dict[str, Case] = {}
+    rows = {tier: Row(name, tier) for tier in tiers}
+    for tier in tiers:
+        os.environ["HWEMU_TIER"] = tier
+        try:
+            case = HOT[name](GPU(arch), code, SIZES[name][scale(tier)])
+            case.launch()  # warm-up: decode, plans, compiles
+            case.check()
+            cases[tier], rows[tier].problem = case, case.problem
+        except Exception as e:  # a failing tier is reported in its row; the others still run
+            rows[tier].error = _failed(e)
+    for _ in range(rounds):
+        for tier, case in list(cases.items()):
+            p = prof if tier == prof_tier else None
+            try:
+                if p:
+                    p.enable()
+                try:
+                    t = time.perf_counter()
+                    work = case.launch()
+                    work.seconds = time.perf_counter() - t
+                finally:
+                    if p:
+                        p.disable()
+                case.check()
+            except Exception as e:
+                rows[tier].error, rows[tier].work = _failed(e), None
+                del cases[tier]
+                continue
+            best = rows[tier].work
+            if best is None or work.seconds < best.seconds:
+                rows[tier].work = work
+    return [rows[tier] for tier in tiers]
+
+
+def _failed(e: Exception) -> str:
+    return f"FAILED: {type(e).__name__}: {e}".splitlines()[0]
 
 
 def compile_cold(tiers: list[str], count: int, arch: str) -> dict[str, tuple[list[ColdKernel], list[bytes]]]:
@@ -410,20 +438,21 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[Row] = []
     t_start = time.perf_counter()
     for name in args.only:
-        for tier in args.tiers:
-            if tier not in have:
-                rows.append(Row(name, tier, error="n/a"))
-                continue
-            p = prof if tier == prof_tier else None
-            try:
-                if name == "cold":
-                    os.environ["HWEMU_TIER"] = tier
-                    row = run_cold(GPU(args.arch), *cold[tier], p)
+        if name == "cold":
+            got = []
+            for tier in tiers:
+                os.environ["HWEMU_TIER"] = tier
+                try:
+                    row = run_cold(GPU(args.arch), *cold[tier], prof if tier == prof_tier else None)
                     row.tier = tier
-                else:
-                    row = run_hot(name, tier, scale(tier), args.arch, code, p)
-            except Exception as e:  # a failing tier is reported in its row; the others still run
-                row = Row(name, tier, error=f"FAILED: {type(e).__name__}: {e}".splitlines()[0])
+                except Exception as e:  # a failing tier is reported in its row; the others still run
+                    row = Row(name, tier, error=_failed(e))
+                got.append(row)
+        else:
+            got = run_hot(name, tiers, scale, args.arch, code, prof, prof_tier, 1 if args.quick else ROUNDS)
+        measured = {r.tier: r for r in got}
+        for tier in args.tiers:
+            row = measured.get(tier) or Row(name, tier, error="n/a")
             rows.append(row)
             done = row.error or f"{row.work.seconds:.2f} s timed"
             print(f"bench: {name} {tier}: {done}", file=sys.stderr, flush=True)

@@ -104,7 +104,8 @@ def _run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None, on_work
         stats.kernel, stats.dispatch, stats.tier = dispatch_name(vm, d), d.dispatch_id, d.program.tier
         stats.lds_bytes, stats.scratch_bytes = d.lds_size, d.scratch_wave_bytes
     try:
-        return _run(vm, d, slots, deadline, on_workgroup, stats)
+        with np.errstate(all="ignore"):  # for every wave's run (emu.amd.exec.wave.run) at once
+            return _run(vm, d, slots, deadline, on_workgroup, stats)
     except GPUFault as e:
         if e.record.report is not None:
             e.record.report.describe(d.grid, d.block, d.kernel)
@@ -162,13 +163,14 @@ def _run_workgroup(waves: list[WaveState], program: Program, stats: Stats, deadl
                    live: list[WaveState] | None = None, waiting: tuple | list = (), left: int | None = None) -> None:
     """Run the waves round-robin, each until s_barrier or s_endpgm, releasing the barrier when every wave still
     running has reached it. A workgroup taken over in the middle of a round gives the waves still to run in it
-    (`live`, the first with `left` instructions of its watchdog) and those already `waiting` at the barrier."""
+    (`live`, the first with `left` instructions of its watchdog) and those already `waiting` at the barrier. The
+    caller holds np.errstate(all="ignore")."""
     live = list(waves) if live is None else live
     at_barrier = list(waiting)
     try:
         while live:
             for w in live:
-                if run(w, program, left=left, deadline=deadline) == BARRIER:
+                if run(w, program, left=left, deadline=deadline, errstate=False) == BARRIER:
                     at_barrier.append(w)
                 left = None
             live, at_barrier = at_barrier, []  # every running wave reached the barrier (or ended): release it

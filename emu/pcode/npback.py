@@ -28,7 +28,6 @@ class Decline(Exception):
 
 
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"}
-_UFUNC = {"add": "np.add", "sub": "np.subtract", "mul": "np.multiply"}
 _FLOAT_ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _FDT = {16: "np.float16", 32: "np.float32", 64: "np.float64"}
@@ -150,7 +149,7 @@ class Natural:
                 continue
             if var in nat and _int(t):
                 mask = bits < _cls(t) and var not in exact
-                self.lines.append(f"{v} = {nat[var]}" + (f" & {_ut(t)}({_m(bits)})" if mask else ""))
+                self.lines.append(f"{v} = {nat[var]}" + (f" & {self.k(t, _m(bits))}" if mask else ""))
                 self.rep[var] = "n"
             elif var in wide:
                 mask = var in f.masks and bits <= 64  # a wave mask is an int
@@ -160,6 +159,10 @@ class Natural:
                 raise Decline(f"input {var} unbound")
 
     # -- conversions -------------------------------------------------------------------------------------------
+    def k(self, t: Ty, value: int) -> str:
+        """Code of integer constant `value` at `t`'s natural width, made once (an entry of K)."""
+        return self.g.const(np.uint32(value) if _cls(t) == 32 else np.uint64(value))
+
     def tmp(self, code: str) -> str:
         self.n += 1
         self.lines.append(f"t{self.n} = {code}")
@@ -182,13 +185,13 @@ class Natural:
             if t.kind == "bool":
                 return f"np.bool_({bool(e.value)})", "n", bool(e.value)
             if _int(t):
-                return f"{_ut(t)}({int(e.value) & _m(t.bits)})", "n", int(e.value) & _m(t.bits)
+                return f"{self.k(t, int(e.value) & _m(t.bits))}", "n", int(e.value) & _m(t.bits)
             return self.g.ex_op(e, "True"), "n", None
         if isinstance(e, Var):
             self.read.add(e.name)
             if e.name in self.known:
                 v = self.known[e.name]
-                return f"{_ut(e.ty)}({v})" if _int(e.ty) else repr(v), "n", v
+                return f"{self.k(e.ty, v)}" if _int(e.ty) else repr(v), "n", v
             return pyback.pyname(e.name), self.rep.get(e.name, "w"), None
         if not isinstance(e, Op):
             raise Decline(f"node {type(e).__name__}")
@@ -201,7 +204,7 @@ class Natural:
         folded = self.fold(e)
         if folded is not None:
             return folded
-        code = self.lane_bit(e) or self.widening(e)
+        code = self.lane_bit(e)
         if code is not None:
             return self.tmp(code), "n", None
         args = [self.ex(a) for a in e.args]
@@ -218,23 +221,6 @@ class Natural:
                 and isinstance(e.args[1], Op) and e.args[1].op == "lane_id" and _cls(e.ty) == 32:
             return f"LB({self.ex(e.args[0])[0]}, {self.lanes})"
         return None
-
-    def widening(self, e: Op) -> str | None:
-        """Code of a 64-bit add, sub or mul of zero-extended 32-bit values as one ufunc call with dtype=U64 (it
-        widens its inputs itself: no casts of their own), or None."""
-        if e.op not in _UFUNC or not (_int(e.ty) and e.ty.bits == 64) or len(e.args) != 2:
-            return None
-        code, widens = [], False
-        for x in e.args:
-            if isinstance(x, Op) and x.op == "resize" and x.args[0].ty.kind == "u" and _cls(x.args[0].ty) == 32:
-                x, widens = x.args[0], True
-            elif not (_int(x.ty) and x.ty.bits == 64):
-                return None
-            c, rep, _ = self.ex(x)
-            if rep != "n":
-                return None
-            code.append(c)
-        return f"{_UFUNC[e.op]}({code[0]}, {code[1]}, dtype=U64)" if widens else None
 
     # -- 65..128-bit integers as (lo, hi) uint64 pairs ---------------------------------------------------------
     def pair(self, e: Op, args) -> tuple[str, str, object]:
@@ -313,7 +299,7 @@ class Natural:
         if e.op == "resize" and _int(e.ty) and isinstance(a, Var | Const) and _int(a.ty) and a.ty.kind == "u":
             k = self.ex(a)[2] if self._constant(a) else None
             if k is not None:
-                return f"{_ut(e.ty)}({k & _m(e.ty.bits)})", "n", k & _m(e.ty.bits)
+                return f"{self.k(e.ty, k & _m(e.ty.bits))}", "n", k & _m(e.ty.bits)
         if e.op in ("add", "or", "xor", "sub") and _int(e.ty) and self._constant(e.args[1]) \
                 and _int(e.args[0].ty) and _cls(e.args[0].ty) == _cls(e.ty) and e.args[0].ty.bits <= e.ty.bits:
             if self.ex(e.args[1])[2] == 0:
@@ -370,7 +356,7 @@ class Natural:
         a = [self.to_nat(c, rep, x.ty) for (c, rep, _), x in zip(args, e.args, strict=True)]
         if op in _ARITH and _int(t) and all(_int(x) and _cls(x) == _cls(t) for x in ts):
             r = f"({a[0]} {_ARITH[op]} {a[1]})"
-            return f"({r} & {_ut(t)}({_m(t.bits)}))" if t.bits < _cls(t) and op in ("add", "sub", "mul") else r
+            return f"({r} & {self.k(t, _m(t.bits))})" if t.bits < _cls(t) and op in ("add", "sub", "mul") else r
         if op in _FLOAT_ARITH and t.kind == "f":
             return f"({a[0]} {_FLOAT_ARITH[op]} {a[1]})"
         if op == "fma" and t.kind == "f" and len(a) == 3:
@@ -379,17 +365,16 @@ class Natural:
             if t.kind == "f":
                 return f"(-{a[0]})"
             if _int(t) and _cls(ts[0]) == _cls(t):
-                return f"((-{a[0]}) & {_ut(t)}({_m(t.bits)}))"
+                return f"((-{a[0]}) & {self.k(t, _m(t.bits))})"
         if op == "not" and _int(t) and _cls(ts[0]) == _cls(t):
-            return f"((~{a[0]}) & {_ut(t)}({_m(t.bits)}))"
+            return f"((~{a[0]}) & {self.k(t, _m(t.bits))})"
         if op in ("shl", "shr") and _int(t) and _cls(ts[0]) == _cls(t) and self._small(e.args[1], t.bits):
-            same = _cls(ts[1]) == _cls(t)  # else the ufunc casts the amount to the value's width itself
-            amt = a[1] if same else f"{a[1]}.astype({_ut(t)})"
+            amt = a[1] if _cls(ts[1]) == _cls(t) else f"{a[1]}.astype({_ut(t)})"
             if op == "shl":
-                r = f"({a[0]} << {amt})" if same else f"np.left_shift({a[0]}, {a[1]}, dtype={_ut(t)})"
-                return f"({r} & {_ut(t)}({_m(t.bits)}))" if t.bits < _cls(t) else r
+                r = f"({a[0]} << {amt})"
+                return f"({r} & {self.k(t, _m(t.bits))})" if t.bits < _cls(t) else r
             if t.kind == "u":
-                return f"({a[0]} >> {amt})" if same else f"np.right_shift({a[0]}, {a[1]}, dtype={_ut(t)})"
+                return f"({a[0]} >> {amt})"
             if t.bits == _cls(t):
                 s = f"np.int{t.bits}"
                 return f"({a[0]}.view({s}) >> {amt}.view({s})).view({_ut(t)})"
@@ -417,7 +402,7 @@ class Natural:
             lo = int(e.args[1].value)
             if lo >= _cls(ts[0]) or t.bits > 32 and _cls(ts[0]) == 32:
                 return None
-            r = f"(({a[0]} >> {_ut(ts[0])}({lo})) & {_ut(ts[0])}({_m(e.attr)}))"
+            r = f"(({a[0]} >> {self.k(ts[0], lo)}) & {self.k(ts[0], _m(e.attr))})"
             return r if _cls(ts[0]) == _cls(t) else f"{r}.astype({_ut(t)})"
         if op == "load" and e.attr in self.f.files and t.bits == 32 and _int(t) and _int(ts[0]):
             return f"ML32(mem, act, {self.to_wide(*args[0][:2], ts[0])})"
@@ -427,11 +412,10 @@ class Natural:
             return f"{a[0]}.view({_ut(t)})" if t.bits != 16 else f"{a[0]}.view(np.uint16).astype(U32)"
         return None
 
-    @staticmethod
-    def resize(a: str, s: Ty, t: Ty) -> str | None:
+    def resize(self, a: str, s: Ty, t: Ty) -> str | None:
         if _cls(s) == _cls(t):
             if t.bits < s.bits:
-                return f"({a} & {_ut(t)}({_m(t.bits)}))"
+                return f"({a} & {self.k(t, _m(t.bits))})"
             if s.kind == "i" and t.bits > s.bits:
                 return None
             return a
@@ -440,7 +424,7 @@ class Natural:
                 return f"{a}.view(np.int32).astype(np.int64).view(U64)" if s.bits == 32 else None
             return f"{a}.astype(U64)"
         r = f"{a}.astype(U32)"
-        return f"({r} & U32({_m(t.bits)}))" if t.bits < 32 else r
+        return f"({r} & {self.k(t, _m(t.bits))})" if t.bits < 32 else r
 
     @staticmethod
     def _small(e, bits: int) -> bool:
@@ -477,8 +461,14 @@ class Natural:
     def body_lines(self, unused: frozenset[str] = frozenset()) -> list[str]:
         """The body's code; assignments of the outputs in `unused` that nothing after them reads are left out."""
         f = self.f
+        written: set[str] = set()
+        early: set[str] = set()  # variables read before anything assigns them: they start as zero
+        for s in f.body:
+            early |= _reads(s) - written
+            if isinstance(s, Assign | SetLaneBit):
+                written.add(s.var)
         for var, t in f.vars.items():
-            if var not in f.inputs and var not in self.known:
+            if var not in f.inputs and var not in self.known and (var in early or var not in written):
                 self.lines.append(f"{pyback.pyname(var)} = {self.g.zero(t)}")
                 self.rep[var] = "w"
         later: list[set[str]] = [set()]  # variables read by the statements after each one
@@ -501,7 +491,7 @@ class Natural:
             v = pyback.pyname(s.var)
             code, rep, known = self.ex(s.value)
             if isinstance(s, Assign) and s.width is not None and _int(s.value.ty) and s.value.ty.bits > s.width:
-                code, rep = self.tmp(f"{self.to_nat(code, rep, s.value.ty)} & {_ut(s.value.ty)}({_m(s.width)})"), "n"
+                code, rep = self.tmp(f"{self.to_nat(code, rep, s.value.ty)} & {self.k(s.value.ty, _m(s.width))}"), "n"
             if s.var in self.read:
                 self.memo.clear()
                 self.read.clear()

@@ -631,7 +631,7 @@ class _Source:
             r = code - 256
             if width == 32:
                 return f"vg[{r}]"
-            return f"np.ascontiguousarray(vg[{r}:{r + 2}].T).view(U64).ravel()"  # [lane] of the dword pairs
+            return f"vg[{r}:{r + 2}].T.copy().view(U64).ravel()"  # [lane] of the dword pairs
         c = constant(code, width, fmt, inst.literal)
         if c is not None:  # as the semantics read it (an inline shift amount: its low bits)
             arr = np.full(p.lanes, c & ((1 << bits) - 1), np.uint32 if width == 32 else np.uint64)

@@ -19,7 +19,7 @@ from emu.pcode.ir import Assign, Const, Op, Store, Var
 from emu.pcode.npback import Decline
 
 U64, U32 = np.uint64, np.uint32
-U64_2 = U64(2)
+U64_2, U32_2 = U64(2), U32(2)
 M64 = (1 << 64) - 1
 _MIN, _MAX, _OR = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
 
@@ -94,27 +94,31 @@ def global_step(p, inst, ref: Callable) -> Callable:
     nxt = inst.pc + inst.size
     off_u = U64(off & M64)
     last: list[tuple] = [_NONE]  # where the previous access went (_place)
+    pair = saddr is None and not off  # the address is the VGPR pair: _window may place it
+    wide = int(p.lanes == 64)
 
     def step(w):
         vg = w.vgpr
-        if saddr is None:  # the VGPR pair as one uint64 per lane
-            a = np.ascontiguousarray(vg[vaddr:vaddr + 2].T).view(U64).ravel()
-            if off:
-                a = a + off_u
-        else:
-            sg = w.sgpr
-            a = vg[vaddr].astype(U64) + U64((int(sg[saddr]) | int(sg[saddr + 1]) << 32) + off & M64)
         full = w.active_mask == full_mask
         act = w.active
-        if not full:
-            a = a[act]
-            if not a.size:
+        got = _window(w.vm, vg[vaddr], vg[vaddr + 1], 4 * n, store, last, wide) if pair and full else None
+        if got is None:
+            if saddr is None:  # the VGPR pair as one uint64 per lane
+                a = vg[vaddr:vaddr + 2].T.copy().view(U64).ravel()
+                if off:
+                    a = a + off_u
+            else:
+                sg = w.sgpr
+                a = vg[vaddr].astype(U64) + U64((int(sg[saddr]) | int(sg[saddr + 1]) << 32) + off & M64)
+            if not full:
+                a = a[act]
+                if not a.size:
+                    return ref(w)
+            got = _within(w.vm, a, 4 * n, store, last)
+            if got is None or int(_OR(a)) & 3:
                 return ref(w)
-        got = _within(w.vm, a, 4 * n, store, last)
-        if got is None or int(_OR(a)) & 3:
-            return ref(w)
-        idx = (got[1] >> U64_2).view(np.int64)
-        mem = got[0][1]
+            got = got[0], (got[1] >> U64_2).view(np.int64)
+        mem, idx = got[0][1], got[1]
         for k in range(n):
             i = idx + k if k else idx
             if store:
@@ -123,7 +127,7 @@ def global_step(p, inst, ref: Callable) -> Callable:
                 vg[vdst + k] = mem[i]
             else:
                 vg[vdst + k][act] = mem[i]
-        w.lane_ops += a.size
+        w.lane_ops += idx.size
         w.pc = nxt
         return 0
     return step
@@ -163,7 +167,22 @@ def smem_step(p, inst, ref: Callable) -> Callable:
     return step
 
 
-_NONE = (object(), None, None, 0, -1, False)  # no mapping: its index is no VM's
+_NONE = (object(), None, None, 0, -1, False, None)  # no mapping: its index is no VM's
+
+
+def _window(vm, lo: np.ndarray, hi: np.ndarray, nbytes: int, write: bool, last: list, wide: int) -> tuple | None:
+    """(_place's answer, the dword indices in it) of the addresses hi:lo (their uint32 halves) in the previous answer's mapping (`last[0]`)
+    when that mapping lies in one 4 GiB window whose high half every address has, and the `nbytes` at each
+    (dword-aligned) address lie in it; else None, and the caller places the 64-bit addresses. Fewer operations
+    than those: the high halves are compared as bytes, the offsets are 32-bit."""
+    got = last[0]
+    win = got[6]
+    if got[0] is not vm.index or win is None or (write and not got[5]) or hi.tobytes() != win[wide]:
+        return None
+    o = lo - win[2]  # below the mapping wraps to a huge offset
+    if int(_MAX(o)) > got[4] - got[3] - nbytes or int(_OR(lo)) & 3:
+        return None
+    return got, o >> U32_2
 
 
 def _within(vm, a: np.ndarray, nbytes: int, write: bool, last: list) -> tuple | None:
@@ -180,7 +199,7 @@ def _within(vm, a: np.ndarray, nbytes: int, write: bool, last: list) -> tuple | 
 
 
 def _place(vm, lo: int, hi: int, write: bool, last: list) -> tuple | None:
-    """(VM index, dwords, address as uint64, address, end, writable) of the mapping that holds [lo, hi)
+    """(VM index, dwords, address as uint64, address, end, writable, window) of the mapping that holds [lo, hi)
     (writable for a write), else None. `last[0]` keeps the caller's previous answer: it holds while the VM's index
     (an immutable snapshot, replaced on every map and unmap) is the same object."""
     got = last[0]  # replaced whole: another thread may run the same step
@@ -190,5 +209,8 @@ def _place(vm, lo: int, hi: int, write: bool, last: list) -> tuple | None:
     m = vm.mapping(lo)
     if m is None or hi > m.end or (write and not m.writable):
         return None
-    got = last[0] = (index, m.buf.view(U32), U64(m.va), m.va, m.end, m.writable)
+    hi = m.va >> 32
+    win = (np.full(32, hi, U32).tobytes(), np.full(64, hi, U32).tobytes(), U32(m.va & 0xFFFFFFFF)) \
+        if (m.end - 1) >> 32 == hi else None  # the mapping's 4 GiB window (_window)
+    got = last[0] = (index, m.buf.view(U32), U64(m.va), m.va, m.end, m.writable, win)
     return got

@@ -153,34 +153,37 @@ class Deadline:
 
 
 def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | None = None,
-        deadline: Deadline | None = None) -> int:
+        deadline: Deadline | None = None, errstate: bool = True) -> int:
     """Run `w` until it reaches s_barrier (returns BARRIER) or s_endpgm (returns END). The watchdog allows `limit`
     instructions (or `left`, what a wave resumed from native code has left of them) and time until `deadline`,
     checked every SLICE instructions. `w.left` counts down the instructions of the current slice
-    (a native region step takes its instructions from it too)."""
+    (a native region step takes its instructions from it too). The interp tier's fused steps set no np.errstate of
+    their own: run sets it, or, with `errstate=False`, its caller has (once around many waves)."""
+    if errstate:
+        with np.errstate(all="ignore"):
+            return run(w, prog, limit, left, deadline, errstate=False)
     steps, build = (prog.steps, prog.build) if w.trace is None else (w.trace.steps, w.trace.build)
     allowed = rest = limit if left is None else left
     w.left = 0
     started = w.history.append  # where each step starts: the fault report's last instructions (emu.amd.debug)
     try:
-        with np.errstate(all="ignore"):  # once per run: the interp tier's fused steps set none of their own
-            while True:
-                if w.left <= 0:
-                    if rest <= 0:
-                        raise _watchdog(w, prog, f"wave ran {limit} instructions without ending")
-                    if deadline is not None and deadline.passed():
-                        raise _watchdog(w, prog, f"dispatch ran longer than {deadline.seconds:g} s of wall time")
-                    w.left = min(rest, SLICE)
-                    rest -= w.left
-                pc = w.pc
-                s = steps.get(pc)
-                if s is None:
-                    s = build(pc)
-                started(pc)
-                r = s(w)
-                w.left -= 1
-                if r:
-                    return r
+        while True:
+            if w.left <= 0:
+                if rest <= 0:
+                    raise _watchdog(w, prog, f"wave ran {limit} instructions without ending")
+                if deadline is not None and deadline.passed():
+                    raise _watchdog(w, prog, f"dispatch ran longer than {deadline.seconds:g} s of wall time")
+                w.left = min(rest, SLICE)
+                rest -= w.left
+            pc = w.pc
+            s = steps.get(pc)
+            if s is None:
+                s = build(pc)
+            started(pc)
+            r = s(w)
+            w.left -= 1
+            if r:
+                return r
     except GPUFault as e:
         _complete(e.record, w, prog)
         raise
