@@ -204,7 +204,14 @@ def _in_f64(fn):
     return f
 
 
-exp2, log2, sin, cos = (_in_f64(fn) for fn in (np.exp2, np.log2, np.sin, np.cos))
+exp2, sin, cos = (_in_f64(fn) for fn in (np.exp2, np.sin, np.cos))
+
+
+def log2(x):
+    """log2 in binary64, rounded once; below zero the hardware's default NaN (+qNaN, as the LLVM tier emits it):
+    the sign of numpy's NaN there differs between numpy versions (2.4 gives -NaN)."""
+    x = np.asarray(x)
+    return np.where(x < 0, np.float64(np.nan), np.log2(x.astype(np.float64))).astype(x.dtype)
 
 
 def pow_(a, b):

@@ -14,8 +14,8 @@ Nothing is left to LLVM's or the host's defaults where they could differ from th
 - fma: f32 / f64 with llvm.fma (the exact product and sum rounded once: pyback's value), f16 and scaled f32 as
   pyback computes them (f64 product, sum rounded to odd, scaled, rounded once).
 - exp2 log2 sin cos pow ldexp frexp fmod are the process's libm functions (numpy's float64 loops give libm's bits
-  on this machine, but for log2 below zero: +NaN, emitted explicitly), called through private symbols so that
-  LLVM cannot fold or replace them.
+  on this machine, but for log2 below zero: the hardware's +NaN, emitted explicitly), called through private
+  symbols so that LLVM cannot fold or replace them.
 Excluded (Unsupported): the small float formats (mf_decode, mf_encode: table searches), stochastic rounding
 (fconv_sr), fma with a scale on f64, float -> 64-bit integer conversion, f64 arithmetic unless MODE is a constant
 that rounds it to nearest even (directed f64 rounding needs the exact result).
@@ -659,7 +659,7 @@ def _op(b: ir.IRBuilder, e: Op, a: list[ir.Value], mode: ir.Value | int) -> ir.V
         return _native(b, "sub", [a[0], _unary(b, "llvm.floor", a[0])])
     if name == "rsq":
         return _in_f64(b, lambda d: b.fdiv(_fconst(d, 1.0), intrinsic(b, "llvm.sqrt", d.type, [d])), a[0])
-    if name == "log2":  # numpy's log2 gives +NaN below zero, where libm's gives the default (-) NaN
+    if name == "log2":  # below zero the hardware's default +NaN (as floats.log2), where libm's gives -NaN
         return _in_f64(b, lambda d: b.select(fcmp_o(b, "<", d, _fconst(d, 0.0)),
                                              nan_const(b, DOUBLE, 0x7FF8 << 48, lanes(d)), libm(b, "log2", d)), a[0])
     if name in ("exp2", "sin", "cos"):

@@ -240,6 +240,10 @@ def _block(p: Planner, insts: list, parts: list, first: Callable) -> Callable:
             body.append("__r = 0" if not frag.guards else "    __r = 0")
         fresh = fresh and not frag.dirty
     loads = [f"{v} = w.{attr}" for v, attr in (("sg", "sgpr"), ("vg", "vgpr"), ("mem", "lds")) if v in needs]
+    rows: set[str] = set()  # VGPRs the code reads: their row views are made once, not at each read (but for the
+    body = [ln if "np.copyto(" in ln else  # masked stores, which run only while lanes are off)
+            _ROW.sub(lambda m: rows.add(m.group(1)) or f"__v{m.group(1)}", ln) for ln in body]
+    loads += [f"__v{r} = vg[{r}]" for r in sorted(rows, key=int)]
     text = "\n".join([f"def make({', '.join(params)}):", "    def block(w):", f"        if w.left < {n}:",
                       "            return __first(w)", *("        " + ln for ln in loads), "        try:",
                       *("            " + ln for ln in body), "        except BaseException:",
@@ -305,6 +309,7 @@ class _Fragment:
 
 _CALL = re.compile(r"(?<![\w.])A\d+\(w\b")  # a closure the code calls with the wave (may write EXEC)
 _PC = re.compile(r"(?<![\w.])pc\b")
+_ROW = re.compile(r"(?<![\w.])vg\[(\d+)\](?!\s*=(?!=))")  # a VGPR row the code reads (not one it assigns)
 
 
 def _fusable_valu(inst, p: Planner) -> bool:
