@@ -17,8 +17,9 @@ The tier is chosen by HWEMU_TIER, read when a code object is loaded; tiers the e
 (emu.amd.exec.TIERS) print n/a. The reference tier runs a reduced problem of the same kernel (named in the
 `problem` column), so tiers are compared by rates (per wave-instruction, per wave), never by wall time. Each
 (workload, tier) is launched once to warm up; then the tiers are timed in turn for ROUNDS rounds and each keeps
-its fastest launch (the machines are noisy: that gives every tier the same chances), except `cold`. The first line is the time to the
-end of the process's first launch (clang excluded), in whatever tier HWEMU_TIER gives at start.
+its fastest launch (the machines are noisy: that gives every tier the same chances), except `cold`. The first
+line is the time to the end of the process's first launch (clang excluded), in whatever tier HWEMU_TIER gives at
+start.
 """
 from __future__ import annotations
 

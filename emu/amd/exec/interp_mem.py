@@ -171,10 +171,10 @@ _NONE = (object(), None, None, 0, -1, False, None)  # no mapping: its index is n
 
 
 def _window(vm, lo: np.ndarray, hi: np.ndarray, nbytes: int, write: bool, last: list, wide: int) -> tuple | None:
-    """(_place's answer, the dword indices in it) of the addresses hi:lo (their uint32 halves) in the previous answer's mapping (`last[0]`)
-    when that mapping lies in one 4 GiB window whose high half every address has, and the `nbytes` at each
-    (dword-aligned) address lie in it; else None, and the caller places the 64-bit addresses. Fewer operations
-    than those: the high halves are compared as bytes, the offsets are 32-bit."""
+    """(_place's answer, the dword indices in it) of the addresses hi:lo (their uint32 halves) in the previous
+    answer's mapping (`last[0]`) when that mapping lies in one 4 GiB window whose high half every address has, and
+    the `nbytes` at each (dword-aligned) address lie in it; else None, and the caller places the 64-bit addresses.
+    Fewer operations than those: the high halves are compared as bytes, the offsets are 32-bit."""
     got = last[0]
     win = got[6]
     if got[0] is not vm.index or win is None or (write and not got[5]) or hi.tobytes() != win[wide]:
