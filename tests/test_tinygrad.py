@@ -16,11 +16,12 @@ pytestmark = pytest.mark.skipif(ctypes.util.find_library("LLVM-19") is None,
 TIMEOUT = 600
 
 
-def run_tinygrad(code: str, dev: str, env: dict | None = None, hwemu_run: bool = True) -> subprocess.CompletedProcess:
+def run_tinygrad(code: str, dev: str, env: dict | None = None, hwemu_run: bool = True,
+                 unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-c", textwrap.dedent(code)]
     if hwemu_run:
         cmd = [sys.executable, "-m", "emu.cli", "run", "--", *cmd]
-    e = {**{k: v for k, v in os.environ.items() if k != "HWEMU"}, "DEV": dev, **(env or {})}
+    e = {**{k: v for k, v in os.environ.items() if k != "HWEMU" and k not in unset}, "DEV": dev, **(env or {})}
     return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=e, cwd="/")
 
 
@@ -82,6 +83,20 @@ def test_hwemu_served_the_run():
                      {"HWEMU_STATS": "1"})
     assert "[2, 3, 4]" in check(p)
     assert "hwemu: MOCKKFD with 1 emulated gfx1100" in p.stderr and "1 dispatches" in p.stderr
+
+
+def test_cpu_device_beside_the_emulated_gpu_without_cc():
+    # tinygrad's CPU device runs CC (default `clang`); where only Debian's clang-19 is installed (as ./dev does), the
+    # adapter points CC at it, so a program that also uses the CPU device runs unchanged
+    code = """
+    import numpy as np
+    from tinygrad import Tensor
+    x = np.arange(12, dtype=np.float32)
+    assert np.allclose((Tensor(x, device="CPU") * 3).sum().item(), (x * 3).sum())
+    assert np.allclose((Tensor(x) * 3).to("CPU").numpy(), x * 3)
+    print("ALL OK")
+    """
+    assert "ALL OK" in check(run_tinygrad(code, "MOCKKFD+AMD", unset=("CC",)))
 
 
 def test_hwemu_off_gives_other_mock_back():

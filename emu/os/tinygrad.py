@@ -9,11 +9,14 @@ It is only a calling-convention adapter: the driver, queues and GPUs are emu.os'
 `install()` makes the module importable under that name before tinygrad asks for it, as an entry of
 sys.modules, so it wins over CPython's own `test` package and over a tinygrad checkout's `test/mockgpu`; it is
 a small module whose class is built on first use, so tinygrad may import it while its own hcq module is still
-half-initialized. HWEMU=0 turns it off (a checkout's own mock is used again).
+half-initialized. HWEMU=0 turns it off (a checkout's own mock is used again). It also sets CC to clang-19 when the
+process has neither CC nor a `clang`: tinygrad's CPU device runs `CC` (default `clang`), and Debian's LLVM 19
+packages, which also serve the AMD:LLVM renderer, name the compiler clang-19.
 """
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import types
 
@@ -64,4 +67,6 @@ def install() -> bool:
     usb = types.ModuleType(USB_MODULE, MockUSB3.__doc__)
     usb.MockUSB3 = MockUSB3
     sys.modules[MODULE], sys.modules[USB_MODULE] = mod, usb
+    if "CC" not in os.environ and shutil.which("clang") is None and shutil.which("clang-19") is not None:
+        os.environ["CC"] = "clang-19"
     return True
