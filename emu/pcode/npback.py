@@ -160,8 +160,11 @@ class Natural:
 
     # -- conversions -------------------------------------------------------------------------------------------
     def k(self, t: Ty, value: int) -> str:
-        """Code of integer constant `value` at `t`'s natural width, made once (an entry of K)."""
-        return self.g.const(np.uint32(value) if _cls(t) == 32 else np.uint64(value))
+        """Code of integer constant `value` at `t`'s natural width, made once (an entry of K): a read-only array of
+        the lanes (numpy's array-array operations cost about half those with a scalar operand)."""
+        a = np.full(self.lanes, value, np.uint32 if _cls(t) == 32 else np.uint64)
+        a.flags.writeable = False
+        return self.g.const(a)
 
     def tmp(self, code: str) -> str:
         self.n += 1

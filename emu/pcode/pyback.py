@@ -59,7 +59,7 @@ class Gen:
         return f"{base}{self.n}"
 
     def const(self, value) -> str:
-        key = (type(value).__name__, value.tobytes())
+        key = (type(value).__name__, value.dtype.str, value.shape, value.tobytes())  # arrays too (npback's)
         if key not in self.const_index:
             self.const_index[key] = len(self.consts)
             self.consts.append(value)

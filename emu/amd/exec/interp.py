@@ -63,7 +63,7 @@ class Interp:
         insts = self.members(inst)
         if len(insts) == 1:
             return self.single(inst)
-        return _block(self.planner, insts, [self.part(i) for i in insts], self.single(inst))
+        return _block(self.planner, insts, [self.part(i) for i in insts])
 
     def members(self, inst) -> list:
         """The instructions of the step that starts at `inst`: its straight-line block (just `inst` without
@@ -97,11 +97,7 @@ class Interp:
 
     def single(self, inst) -> Callable:
         """The step of one instruction."""
-        part = self.part(inst)
-        if callable(part):
-            return part
-        frag, args = part
-        return frag.factory()(inst.pc, _Ref(self.planner, inst), *args)
+        return _step(self.planner, inst, self.part(inst))
 
     def part(self, inst):
         """The fused code of one instruction as (its _Fragment, the arguments it binds), or its step (a
@@ -196,14 +192,61 @@ BLOCK = 64  # instructions per block at most
 _BLOCK_ENDS = _ENDS | _BARRIERS | _CLOCKS | {"S_TRAP", "S_CODE_END", "S_SETHALT"}
 
 
-def _block(p: Planner, insts: list, parts: list, first: Callable) -> Callable:
-    """One step running the straight-line instructions `insts` in order: the generated code of each (`parts`, as
-    Interp.part gives them) inlined into one function that loads the wave's arrays once, and the EXEC-derived locals
-    again only after an instruction that may change EXEC; an instruction without generated code is called. The run
-    loop counts the block as one instruction, so it takes the others from the wave's watchdog count; when fewer are
-    left it runs `first` (the first instruction alone). A fault leaves the count of the instructions before the
-    faulting one taken (each instruction sets the PC once it has finished, so the PC names the faulting one).
-    The block's own names start with two underscores, which no generated code uses."""
+def _block(p: Planner, insts: list, parts: list) -> Callable:
+    """One step running the straight-line instructions `insts` (`parts`: Interp.part of each) in order: a call of
+    each instruction's step at first (_chain), and once it has run WARM times one function generated for the whole
+    block (_fused), so that code that runs once never pays for generating and compiling that."""
+    steps = [_step(p, inst, part) for inst, part in zip(insts, parts, strict=True)]
+    chain = _chain(steps, [inst.pc for inst in insts])
+    left, fused = [WARM], [None]
+
+    def block(w):
+        f = fused[0]
+        if f is not None:
+            return f(w)
+        left[0] -= 1
+        if left[0] <= 0:
+            fused[0] = _fused(p, insts, parts, steps[0])
+        return chain(w)
+    return block
+
+
+def _step(p: Planner, inst, part) -> Callable:
+    """The step of one instruction from its Interp.part."""
+    if callable(part):
+        return part
+    frag, args = part
+    return frag.factory()(inst.pc, _Ref(p, inst), *args)
+
+
+WARM = 16  # runs of a block before its fused function is made: more than one workgroup of a cold kernel
+
+
+def _chain(steps: list[Callable], pcs: list[int]) -> Callable:
+    """One step calling `steps` (the instructions at `pcs`) in order. The run loop counts it as one instruction, so
+    it takes the others from the wave's watchdog count; when fewer are left it runs the first instruction only. A
+    fault leaves the count of the instructions before the faulting one taken (each step sets the PC only once it has
+    finished, so the PC names the faulting one)."""
+    n, index = len(steps), {pc: i for i, pc in enumerate(pcs)}
+    make = _chains.get(n)
+    if make is None:
+        make = _chains[n] = _exec("\n".join([
+            f"def make({', '.join(f's{i}' for i in range(n))}, index):", "    def block(w):",
+            f"        if w.left < {n}:", "            return s0(w)", "        try:",
+            *(f"            s{i}(w)" for i in range(n - 1)), f"            r = s{n - 1}(w)",
+            "        except BaseException:", "            w.left -= index.get(w.pc, 0)", "            raise",
+            f"        w.left -= {n - 1}", "        return r", "    return block"]) + "\n", f"<interp block of {n}>")
+    return make(*steps, index)
+
+
+_chains: dict[int, Callable] = {}  # factory of the chains of n steps
+
+
+def _fused(p: Planner, insts: list, parts: list, first: Callable) -> Callable:
+    """The block's instructions' generated code inlined into one function, which loads the wave's arrays once and
+    the EXEC-derived locals again only after an instruction that may change EXEC; an instruction without generated
+    code is called. It counts and faults as _chain does (`first`: the first instruction alone). The function's own
+    names start with two underscores, which no generated code uses."""
     n, last = len(insts), len(insts) - 1
     params, binds = ["__first", "__index"], [first, {inst.pc: k for k, inst in enumerate(insts)}]
     frags = [part[0] for part in parts if not callable(part)]
@@ -251,7 +294,7 @@ def _block(p: Planner, insts: list, parts: list, first: Callable) -> Callable:
                       "        return __r", "    return block"]) + "\n"
     make = _blocks.get(text)
     if make is None:
-        make = _blocks[text] = _exec(text, f"<interp block of {n}>")
+        make = _blocks[text] = _exec(text, f"<interp fused block of {n}>")
     return make(*binds)
 
 

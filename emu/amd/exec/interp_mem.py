@@ -19,7 +19,8 @@ from emu.pcode.ir import Assign, Const, Op, Store, Var
 from emu.pcode.npback import Decline
 
 U64, U32 = np.uint64, np.uint32
-U64_2, U32_2 = U64(2), U32(2)
+U64_2 = U64(2)
+_TWOS = (np.full(32, 2, U32), np.full(64, 2, U32))  # shift amounts as arrays: array-array operations cost less
 M64 = (1 << 64) - 1
 _MIN, _MAX, _OR = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
 
@@ -174,15 +175,16 @@ def _window(vm, lo: np.ndarray, hi: np.ndarray, nbytes: int, write: bool, last: 
     """(_place's answer, the dword indices in it) of the addresses hi:lo (their uint32 halves) in the previous
     answer's mapping (`last[0]`) when that mapping lies in one 4 GiB window whose high half every address has, and
     the `nbytes` at each (dword-aligned) address lie in it; else None, and the caller places the 64-bit addresses.
-    Fewer operations than those: the high halves are compared as bytes, the offsets are 32-bit."""
+    Fewer operations than those: the high halves are compared as bytes, the offsets are 32-bit (with array operands:
+    the window's low half and the shift are arrays of the lanes)."""
     got = last[0]
     win = got[6]
     if got[0] is not vm.index or win is None or (write and not got[5]) or hi.tobytes() != win[wide]:
         return None
-    o = lo - win[2]  # below the mapping wraps to a huge offset
+    o = lo - win[2 + wide]  # below the mapping wraps to a huge offset
     if int(_MAX(o)) > got[4] - got[3] - nbytes or int(_OR(lo)) & 3:
         return None
-    return got, o >> U32_2
+    return got, o >> _TWOS[wide]
 
 
 def _within(vm, a: np.ndarray, nbytes: int, write: bool, last: list) -> tuple | None:
@@ -210,7 +212,7 @@ def _place(vm, lo: int, hi: int, write: bool, last: list) -> tuple | None:
     if m is None or hi > m.end or (write and not m.writable):
         return None
     hi = m.va >> 32
-    win = (np.full(32, hi, U32).tobytes(), np.full(64, hi, U32).tobytes(), U32(m.va & 0xFFFFFFFF)) \
-        if (m.end - 1) >> 32 == hi else None  # the mapping's 4 GiB window (_window)
+    win = (np.full(32, hi, U32).tobytes(), np.full(64, hi, U32).tobytes(), np.full(32, m.va & 0xFFFFFFFF, U32),
+           np.full(64, m.va & 0xFFFFFFFF, U32)) if (m.end - 1) >> 32 == hi else None  # its 4 GiB window (_window)
     got = last[0] = (index, m.buf.view(U32), U64(m.va), m.va, m.end, m.writable, win)
     return got
