@@ -99,6 +99,26 @@ test_interp_streams_match_reference = _streams("interp")
 test_jit_streams_match_reference = _streams("jit")
 
 
+_CARRIES = {  # carry chains (the lean interpreter computes their sums in 32 bits, the carries by comparisons)
+    ("gfx1100", None): "v_add_co_u32 v2, vcc_lo, v0, v1\nv_add_co_ci_u32_e32 v3, vcc_lo, v4, v5, vcc_lo\n"
+                       "v_add_co_u32 v6, s10, s3, v7\nv_add_co_ci_u32_e64 v8, s11, v9, -1, s10\n"
+                       "v_add_co_ci_u32_e64 v9, null, s2, v11, s11\nv_add_co_u32 v12, s12, 0x80000000, v13 clamp\n"
+                       "v_add_co_ci_u32_e64 v14, s13, v15, v16, s12 clamp\ns_endpgm",
+    ("gfx942", None): "v_add_co_u32 v2, vcc, v0, v1\nv_addc_co_u32 v3, vcc, v4, v5, vcc\n"
+                      "v_add_co_u32 v6, s[10:11], s3, v7\nv_addc_co_u32 v8, s[12:13], v9, -1, s[10:11]\n"
+                      "v_addc_co_u32 v14, s[14:15], v15, v16, s[12:13] clamp\ns_endpgm",
+}
+
+
+@pytest.mark.llvm
+@pytest.mark.parametrize("arch,lanes", list(_CARRIES))
+@settings(max_examples=EXAMPLES["interp"], deadline=None, suppress_health_check=list(HealthCheck))
+@given(**_EXTRA)
+def test_carry_chains_match_reference(arch, lanes, seed, exec_mask, mode_bits):
+    from test_wave import asm
+    _compare("interp", arch, lanes, [asm(_CARRIES[arch, lanes], arch)], seed, exec_mask, mode_bits)
+
+
 @pytest.mark.parametrize("tier", ["interp", "jit"])
 def test_branch_past_the_snippet_faults_at_its_target(tier):
     # s_cbranch_vccnz 1 (llvm-mc-19), taken with seed 0's VCC: the target, pc 8, cannot be fetched. The jit tier's

@@ -100,6 +100,55 @@ def _reads(x) -> set[str]:
     return set()
 
 
+_CARRY = 1 << 32
+
+
+def _terms(e) -> list | None:
+    """The values of up to 32 bits whose zero-extended sum a 64-bit add tree is (two or three), or None."""
+    if not (isinstance(e, Op) and e.op == "add" and e.ty.kind == "u" and e.ty.bits == 64):
+        return None
+    out = []
+    for a in e.args:
+        if isinstance(a, Op) and a.op == "resize" and a.args[0].ty.kind == "u" and a.args[0].ty.bits <= 32:
+            out.append(a.args[0])
+        else:
+            inner = _terms(a)
+            if inner is None:
+                return None
+            out += inner
+    return out if len(out) <= 3 else None
+
+
+def _carry_sums(f: Func) -> dict[str, list]:
+    """u64 variables assigned once a sum of zero-extended 32-bit values (_terms) and read only as `v >= 2**32` (the
+    carry-out) and `v.u32` (the sum), as V_ADD_CO_U32 and V_ADD_CO_CI_U32 compute them: name -> the terms. Such a
+    sum is computed in 32 bits, its carry by comparisons: fewer operations than the 64-bit sum and its casts."""
+    sums, other = {}, set()
+    for s in f.body:
+        if isinstance(s, Assign) and s.index is None and s.lo is None and s.width is None:
+            t = _terms(s.value)
+            if t is not None and s.var not in sums:
+                sums[s.var] = t
+                continue
+            other.add(s.var)
+        elif isinstance(s, Assign | SetLaneBit):
+            other.add(s.var)
+
+    def walk(e, ok: bool) -> None:  # ok: this node is a carry or sum read of its variable
+        if isinstance(e, Var):
+            if not ok:
+                other.add(e.name)
+        elif isinstance(e, Op):
+            carry = e.op == "ge" and isinstance(e.args[1], Const) and e.args[1].value == _CARRY
+            low = e.op == "resize" and e.ty.kind == "u" and e.ty.bits == 32
+            for i, a in enumerate(e.args):
+                walk(a, (carry and i == 0) or low)
+    for s in f.body:
+        for x in (s.value, *(s.addr if isinstance(s, Store) else ())):
+            walk(x, False)
+    return {v: t for v, t in sums.items() if v not in other and v not in f.outputs and v not in f.inputs}
+
+
 def _wider(t: Ty) -> bool:
     return t.kind in ("u", "i") and 64 < t.bits <= 128
 
@@ -142,6 +191,8 @@ class Natural:
         self.pairs: dict[str, tuple] = {}  # 'p' values (65..128-bit integers): name -> (lo, hi, kind, bits)
         self.memo: dict = {}  # expression -> its result while no variable it reads is assigned again
         self.read: set[str] = set()  # variables read by memoized expressions
+        self.sums = _carry_sums(f)  # variables computed as a 32-bit sum and its carry-out
+        self.carried: dict[str, tuple[str, str]] = {}  # such a variable -> (code of the sum, of the carry)
         for var, bits in f.inputs.items():
             v = pyback.pyname(var)
             t = f.vars[var]
@@ -204,6 +255,10 @@ class Natural:
         return got
 
     def _op(self, e: Op) -> tuple[str, str, object]:
+        if e.op in ("ge", "resize") and isinstance(e.args[0], Var) and e.args[0].name in self.carried:
+            self.read.add(e.args[0].name)
+            total, carry = self.carried[e.args[0].name]  # _carry_sums: `v >= 2**32` or `v.u32`
+            return (carry if e.op == "ge" else total), "n", None
         folded = self.fold(e)
         if folded is not None:
             return folded
@@ -491,6 +546,9 @@ class Natural:
                                       f"{self.to_wide(val, vrep, s.value.ty)}, {s.bits})")
                 self.memo.clear()  # a later load of the address must see the store
                 continue
+            if isinstance(s, Assign) and s.var in self.sums:
+                self.carry_sum(s.var)
+                continue
             v = pyback.pyname(s.var)
             code, rep, known = self.ex(s.value)
             if isinstance(s, Assign) and s.width is not None and _int(s.value.ty) and s.value.ty.bits > s.width:
@@ -511,6 +569,17 @@ class Natural:
                 raise Decline("a variable wider than 64 bits")
             self.known.pop(s.var, None)
         return self.lines
+
+    def carry_sum(self, var: str) -> None:
+        """A _carry_sums variable's 32-bit sum (wrapping) and carry-out: a + b carries where the sum is below a; a
+        third term carries where adding it lowers the sum again (at most one of the two, for a 1-bit term)."""
+        a = [self.to_nat(*self.ex(x)[:2], x.ty) for x in self.sums[var]]
+        total = self.tmp(f"({a[0]} + {a[1]})")
+        carry = self.tmp(f"({total} < {a[0]})")
+        if len(a) == 3:
+            more = self.tmp(f"({total} + {a[2]})")
+            carry, total = self.tmp(f"({carry} | ({more} < {total}))"), more
+        self.carried[var] = (total, carry)
 
     def natural_out(self, name: str) -> str:
         """Code of an output as a natural array (uint32 / uint64)."""
