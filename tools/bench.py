@@ -16,8 +16,8 @@ and per tier, so that no tier is served by a compile cache another run or tier f
 The tier is chosen by HWEMU_TIER, read when a code object is loaded; tiers the engine does not have
 (emu.amd.exec.TIERS) print n/a. The reference tier runs a reduced problem of the same kernel (named in the
 `problem` column), so tiers are compared by rates (per wave-instruction, per wave), never by wall time. Each
-(workload, tier) is launched once to warm up; then the tiers are timed in turn for ROUNDS rounds and each keeps
-its fastest launch (the machines are noisy: that gives every tier the same chances), except `cold`. The first
+(workload, tier) is launched once to warm up; then the tiers are timed in turn for 3 to 7 rounds (ROUNDS) and each
+keeps its fastest launch (the machines are noisy: that gives every tier the same chances), except `cold`. The first
 line is the time to the end of the process's first launch (clang excluded), in whatever tier HWEMU_TIER gives at
 start.
 """
@@ -51,7 +51,7 @@ MATMUL_CL = ROOT / "tests" / "kernels" / "run" / "matmul_tiled.cl"
 TIER_NAMES = ("ref", "interp", "jit", "auto")
 WORKLOADS = ("matmul", "add", "sum", "fma", "cold")
 BLOCK = 256  # work-items per workgroup (1-D workloads)
-ROUNDS = 3  # timed rounds of the hot workloads (each tier keeps its fastest; --quick: 1)
+ROUNDS = (3, 7, 20.0)  # timed rounds of a hot workload: at least 3, up to 7 while they took under 20 s (--quick: 1)
 FMA_ITERS = 1000  # FMA_ITERS in bench.cl
 
 # Problem sizes per scale: "full" for the fast tiers, "ref" (reduced) for the reference tier, "quick" (smoke test).
@@ -308,10 +308,11 @@ def first_launch(arch: str, code: bytes, since_start: float, clang: float, t_mar
 
 
 def run_hot(name: str, tiers: list[str], scale: Callable[[str], str], arch: str, code: dict[str, bytes],
-            prof: cProfile.Profile | None, prof_tier: str | None, rounds: int) -> list[Row]:
-    """Each tier's case is loaded and launched once to warm up; then `rounds` rounds launch every tier in turn, and
-    each tier keeps its fastest round: the machine's speed drifts (other load, clocks), and interleaving the tiers
-    gives each the same chances. A tier that fails gives its row the error and leaves the rounds."""
+            prof: cProfile.Profile | None, prof_tier: str | None, rounds: tuple[int, int, float]) -> list[Row]:
+    """Each tier's case is loaded and launched once to warm up; then rounds launch every tier in turn (`rounds`:
+    at least, at most, and more while the rounds so far took under these seconds), and each tier keeps its fastest
+    round: the machine's speed drifts (other load, clocks), and interleaving the tiers gives each the same chances.
+    A tier that fails gives its row the error and leaves the rounds."""
     from emu.amd import GPU
     cases: dict[str, Case] = {}
     rows = {tier: Row(name, tier) for tier in tiers}
@@ -324,7 +325,11 @@ def run_hot(name: str, tiers: list[str], scale: Callable[[str], str], arch: str,
             cases[tier], rows[tier].problem = case, case.problem
         except Exception as e:  # a failing tier is reported in its row; the others still run
             rows[tier].error = _failed(e)
-    for _ in range(rounds):
+    least, most, seconds = rounds
+    t_rounds = time.perf_counter()
+    for k in range(most):
+        if k >= least and time.perf_counter() - t_rounds > seconds:
+            break
         for tier, case in list(cases.items()):
             p = prof if tier == prof_tier else None
             try:
@@ -450,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
                     row = Row(name, tier, error=_failed(e))
                 got.append(row)
         else:
-            got = run_hot(name, tiers, scale, args.arch, code, prof, prof_tier, 1 if args.quick else ROUNDS)
+            got = run_hot(name, tiers, scale, args.arch, code, prof, prof_tier, (1, 1, 0) if args.quick else ROUNDS)
         measured = {r.tier: r for r in got}
         for tier in args.tiers:
             row = measured.get(tier) or Row(name, tier, error="n/a")
