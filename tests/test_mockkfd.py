@@ -596,10 +596,16 @@ def test_aql_dispatch_barrier_and_pm4_ib(arch):
                                                                    np.uint32).tobytes()))
     for i, p in enumerate(packets):
         ring[64 * i:64 * i + 64] = np.frombuffer(p, np.uint8)
+    stats = next(g for g in c.system.gpus if g.gpu_id == c.gpu_id).stats  # the GPU's packet counts (HWEMU_STATS)
+    before = {n: stats.get(n, 0) for n in ("AQL_BARRIER_AND", "AQL_KERNEL_DISPATCH", "AQL_VENDOR")}
+
+    def ran() -> tuple[int, ...]:
+        return tuple(stats.get(n, 0) - b for n, b in before.items())
     q.gart.mem[56:64].view(np.uint64)[0] = len(packets)  # write_dispatch_id
     q.doorbell[0] = len(packets) - 1
     time.sleep(0.05)
     assert q.rptr == 0 and (yb.mem[:4 * n].view(np.float32) == 2).all()  # the barrier holds the dispatch back
+    assert ran() == (0, 0, 0)  # the barrier is retried while it holds the dispatch back: counted once it runs
     sigs.mem.view(np.int64)[1] = 0  # release the gate
     q.doorbell[0] = len(packets) - 1
     data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
@@ -610,6 +616,7 @@ def test_aql_dispatch_barrier_and_pm4_ib(arch):
     got = yb.mem.view(np.float32)
     assert (got[:n] == 3 * x + 2).all() and (got[n:1024] == 0).all()
     assert all(ring[64 * i] == 1 for i in range(3))  # consumed packets are INVALID again
+    assert ran() == (1, 1, 1)
 
 
 def test_indirect_buffer_at_unmapped_address_is_a_cp_error(client):

@@ -69,19 +69,16 @@ class AQLQueue(ComputeQueue):
             raise Wait  # the runtime reserved the slot but has not published the packet yet
         signal = struct.unpack_from("<Q", pkt, 56)[0]
         name = f"AQL_{('VENDOR', 'INVALID', 'KERNEL_DISPATCH', 'BARRIER_AND', '', 'BARRIER_OR')[kind]}"
-        self.count(name)
-        with timeline.packet(self, name, PACKET_BYTES // 4):
+        with timeline.packet(self, name, PACKET_BYTES // 4):  # a barrier's slice spans its retries
+            if kind in (TYPE_BARRIER_AND, TYPE_BARRIER_OR) and not self._released(kind, pkt):
+                raise Wait  # retried until its dependencies release it
+            self.count(name)  # once a packet
             if kind == TYPE_KERNEL_DISPATCH:
                 try:
                     self._kernel_dispatch(addr, pkt)
                 except GPUFault:
                     self._finish(addr, 0)  # a halted queue resumes after the packet that faulted
                     raise
-            elif kind in (TYPE_BARRIER_AND, TYPE_BARRIER_OR):
-                deps = [s for s in struct.unpack_from("<5Q", pkt, 8) if s]
-                done = [self._u64(s + SIGNAL_VALUE) == 0 for s in deps]
-                if not (all(done) if kind == TYPE_BARRIER_AND else any(done) or not deps):
-                    raise Wait
             elif kind == TYPE_VENDOR_SPECIFIC and struct.unpack_from("<H", pkt, 2)[0] == AMD_AQL_FORMAT_PM4_IB:
                 ib = np.frombuffer(pkt[4:20], np.uint32)
                 if pm4.HEADER_OPCODE.get(int(ib[0])) != pm4.PACKET3_INDIRECT_BUFFER:
@@ -90,10 +87,16 @@ class AQLQueue(ComputeQueue):
                 if self.ibs:  # the packet completes when its indirect buffer has run
                     self._in_ib = (addr, signal)
                     return True
-            else:
+            elif kind not in (TYPE_BARRIER_AND, TYPE_BARRIER_OR):
                 raise CPError(f"AQL packet {self.rptr}: type {kind} (header {header:#06x}) is not supported")
             self._finish(addr, signal)
         return True
+
+    def _released(self, kind: int, pkt: bytes) -> bool:
+        """Whether a barrier packet's dependent signals are all (AND) / any (OR; none given: released) at 0."""
+        deps = [s for s in struct.unpack_from("<5Q", pkt, 8) if s]
+        done = [self._u64(s + SIGNAL_VALUE) == 0 for s in deps]
+        return all(done) if kind == TYPE_BARRIER_AND else any(done) or not deps
 
     def _finish(self, addr: int, signal: int) -> None:
         """The packet at `addr` is done: signal its completion, hand the slot back (INVALID), advance."""
