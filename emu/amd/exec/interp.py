@@ -282,7 +282,7 @@ def _fused(p: Planner, insts: list, parts: list, first: Callable) -> Callable:
         if k == last:
             body.append("__r = 0" if not frag.guards else "    __r = 0")
         fresh = fresh and not frag.dirty
-    loads = [f"{v} = w.{attr}" for v, attr in (("sg", "sgpr"), ("vg", "vgpr"), ("mem", "lds")) if v in needs]
+    loads = [ln for v, ln in _LOADS if v in needs]
     rows: set[str] = set()  # VGPRs the code reads: their row views are made once, not at each read (but for the
     body = [ln if "np.copyto(" in ln else  # masked stores, which run only while lanes are off)
             _ROW.sub(lambda m: rows.add(m.group(1)) or f"__v{m.group(1)}", ln) for ln in body]
@@ -299,6 +299,9 @@ def _fused(p: Planner, insts: list, parts: list, first: Callable) -> Callable:
 
 
 _blocks: dict[str, Callable] = {}  # block source -> its factory (programs running the same code share it)
+
+
+_LOADS = (("sg", "sg = w.sgpr"), ("vg", "vg = w.vgpr"), ("mem", "mem = w.lds"))  # a fragment's `needs`
 
 
 def _act_lines(lanes: int) -> list[str]:
@@ -322,10 +325,11 @@ class _Fragment:
     act, full and n_act), the conditions under which the reference step runs instead (`guards`), the constants
     it indexes as K, whether it may change EXEC (`dirty`) and whether it sets the PC itself (a branch)."""
 
-    def __init__(self, src: _Source, sets_pc: bool, dirty: bool):
+    def __init__(self, src: _Source):
         self.needs, self.guards, self.body, self.consts = frozenset(src.needs), tuple(src.guards), src.lines, src.consts
-        self.size, self.lanes, self.name, self.sets_pc, self.dirty = src.inst.size, src.p.lanes, src.inst.op.name, \
-            sets_pc, dirty
+        self.size, self.lanes, self.name, self.sets_pc = src.inst.size, src.p.lanes, src.inst.op.name, src.sets_pc
+        text = "\n".join(self.body)
+        self.dirty = "set_exec" in text or _CALL.search(text) is not None  # the reference step writes EXEC only then
         self.nargs = len(src.args)
         self.uses_pc = any(_PC.search(ln) for ln in self.body)
         self.make = None
@@ -334,10 +338,10 @@ class _Fragment:
         """make(pc, ref, *args): the step of this code alone."""
         if self.make is None:
             names = "".join(f", A{i}" for i in range(self.nargs))
-            lines = ["sg = w.sgpr"] if "sg" in self.needs else []
+            lines = [ln for v, ln in _LOADS[:1] if v in self.needs]  # sg: the guards read it
             if self.guards:
                 lines.append(f"if {' or '.join(self.guards)}: return ref(w)")
-            lines += [f"{v} = w.{attr}" for v, attr in (("vg", "vgpr"), ("mem", "lds")) if v in self.needs]
+            lines += [ln for v, ln in _LOADS[1:] if v in self.needs]
             lines += (_act_lines(self.lanes) if "act" in self.needs else []) + self.body
             lines += ([] if self.sets_pc else ["w.pc = nxt"]) + ["return 0"]
             text = "\n".join([f"def make(pc, ref{names}):", f"    nxt = pc + {self.size}", "    def step(w):",
@@ -424,9 +428,7 @@ class _Source:
         self.lines.append(line)
 
     def fragment(self) -> tuple:
-        text = "\n".join(self.lines)
-        dirty = "set_exec" in text or _CALL.search(text) is not None  # the reference step writes EXEC only then
-        return _Fragment(self, self.sets_pc, dirty), tuple(self.args)
+        return _Fragment(self), tuple(self.args)
 
     def guard(self, cond: str) -> None:
         self.needs.add("sg")
