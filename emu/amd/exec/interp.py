@@ -88,7 +88,7 @@ class Interp:
         """Whether a block ends with this instruction (control, a PC write) or before it (invalid)."""
         if not inst.valid or inst.op.name in _BLOCK_ENDS:
             return True
-        if inst.base not in _SALU:
+        if inst.base not in _SALU or inst.op.name in _ENGINE_NOPS:
             return False
         try:
             return "PC" in self.planner.sem(inst.op).writes

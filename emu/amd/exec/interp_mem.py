@@ -21,6 +21,8 @@ from emu.pcode.npback import Decline
 U64, U32 = np.uint64, np.uint32
 U64_2 = U64(2)
 _TWOS = (np.full(32, 2, U32), np.full(64, 2, U32))  # shift amounts as arrays: array-array operations cost less
+_THREES = (np.full(32, 3, U32), np.full(64, 3, U32))
+_ZEROS = (bytes(4 * 32), bytes(4 * 64))
 M64 = (1 << 64) - 1
 _MIN, _MAX, _OR = np.minimum.reduce, np.maximum.reduce, np.bitwise_or.reduce
 
@@ -175,16 +177,17 @@ def _window(vm, lo: np.ndarray, hi: np.ndarray, nbytes: int, write: bool, last: 
     """(_place's answer, the dword indices in it) of the addresses hi:lo (their uint32 halves) in the previous
     answer's mapping (`last[0]`) when that mapping lies in one 4 GiB window whose high half every address has, and
     the `nbytes` at each (dword-aligned) address lie in it; else None, and the caller places the 64-bit addresses.
-    Fewer operations than those: the high halves are compared as bytes, the offsets are 32-bit (with array operands:
-    the window's low half and the shift are arrays of the lanes)."""
+    Fewer operations than those: the high halves and the low bits are compared as bytes, the offsets are 32-bit
+    (with array operands: the window's low half and the masks are arrays of the lanes), their largest found by
+    argmax (a reduction costs several times more on a wave's lanes)."""
     got = last[0]
     win = got[6]
     if got[0] is not vm.index or win is None or (write and not got[5]) or hi.tobytes() != win[wide]:
         return None
     o = lo - win[2 + wide]  # below the mapping wraps to a huge offset
-    if int(_MAX(o)) > got[4] - got[3] - nbytes or int(_OR(lo)) & 3:
+    if o[o.argmax()] > got[4] - got[3] - nbytes or (lo & _THREES[wide]).tobytes() != _ZEROS[wide]:
         return None
-    return got, o >> _TWOS[wide]
+    return got, (o >> _TWOS[wide]).astype(np.intp)
 
 
 def _within(vm, a: np.ndarray, nbytes: int, write: bool, last: list) -> tuple | None:
