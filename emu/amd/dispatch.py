@@ -221,6 +221,7 @@ class _WaveSlots:
             w.dispatch, w.wave_id = d.dispatch_id, i
             self.waves.append(w)
             self.initial.append((w.sgpr.copy(), w.vgpr[:3].copy()))
+        self._reset = [(w.vgpr.view(np.uint8), w.active_mask, w.active) for w in self.waves]  # VGPR bytes, EXEC
         self.mode = self.waves[0].mode
         self.id_slots = _id_slots(d.rsrc2)
         self.fresh = True
@@ -237,11 +238,11 @@ class _WaveSlots:
     def start(self, wg: int) -> list[WaveState]:
         if not self.fresh:  # the previous workgroup's waves: back to the initial state
             self.lds.mem.fill(0)
-            for w, (sgpr, v012) in zip(self.waves, self.initial, strict=True):
-                w.sgpr[:] = sgpr
-                w.vgpr.fill(0)
+            for w, (sgpr, v012), (vbytes, mask, lanes) in zip(self.waves, self.initial, self._reset, strict=True):
+                w.sgpr[:] = sgpr  # EXEC's slots included
+                vbytes.fill(0)  # as bytes: a memset
                 w.vgpr[:3] = v012
-                w.set_exec(w.exec)
+                w.active_mask, w.active = mask, lanes
                 w.pc, w.executed, w.lane_ops, w.gpr_idx = self.d.entry, 0, 0, 0
                 w.history.clear()
         self.fresh = False

@@ -156,13 +156,16 @@ def smem_step(p, inst, ref: Callable) -> Callable:
     nxt = inst.pc + inst.size
     last: list[tuple] = [_NONE]
 
+    pair = base >> 1  # the base's SGPR pair in the file's uint64 view (sbase is even)
+
     def step(w):
         sg = w.sgpr
-        addr = (int(sg[base]) | int(sg[base + 1]) << 32) + off + (int(sg[soff]) if soff is not None else 0)
-        addr &= 0xFFFFFFFFFFFC
-        got = _place(w.vm, addr, addr + 4 * n, False, last)
-        if got is None:
-            return ref(w)
+        addr = int(w.sgpr64[pair]) + off + (int(sg[soff]) if soff is not None else 0) & 0xFFFFFFFFFFFC
+        got = last[0]  # _place's first test, inline
+        if not (got[0] is w.vm.index and got[3] <= addr and addr + 4 * n <= got[4]):
+            got = _place(w.vm, addr, addr + 4 * n, False, last)
+            if got is None:
+                return ref(w)
         o = addr - got[3] >> 2  # in dwords: the address and the mapping are dword-aligned
         sg[dst:dst + n] = got[1][o:o + n]
         w.pc = nxt

@@ -66,6 +66,7 @@ class WaveState:
         self.family, self.lanes = family, lanes
         self.full = (1 << lanes) - 1
         self.sgpr = CONSTANTS.copy()
+        self.sgpr64 = self.sgpr.view(np.uint64)  # the file as register pairs: sgpr64[k] is s[2k+1:2k]
         self.m0_slot = 124 if family == "cdna" else 125
         # ACC VGPRs (CDNA) are rows ACC.. of the same array, so ACC operands are plain register numbers ACC + n
         self.vgpr = np.zeros((ACC + agprs if agprs else vgprs, lanes), np.uint32)
