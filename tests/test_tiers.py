@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from emu.amd import decode, strategies
+from emu.amd.exec import interp
 from emu.amd.exec import wave as wave_mod
 from emu.amd.exec.hwreg import F32_KEEP_IN, F32_KEEP_OUT
 from emu.amd.exec.state import MODE
@@ -84,7 +85,15 @@ _CLOCK_READS = ("S_MEMTIME", "S_MEMREALTIME", "S_SENDMSG_RTN", "S_GETREG")  # di
 _CASES = [("gfx1100", None), ("gfx1100", 64), ("gfx1201", None), ("gfx942", None)]
 
 
-def _streams(tier: str):
+@pytest.fixture
+def fused(monkeypatch):
+    """The lean interpreter runs a straight-line block as one generated function from its first run on (its
+    _fused code: the carry chains passed in arrays, the rows loaded once), not after interp.WARM runs."""
+    monkeypatch.setattr(interp, "WARM", 1)
+
+
+def _streams(tier: str, *fixtures: str):
+    @pytest.mark.usefixtures(*fixtures or ("_restore_tier",))
     @pytest.mark.parametrize("arch,lanes", _CASES)
     @settings(max_examples=EXAMPLES[tier], deadline=None, suppress_health_check=list(HealthCheck))
     @given(data=st.data(), **_EXTRA)
@@ -96,11 +105,15 @@ def _streams(tier: str):
 
 
 test_interp_streams_match_reference = _streams("interp")
+test_interp_fused_streams_match_reference = _streams("interp", "fused")
 test_jit_streams_match_reference = _streams("jit")
 
 
 _CARRIES = {  # carry chains (the lean interpreter computes their sums in 32 bits, the carries by comparisons)
     ("gfx1100", None): "v_add_co_u32 v2, vcc_lo, v0, v1\nv_add_co_ci_u32_e32 v3, vcc_lo, v4, v5, vcc_lo\n"
+                       "v_add_co_u32 v17, vcc_lo, s4, v18\ns_delay_alu instid0(VALU_DEP_1)\n"
+                       "v_add_co_ci_u32_e32 v19, vcc_lo, s5, v20, vcc_lo\nv_add_co_ci_u32_e32 v21, vcc_lo, 0, v22, vcc_lo\n"
+                       "v_add_co_u32 v23, vcc_lo, v24, 7 clamp\nv_add_co_ci_u32_e32 v25, vcc_lo, v26, v27, vcc_lo\n"
                        "v_add_co_u32 v6, s10, s3, v7\nv_add_co_ci_u32_e64 v8, s11, v9, -1, s10\n"
                        "v_add_co_ci_u32_e64 v9, null, s2, v11, s11\nv_add_co_u32 v12, s12, 0x80000000, v13 clamp\n"
                        "v_add_co_ci_u32_e64 v14, s13, v15, v16, s12 clamp\ns_endpgm",
@@ -112,10 +125,13 @@ _CARRIES = {  # carry chains (the lean interpreter computes their sums in 32 bit
 
 @pytest.mark.llvm
 @pytest.mark.parametrize("arch,lanes", list(_CARRIES))
+@pytest.mark.parametrize("fuse", [False, True])
 @settings(max_examples=EXAMPLES["interp"], deadline=None, suppress_health_check=list(HealthCheck))
 @given(**_EXTRA)
-def test_carry_chains_match_reference(arch, lanes, seed, exec_mask, mode_bits):
+def test_carry_chains_match_reference(request, arch, lanes, fuse, seed, exec_mask, mode_bits):
     from test_wave import asm
+    if fuse:  # the chains through VCC pass their lanes in arrays (interp._carries)
+        request.getfixturevalue("fused")
     _compare("interp", arch, lanes, [asm(_CARRIES[arch, lanes], arch)], seed, exec_mask, mode_bits)
 
 

@@ -101,6 +101,7 @@ def _reads(x) -> set[str]:
 
 
 _CARRY = 1 << 32
+CARRY = "__carry"  # the variable of a carry chain's lanes (Natural's carry_in / carry_out)
 
 
 def _terms(e) -> list | None:
@@ -170,10 +171,16 @@ class Natural:
 
     `nat`: per-lane inputs as code of uint32 / uint64 arrays; `wide`: other inputs as code of the reference
     backend's values (ints, masks); `consts`: inputs known when planning (encoding fields). `K`: the constants
-    list the generated code indexes."""
+    list the generated code indexes.
+
+    A carry chain passes a wave mask's lanes between two instructions' code as a bool array (emu.amd.exec.interp):
+    `carry_in` names the mask input whose lane bits a carry sum adds (read from CARRY instead; `took` says whether
+    it was, `old_reads` which inputs were read otherwise before being assigned), and `carry_out` the mask output
+    whose lanes are kept in CARRY when it sets them (`gave`)."""
 
     def __init__(self, f: Func, lanes: int, nat: dict[str, str], wide: dict[str, str], consts: dict[str, int],
-                 K: list, memory: bool = False, exact: frozenset[str] = frozenset()):
+                 K: list, memory: bool = False, exact: frozenset[str] = frozenset(), carry_in: str | None = None,
+                 carry_out: str | None = None):
         """`exact`: the `nat` inputs that hold no bits beyond their type's width already (no masking)."""
         if not f.vector or f.arrays or f.files - ({"MEM", "LDS"} if memory else set()):
             raise Decline("not a register-only vector function")
@@ -193,6 +200,10 @@ class Natural:
         self.read: set[str] = set()  # variables read by memoized expressions
         self.sums = _carry_sums(f)  # variables computed as a 32-bit sum and its carry-out
         self.carried: dict[str, tuple[str, str]] = {}  # such a variable -> (code of the sum, of the carry)
+        self.carry_in, self.carry_out, self.took, self.gave = carry_in, carry_out, False, False
+        self.assigned: set[str] = set()  # variables the body has assigned so far
+        self.old_reads: set[str] = set()  # variables read before the body assigned them
+        self.deferred: dict[str, tuple[int, str]] = {}  # mask -> (line index, its lane-bit line) not yet needed
         for var, bits in f.inputs.items():
             v = pyback.pyname(var)
             t = f.vars[var]
@@ -243,6 +254,9 @@ class Natural:
             return self.g.ex_op(e, "True"), "n", None
         if isinstance(e, Var):
             self.read.add(e.name)
+            self.need(e.name)
+            if e.name not in self.assigned:
+                self.old_reads.add(e.name)
             if e.name in self.known:
                 v = self.known[e.name]
                 return f"{self.k(e.ty, v)}" if _int(e.ty) else repr(v), "n", v
@@ -533,8 +547,11 @@ class Natural:
         for s in reversed(f.body[1:]):
             later.append(later[-1] | _reads(s))
         for s, after in zip(f.body, reversed(later), strict=True):
-            if isinstance(s, Assign | SetLaneBit) and s.var in unused and s.var not in after:
+            if isinstance(s, Assign | SetLaneBit) and s.var in unused and s.var not in after \
+                    and s.var != self.carry_out:
                 continue
+            if isinstance(s, Assign | SetLaneBit):
+                self.need(s.var)
             if isinstance(s, Store):
                 addr, rep, _ = self.ex(s.addr[0])
                 val, vrep, _ = self.ex(s.value)
@@ -561,9 +578,18 @@ class Natural:
                     raise Decline("lane bit of a natural value")
                 keep = _m(64) & ~_m(self.lanes)
                 bits = f"PK({code}, {self.lanes})" if known is None else str(_m(self.lanes) if known else 0)
-                self.lines.append(f"{v} = ({v} & {keep}) | {bits}" if keep else f"{v} = {bits}")
+                line = f"{v} = ({v} & {keep}) | {bits}" if keep else f"{v} = {bits}"
+                if s.var == self.carry_out and s.var not in self.assigned and s.var not in f.inputs:
+                    self.lines.append(f"{CARRY} = {code}")  # the lanes of the whole mask (it starts as zero)
+                    self.gave = True
+                if s.var in unused:  # made only if the code reads the mask after this
+                    self.deferred[s.var] = (len(self.lines), line)
+                else:
+                    self.lines.append(line)
+                self.assigned.add(s.var)
                 continue
             self.lines.append(f"{v} = {code}")
+            self.assigned.add(s.var)
             self.rep[s.var] = rep
             if rep == "p":
                 raise Decline("a variable wider than 64 bits")
@@ -573,13 +599,31 @@ class Natural:
     def carry_sum(self, var: str) -> None:
         """A _carry_sums variable's 32-bit sum (wrapping) and carry-out: a + b carries where the sum is below a; a
         third term carries where adding it lowers the sum again (at most one of the two, for a 1-bit term)."""
-        a = [self.to_nat(*self.ex(x)[:2], x.ty) for x in self.sums[var]]
+        a = [self.carry_term(x) or self.to_nat(*self.ex(x)[:2], x.ty) for x in self.sums[var]]
         total = self.tmp(f"({a[0]} + {a[1]})")
         carry = self.tmp(f"({total} < {a[0]})")
         if len(a) == 3:
             more = self.tmp(f"({total} + {a[2]})")
             carry, total = self.tmp(f"({carry} | ({more} < {total}))"), more
         self.carried[var] = (total, carry)
+
+    def carry_term(self, x) -> str | None:
+        """CARRY for a term that is `carry_in`'s lane bit (`MASK[laneId]`) before the body assigns the mask."""
+        m = self.carry_in
+        if m is None or m in self.assigned or not (isinstance(x, Op) and x.op == "extract" and x.attr == 1
+                                                   and isinstance(x.args[0], Var) and x.args[0].name == m
+                                                   and isinstance(x.args[1], Op) and x.args[1].op == "lane_id"):
+            return None
+        self.took = True
+        return CARRY
+
+    def need(self, var: str) -> None:
+        """Emits a deferred lane-bit line of `var` where it was made, now that something reads the mask."""
+        got = self.deferred.pop(var, None)
+        if got is not None:
+            at, line = got
+            self.lines.insert(at, line)
+            self.deferred = {v: (i + (i >= at), ln) for v, (i, ln) in self.deferred.items()}
 
     def natural_out(self, name: str) -> str:
         """Code of an output as a natural array (uint32 / uint64)."""

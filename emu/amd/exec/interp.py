@@ -194,7 +194,7 @@ _BLOCK_ENDS = _ENDS | _BARRIERS | _CLOCKS | {"S_TRAP", "S_CODE_END", "S_SETHALT"
 
 def _block(p: Planner, insts: list, parts: list) -> Callable:
     """One step running the straight-line instructions `insts` (`parts`: Interp.part of each) in order: a call of
-    each instruction's step at first (_chain), and once it has run WARM times one function generated for the whole
+    each instruction's step at first (_chain), and from its WARM-th run on one function generated for the whole
     block (_fused), so that code that runs once never pays for generating and compiling that."""
     steps = [_step(p, inst, part) for inst, part in zip(insts, parts, strict=True)]
     chain = _chain(steps, [inst.pc for inst in insts])
@@ -206,7 +206,8 @@ def _block(p: Planner, insts: list, parts: list) -> Callable:
             return f(w)
         left[0] -= 1
         if left[0] <= 0:
-            fused[0] = _fused(p, insts, parts, steps[0])
+            f = fused[0] = _fused(p, insts, parts, steps[0])
+            return f(w)
         return chain(w)
     return block
 
@@ -246,8 +247,9 @@ def _fused(p: Planner, insts: list, parts: list, first: Callable) -> Callable:
     """The block's instructions' generated code inlined into one function, which loads the wave's arrays once and
     the EXEC-derived locals again only after an instruction that may change EXEC; an instruction without generated
     code is called. It counts and faults as _chain does (`first`: the first instruction alone). The function's own
-    names start with two underscores, which no generated code uses."""
+    names start with two underscores, which generated code uses only for a carry chain's lanes (_carries)."""
     n, last = len(insts), len(insts) - 1
+    parts = _carries(p, insts, parts)
     params, binds = ["__first", "__index"], [first, {inst.pc: k for k, inst in enumerate(insts)}]
     frags = [part[0] for part in parts if not callable(part)]
     needs = set().union(*(f.needs for f in frags))
@@ -327,6 +329,7 @@ class _Fragment:
 
     def __init__(self, src: _Source):
         self.needs, self.guards, self.body, self.consts = frozenset(src.needs), tuple(src.guards), src.lines, src.consts
+        self.carry = src.carry
         self.size, self.lanes, self.name, self.sets_pc = src.inst.size, src.p.lanes, src.inst.op.name, src.sets_pc
         text = "\n".join(self.body)
         self.dirty = "set_exec" in text or _CALL.search(text) is not None  # the reference step writes EXEC only then
@@ -386,9 +389,10 @@ def _halves(p: Planner, inst) -> list[_Half]:
     return out
 
 
-def _generate(p: Planner, inst) -> tuple:
-    """(_Fragment, the arguments its code binds as A0, A1, ...)."""
-    src = _Source(p, inst)
+def _generate(p: Planner, inst, carry: tuple[bool, bool] = (False, False)) -> tuple:
+    """(_Fragment, the arguments its code binds as A0, A1, ...); `carry`: (takes, gives) a carry chain's VCC lanes
+    (_carries)."""
+    src = _Source(p, inst, carry)
     if inst.base in _SALU:
         src.salu()
     elif inst.base == "DS":
@@ -407,11 +411,42 @@ def _generate(p: Planner, inst) -> tuple:
     return src.fragment()
 
 
+def _carried(p: Planner, inst, carry: tuple[bool, bool]) -> tuple | None:
+    """The fragment of a VALU instruction taking and / or giving a carry chain's VCC lanes, or None."""
+    key = (inst.raw, p.target, p.lanes, carry)
+    if key not in _cache:
+        try:
+            _cache[key] = _generate(p, inst, carry) if inst.valid and inst.base in _VALU and \
+                _fusable_valu(inst, p) else None
+        except Exception:  # Decline (no such chain in its code), or no semantics
+            _cache[key] = None
+    return _cache[key]
+
+
+def _carries(p: Planner, insts: list, parts: list) -> list:
+    """`parts` with the carry chains through VCC passed in a bool array: an instruction whose carry-out VCC is read
+    by the next VALU instruction only as its carry-in (V_ADD_CO_U32 then V_ADD_CO_CI_U32, a 64-bit add) gives it its
+    lanes, and does not write VCC when nothing in between can see VCC (only engine no-ops). Neither may have
+    guards: their reference steps would read VCC from the SGPR file."""
+    out = list(parts)
+    for k in range(len(insts) - 1):
+        j = k + 1
+        while j < len(insts) and not callable(out[j]) and not out[j][0].body:  # engine no-ops
+            j += 1
+        if j == len(insts) or callable(out[k]) or callable(out[j]) or out[k][0].guards or out[j][0].guards:
+            continue
+        give = _carried(p, insts[k], (out[k][0].carry[0], True))  # it may take from the one before
+        take = _carried(p, insts[j], (True, False))
+        if give is not None and take is not None and not give[0].guards and not take[0].guards:
+            out[k], out[j] = give, take
+    return out
+
+
 class _Source:
     """The source of one fused step under construction."""
 
-    def __init__(self, p: Planner, inst):
-        self.p, self.inst = p, inst
+    def __init__(self, p: Planner, inst, carry: tuple[bool, bool] = (False, False)):
+        self.p, self.inst, self.carry = p, inst, carry
         self.lines: list[str] = []  # the step's body (indented once inside `step`)
         self.args: list = []  # closures and constants the factory binds (A0, A1, ...)
         self.consts: list = []  # the generated semantics' constants (K)
@@ -557,11 +592,23 @@ class _Source:
         self.needs.add("act")
         unused = frozenset(n for n, _ in writes if n in ir.outputs and p.null is not None
                            and self._mask_dest(n, sem, vop3) == p.null)  # masks for NULL
+        takes, gives = self.carry
+        if takes and wide.get("VCC") != self._mask_read(106):
+            raise Decline("carry-in not from VCC")
+        if gives:
+            if "VCC" not in ir.outputs or self._mask_dest("VCC", sem, vop3) not in ("VCC", 106):
+                raise Decline("carry-out not to VCC")
+            unused |= {"VCC"}  # the next instruction takes the lanes, and writes VCC itself
         try:
-            gen = Natural(ir, lanes, nat, wide, consts, self.consts, exact=frozenset(self.exact))
+            gen = Natural(ir, lanes, nat, wide, consts, self.consts, exact=frozenset(self.exact),
+                          carry_in="VCC" if takes else None, carry_out="VCC" if gives else None)
             self.lines += gen.body_lines(unused)
             natural = True
+            if (takes and (not gen.took or "VCC" in gen.old_reads)) or (gives and not gen.gave):
+                raise Decline("no carry chain")
         except Decline:
+            if takes or gives:
+                raise
             binds = {**{n: f"L.inp({c}, {ir.inputs[n]})" for n, c in wide.items()},
                      **{n: str(v) for n, v in consts.items()},
                      **{n: f"L.inp({c}.astype(U64), {ir.inputs[n]})" for n, c in nat.items()}}
