@@ -17,6 +17,8 @@ then binds the reference backend's whole function instead.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from emu.pcode import pyback
@@ -101,6 +103,8 @@ def _reads(x) -> set[str]:
 
 
 _CARRY = 1 << 32
+_ROW = re.compile(r"vg\[(\d+)\]")
+_TYPED_ROWS = {"np.float32": "vf", "np.int32": "vi"}  # the VGPR file's views as these types (the caller loads them)
 CARRY = "__carry"  # the variable of a carry chain's lanes (Natural's carry_in / carry_out)
 
 
@@ -204,6 +208,7 @@ class Natural:
         self.assigned: set[str] = set()  # variables the body has assigned so far
         self.old_reads: set[str] = set()  # variables read before the body assigned them
         self.deferred: dict[str, tuple[int, str]] = {}  # mask -> (line index, its lane-bit line) not yet needed
+        self.rows: dict[str, str] = {}  # inputs that are a VGPR row (`vg[N]`) -> N: read as f32 / i32 from vf / vi
         for var, bits in f.inputs.items():
             v = pyback.pyname(var)
             t = f.vars[var]
@@ -213,6 +218,9 @@ class Natural:
                 mask = bits < _cls(t) and var not in exact
                 self.lines.append(f"{v} = {nat[var]}" + (f" & {self.k(t, _m(bits))}" if mask else ""))
                 self.rep[var] = "n"
+                row = _ROW.fullmatch(nat[var])
+                if row and not mask and t.bits == 32:
+                    self.rows[var] = row.group(1)
             elif var in wide:
                 mask = var in f.masks and bits <= 64  # a wave mask is an int
                 self.lines.append(f"{v} = ({wide[var]}) & {_m(bits)}" if mask else f"{v} = L.inp({wide[var]}, {bits})")
@@ -449,14 +457,15 @@ class Natural:
                 return f"({a[0]} >> {amt})"
             if t.bits == _cls(t):
                 s = f"np.int{t.bits}"
-                return f"({a[0]}.view({s}) >> {amt}.view({s})).view({_ut(t)})"
+                return f"({self.view(e.args[0], a[0], s)} >> {self.view(e.args[1], amt, s)}).view({_ut(t)})"
             return None
         if op in _CMP:
             s = ts[0]
             if s.kind == "f" or s.kind == "bool" or (s.kind == "u" and _int(s)):
                 return f"({a[0]} {_CMP[op]} {a[1]})"
             if s.kind == "i" and s.bits in (32, 64):
-                return f"({a[0]}.view(np.int{s.bits}) {_CMP[op]} {a[1]}.view(np.int{s.bits}))"
+                t = f"np.int{s.bits}"
+                return f"({self.view(e.args[0], a[0], t)} {_CMP[op]} {self.view(e.args[1], a[1], t)})"
             return None
         if op in ("land", "lor"):
             return f"({a[0]} {'&' if op == 'land' else '|'} {a[1]})"
@@ -479,10 +488,21 @@ class Natural:
         if op == "load" and e.attr in self.f.files and t.bits == 32 and _int(t) and _int(ts[0]):
             return f"ML32(mem, act, {self.to_wide(*args[0][:2], ts[0])})"
         if op == "bitcast" and t.kind == "f" and _int(ts[0]) and t.bits == ts[0].bits:
-            return f"{a[0]}.view({_FDT[t.bits]})" if t.bits != 16 else f"{a[0]}.astype(np.uint16).view(np.float16)"
+            return self.view(e.args[0], a[0], _FDT[t.bits]) if t.bits != 16 else \
+                f"{a[0]}.astype(np.uint16).view(np.float16)"
         if op == "bitcast" and _int(t) and ts[0].kind == "f" and t.bits == ts[0].bits:
             return f"{a[0]}.view({_ut(t)})" if t.bits != 16 else f"{a[0]}.view(np.uint16).astype(U32)"
         return None
+
+    def view(self, x, code: str, dtype: str) -> str:
+        """Code of natural value `code` (of IR node `x`) viewed as numpy type `dtype`: a VGPR row input from the
+        file's view of that type, no view made per use."""
+        while isinstance(x, Op) and x.op == "resize" and _int(x.ty) and _int(x.args[0].ty) \
+                and x.ty.bits == x.args[0].ty.bits:  # a change of signedness: the same bits
+            x = x.args[0]
+        if isinstance(x, Var) and x.name in self.rows and dtype in _TYPED_ROWS and x.name not in self.assigned:
+            return f"{_TYPED_ROWS[dtype]}[{self.rows[x.name]}]"
+        return f"{code}.view({dtype})"
 
     def resize(self, a: str, s: Ty, t: Ty) -> str | None:
         if _cls(s) == _cls(t):

@@ -287,8 +287,8 @@ def _fused(p: Planner, insts: list, parts: list, first: Callable) -> Callable:
     loads = [ln for v, ln in _LOADS if v in needs]
     rows: set[str] = set()  # VGPRs the code reads: their row views are made once, not at each read (but for the
     body = [ln if "np.copyto(" in ln else  # masked stores, which run only while lanes are off)
-            _ROW.sub(lambda m: rows.add(m.group(1)) or f"__v{m.group(1)}", ln) for ln in body]
-    loads += [f"__v{r} = vg[{r}]" for r in sorted(rows, key=int)]
+            _ROW.sub(lambda m: rows.add(m.groups()) or f"__{m.group(1)}{m.group(2)}", ln) for ln in body]
+    loads += [f"__{v}{r} = {v}[{r}]" for v, r in sorted(rows, key=lambda vr: (vr[0], int(vr[1])))]
     text = "\n".join([f"def make({', '.join(params)}):", "    def block(w):", f"        if w.left < {n}:",
                       "            return __first(w)", *("        " + ln for ln in loads), "        try:",
                       *("            " + ln for ln in body), "        except BaseException:",
@@ -303,7 +303,8 @@ def _fused(p: Planner, insts: list, parts: list, first: Callable) -> Callable:
 _blocks: dict[str, Callable] = {}  # block source -> its factory (programs running the same code share it)
 
 
-_LOADS = (("sg", "sg = w.sgpr"), ("vg", "vg = w.vgpr"), ("mem", "mem = w.lds"))  # a fragment's `needs`
+_LOADS = (("sg", "sg = w.sgpr"), ("vg", "vg = w.vgpr"), ("vf", "vf = w.vgpr_f32"), ("vi", "vi = w.vgpr_i32"),
+          ("mem", "mem = w.lds"))  # a fragment's `needs`
 
 
 def _act_lines(lanes: int) -> list[str]:
@@ -332,6 +333,7 @@ class _Fragment:
         self.carry = src.carry
         self.size, self.lanes, self.name, self.sets_pc = src.inst.size, src.p.lanes, src.inst.op.name, src.sets_pc
         text = "\n".join(self.body)
+        self.needs |= {v for v in ("vf", "vi") if re.search(rf"(?<![\w.]){v}\[", text)}  # npback's typed rows
         self.dirty = "set_exec" in text or _CALL.search(text) is not None  # the reference step writes EXEC only then
         self.nargs = len(src.args)
         self.uses_pc = any(_PC.search(ln) for ln in self.body)
@@ -359,7 +361,7 @@ class _Fragment:
 
 _CALL = re.compile(r"(?<![\w.])A\d+\(w\b")  # a closure the code calls with the wave (may write EXEC)
 _PC = re.compile(r"(?<![\w.])pc\b")
-_ROW = re.compile(r"(?<![\w.])vg\[(\d+)\](?!\s*=(?!=))")  # a VGPR row the code reads (not one it assigns)
+_ROW = re.compile(r"(?<![\w.])(v[gfi])\[(\d+)\](?!\s*=(?!=))")  # a VGPR row the code reads (not one it assigns)
 
 
 def _fusable_valu(inst, p: Planner) -> bool:

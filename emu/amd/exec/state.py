@@ -71,6 +71,7 @@ class WaveState:
         # ACC VGPRs (CDNA) are rows ACC.. of the same array, so ACC operands are plain register numbers ACC + n
         self.vgpr = np.zeros((ACC + agprs if agprs else vgprs, lanes), np.uint32)
         self.agpr = self.vgpr[ACC:] if agprs else None
+        self.vgpr_f32, self.vgpr_i32 = self.vgpr.view(np.float32), self.vgpr.view(np.int32)  # the lean interpreter's
         self.active = np.zeros(lanes, bool)
         self.set_exec(self.full)
         self.pc = 0
