@@ -439,7 +439,7 @@ def _carries(p: Planner, insts: list, parts: list) -> list:
             continue
         give = _carried(p, insts[k], (out[k][0].carry[0], True))  # it may take from the one before
         take = _carried(p, insts[j], (True, False))
-        if give is not None and take is not None and not give[0].guards and not take[0].guards:
+        if give is not None and take is not None:  # their guards are the plain fragments' (none)
             out[k], out[j] = give, take
     return out
 
