@@ -58,12 +58,12 @@ def info(arch: str, gpus: int, real: bool) -> int:
     return 0
 
 
-def program_env(dev: str | None, command: str) -> dict[str, str] | None:
+def program_env(dev: str | None, command: str, base: dict[str, str] | None = None) -> dict[str, str] | None:
     """The environment of a program run with the mock devices visible to it: DEV names the mock interface (hwemu's
     stack picks MOCKKFD from it), Python programs start with emu/os/boot on their path, whose sitecustomize points
     tinygrad at hwemu's mock interface, and qemu-hexagon on PATH is hwemu's Hexagon core. None (said on stderr)
-    when DEV names no mock."""
-    env = dict(os.environ)
+    when DEV names no mock. `base`: the environment to start from (default: this process's)."""
+    env = dict(os.environ if base is None else base)
     env["DEV"] = dev or env.get("DEV") or "MOCKKFD+AMD"
     if not env["DEV"].startswith("MOCK"):
         print(f"hwemu {command}: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD)", file=sys.stderr)
