@@ -14,6 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_wave import asm, wave
 
+from emu.pcode.floats import fma
+
 pytestmark = pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="llvm-mc-19 is needed to assemble snippets")
 F64 = st.floats(min_value=-2.0 ** 60, max_value=2.0 ** 60, allow_nan=False, width=64)
 SET_ROUND = "s_setreg_imm32_b32 hwreg(HW_REG_MODE, 0, 4), {:#x}\n"  # every family has it (gfx942: no s_round_mode)
@@ -175,3 +177,38 @@ def test_conversions_flush_denormals_per_type(arch, denorm):
     np.testing.assert_array_equal(w.vgpr[11].view(np.float32), np.copysign(np.float32(0), flushed(e, keep16_in)))
     h = flushed(f * np.float32(2.0 ** 112), keep32_in).astype(np.float16)
     np.testing.assert_array_equal((w.vgpr[14] & 0xFFFF).astype(np.uint16).view(np.float16), flushed(h, keep16_out))
+
+
+def _round_narrow(x: Fraction, dt) -> int:
+    """The bits of `x` rounded to nearest-even in `dt` (float16/float32), from exact rationals (finite results)."""
+    near = dt(float(x))  # within one step of the answer
+    cands = [np.nextafter(near, dt(-np.inf)), near, np.nextafter(near, dt(np.inf))]
+    cands = [c for c in cands if np.isfinite(c)]
+    best = min(cands, key=lambda c: (abs(Fraction(float(c)) - x), int(c.view(_UINT[dt])) & 1))
+    return int(best.view(_UINT[dt]))
+
+
+_UINT = {np.float32: np.uint32, np.float16: np.uint16}
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.sampled_from([np.float32, np.float16]), st.data())
+def test_narrow_fma_rounds_once(dt, data):
+    """floats.fma for binary16/32 (the pcode's fma of every V_FMA*/V_FMAC*): one rounding of the exact a * b + c,
+    also where the binary64 sum it takes as a shortcut is inexact and exactly a midpoint, or in the subnormal range."""
+    width = 32 if dt is np.float32 else 16
+    fin = st.floats(width=width, allow_nan=False, allow_infinity=False)
+    a, b, c = (np.array([data.draw(fin)], dt) for _ in range(3))
+    exact = Fraction(float(a[0])) * Fraction(float(b[0])) + Fraction(float(c[0]))
+    with np.errstate(all="ignore"):
+        got = fma(a, b, c)
+    if abs(exact) < Fraction(float(np.finfo(dt).max)):
+        assert int(got.view(_UINT[dt])[0]) == _round_narrow(exact, dt) or exact == 0
+
+
+def test_narrow_fma_inexact_midpoint():
+    """(1 + 2**-12)**2 = 1 + 2**-11 + 2**-24 is a binary32 midpoint; +-2**-80 decides the rounding, which the binary64
+    sum loses."""
+    a = np.array([1 + 2 ** -12] * 2, np.float32)
+    got = fma(a, a, np.array([2 ** -80, -(2 ** -80)], np.float32)).view(np.uint32)
+    assert [hex(x) for x in got] == ["0x3f801001", "0x3f801000"]

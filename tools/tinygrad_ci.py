@@ -51,43 +51,43 @@ class Step:
         return f"{self.job}/{self.name}"
 
 
+TESTAMD = (("test_plus", "DEBUG=5 FORWARD_ONLY=1 python3 test/test_tiny.py TestTiny.test_plus"),
+           ("pytest", f"python -m pytest -n=auto {TESTAMD_FILES} --durations=20"),
+           ("disk", "python -m pytest test/unit/test_disk_tensor.py -k test_copy_from_disk"),
+           ("transcendental", f"TRANSCENDENTAL=2 python -m pytest -n=auto {TRANSCENDENTAL} --durations=20"))
+ASM_MATMUL = 'PYTHONPATH="." DEV=MOCKKFD+AMD N=256 python3 extra/gemm/amd_{}_matmul.py'
+OTHERS = (("testamdasm", "test/amd", "python -m pytest -n=auto test/amd/ --durations 20"),
+          ("testamdasm", "test/amd LLVM", "DEV=MOCKKFD+AMD:LLVM python -m pytest -n=auto test/amd/ --durations 20"),
+          ("testamdasm", "sqtt", "VIZ=-2 python3 -m pytest -n=auto test/amd/test_sqtt_profiler.py"),
+          ("testamdasm", "asm_matmul", ASM_MATMUL.format("asm")),
+          ("testamdasm", "copy_matmul", ASM_MATMUL.format("copy")),
+          ("testamdasm", "amd_llvm", "DEV=MOCKKFD+AMD:LLVM python test/device/test_amd_llvm.py"),
+          ("hcq2", "test_tiny", f"{HCQ2_ENV} python test/test_tiny.py"),
+          ("hcq2", "multitensor", f"{HCQ2_ENV} python -m pytest -n=auto test/backend/test_multitensor.py"),
+          ("hcq2", "jit", f"{HCQ2_ENV} python test/unit/test_jit.py"),
+          ("hcq2", "hcq2", f"{HCQ2_ENV} python -m pytest test/device/test_hcq2.py"),
+          ("testdsp", "pytest", "MOCKDSP=1 DEV=DSP python -m pytest -n=auto test/test_tiny.py "
+           "test/backend/test_transcendental.py::TestTranscendentalVectorized test/backend/test_quantize_onnx.py"))
+JOB_ENV = {"testamdasm": (("DEV", "MOCKKFD+AMD"),)}
+
+
 def jobs(archs: list[str], renderers: list[str]) -> list[Step]:
-    """The mock jobs of tinygrad's test.yml at the commit matching tinygrad 0.14.0 (a9069c177a)."""
+    """The mock jobs of tinygrad's test.yml at the commit matching tinygrad 0.14.0 (a9069c177a), and `share`."""
     steps = []
     for arch in archs:
         for r in renderers:
-            dev = f"MOCKKFD+AMD:{'LLVM' if r == 'LLVM' else ''}:{arch}"
-            job, env = f"testamd[{r or 'amd'} {arch}]", (("DEV", dev), ("SKIP_SLOW_TEST", "1"))
-            steps += [Step(job, "test_plus", "DEBUG=5 FORWARD_ONLY=1 python3 test/test_tiny.py TestTiny.test_plus", env),
-                      Step(job, "pytest", f"python -m pytest -n=auto {TESTAMD_FILES} --durations=20", env),
-                      Step(job, "disk", "python -m pytest test/unit/test_disk_tensor.py -k test_copy_from_disk", env),
-                      Step(job, "transcendental", f"TRANSCENDENTAL=2 python -m pytest -n=auto {TRANSCENDENTAL} "
-                                                  "--durations=20", env)]
-    env = (("DEV", "MOCKKFD+AMD"),)
-    steps += [Step("testamdasm", "test/amd", "python -m pytest -n=auto test/amd/ --durations 20", env),
-              Step("testamdasm", "test/amd LLVM", "DEV=MOCKKFD+AMD:LLVM python -m pytest -n=auto test/amd/ --durations 20",
-                   env),
-              Step("testamdasm", "sqtt", "VIZ=-2 python3 -m pytest -n=auto test/amd/test_sqtt_profiler.py", env),
-              Step("testamdasm", "asm_matmul", 'PYTHONPATH="." DEV=MOCKKFD+AMD N=256 python3 extra/gemm/amd_asm_matmul.py',
-                   env),
-              Step("testamdasm", "copy_matmul",
-                   'PYTHONPATH="." DEV=MOCKKFD+AMD N=256 python3 extra/gemm/amd_copy_matmul.py', env),
-              Step("testamdasm", "amd_llvm", "DEV=MOCKKFD+AMD:LLVM python test/device/test_amd_llvm.py", env),
-              Step("hcq2", "test_tiny", f"{HCQ2_ENV} python test/test_tiny.py"),
-              Step("hcq2", "multitensor", f"{HCQ2_ENV} python -m pytest -n=auto test/backend/test_multitensor.py"),
-              Step("hcq2", "jit", f"{HCQ2_ENV} python test/unit/test_jit.py"),
-              Step("hcq2", "hcq2", f"{HCQ2_ENV} python -m pytest test/device/test_hcq2.py"),
-              Step("testdsp", "pytest", "MOCKDSP=1 DEV=DSP python -m pytest -n=auto test/test_tiny.py "
-                   "test/backend/test_transcendental.py::TestTranscendentalVectorized test/backend/test_quantize_onnx.py"),
-              Step("share", "tiny+jit+uops", "python -m pytest -n=auto test/test_tiny.py test/backend/test_jit.py "
-                   "test/backend/test_uops.py", (("DEV", "MOCKKFD+AMD:LLVM"),), in_workflow=False)]
+            env = (("DEV", f"MOCKKFD+AMD:{'LLVM' if r == 'LLVM' else ''}:{arch}"), ("SKIP_SLOW_TEST", "1"))
+            steps += [Step(f"testamd[{r or 'amd'} {arch}]", name, run, env) for name, run in TESTAMD]
+    steps += [Step(job, name, run, JOB_ENV.get(job, ())) for job, name, run in OTHERS]
+    steps.append(Step("share", "tiny+jit+uops", "python -m pytest -n=auto test/test_tiny.py test/backend/test_jit.py "
+                      "test/backend/test_uops.py", (("DEV", "MOCKKFD+AMD:LLVM"),), in_workflow=False))
     return steps
 
 
 def out_of_sync(steps: list[Step], workflow: str) -> list[Step]:
     """Steps whose command (env assignments aside) the workflow file does not contain."""
-    text = " ".join(open(workflow).read().split()) if os.path.exists(workflow) else ""
-    return [s for s in steps if s.in_workflow and " ".join(_split(s.run)[1]).replace('"', "") not in text.replace('"', "")]
+    text = " ".join(open(workflow).read().split()).replace('"', "") if os.path.exists(workflow) else ""
+    return [s for s in steps if s.in_workflow and " ".join(_split(s.run)[1]).replace('"', "") not in text]
 
 
 def _split(run: str) -> tuple[dict[str, str], list[str]]:
@@ -230,7 +230,7 @@ def run_step(step: Step, mock: str, root: str, files: str | None, profile: bool,
                            errors="replace", timeout=timeout)
         out, status = p.stdout, p.returncode
     except subprocess.TimeoutExpired as e:
-        out, status = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or ""), -9
+        out, status = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else e.stdout or "", -9
         out += f"\n(step stopped after {timeout:.0f} s)"
     wall = time.monotonic() - began
     with open(os.path.join(workdir, f"{tag}.log"), "w") as f:
@@ -244,7 +244,8 @@ def run_step(step: Step, mock: str, root: str, files: str | None, profile: bool,
         counts["errors"] += 1
         failures["(timeout)"] = f"stopped after {timeout:.0f} s"
     tail = "" if sum(counts.values()) else _first_line("\n".join(out.splitlines()[-20:]))
-    return Result(wall, status, counts, per_file, failures, tail, device_share(raw, device_frame(mock, root)) if profile else None)
+    share = device_share(raw, device_frame(mock, root)) if profile else None
+    return Result(wall, status, counts, per_file, failures, tail, share)
 
 
 def _fmt(c: collections.Counter) -> str:
@@ -294,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     root = os.path.abspath(a.tinygrad)
     if not os.path.isdir(os.path.join(root, "test")) or not os.path.isdir(os.path.join(root, "tinygrad")):
-        print(f"tinygrad_ci: --tinygrad {a.tinygrad}: not a tinygrad checkout (no test/ and tinygrad/)", file=sys.stderr)
+        print(f"tinygrad_ci: --tinygrad {a.tinygrad}: not a tinygrad checkout (no test/, tinygrad/)", file=sys.stderr)
         return 2
     mocks = [m for m in a.mocks.split(",") if m]
     if any(m not in MOCKS for m in mocks):

@@ -109,8 +109,9 @@ def ftoi(x, bits: int, signed: bool):
 
 
 # binary16/32 fma in binary64: the product is exact and the sum rounds once, so rounding that sum to the narrow type
-# is the correctly rounded result unless it is exactly a midpoint of the narrow type (the low mantissa bits below
-# are 1000...0) or in the narrow type's subnormal range (biased binary64 exponent 1 .. MIN_NORMAL_EXP - 1)
+# is the correctly rounded result unless the sum was inexact and is exactly a midpoint of the narrow type (the low
+# mantissa bits below are 1000...0) or lies in the narrow type's subnormal range (biased binary64 exponent 1 ..
+# MIN_NORMAL_EXP - 1)
 _NARROW = {np.dtype(np.float32): (U64(1 << 28), U64((1 << 29) - 1), U64((1023 - 126) << 52)),
            np.dtype(np.float16): (U64(1 << 41), U64((1 << 42) - 1), U64((1023 - 14) << 52))}
 _EXP = U64(0x7FF << 52)
@@ -120,10 +121,15 @@ def fma(a, b, c, n=0):
     """a * b + c, times 2**n, rounded once."""
     narrow = _NARROW.get(getattr(a, "dtype", None)) if isinstance(n, int) and n == 0 else None
     if narrow is not None:
-        s = np.add(np.multiply(a, b, dtype=np.float64), c, dtype=np.float64)
+        p = np.multiply(a, b, dtype=np.float64)
+        s = np.add(p, c, dtype=np.float64)
         v = s.view(U64)
         mid, low, subnormal = narrow
-        if not (((v & low) == mid) | ((v & _EXP) - U64(1) < subnormal - U64(1))).any():
+        doubt = ((v & low) == mid) | ((v & _EXP) - U64(1) < subnormal - U64(1))
+        if not doubt.any():
+            return s.astype(a.dtype)
+        bv = s - p  # TwoSum: a sum of two narrow values is often a midpoint, but then it is exact
+        if not (doubt & ((p - (s - bv)) + (c - bv) != 0)).any():
             return s.astype(a.dtype)
     a, b, c, n = np.broadcast_arrays(np.asarray(a), np.asarray(b), np.asarray(c), sx(np.asarray(n), 32))
     dt = a.dtype
