@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
+import time
 
 import numpy as np
 
@@ -13,6 +15,21 @@ from stack.hcq.fileio import file_interface
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 GTT_FLAGS = k.ALLOC_GTT | k.ALLOC_WRITABLE | k.ALLOC_EXECUTABLE | k.ALLOC_COHERENT | k.ALLOC_UNCACHED | k.ALLOC_PUBLIC
 VRAM_FLAGS = k.ALLOC_VRAM | k.ALLOC_WRITABLE | k.ALLOC_EXECUTABLE | k.ALLOC_PUBLIC
+
+
+def wait_for(cond, timeout: float = 10.0) -> bool:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.0005)
+    return True
+
+
+def aql_packet(header_type: int, body: bytes, signal: int = 0) -> bytes:
+    """A 64-byte AQL packet: header (barrier bit, system-scope acquire and release fences), body, completion signal."""
+    header = header_type | 1 << 8 | 2 << 9 | 2 << 11
+    return (struct.pack("<H", header) + body).ljust(56, b"\0") + struct.pack("<Q", signal)
 
 
 class Buf:
@@ -50,6 +67,16 @@ class RawClient:
     def ioctl(self, name: str, args):
         self.kfd.ioctl(k.REQUEST[name], args)
         return args
+
+    def event(self, event_type: int):
+        return self.ioctl("CREATE_EVENT", k.CreateEvent(event_type=event_type))
+
+    def wait_event(self, ev, timeout_ms: int = 10000):
+        """WAIT_EVENTS on one event: (completed, its kfd_event_data)."""
+        data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
+        w = self.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1,
+                                                   timeout=timeout_ms))
+        return w.wait_result == k.WAIT_COMPLETE, data[0]
 
     def alloc(self, size: int, flags: int = GTT_FLAGS, gpu: int = 0, map_to=(0,)) -> Buf:
         size = -(-size // 4096) * 4096

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mockkfd_client import VRAM_FLAGS, RawClient
+from mockkfd_client import VRAM_FLAGS, RawClient, aql_packet, wait_for
 
 from stack.hcq import kfd_ioctl as k
 from stack.hcq import pm4, sdma
@@ -25,15 +25,6 @@ EXPLORE = not os.environ.get("CI")
 @pytest.fixture(scope="module")
 def client() -> RawClient:
     return RawClient("gfx1100", 4)
-
-
-def wait_for(cond, timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.0005)
-    return True
 
 
 # -- the ABI: our structs and request numbers are the kernel's ---------------------------------------------------------
@@ -555,11 +546,6 @@ SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float
 }"""
 
 
-def _aql_packet(header_type: int, body: bytes, signal: int = 0) -> bytes:
-    header = header_type | 1 << 8 | 2 << 9 | 2 << 11  # barrier, system-scope acquire and release fences
-    return (struct.pack("<H", header) + body).ljust(56, b"\0") + struct.pack("<Q", signal)
-
-
 @pytest.mark.skipif(not shutil.which("clang-19"), reason="needs clang-19 (llvm-19)")
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
 def test_aql_dispatch_barrier_and_pm4_ib(arch):
@@ -585,14 +571,14 @@ def test_aql_dispatch_barrier_and_pm4_ib(arch):
     sigs.mem.view(np.uint32)[2 * 8 + 8] = ev.event_id
     q = c.queue(k.QUEUE_TYPE_COMPUTE_AQL, ring_size=4096)
     ring = q.ring.mem
-    packets = [_aql_packet(3, struct.pack("<HI5Q", 0, 0, gate, 0, 0, 0, 0)),  # BARRIER_AND on the gate signal
-               _aql_packet(2, struct.pack("<HHHHHIIIIIQQ", 1, block, 1, 1, 0, n, 1, 1, 0, 0,
+    packets = [aql_packet(3, struct.pack("<HI5Q", 0, 0, gate, 0, 0, 0, 0)),  # BARRIER_AND on the gate signal
+               aql_packet(2, struct.pack("<HHHHHIIIIIQQ", 1, block, 1, 1, 0, n, 1, 1, 0, 0,
                                           code.va + kern.descriptor_address, args.va), done)]
     flag = c.alloc(4096)
     ib = c.alloc(4096)
     body = pm4.release_mem(11 if arch == "gfx1100" else 9, flag.va, 7, pm4.DATA_SEL_SEND_32_BIT_LOW)
     ib.mem.view(np.uint32)[:len(body)] = body
-    packets.append(_aql_packet(0, struct.pack("<H", 1) + np.array(pm4.indirect_buffer(ib.va, len(body)) + [10],
+    packets.append(aql_packet(0, struct.pack("<H", 1) + np.array(pm4.indirect_buffer(ib.va, len(body)) + [10],
                                                                    np.uint32).tobytes()))
     for i, p in enumerate(packets):
         ring[64 * i:64 * i + 64] = np.frombuffer(p, np.uint8)

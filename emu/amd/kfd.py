@@ -129,6 +129,8 @@ class KFD:
         name, direction, struct = entry
         usize = k.ioc_size(request)
         raw = _user_bytes(arg, usize, name)
+        if direction & k.IOC_READ:  # the result must be storable before anything happens, as copy_to_user's target
+            _user_store(arg, raw, name)
         args = struct.from_buffer_copy(raw[:ctypes.sizeof(struct)].ljust(ctypes.sizeof(struct), b"\0"))
         with self.lock:
             try:
@@ -550,7 +552,12 @@ def _user_bytes(arg, n: int, what: str) -> bytes:
 
 
 def _user_store(arg, data: bytes, what: str) -> None:
+    """Store an ioctl's result bytes into its argument: EFAULT for a read-only buffer (bytes) or address."""
     if isinstance(arg, int):
         copy_to_user(arg, data, what)
-    else:
-        memoryview(arg).cast("B")[:len(data)] = data
+        return
+    mv = memoryview(arg).cast("B")
+    if mv.readonly:
+        raise OSError(errno.EFAULT, f"{what}: the argument is a read-only {type(arg).__name__} buffer; the request "
+                                    "returns its result in it")
+    mv[:len(data)] = data

@@ -1,0 +1,184 @@
+"""MOCKKFD against a hostile raw client: a queue's bad state or a packet's size beyond a limit stops that queue with a
+CP error and a hardware-exception event, the host and the engine live on (a fresh queue still runs), and an ioctl
+whose result cannot be stored changes nothing."""
+from __future__ import annotations
+
+import ctypes
+import errno
+import resource
+import struct
+
+import numpy as np
+import pytest
+from mockkfd_client import RawClient, aql_packet, wait_for
+
+from emu.amd.cp import MAX_IB_ENTRIES
+from stack.hcq import kfd_ioctl as k
+from stack.hcq import pm4, sdma
+
+GFX = 11
+
+
+@pytest.fixture(scope="module")
+def client() -> RawClient:
+    return RawClient("gfx1100", 3)
+
+
+def engine_alive(c: RawClient) -> bool:
+    """A RELEASE_MEM on a fresh PM4 queue lands: the engine runs queues."""
+    q, sig = c.queue(), c.alloc(4096)
+    try:
+        q.submit(pm4.release_mem(GFX, sig.va, 0x600D, pm4.DATA_SEL_SEND_32_BIT_LOW))
+        return wait_for(lambda: sig.mem.view(np.uint32)[0] == 0x600D, 20)
+    finally:
+        c.destroy(q)
+        c.free(sig)
+
+
+def stops_with_cp_error(c: RawClient, submit) -> str:
+    """Create a queue with `submit(queue)`, wait for the hardware-exception event; the queue's error text."""
+    ev = c.event(k.EVENT_HW_EXCEPTION)
+    try:
+        q = submit()
+        done, data = c.wait_event(ev)
+        assert done and data.hw_exception_data.gpu_id == c.gpu_id
+        model = c.system.gpus[0].queues[q.args.queue_id]
+        assert wait_for(lambda: model.state == "stopped")
+        assert "emulator error" not in model.error
+        c.destroy(q)
+        return model.error
+    finally:
+        c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+
+
+def test_aql_queue_with_unmapped_write_pointer_stops_alone(client):
+    c = client
+
+    def submit():
+        q = c.queue(k.QUEUE_TYPE_COMPUTE_AQL, ring_size=4096)
+        c.map(q.gart.handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")  # the amd_queue_t page with write_dispatch_id
+        q.doorbell[0] = 1
+        return q
+    assert "write pointer" in stops_with_cp_error(c, submit)
+    assert engine_alive(c)
+
+
+def _aql(c: RawClient, packet: bytes):
+    q = c.queue(k.QUEUE_TYPE_COMPUTE_AQL, ring_size=4096)
+    q.ring.mem[:64] = np.frombuffer(packet, np.uint8)
+    q.gart.mem[56:64].view(np.uint64)[0] = 1
+    q.doorbell[0] = 0
+    return q
+
+
+@pytest.mark.parametrize("kind", [4, 6, 7, 128, 255])
+def test_aql_packet_types_not_run_are_cp_errors(client, kind):
+    assert f"type {kind}" in stops_with_cp_error(client, lambda: _aql(client, aql_packet(kind, b"")))
+    assert engine_alive(client)
+
+
+def _kernel_dispatch(block, grid, group: int = 0) -> bytes:
+    return aql_packet(2, struct.pack("<HHHHHIIIIIQQ", 3, *block, 0, *grid, 0, group, 0x5000_0000_0000, 0))
+
+
+@pytest.mark.parametrize("block, grid, group, what", [
+    ((1, 1, 1), (0xFFFFFFFF,) * 3, 0, "work-items (grid_size (4294967295, 4294967295, 4294967295)) "),
+    ((64, 1, 1), (64, 1, 1), 0xFFFFFFFF, "LDS bytes (group_segment_size) 4294967295 exceeds the 64 KiB limit"),
+])
+def test_aql_dispatch_sizes_beyond_limits_are_cp_errors(client, block, grid, group, what):
+    """Checked before the kernel object (unmapped here) is read or anything is allocated."""
+    assert what in stops_with_cp_error(client, lambda: _aql(client, _kernel_dispatch(block, grid, group)))
+
+
+def _pm4(c: RawClient, words: list[int]):
+    q = c.queue()
+    q.submit(words)
+    return q
+
+
+@pytest.mark.parametrize("indirect", [False, True])
+def test_pm4_dispatch_grids_beyond_limits_are_cp_errors(client, indirect):
+    c = client
+    dims = c.alloc(4096)
+    dims.mem.view(np.uint32)[:3] = 0xFFFFFFFF
+    regs = pm4.set_regs(pm4.COMPUTE_START_X, 0, 0, 0, 1024, 1, 1)
+    init = pm4.dispatch_initiator(GFX, True)
+    go = (pm4.packet3(pm4.PACKET3_DISPATCH_INDIRECT, [dims.va & 0xFFFFFFFF, dims.va >> 32, init]) if indirect
+          else pm4.dispatch_direct((0xFFFFFFFF,) * 3, init))
+    err = stops_with_cp_error(c, lambda: _pm4(c, regs + go))
+    assert "work-items (grid (4294967295, 4294967295, 4294967295) x block (1024, 1, 1))" in err
+    assert "exceeds the 2^32 - 1 limit" in err
+    c.free(dims)
+
+
+def test_pm4_lds_beyond_the_chip_is_a_cp_error(client):
+    c = client
+    regs = pm4.set_regs(pm4.COMPUTE_PGM_RSRC1, 0, pm4.PGM_RSRC2_LDS_SIZE.put(0x1FF)) \
+        + pm4.set_regs(pm4.COMPUTE_START_X, 0, 0, 0, 64, 1, 1)
+    err = stops_with_cp_error(c, lambda: _pm4(c, regs + pm4.dispatch_direct((1, 1, 1), pm4.dispatch_initiator(GFX, True))))
+    assert "LDS bytes (COMPUTE_PGM_RSRC2.LDS_SIZE) 261632 exceeds the 64 KiB limit" in err
+
+
+def test_indirect_buffer_chained_to_itself_stops_within_a_bound(client):
+    c = client
+    ib = c.alloc(4096)
+    chain = pm4.indirect_buffer(ib.va, 4)
+    chain[3] |= pm4.INDIRECT_BUFFER_CHAIN.put(1)
+    ib.mem.view(np.uint32)[:4] = chain
+    holder = {}
+
+    def submit():
+        holder["q"] = q = _pm4(c, pm4.indirect_buffer(ib.va, 4))
+        holder["model"] = c.system.gpus[0].queues[q.args.queue_id]
+        return q
+    assert f"more than {MAX_IB_ENTRIES} indirect buffers entered" in stops_with_cp_error(c, submit)
+    assert holder["model"].packets["INDIRECT_BUFFER"] <= MAX_IB_ENTRIES + 1
+    c.free(ib)
+    assert engine_alive(c)
+
+
+def test_sdma_fill_of_a_huge_count_faults_before_building_data(client):
+    c = client
+    dst = c.alloc(4096)
+    ev = c.event(k.EVENT_MEMORY)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    q = c.queue(k.QUEUE_TYPE_SDMA, ring_size=4096)
+    q.submit(sdma.constant_fill(6, dst.va, 0x5A5A5A5A, 1 << 30))
+    done, data = c.wait_event(ev)
+    assert done and data.memory_exception_data.va == dst.va + 4096  # the first page past the buffer
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 256 * 1024  # KiB: nothing 1 GiB was built
+    assert (dst.mem == 0).all()  # a faulting fill writes nothing
+    c.destroy(q)
+    c.free(dst)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+
+
+def test_sdma_packet_longer_than_its_ring_is_a_cp_error(client):
+    c = client
+
+    def submit():
+        q = c.queue(k.QUEUE_TYPE_SDMA, ring_size=1024)
+        q.submit([sdma.header(sdma.SDMA_OP_WRITE), 0, 0, 0xFFFFF])
+        return q
+    assert "more than the 1024-byte ring" in stops_with_cp_error(c, submit)
+
+
+# -- ioctl arguments are validated before any effect ------------------------------------------------------------------
+def test_read_only_argument_is_efault_with_nothing_changed(client):
+    c = client
+    g = c.system.gpus[0]
+    bos, queues = len(c.system.kfd.proc.bos), len(g.queues)
+    alloc = k.AllocMemoryOfGpu(va_addr=0x7000_0000_0000, size=4096, gpu_id=c.gpu_id, flags=k.ALLOC_GTT)
+    ring, gart = c.alloc(4096), c.alloc(4096)
+    create = k.CreateQueue(ring_base_address=ring.va, ring_size=4096, gpu_id=c.gpu_id, queue_percentage=100,
+                           queue_priority=7, write_pointer_address=gart.va + 56, read_pointer_address=gart.va + 128)
+    ids = (ctypes.c_uint32 * 1)(c.gpu_id)
+    unmap = k.MapMemoryToGpu(handle=ring.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1)
+    for name, args in (("ALLOC_MEMORY_OF_GPU", alloc), ("CREATE_QUEUE", create), ("UNMAP_MEMORY_FROM_GPU", unmap)):
+        with pytest.raises(OSError) as e:
+            c.kfd.ioctl(k.REQUEST[name], bytes(args))
+        assert e.value.errno == errno.EFAULT and name in str(e.value) and "read-only" in str(e.value)
+    assert (len(c.system.kfd.proc.bos), len(g.queues)) == (bos + 2, queues)
+    assert g.vm.mapping(ring.va) is not None  # still mapped
+    for b in (ring, gart):
+        c.free(b)
