@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mockkfd_client import VRAM_FLAGS, RawClient, aql_packet, wait_for
+from mockkfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 from stack.hcq import kfd_ioctl as k
 from stack.hcq import pm4, sdma
@@ -489,27 +489,6 @@ def test_signal_event_from_release_mem_interrupt(client):
 
 
 # -- dispatch from registers, GPU VM faults, resuming after the fault is reported -------------------------------------
-STORE_IDS = {"gfx1100": "v_mov_b32 v1, 0x2a\nv_lshlrev_b32 v2, 2, v0\nglobal_store_b32 v2, v1, s[0:1]\ns_endpgm\n",
-             "gfx942": "v_mov_b32 v1, 0x2a\nv_lshlrev_b32 v2, 2, v0\nglobal_store_dword v2, v1, s[0:1]\ns_endpgm\n"}
-
-
-def _assemble(arch: str, text: str, tmp_path) -> bytes:
-    src, obj, out = tmp_path / "k.s", tmp_path / "k.o", tmp_path / "k.bin"
-    src.write_text(text)
-    subprocess.run(["llvm-mc-19", "-triple=amdgcn-amd-amdhsa", f"-mcpu={arch}", "-filetype=obj", str(src), "-o",
-                    str(obj)], check=True)
-    subprocess.run(["llvm-objcopy-19", "-O", "binary", "--only-section=.text", str(obj), str(out)], check=True)
-    return out.read_bytes()
-
-
-def _dispatch(gfx: int, code_va: int, user: list[int], block: int, wave32: bool) -> list[int]:
-    return (pm4.set_regs(pm4.COMPUTE_PGM_LO, code_va >> 8, code_va >> 40)
-            + pm4.set_regs(pm4.COMPUTE_PGM_RSRC1, 0, pm4.PGM_RSRC2_USER_SGPR.put(len(user)))
-            + pm4.set_regs(pm4.COMPUTE_USER_DATA_0, *user)
-            + pm4.set_regs(pm4.COMPUTE_START_X, 0, 0, 0, block, 1, 1)
-            + pm4.dispatch_direct((1, 1, 1), pm4.dispatch_initiator(gfx, wave32)))
-
-
 @pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
 def test_dispatch_fault_is_reported_and_queue_resumes(arch, tmp_path):
@@ -517,16 +496,16 @@ def test_dispatch_fault_is_reported_and_queue_resumes(arch, tmp_path):
     gfx, wave32 = (11, True) if arch == "gfx1100" else (9, False)
     lanes = 32 if wave32 else 64
     code, out, sig = c.alloc(4096, VRAM_FLAGS), c.alloc(4096), c.alloc(4096)
-    blob = _assemble(arch, STORE_IDS[arch], tmp_path)
+    blob = assemble(arch, STORE_IDS[arch], tmp_path)
     code.mem[:len(blob)] = np.frombuffer(blob, np.uint8)
     mem_ev = c.ioctl("CREATE_EVENT", k.CreateEvent(event_type=k.EVENT_MEMORY))
     q = c.queue()
-    q.submit(_dispatch(gfx, code.va, [out.va & 0xFFFFFFFF, out.va >> 32], lanes, wave32)
+    q.submit(dispatch_words(gfx, code.va, [out.va & 0xFFFFFFFF, out.va >> 32], lanes, wave32)
              + pm4.release_mem(gfx, sig.va, 1, pm4.DATA_SEL_SEND_32_BIT_LOW))
     assert wait_for(lambda: sig.mem.view(np.uint32)[0] == 1)
     assert (out.mem.view(np.uint32)[:lanes] == 0x2A).all() and out.mem.view(np.uint32)[lanes] == 0
     bad = 0x5000_0000_1000  # mapped nowhere
-    q.submit(_dispatch(gfx, code.va, [bad & 0xFFFFFFFF, bad >> 32], lanes, wave32)
+    q.submit(dispatch_words(gfx, code.va, [bad & 0xFFFFFFFF, bad >> 32], lanes, wave32)
              + pm4.release_mem(gfx, sig.va, 2, pm4.DATA_SEL_SEND_32_BIT_LOW))
     data = (k.EventData * 1)(k.EventData(event_id=mem_ev.event_id))
     w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=10000))

@@ -6,13 +6,15 @@ from __future__ import annotations
 import ctypes
 import errno
 import resource
+import shutil
 import struct
 
 import numpy as np
 import pytest
-from mockkfd_client import RawClient, aql_packet, wait_for
+from mockkfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 from emu.amd.cp import MAX_IB_ENTRIES
+from stack.hcq import fileio
 from stack.hcq import kfd_ioctl as k
 from stack.hcq import pm4, sdma
 
@@ -182,3 +184,83 @@ def test_read_only_argument_is_efault_with_nothing_changed(client):
     assert g.vm.mapping(ring.va) is not None  # still mapped
     for b in (ring, gart):
         c.free(b)
+
+
+# -- USERPTR pages the client unmapped: the GPU faults, the host lives ----------------------------------------------
+def _userptr(c: RawClient, size: int = 8192) -> tuple[int, int]:
+    host = c.io.anon_mmap(0, size, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_PRIVATE, 0)
+    a = c.ioctl("ALLOC_MEMORY_OF_GPU", k.AllocMemoryOfGpu(va_addr=host, size=size, gpu_id=c.gpu_id, mmap_offset=host,
+                                                          flags=k.ALLOC_USERPTR | k.ALLOC_WRITABLE))
+    c.map(a.handle, [c.gpu_id])
+    return host, a.handle
+
+
+@pytest.mark.parametrize("how", ["munmap", "PROT_NONE", "PROT_READ"])
+def test_sdma_write_to_userptr_pages_the_client_unmapped_faults(client, how):
+    c = client
+    host, handle = _userptr(c)
+    q = c.queue(k.QUEUE_TYPE_SDMA, ring_size=4096)
+    q.submit(sdma.write_untiled(host + 4096, [0x11111111]))
+    assert wait_for(lambda: ctypes.string_at(host + 4096, 4) == b"\x11" * 4)  # mapped: the GPU writes the page
+    ev = c.event(k.EVENT_MEMORY)
+    if how == "munmap":
+        c.io.munmap(host, 8192)
+    else:  # mapped again over the same range, or protected: no longer writable memory
+        prot = fileio.PROT_READ if how == "PROT_READ" else fileio.PROT_NONE
+        c.io.anon_mmap(host, 8192, prot, fileio.MAP_PRIVATE | fileio.MAP_FIXED, 0)
+    q.submit(sdma.write_untiled(host + 4096, [0xDEADBEEF]))
+    done, data = c.wait_event(ev)
+    assert done and (data.memory_exception_data.va, data.memory_exception_data.failure.NotPresent) == (host + 4096, 1)
+    c.destroy(q)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    c.map(handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")  # the driver still knows the buffer: unmap and free work
+    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
+    if how != "munmap":
+        c.io.munmap(host, 8192)
+    assert engine_alive(c)
+
+
+@pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")
+def test_kernel_store_to_userptr_pages_the_client_unmapped_faults(client, tmp_path):
+    c = client
+    code = c.alloc(4096, VRAM_FLAGS)
+    blob = assemble("gfx1100", STORE_IDS["gfx1100"], tmp_path)
+    code.mem[:len(blob)] = np.frombuffer(blob, np.uint8)
+    host, handle = _userptr(c)
+    q, ev = c.queue(), c.event(k.EVENT_MEMORY)
+    c.io.munmap(host, 8192)
+    q.submit(dispatch_words(GFX, code.va, [host & 0xFFFFFFFF, host >> 32], 32, True))
+    done, data = c.wait_event(ev)
+    assert done and data.memory_exception_data.va == host
+    c.destroy(q)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    rec = c.system.gpus[0].faults[-1]
+    assert rec.kind == "unmapped" and rec.write and "global_store" in rec.instruction
+    c.map(handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")
+    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
+    c.free(code)
+    assert engine_alive(c)
+
+
+def test_aql_queue_in_userptr_pages_the_client_unmapped_stops_alone(client):
+    """The write pointer is read before any packet: it lives in user pages that are gone, so the queue stops."""
+    c = client
+    host, handle = _userptr(c)
+    ring = c.alloc(4096)
+    ev = c.event(k.EVENT_HW_EXCEPTION)
+    q = c.ioctl("CREATE_QUEUE", k.CreateQueue(
+        ring_base_address=ring.va, ring_size=4096, gpu_id=c.gpu_id, queue_type=k.QUEUE_TYPE_COMPUTE_AQL,
+        queue_percentage=100, queue_priority=7, write_pointer_address=host + 56, read_pointer_address=host + 128))
+    bells = c.kfd.mmap(0, 0x2000, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_SHARED,
+                       q.doorbell_offset & ~0x1FFF)
+    c.io.munmap(host, 8192)  # (after the mmap above, which could otherwise land in the hole and map it again)
+    ctypes.c_uint64.from_address(bells + (q.doorbell_offset & 0x1FFF)).value = 1
+    done, data = c.wait_event(ev)
+    assert done, c.system.gpus[0].queues[q.queue_id].error
+    assert "write pointer" in c.system.gpus[0].queues[q.queue_id].error
+    c.ioctl("DESTROY_QUEUE", k.DestroyQueue(q.queue_id))
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    c.map(handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")
+    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
+    c.free(ring)
+    assert engine_alive(c)

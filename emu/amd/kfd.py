@@ -40,7 +40,7 @@ import numpy as np
 
 from emu.amd.bo import BufferObject, Heap, page_round
 from emu.amd.memory import PAGE, FaultRecord
-from emu.amd.usermem import copy_from_user, copy_to_user, host_array, is_mapped
+from emu.amd.usermem import accessible, copy_from_user, copy_to_user, host_array
 from stack.hcq import kfd_ioctl as k
 
 DOORBELL_SLICE = 0x2000  # bytes of doorbells per process and GPU (8-byte doorbells, 1024 queues)
@@ -250,7 +250,7 @@ class KFD:
             ptr = a.mmap_offset
             if ptr % PAGE:
                 raise _einval(f"{what}: user pointer {ptr:#x} is not page-aligned")
-            if not is_mapped(ptr, size):
+            if not accessible(ptr, size):
                 raise OSError(errno.EFAULT, f"{what}: user memory [{ptr:#x}, {ptr + size:#x}) is not mapped writable")
             mem, mmap_offset = host_array(ptr, size), ptr
         elif placement == k.ALLOC_DOORBELL:

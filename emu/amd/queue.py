@@ -78,7 +78,11 @@ class Queue:
         ran = 0
         self._words = None
         try:
-            while ran < PACKETS_PER_TURN and self.pending():
+            while ran < PACKETS_PER_TURN:
+                if self.gpu.revalidate():  # user pages went away: no view of them may stay cached
+                    self._words = None
+                if not self.pending():
+                    break
                 try:
                     if not self.step():
                         break
