@@ -264,3 +264,32 @@ def test_aql_queue_in_userptr_pages_the_client_unmapped_stops_alone(client):
     c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
     c.free(ring)
     assert engine_alive(c)
+
+
+# -- the watchdog through MOCKKFD: a hardware-exception event, and words on stderr and in the report --------------
+@pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")
+def test_watchdog_stop_is_a_hw_exception_with_a_report(client, tmp_path, monkeypatch, capfd):
+    c = client
+    monkeypatch.setenv("HWEMU_TIMEOUT", "0.3")
+    monkeypatch.setenv("HWEMU_WAVE_LIMIT", str(1 << 62))  # the dispatch's budget stops it, not the wave's
+    monkeypatch.setenv("HWEMU_REPORT_DIR", str(tmp_path))
+    code = c.alloc(4096, VRAM_FLAGS)
+    blob = assemble("gfx1100", "loop:\ns_add_u32 s2, s2, 1\ns_branch loop\n", tmp_path)
+    code.mem[:len(blob)] = np.frombuffer(blob, np.uint8)
+
+    def submit():
+        return _pm4(c, dispatch_words(GFX, code.va, [0], 32, True))
+    ev = c.event(k.EVENT_HW_EXCEPTION)
+    q = submit()
+    done, data = c.wait_event(ev, 60000)
+    assert done and data.hw_exception_data.gpu_id == c.gpu_id
+    err = capfd.readouterr().err
+    line = next(ln for ln in err.splitlines() if "GPU watchdog" in ln)
+    for words in (f"kernel kernel@{code.va:#x}", "0.3 s of engine CPU time", "HWEMU_TIMEOUT=S raises"):
+        assert words in line
+    report = line.rsplit("report: ", 1)[1]
+    assert report.startswith(str(tmp_path)) and "watchdog stopped kernel" in open(report).read()
+    c.destroy(q)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    c.free(code)
+    assert engine_alive(c)

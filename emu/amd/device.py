@@ -132,8 +132,8 @@ class GPUDevice:
         self.faults.append(rec)
         if rec.kind in ("unmapped", "read-only"):
             self.kfd.memory_fault(self, rec)
-        else:
-            self.kfd.hw_exception(self)
+        else:  # a hang (the watchdog), an illegal instruction, a trap: the hardware reports a hang of the queue
+            self.kfd.hw_exception(self, rec)
 
     def cp_error(self, q: Queue, why: str) -> None:
         self.faults.append(FaultRecord("cp-error", detail=f"queue {q.id}: {why}"))

@@ -100,7 +100,8 @@ def fault_report(gpu, rec: FaultRecord) -> str:
             f.write(text + "\n")
     except OSError as e:
         return f"{text}\n(the report could not be written: {e})"
-    print(f"hwemu: GPU memory fault on {gpu.name}: {rec.line()}; report: {path}", file=sys.stderr)
+    kind = "memory fault" if rec.kind in ("unmapped", "read-only") else rec.kind
+    print(f"hwemu: GPU {kind} on {gpu.name}: {rec.line()}; report: {path}", file=sys.stderr)
     return f"{text}\nreport written to {path}"
 
 
@@ -489,7 +490,11 @@ class KFD:
         # kfd_event_data_ext (the driver's extension pointer, 0 on Linux) -> the report as a NUL-terminated string
         self._exception(k.EVENT_MEMORY, bytes(d) + ctypes.addressof(text).to_bytes(8, "little"))
 
-    def hw_exception(self, gpu) -> None:
+    def hw_exception(self, gpu, rec: FaultRecord | None = None) -> None:
+        """A hardware exception event; a wave's fault `rec` (the watchdog, an illegal instruction, ...) is also
+        reported on stderr and in a report file (fault_report), as the event carries no text."""
+        if rec is not None:
+            fault_report(gpu, rec)
         d = k.HwExceptionData(k.HW_EXCEPTION_PER_ENGINE_RESET, k.HW_EXCEPTION_GPU_HANG, 0, gpu.gpu_id)
         self._exception(k.EVENT_HW_EXCEPTION, bytes(d))
 
