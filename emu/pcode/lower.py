@@ -341,8 +341,9 @@ class Lowerer(ExpressionLowering):
         part any assignment writes (`written` bits, None: all of it), not the widest access: `D0.i32 = x` then
         `SCC = D0.u64 != 0` writes a 32-bit destination (S_BCNT1_I32_B64), which reads back zero-extended."""
         var = self.lookup_var(name)
-        if var == name and var not in self.locals and not self.state_name(name):
-            var = self.local(name)
+        fresh = len(self.scopes) > 1 and name not in self.scopes[-1]  # an inlined op's own local, never its caller's
+        if (var == name and var not in self.locals or fresh) and not self.state_name(name):
+            var = self.local(name, new=fresh)
         if var not in self.f.vars:
             if self.is_state(var):
                 self.f.vars[var] = uint(max(self.state_bits.get(var, 0), ty.bits if ty.kind != "int" else 32, 1))
