@@ -9,9 +9,8 @@ import time
 
 import numpy as np
 
-from stack.hcq import fileio
+from stack.hcq import fileio, pm4
 from stack.hcq import kfd_ioctl as k
-from stack.hcq import pm4
 from stack.hcq.fileio import file_interface
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"

@@ -5,20 +5,23 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import os
 import resource
 import shutil
 import struct
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mockkfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 from emu.amd.cp import MAX_IB_ENTRIES
-from stack.hcq import fileio
+from stack.hcq import fileio, pm4, sdma
 from stack.hcq import kfd_ioctl as k
-from stack.hcq import pm4, sdma
 
 GFX = 11
+EXPLORE = not os.environ.get("CI")
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +120,8 @@ def test_pm4_lds_beyond_the_chip_is_a_cp_error(client):
     c = client
     regs = pm4.set_regs(pm4.COMPUTE_PGM_RSRC1, 0, pm4.PGM_RSRC2_LDS_SIZE.put(0x1FF)) \
         + pm4.set_regs(pm4.COMPUTE_START_X, 0, 0, 0, 64, 1, 1)
-    err = stops_with_cp_error(c, lambda: _pm4(c, regs + pm4.dispatch_direct((1, 1, 1), pm4.dispatch_initiator(GFX, True))))
+    go = pm4.dispatch_direct((1, 1, 1), pm4.dispatch_initiator(GFX, True))
+    err = stops_with_cp_error(c, lambda: _pm4(c, regs + go))
     assert "LDS bytes (COMPUTE_PGM_RSRC2.LDS_SIZE) 261632 exceeds the 64 KiB limit" in err
 
 
@@ -293,3 +297,29 @@ def test_watchdog_stop_is_a_hw_exception_with_a_report(client, tmp_path, monkeyp
     c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
     c.free(code)
     assert engine_alive(c)
+
+
+# -- a campaign of hostile AQL packets: after each, the host, a canary and the engine are as they were ----------------
+@settings(max_examples=200 if EXPLORE else 25, derandomize=not EXPLORE, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(kind=st.one_of(st.integers(0, 255), st.sampled_from([0, 2, 3, 5])),
+       body=st.binary(min_size=54, max_size=54), kobj=st.sampled_from([0, 0x5000_0000_0000, 0xFFFF_FFFF_FFFF_FFF8]),
+       grid=st.tuples(*[st.sampled_from([0, 1, 64, 0xFFFFFFFF])] * 3),
+       block=st.tuples(*[st.sampled_from([0, 1, 64, 1024, 0xFFFF])] * 3),
+       group=st.sampled_from([0, 1 << 16, 0xFFFFFFFF]))
+def test_hostile_aql_packets_leave_host_and_engine_alive(client, kind, body, kobj, grid, block, group):
+    c = client
+    canary = bytes(range(256)) * 16
+    host = (ctypes.c_char * len(canary)).from_buffer_copy(canary)
+    pkt = bytearray(aql_packet(kind, body))
+    if kind == 2:  # a dispatch with chosen sizes and a kernel object nothing valid is mapped at
+        struct.pack_into("<HHHHIIIIIQ", pkt, 4, *block, 0, *grid, 0, group, kobj)
+    q = _aql(c, bytes(pkt))
+    try:
+        assert engine_alive(c)
+        assert bytes(host) == canary
+        state = c.system.gpus[0].queues[q.args.queue_id].state
+        assert state in ("running", "halted", "stopped")
+        assert "emulator error" not in c.system.gpus[0].queues[q.args.queue_id].error
+    finally:
+        c.destroy(q)
