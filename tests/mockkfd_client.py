@@ -3,16 +3,57 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
+import subprocess
+import time
 
 import numpy as np
 
-from stack.hcq import fileio
+from stack.hcq import fileio, pm4
 from stack.hcq import kfd_ioctl as k
 from stack.hcq.fileio import file_interface
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology/nodes"
 GTT_FLAGS = k.ALLOC_GTT | k.ALLOC_WRITABLE | k.ALLOC_EXECUTABLE | k.ALLOC_COHERENT | k.ALLOC_UNCACHED | k.ALLOC_PUBLIC
 VRAM_FLAGS = k.ALLOC_VRAM | k.ALLOC_WRITABLE | k.ALLOC_EXECUTABLE | k.ALLOC_PUBLIC
+
+
+def wait_for(cond, timeout: float = 10.0) -> bool:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.0005)
+    return True
+
+
+def aql_packet(header_type: int, body: bytes, signal: int = 0) -> bytes:
+    """A 64-byte AQL packet: header (barrier bit, system-scope acquire and release fences), body, completion signal."""
+    header = header_type | 1 << 8 | 2 << 9 | 2 << 11
+    return (struct.pack("<H", header) + body).ljust(56, b"\0") + struct.pack("<Q", signal)
+
+
+STORE_IDS = {"gfx1100": "v_mov_b32 v1, 0x2a\nv_lshlrev_b32 v2, 2, v0\nglobal_store_b32 v2, v1, s[0:1]\ns_endpgm\n",
+             "gfx942": "v_mov_b32 v1, 0x2a\nv_lshlrev_b32 v2, 2, v0\nglobal_store_dword v2, v1, s[0:1]\ns_endpgm\n"}
+
+
+def assemble(arch: str, text: str, tmp_path) -> bytes:
+    """The .text bytes of assembly `text` (llvm-mc-19)."""
+    src, obj, out = tmp_path / "k.s", tmp_path / "k.o", tmp_path / "k.bin"
+    src.write_text(text)
+    subprocess.run(["llvm-mc-19", "-triple=amdgcn-amd-amdhsa", f"-mcpu={arch}", "-filetype=obj", str(src), "-o",
+                    str(obj)], check=True)
+    subprocess.run(["llvm-objcopy-19", "-O", "binary", "--only-section=.text", str(obj), str(out)], check=True)
+    return out.read_bytes()
+
+
+def dispatch_words(gfx: int, code_va: int, user: list[int], block: int, wave32: bool) -> list[int]:
+    """PM4 for one workgroup of `block` work-items of the code at code_va, `user` in the user SGPRs."""
+    return (pm4.set_regs(pm4.COMPUTE_PGM_LO, code_va >> 8, code_va >> 40)
+            + pm4.set_regs(pm4.COMPUTE_PGM_RSRC1, 0, pm4.PGM_RSRC2_USER_SGPR.put(len(user)))
+            + pm4.set_regs(pm4.COMPUTE_USER_DATA_0, *user)
+            + pm4.set_regs(pm4.COMPUTE_START_X, 0, 0, 0, block, 1, 1)
+            + pm4.dispatch_direct((1, 1, 1), pm4.dispatch_initiator(gfx, wave32)))
 
 
 class Buf:
@@ -50,6 +91,16 @@ class RawClient:
     def ioctl(self, name: str, args):
         self.kfd.ioctl(k.REQUEST[name], args)
         return args
+
+    def event(self, event_type: int):
+        return self.ioctl("CREATE_EVENT", k.CreateEvent(event_type=event_type))
+
+    def wait_event(self, ev, timeout_ms: int = 10000):
+        """WAIT_EVENTS on one event: (completed, its kfd_event_data)."""
+        data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
+        w = self.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1,
+                                                   timeout=timeout_ms))
+        return w.wait_result == k.WAIT_COMPLETE, data[0]
 
     def alloc(self, size: int, flags: int = GTT_FLAGS, gpu: int = 0, map_to=(0,)) -> Buf:
         size = -(-size // 4096) * 4096

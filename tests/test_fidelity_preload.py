@@ -16,8 +16,7 @@ import struct
 
 import numpy as np
 import pytest
-from mockkfd_client import VRAM_FLAGS, RawClient
-from test_mockkfd import _aql_packet, wait_for
+from mockkfd_client import VRAM_FLAGS, RawClient, aql_packet, wait_for
 
 from stack import Device
 from stack.codegen import opencl
@@ -72,7 +71,7 @@ def test_preloaded_kernel_through_aql(count):
     args.mem[:len(ka)] = np.frombuffer(ka, np.uint8)
     sig.mem.view(np.int64)[1] = 1
     q = c.queue(k.QUEUE_TYPE_COMPUTE_AQL, ring_size=4096)
-    pkt = _aql_packet(2, struct.pack("<HHHHHIIIIIQQ", 1, BLOCK, 1, 1, 0, N, 1, 1, 0, 0,
+    pkt = aql_packet(2, struct.pack("<HHHHHIIIIIQQ", 1, BLOCK, 1, 1, 0, N, 1, 1, 0, 0,
                                      code.va + kern.descriptor_address, args.va), sig.va)
     q.ring.mem[:64] = np.frombuffer(pkt, np.uint8)
     q.gart.mem[56:64].view(np.uint64)[0] = 1  # write_dispatch_id

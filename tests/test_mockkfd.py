@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mockkfd_client import VRAM_FLAGS, RawClient
+from mockkfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 from stack.hcq import kfd_ioctl as k
 from stack.hcq import pm4, sdma
@@ -25,15 +25,6 @@ EXPLORE = not os.environ.get("CI")
 @pytest.fixture(scope="module")
 def client() -> RawClient:
     return RawClient("gfx1100", 4)
-
-
-def wait_for(cond, timeout: float = 10.0) -> bool:
-    end = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.0005)
-    return True
 
 
 # -- the ABI: our structs and request numbers are the kernel's ---------------------------------------------------------
@@ -498,27 +489,6 @@ def test_signal_event_from_release_mem_interrupt(client):
 
 
 # -- dispatch from registers, GPU VM faults, resuming after the fault is reported -------------------------------------
-STORE_IDS = {"gfx1100": "v_mov_b32 v1, 0x2a\nv_lshlrev_b32 v2, 2, v0\nglobal_store_b32 v2, v1, s[0:1]\ns_endpgm\n",
-             "gfx942": "v_mov_b32 v1, 0x2a\nv_lshlrev_b32 v2, 2, v0\nglobal_store_dword v2, v1, s[0:1]\ns_endpgm\n"}
-
-
-def _assemble(arch: str, text: str, tmp_path) -> bytes:
-    src, obj, out = tmp_path / "k.s", tmp_path / "k.o", tmp_path / "k.bin"
-    src.write_text(text)
-    subprocess.run(["llvm-mc-19", "-triple=amdgcn-amd-amdhsa", f"-mcpu={arch}", "-filetype=obj", str(src), "-o",
-                    str(obj)], check=True)
-    subprocess.run(["llvm-objcopy-19", "-O", "binary", "--only-section=.text", str(obj), str(out)], check=True)
-    return out.read_bytes()
-
-
-def _dispatch(gfx: int, code_va: int, user: list[int], block: int, wave32: bool) -> list[int]:
-    return (pm4.set_regs(pm4.COMPUTE_PGM_LO, code_va >> 8, code_va >> 40)
-            + pm4.set_regs(pm4.COMPUTE_PGM_RSRC1, 0, pm4.PGM_RSRC2_USER_SGPR.put(len(user)))
-            + pm4.set_regs(pm4.COMPUTE_USER_DATA_0, *user)
-            + pm4.set_regs(pm4.COMPUTE_START_X, 0, 0, 0, block, 1, 1)
-            + pm4.dispatch_direct((1, 1, 1), pm4.dispatch_initiator(gfx, wave32)))
-
-
 @pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
 def test_dispatch_fault_is_reported_and_queue_resumes(arch, tmp_path):
@@ -526,16 +496,16 @@ def test_dispatch_fault_is_reported_and_queue_resumes(arch, tmp_path):
     gfx, wave32 = (11, True) if arch == "gfx1100" else (9, False)
     lanes = 32 if wave32 else 64
     code, out, sig = c.alloc(4096, VRAM_FLAGS), c.alloc(4096), c.alloc(4096)
-    blob = _assemble(arch, STORE_IDS[arch], tmp_path)
+    blob = assemble(arch, STORE_IDS[arch], tmp_path)
     code.mem[:len(blob)] = np.frombuffer(blob, np.uint8)
     mem_ev = c.ioctl("CREATE_EVENT", k.CreateEvent(event_type=k.EVENT_MEMORY))
     q = c.queue()
-    q.submit(_dispatch(gfx, code.va, [out.va & 0xFFFFFFFF, out.va >> 32], lanes, wave32)
+    q.submit(dispatch_words(gfx, code.va, [out.va & 0xFFFFFFFF, out.va >> 32], lanes, wave32)
              + pm4.release_mem(gfx, sig.va, 1, pm4.DATA_SEL_SEND_32_BIT_LOW))
     assert wait_for(lambda: sig.mem.view(np.uint32)[0] == 1)
     assert (out.mem.view(np.uint32)[:lanes] == 0x2A).all() and out.mem.view(np.uint32)[lanes] == 0
     bad = 0x5000_0000_1000  # mapped nowhere
-    q.submit(_dispatch(gfx, code.va, [bad & 0xFFFFFFFF, bad >> 32], lanes, wave32)
+    q.submit(dispatch_words(gfx, code.va, [bad & 0xFFFFFFFF, bad >> 32], lanes, wave32)
              + pm4.release_mem(gfx, sig.va, 2, pm4.DATA_SEL_SEND_32_BIT_LOW))
     data = (k.EventData * 1)(k.EventData(event_id=mem_ev.event_id))
     w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=10000))
@@ -553,11 +523,6 @@ SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float
   if (i < n) y[i] = a * x[i] + y[i];
   else y[i] = -1.0f;  /* no lane of a partial workgroup may run past the grid */
 }"""
-
-
-def _aql_packet(header_type: int, body: bytes, signal: int = 0) -> bytes:
-    header = header_type | 1 << 8 | 2 << 9 | 2 << 11  # barrier, system-scope acquire and release fences
-    return (struct.pack("<H", header) + body).ljust(56, b"\0") + struct.pack("<Q", signal)
 
 
 @pytest.mark.skipif(not shutil.which("clang-19"), reason="needs clang-19 (llvm-19)")
@@ -585,14 +550,14 @@ def test_aql_dispatch_barrier_and_pm4_ib(arch):
     sigs.mem.view(np.uint32)[2 * 8 + 8] = ev.event_id
     q = c.queue(k.QUEUE_TYPE_COMPUTE_AQL, ring_size=4096)
     ring = q.ring.mem
-    packets = [_aql_packet(3, struct.pack("<HI5Q", 0, 0, gate, 0, 0, 0, 0)),  # BARRIER_AND on the gate signal
-               _aql_packet(2, struct.pack("<HHHHHIIIIIQQ", 1, block, 1, 1, 0, n, 1, 1, 0, 0,
+    packets = [aql_packet(3, struct.pack("<HI5Q", 0, 0, gate, 0, 0, 0, 0)),  # BARRIER_AND on the gate signal
+               aql_packet(2, struct.pack("<HHHHHIIIIIQQ", 1, block, 1, 1, 0, n, 1, 1, 0, 0,
                                           code.va + kern.descriptor_address, args.va), done)]
     flag = c.alloc(4096)
     ib = c.alloc(4096)
     body = pm4.release_mem(11 if arch == "gfx1100" else 9, flag.va, 7, pm4.DATA_SEL_SEND_32_BIT_LOW)
     ib.mem.view(np.uint32)[:len(body)] = body
-    packets.append(_aql_packet(0, struct.pack("<H", 1) + np.array(pm4.indirect_buffer(ib.va, len(body)) + [10],
+    packets.append(aql_packet(0, struct.pack("<H", 1) + np.array(pm4.indirect_buffer(ib.va, len(body)) + [10],
                                                                    np.uint32).tobytes()))
     for i, p in enumerate(packets):
         ring[64 * i:64 * i + 64] = np.frombuffer(p, np.uint8)

@@ -201,3 +201,54 @@ def test_salu_float_result_into_exec(tier, monkeypatch):
     # s_cvt_f32_f16 exec_lo, 0x6fe: f16 0x06fe = 2^-14 * (1 + 0x2fe / 1024) = f32 0x38dfc000 (wave32: all of EXEC)
     monkeypatch.setenv("HWEMU_TIER", tier)
     assert _run("gfx1201", "ff69febefe060000").exec == 0x38DFC000
+
+
+# -- VALU operands wider than 64 bits, and ops whose pcode inlines another op more than once ------------------------
+MQSAD = {"gfx1100": "04003dd600052204", "gfx1201": "04003dd600052204", "gfx942": "0400e7d100052204"}
+# v_mqsad_u32_u8 v[4:7], v[0:1], v2, v[8:11]; and the random stream's v[95:98], 0xea4, 64, v[251:254] (gfx1201)
+MQSAD_LITERAL = "5f003dd6ff80ed07a40e0000"
+
+
+def _mqsad(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray, masked: bool = True, bits: int = 32) -> np.ndarray:
+    """The manual's definition: result k = S2 part k + the byte SAD of S0 bytes [k, k+4) against S1 (masked: S1 bytes
+    of 0 do not count), k = 0..3, each `bits` wide. s0 uint64 per lane, s1 uint32, s2 (4, lanes)."""
+    out = s2.astype(np.int64)
+    for k in range(4):
+        for b in range(4):
+            x, y = (s0 >> np.uint64(8 * (k + b))) & np.uint64(0xFF), (s1 >> np.uint32(8 * b)) & np.uint32(0xFF)
+            out[k] += np.where((y == 0) & masked, 0, np.abs(x.astype(np.int64) - y.astype(np.int64)))
+    return (out & ((1 << bits) - 1)).astype(np.uint32)
+
+
+@pytest.mark.parametrize("arch", sorted(MQSAD))
+@pytest.mark.parametrize("name", ["V_MQSAD_U32_U8", "V_MQSAD_PK_U16_U8", "V_QSAD_PK_U16_U8"])
+def test_sad_family_inlines_each_call_with_its_own_locals(arch, name):
+    """Their pcode calls v_sad_u8 / v_msad_u8 four times; each inlined call has its own `tmp`, not its caller's."""
+    from emu.pcode import compile_op
+    rng = np.random.default_rng(9)
+    s0, s1 = rng.integers(0, 1 << 63, 32, dtype=np.uint64), rng.integers(0, 1 << 32, 32, dtype=np.uint64)
+    s1[::3] &= 0xFF00FFFF
+    pk = "PK" in name
+    s2 = rng.integers(0, 1 << 16 if pk else 1 << 32, (4, 32), dtype=np.uint64)
+    st = {"S0": s0, "S1": s1, "S2": s2 if not pk else sum(s2[k] << np.uint64(16 * k) for k in range(4))}
+    d0 = compile_op(arch, "VOP3", name)(st, 32)["D0"]
+    got = d0 if not pk else np.array([(d0 >> np.uint64(16 * k)) & np.uint64(0xFFFF) for k in range(4)])
+    np.testing.assert_array_equal(got, _mqsad(s0, s1.astype(np.uint32), s2, "MQSAD" in name, 16 if pk else 32))
+
+
+@pytest.mark.parametrize("tier", ["ref", "interp", "jit"])
+@pytest.mark.parametrize("arch", sorted(MQSAD))
+def test_mqsad_u32_u8_writes_its_four_dwords(monkeypatch, tier, arch):
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    w = Wave(arch)
+    rng = np.random.default_rng(5)
+    w.vgpr[:] = rng.integers(0, 1 << 32, w.vgpr.shape, dtype=np.uint64).astype(np.uint32)
+    w.vgpr[2][::3] &= 0xFF00FFFF  # some reference bytes 0: masked
+    s0 = w.vgpr[0].astype(np.uint64) | w.vgpr[1].astype(np.uint64) << np.uint64(32)
+    want = _mqsad(s0, w.vgpr[2].copy(), w.vgpr[8:12].copy())
+    w.run(bytes.fromhex(MQSAD[arch] + ENDPGM[isa.family(arch)]))
+    np.testing.assert_array_equal(w.vgpr[4:8], want)
+    if arch == "gfx1201":
+        w.run(bytes.fromhex(MQSAD_LITERAL + ENDPGM["rdna4"]))
+        s1 = np.full(w.lanes, 64, np.uint32)
+        np.testing.assert_array_equal(w.vgpr[95:99], _mqsad(np.full(w.lanes, 0xEA4, np.uint64), s1, w.vgpr[251:255]))

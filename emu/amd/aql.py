@@ -31,11 +31,13 @@ from emu.amd.memory import GPUFault
 from emu.amd.queue import CPError, Wait
 from stack.hcq import pm4
 from stack.hcq.codeobj import KernargPreload, KernelDescriptor
-from stack.hcq.program import PRELOAD_PROLOGUE_BYTES, user_sgprs
+from stack.hcq.program import PRELOAD_PROLOGUE_BYTES, check_work, user_sgprs
 
 PACKET_BYTES = 64
 TYPE_VENDOR_SPECIFIC, TYPE_INVALID, TYPE_KERNEL_DISPATCH, TYPE_BARRIER_AND, TYPE_BARRIER_OR = 0, 1, 2, 3, 5
 AMD_AQL_FORMAT_PM4_IB = 1
+PACKET_NAMES = {TYPE_VENDOR_SPECIFIC: "AQL_VENDOR", TYPE_KERNEL_DISPATCH: "AQL_KERNEL_DISPATCH",
+                TYPE_BARRIER_AND: "AQL_BARRIER_AND", TYPE_BARRIER_OR: "AQL_BARRIER_OR"}  # the packet types run
 WRITE_DISPATCH_ID = 56  # offsets in amd_queue_t
 COMPUTE_TMPRING_SIZE, SCRATCH_RESOURCE_DESCRIPTOR, SCRATCH_BACKING_MEMORY_LOCATION = 140, 144, 160
 SIGNAL_VALUE, SIGNAL_MAILBOX, SIGNAL_EVENT_ID, SIGNAL_END_TS = 8, 16, 24, 40  # offsets in amd_signal_t
@@ -52,7 +54,11 @@ class AQLQueue(ComputeQueue):
 
     @property
     def wptr(self) -> int:
-        return self._u64(self.wptr_addr)
+        try:
+            return self._u64(self.wptr_addr)
+        except GPUFault:
+            raise CPError(f"AQL queue {self.id}: its write pointer at {self.wptr_addr:#x} (amd_queue_t "
+                          "write_dispatch_id) is not mapped on the GPU") from None
 
     def step(self) -> bool:
         if self.ibs:
@@ -67,8 +73,10 @@ class AQLQueue(ComputeQueue):
         kind = header & 0xFF
         if kind == TYPE_INVALID:
             raise Wait  # the runtime reserved the slot but has not published the packet yet
+        name = PACKET_NAMES.get(kind)
+        if name is None:
+            raise CPError(f"AQL packet {self.rptr}: type {kind} (header {header:#06x}) is not supported")
         signal = struct.unpack_from("<Q", pkt, 56)[0]
-        name = f"AQL_{('VENDOR', 'INVALID', 'KERNEL_DISPATCH', 'BARRIER_AND', '', 'BARRIER_OR')[kind]}"
         with timeline.packet(self, name, PACKET_BYTES // 4):  # a barrier's slice spans its retries
             if kind in (TYPE_BARRIER_AND, TYPE_BARRIER_OR) and not self._released(kind, pkt):
                 raise Wait  # retried until its dependencies release it
@@ -83,12 +91,14 @@ class AQLQueue(ComputeQueue):
                 ib = np.frombuffer(pkt[4:20], np.uint32)
                 if pm4.HEADER_OPCODE.get(int(ib[0])) != pm4.PACKET3_INDIRECT_BUFFER:
                     raise CPError(f"AQL packet {self.rptr}: the AMD PM4-IB packet holds no INDIRECT_BUFFER")
+                self.since_progress = self.ib_entries = 0
                 self._run(ib, self.rptr, lambda: None)
                 if self.ibs:  # the packet completes when its indirect buffer has run
                     self._in_ib = (addr, signal)
                     return True
-            elif kind not in (TYPE_BARRIER_AND, TYPE_BARRIER_OR):
-                raise CPError(f"AQL packet {self.rptr}: type {kind} (header {header:#06x}) is not supported")
+            elif kind == TYPE_VENDOR_SPECIFIC:
+                raise CPError(f"AQL packet {self.rptr}: vendor-specific format {struct.unpack_from('<H', pkt, 2)[0]} "
+                              "(the AMD PM4-IB format 1 is supported)")
             self._finish(addr, signal)
         return True
 
@@ -111,6 +121,8 @@ class AQLQueue(ComputeQueue):
             raise CPError(f"AQL dispatch {self.rptr}: workgroup {block}, {setup & 3} dimensions")
         if not all(grid):
             return
+        check_work(f"AQL dispatch {self.rptr} of queue {self.id}", gx * gy * gz, f"(grid_size {grid})", group,
+                   "group_segment_size", self.gpu.arch)
         kd = KernelDescriptor.parse(self.gpu.vm.read(kobj, 64), self.gpu.arch)
         q = self.gpu.vm.read(self.amd_queue, 256)
         tmpring, = struct.unpack_from("<I", q, COMPUTE_TMPRING_SIZE)

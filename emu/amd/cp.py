@@ -6,8 +6,16 @@ never read. Dispatches run to completion before the next packet, so end-of-pipe 
 partial flushes need no waiting, and caches are coherent (ACQUIRE_MEM changes nothing; code is re-read when
 the memory it was decoded from changed). Register-space accesses go to a small register file in which a
 write-then-wait request (the HDP flush handshake) is acknowledged at once.
+
+Sizes a packet gives are checked before anything is built (a CP error names the packet and the limit): a
+dispatch's work-items and LDS bytes against stack.hcq.program.check_work (the limits of stack.hcq.codeobj), a
+packet's length against the ring, an indirect buffer's whole range against the GPU VM, nesting against
+MAX_IB_DEPTH, and the indirect buffers one ring packet enters in all (called or chained) against MAX_IB_ENTRIES,
+so that an indirect buffer chained to itself stops within a few thousand packets.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -18,8 +26,10 @@ from emu.amd.queue import RUNNING, WATCHDOG_PACKETS, CPError, Queue, Wait
 from stack.hcq import pm4 as p
 from stack.hcq.bits import Field
 from stack.hcq.codeobj import Rsrc1, Rsrc2
+from stack.hcq.program import check_work
 
-MAX_IB_DEPTH = 4
+MAX_IB_DEPTH = 4  # indirect buffers nest at most this deep
+MAX_IB_ENTRIES = 4096  # indirect buffers one packet of the ring may enter in all, called or chained (a loop stops)
 U64 = np.uint64
 NAMES = {v: k.removeprefix("PACKET3_") for k, v in vars(p).items()
          if k.startswith("PACKET3_") and isinstance(v, int) and not k.endswith(("_START", "_END"))}
@@ -44,7 +54,8 @@ class ComputeQueue(Queue):
         self.regs: dict[int, int] = {}
         self.ibs: list[list[int]] = []  # active indirect buffers: [address, dwords, position]
         self.skip = 0  # dwords PRED_EXEC told the CP to skip
-        self.since_progress = 0
+        self.since_progress = 0  # packets run from indirect buffers since the ring's packet that entered them
+        self.ib_entries = 0  # indirect buffers entered (called or chained) since then
 
     def pending(self) -> bool:
         return self.state == RUNNING and (bool(self.ibs) or self.wptr > self.rptr)
@@ -62,8 +73,8 @@ class ComputeQueue(Queue):
                               f"the {self.ring_size // 4}-dword ring")
             raise Wait  # the rest of the packet is not published yet
         pkt = self.read_ring(self.rptr, n)
+        self.since_progress = self.ib_entries = 0
         self._run(pkt, self.rptr, advance=lambda: setattr(self, "rptr", self.rptr + n))
-        self.since_progress = 0
         return True
 
     def _step_ib(self) -> bool:
@@ -196,7 +207,14 @@ class ComputeQueue(Queue):
         size = p.INDIRECT_BUFFER_IB_SIZE.get(ctl)
         if not p.INDIRECT_BUFFER_VALID.get(ctl) and self.gpu.gfx >= 10:
             raise CPError(f"INDIRECT_BUFFER at {addr:#x}: VALID bit clear")
-        self._ib_words(addr, size, 0, size)  # the whole buffer must be mapped: a CP error names it otherwise
+        try:  # the whole buffer must be mapped: a CP error names it otherwise
+            self.gpu.vm.check_range(addr, 4 * size, False)
+        except GPUFault:
+            raise CPError(f"INDIRECT_BUFFER at {addr:#x} ({size} dwords) is not mapped on the GPU") from None
+        self.ib_entries += 1
+        if self.ib_entries > MAX_IB_ENTRIES:
+            raise CPError(f"INDIRECT_BUFFER at {addr:#x}: more than {MAX_IB_ENTRIES} indirect buffers entered "
+                          f"(called or chained) from the packet at ring dword {self.rptr}: a loop")
         if p.INDIRECT_BUFFER_CHAIN.get(ctl) and self.ibs:
             self.ibs[-1][:] = [addr, size, 0]
             return "chained"
@@ -274,9 +292,12 @@ class ComputeQueue(Queue):
             raise CPError(f"DISPATCH: workgroup of {block} threads (COMPUTE_NUM_THREAD_*; 1..1024 in all)")
         if not all(grid):
             return True
+        rsrc2 = Rsrc2.decode(r(p.COMPUTE_PGM_RSRC2, 0))
+        check_work(f"DISPATCH at queue {self.id} dword {self.rptr}", math.prod(grid) * math.prod(block),
+                   f"(grid {grid} x block {block})", rsrc2.granulated_lds_size * p.LDS_SIZE_GRANULE,
+                   "COMPUTE_PGM_RSRC2.LDS_SIZE", self.gpu.arch)
         lanes = 32 if gfx >= 10 and p.DISPATCH_INITIATOR_CS_W32_EN.get(initiator) else 64
         entry = (r(p.COMPUTE_PGM_LO, 0) | r(p.COMPUTE_PGM_HI, 0) << 32) << p.PGM_ADDRESS_SHIFT
-        rsrc2 = Rsrc2.decode(r(p.COMPUTE_PGM_RSRC2, 0))
         tmpring = r(p.COMPUTE_TMPRING_SIZE, 0)
         scratch = (r(p.COMPUTE_DISPATCH_SCRATCH_BASE_LO, 0) | r(p.COMPUTE_DISPATCH_SCRATCH_BASE_HI, 0) << 32) \
             << p.SCRATCH_BASE_SHIFT

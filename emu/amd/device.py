@@ -22,6 +22,7 @@ from emu.amd.gpu import fetch_code
 from emu.amd.memory import PAGE, VM, FaultRecord
 from emu.amd.queue import HALTED, RUNNING, Queue
 from emu.amd.sdma import SDMAQueue
+from emu.amd.usermem import accessible
 
 DOORBELLS = 1024
 MAX_INSTRUCTION = 16  # bytes
@@ -59,13 +60,28 @@ class GPUDevice:
 
     # -- memory ------------------------------------------------------------------------------------------------
     def map(self, bo: BufferObject) -> None:
-        from stack.hcq.kfd_ioctl import ALLOC_WRITABLE
-        self.vm.map(bo.va, bo.mem, writable=bool(bo.flags & ALLOC_WRITABLE), name=f"bo {bo.handle:#x}")
+        from stack.hcq.kfd_ioctl import ALLOC_USERPTR, ALLOC_WRITABLE
+        self.vm.map(bo.va, bo.mem, writable=bool(bo.flags & ALLOC_WRITABLE), name=f"bo {bo.handle:#x}",
+                    user=bool(bo.flags & ALLOC_USERPTR))
 
     def unmap(self, bo: BufferObject) -> None:
-        m = self.vm.unmap(bo.va)
+        self._forget_code(self.vm.unmap(bo.va))
+
+    def _forget_code(self, m) -> None:
         for key in [k for k, c in list(self._code.items()) if c.mapping is m]:
             del self._code[key]
+
+    def revalidate(self) -> bool:
+        """Before the engine touches memory (each packet): a USERPTR buffer whose pages the client unmapped or
+        protected (no longer readable, or writable when the buffer is) is taken out of the VM, so the GPU faults on
+        it instead of touching a stale view of the host address (the driver's MMU-notifier invalidation; the buffer
+        stays invalid until it is unmapped from the GPU and mapped again). A query per USERPTR mapping
+        (emu.amd.usermem.accessible); nothing without them. True if a mapping was invalidated."""
+        gone = [m for m in self.vm.user if not accessible(m.buf.ctypes.data, m.size, m.writable)]
+        for m in gone:
+            self.vm.invalidate(m)
+            self._forget_code(m)
+        return bool(gone)
 
     def program(self, entry: int, lanes: int) -> Program:
         """Decoded code for waves of `lanes` starting at `entry` (faults if the address is unmapped). Code decoded
@@ -116,8 +132,8 @@ class GPUDevice:
         self.faults.append(rec)
         if rec.kind in ("unmapped", "read-only"):
             self.kfd.memory_fault(self, rec)
-        else:
-            self.kfd.hw_exception(self)
+        else:  # a hang (the watchdog), an illegal instruction, a trap: the hardware reports a hang of the queue
+            self.kfd.hw_exception(self, rec)
 
     def cp_error(self, q: Queue, why: str) -> None:
         self.faults.append(FaultRecord("cp-error", detail=f"queue {q.id}: {why}"))

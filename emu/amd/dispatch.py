@@ -36,7 +36,8 @@ from stack.hcq.program import check_grid, check_private
 PACKED_IDS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
 DISPATCH_PACKET_SIZE = 64
 TTMP = 108  # operand code of ttmp0
-DEFAULT_TIMEOUT = 10.0  # seconds of wall time per dispatch before the watchdog stops it
+DEFAULT_TIMEOUT = 60.0  # seconds of engine CPU time per dispatch before the watchdog stops it (amdgpu's compute
+# lockup timeout; CPU time, not wall time: a loaded machine does not make a correct kernel look hung)
 
 
 @dataclass
@@ -78,7 +79,8 @@ class Stats:
 
 def run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None = None) -> Stats:
     """Run every workgroup of `d`; a fault propagates as GPUFault (the dispatch stops there). The watchdog stops a
-    dispatch that runs longer than `timeout` seconds (default: dispatch_timeout(); 0 or less: no limit)."""
+    dispatch that runs longer than `timeout` seconds of the calling thread's CPU time (default: dispatch_timeout();
+    0 or less: no limit); its fault names the kernel."""
     tl = timeline.session()
     if tl is None:
         return _run_dispatch(vm, d, arch, timeout, None)
@@ -107,8 +109,14 @@ def _run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None, on_work
         with np.errstate(all="ignore"):  # for every wave's run (emu.amd.exec.wave.run) at once
             return _run(vm, d, slots, deadline, on_workgroup, stats)
     except GPUFault as e:
-        if e.record.report is not None:
-            e.record.report.describe(d.grid, d.block, d.kernel)
+        rec = e.record
+        if rec.kind == "watchdog":
+            name = dispatch_name(vm, d)
+            rec.detail = f"watchdog stopped kernel {name}: {rec.detail}"
+            if rec.report is not None:
+                rec.report.summary, rec.report.kernel = rec.line(), name
+        if rec.report is not None:
+            rec.report.describe(d.grid, d.block, d.kernel)
         raise
 
 
@@ -119,7 +127,7 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
     while wg < total:
         launch = slots.launch()
         if launch is None or not GATE.enter():  # no native entry yet, or the process is exiting
-            _run_workgroup(slots.start(wg), d.program, stats, deadline)
+            _run_workgroup(slots.start(wg), d.program, stats, deadline, slots.limit)
             if on_workgroup is not None:
                 on_workgroup(wg, slots.ids(wg), [w.executed for w in slots.waves])
             wg += 1
@@ -142,7 +150,7 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
             for w in slots.waves:
                 w.workgroup = ids
             pending, waiting, left = launch.hand_over()
-            _run_workgroup(slots.waves, d.program, stats, deadline, pending, waiting, left)
+            _run_workgroup(slots.waves, d.program, stats, deadline, slots.limit, pending, waiting, left)
             wg += 1
         if on_workgroup is not None:
             on_workgroup(wg - 1, slots.ids(wg - 1), launch.executed() if native else [w.executed for w in slots.waves])
@@ -150,7 +158,7 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
 
 
 def dispatch_timeout() -> float:
-    """Seconds of wall time a dispatch may run: HWEMU_TIMEOUT (default 10; 0 or less: no limit)."""
+    """Seconds of engine CPU time a dispatch may run: HWEMU_TIMEOUT (default 60; 0 or less: no limit)."""
     text = os.environ.get("HWEMU_TIMEOUT", "") or str(DEFAULT_TIMEOUT)
     try:
         t = float(text)
@@ -159,7 +167,20 @@ def dispatch_timeout() -> float:
     return t
 
 
-def _run_workgroup(waves: list[WaveState], program: Program, stats: Stats, deadline: Deadline | None,
+def wave_limit() -> int:
+    """Instructions a wave may run between barriers before the watchdog stops it: HWEMU_WAVE_LIMIT (default
+    emu.amd.exec.wave.DEFAULT_LIMIT)."""
+    text = os.environ.get("HWEMU_WAVE_LIMIT", "") or str(DEFAULT_LIMIT)
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise ValueError(f"HWEMU_WAVE_LIMIT={text!r}: expected a positive number of instructions")
+    return n
+
+
+def _run_workgroup(waves: list[WaveState], program: Program, stats: Stats, deadline: Deadline | None, limit: int,
                    live: list[WaveState] | None = None, waiting: tuple | list = (), left: int | None = None) -> None:
     """Run the waves round-robin, each until s_barrier or s_endpgm, releasing the barrier when every wave still
     running has reached it. A workgroup taken over in the middle of a round gives the waves still to run in it
@@ -170,7 +191,7 @@ def _run_workgroup(waves: list[WaveState], program: Program, stats: Stats, deadl
     try:
         while live:
             for w in live:
-                if run(w, program, left=left, deadline=deadline, errstate=False) == BARRIER:
+                if run(w, program, limit, left=left, deadline=deadline, errstate=False) == BARRIER:
                     at_barrier.append(w)
                 left = None
             live, at_barrier = at_barrier, []  # every running wave reached the barrier (or ended): release it
@@ -209,6 +230,7 @@ class _WaveSlots:
 
     def __init__(self, vm: VM, d: Dispatch, arch: str, nwaves: int, nitems: int):
         self.d = d
+        self.limit = wave_limit()  # the watchdog's instructions per wave between barriers
         self.lds = LDS(d.lds_size)
         self.waves, self.initial = [], []
         for i in range(nwaves):
@@ -264,7 +286,7 @@ class _WaveSlots:
             return None
         if self._launch is None and self.region() is not None:
             self._launch = Launch(self.waves, self.initial, self.lds, self.d.entry, self.d.grid, self.d.start,
-                                  self.id_slots, DEFAULT_LIMIT)
+                                  self.id_slots, self.limit)
         if self._launch is not None:
             self.fresh = False  # the launcher leaves the arrays as its last workgroup ended
         return self._launch

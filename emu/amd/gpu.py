@@ -187,8 +187,8 @@ class GPU:
 
     def launch(self, prog: Loaded, name: str, grid=(1,), block=(1,), args=(), dynamic_lds: int = 0,
                kernargs: bytes | None = None, timeout: float | None = None) -> Stats:
-        """Run kernel `name` over `grid` workgroups of `block` work-items; `timeout`: seconds of wall time the
-        dispatch may run before the watchdog stops it with a fault (default HWEMU_TIMEOUT or 10; 0: no limit)."""
+        """Run kernel `name` over `grid` workgroups of `block` work-items; `timeout`: seconds of CPU time the
+        dispatch may run before the watchdog stops it with a fault (default HWEMU_TIMEOUT or 60; 0: no limit)."""
         self._check_loaded(prog, "launch")
         args = list(args)
         for i, a in enumerate(args):

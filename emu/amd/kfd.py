@@ -40,7 +40,7 @@ import numpy as np
 
 from emu.amd.bo import BufferObject, Heap, page_round
 from emu.amd.memory import PAGE, FaultRecord
-from emu.amd.usermem import copy_from_user, copy_to_user, host_array, is_mapped
+from emu.amd.usermem import accessible, copy_from_user, copy_to_user, host_array
 from stack.hcq import kfd_ioctl as k
 
 DOORBELL_SLICE = 0x2000  # bytes of doorbells per process and GPU (8-byte doorbells, 1024 queues)
@@ -100,7 +100,8 @@ def fault_report(gpu, rec: FaultRecord) -> str:
             f.write(text + "\n")
     except OSError as e:
         return f"{text}\n(the report could not be written: {e})"
-    print(f"hwemu: GPU memory fault on {gpu.name}: {rec.line()}; report: {path}", file=sys.stderr)
+    kind = "memory fault" if rec.kind in ("unmapped", "read-only") else rec.kind
+    print(f"hwemu: GPU {kind} on {gpu.name}: {rec.line()}; report: {path}", file=sys.stderr)
     return f"{text}\nreport written to {path}"
 
 
@@ -129,6 +130,8 @@ class KFD:
         name, direction, struct = entry
         usize = k.ioc_size(request)
         raw = _user_bytes(arg, usize, name)
+        if direction & k.IOC_READ:  # the result must be storable before anything happens, as copy_to_user's target
+            _user_store(arg, raw, name)
         args = struct.from_buffer_copy(raw[:ctypes.sizeof(struct)].ljust(ctypes.sizeof(struct), b"\0"))
         with self.lock:
             try:
@@ -248,7 +251,7 @@ class KFD:
             ptr = a.mmap_offset
             if ptr % PAGE:
                 raise _einval(f"{what}: user pointer {ptr:#x} is not page-aligned")
-            if not is_mapped(ptr, size):
+            if not accessible(ptr, size):
                 raise OSError(errno.EFAULT, f"{what}: user memory [{ptr:#x}, {ptr + size:#x}) is not mapped writable")
             mem, mmap_offset = host_array(ptr, size), ptr
         elif placement == k.ALLOC_DOORBELL:
@@ -487,7 +490,11 @@ class KFD:
         # kfd_event_data_ext (the driver's extension pointer, 0 on Linux) -> the report as a NUL-terminated string
         self._exception(k.EVENT_MEMORY, bytes(d) + ctypes.addressof(text).to_bytes(8, "little"))
 
-    def hw_exception(self, gpu) -> None:
+    def hw_exception(self, gpu, rec: FaultRecord | None = None) -> None:
+        """A hardware exception event; a wave's fault `rec` (the watchdog, an illegal instruction, ...) is also
+        reported on stderr and in a report file (fault_report), as the event carries no text."""
+        if rec is not None:
+            fault_report(gpu, rec)
         d = k.HwExceptionData(k.HW_EXCEPTION_PER_ENGINE_RESET, k.HW_EXCEPTION_GPU_HANG, 0, gpu.gpu_id)
         self._exception(k.EVENT_HW_EXCEPTION, bytes(d))
 
@@ -550,7 +557,12 @@ def _user_bytes(arg, n: int, what: str) -> bytes:
 
 
 def _user_store(arg, data: bytes, what: str) -> None:
+    """Store an ioctl's result bytes into its argument: EFAULT for a read-only buffer (bytes) or address."""
     if isinstance(arg, int):
         copy_to_user(arg, data, what)
-    else:
-        memoryview(arg).cast("B")[:len(data)] = data
+        return
+    mv = memoryview(arg).cast("B")
+    if mv.readonly:
+        raise OSError(errno.EFAULT, f"{what}: the argument is a read-only {type(arg).__name__} buffer; the request "
+                                    "returns its result in it")
+    mv[:len(data)] = data

@@ -102,6 +102,7 @@ class Mapping:
     buf: np.ndarray = field(repr=False)  # uint8 view of the backing memory, `size` bytes
     writable: bool = True
     name: str = ""
+    user: bool = False  # the backing is pages a client owns (USERPTR): it may unmap them behind the VM's back
 
     @property
     def end(self) -> int:
@@ -166,10 +167,14 @@ class VM:
     def __init__(self) -> None:
         self._ix = _EMPTY
         self._lock = threading.RLock()
+        self.user: tuple[Mapping, ...] = ()  # the mappings of client-owned pages (Mapping.user), for revalidation
+        self._invalid: dict[int, Mapping] = {}  # va -> a user mapping invalidated: accesses fault, unmap(va) works
 
     # -- mappings ----------------------------------------------------------------------------------------------
-    def map(self, va: int, buf: np.ndarray | memoryview | bytearray, writable: bool = True, name: str = "") -> Mapping:
-        """Map `buf` (whole pages; the VM keeps a view, not a copy) at page-aligned `va`."""
+    def map(self, va: int, buf: np.ndarray | memoryview | bytearray, writable: bool = True, name: str = "",
+            user: bool = False) -> Mapping:
+        """Map `buf` (whole pages; the VM keeps a view, not a copy) at page-aligned `va`; `user`: pages a client
+        owns, which the device revalidates (emu.amd.device.GPUDevice.revalidate) before it accesses memory."""
         if isinstance(buf, np.ndarray) and not buf.flags.c_contiguous:
             raise ValueError(f"map {name!r}: backing buffer must be contiguous")
         mem = buf.reshape(-1).view(np.uint8) if isinstance(buf, np.ndarray) else np.frombuffer(buf, np.uint8)
@@ -185,8 +190,10 @@ class VM:
             i = bisect.bisect_right(self._ix.vas, va)
             if (i and maps[i - 1].end > va) or (i < len(maps) and maps[i].va < va + size):
                 raise ValueError(f"map {name!r}: [{va:#x}, {va + size:#x}) overlaps an existing mapping")
-            m = Mapping(va, size, mem, writable, name)
+            m = Mapping(va, size, mem, writable, name, user)
             self._ix = self._ix.insert(i, m)
+            if user:
+                self.user += (m,)
         return m
 
     def alloc(self, size: int, align: int = PAGE, writable: bool = True, name: str = "") -> int:
@@ -205,13 +212,24 @@ class VM:
     def unmap(self, va: int) -> Mapping:
         """Remove the mapping that starts at `va`; returns it."""
         with self._lock:
+            if va in self._invalid:
+                return self._invalid.pop(va)
             ix = self._ix
             i = bisect.bisect_left(ix.vas, va)
             if i < len(ix.vas) and ix.vas[i] == va:
                 m = ix.maps[i]
                 self._ix = ix.remove(i)
+                self.user = tuple(u for u in self.user if u is not m)
                 return m
         raise ValueError(f"unmap: no mapping starts at {va:#x}")
+
+    def invalidate(self, m: Mapping) -> None:
+        """Take mapping `m` out of the address space (accesses fault as unmapped) while unmap(m.va) still finds it:
+        the driver's invalidation of user pages the client unmapped."""
+        with self._lock:
+            if self.mapping(m.va) is m:
+                self.unmap(m.va)
+                self._invalid[m.va] = m
 
     def mapping(self, va: int) -> Mapping | None:
         ix = self._ix

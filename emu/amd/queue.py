@@ -9,7 +9,9 @@ idle (briefly at first, longer after a while) and is woken early by the driver w
 A queue's command processor (emu.amd.cp for PM4, emu.amd.sdma for SDMA) implements `step()`: run the packet
 at the read pointer, returning whether it ran or must wait (WAIT_REG_MEM / POLL_REGMEM not yet true). A fault
 of the GPU code or of the engine's own memory accesses halts the queue and is reported to the driver; a
-malformed packet stops the queue for good (a CP error, reported as a hardware exception).
+malformed packet, a size beyond a limit or a queue whose own state is unusable (an AQL write pointer the GPU
+cannot read) stops the queue for good (a CP error, reported as a hardware exception). Whatever one queue
+raises stops that queue only: the engine thread goes on with the others.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import time
 import numpy as np
 
 from emu.amd.memory import GPUFault
+from stack.hcq.codeobj import LimitError
 
 RUNNING, HALTED, STOPPED = "running", "halted", "stopped"
 PACKETS_PER_TURN = 256  # packets a queue runs before the engine turns to the next queue
@@ -69,22 +72,31 @@ class Queue:
         return np.concatenate([words[start:], words[:ndw - (len(words) - start)]])
 
     def service(self) -> bool:
-        """Run packets until the queue is empty, waits, or has had its turn; True if any ran."""
+        """Run packets until the queue is empty, waits, or has had its turn; True if any ran. Whatever goes wrong
+        stops or halts this queue only: a GPU fault halts it, a CP error (a packet, or the queue's own state such
+        as an unmapped write pointer, or a size beyond a limit) or an emulator bug stops it."""
         ran = 0
         self._words = None
-        while ran < PACKETS_PER_TURN and self.pending():
-            try:
-                if not self.step():
+        try:
+            while ran < PACKETS_PER_TURN:
+                if self.gpu.revalidate():  # user pages went away: no view of them may stay cached
+                    self._words = None
+                if not self.pending():
                     break
-            except Wait:
-                break
-            except GPUFault as e:
-                self.state = HALTED
-                self.gpu.fault(self, e.record)
-            except CPError as e:
-                self.stop(str(e))
-            except Exception as e:  # an emulator bug stops this queue, never the engine or the host
-                self.stop(f"emulator error: {type(e).__name__}: {e}")
+                try:
+                    if not self.step():
+                        break
+                except Wait:
+                    break
+                except GPUFault as e:
+                    self.state = HALTED
+                    self.gpu.fault(self, e.record)
+                ran += 1
+        except (CPError, LimitError) as e:
+            self.stop(str(e))
+            ran += 1
+        except Exception as e:  # an emulator bug stops this queue, never the engine or the host
+            self.stop(f"emulator error: {type(e).__name__}: {e}")
             ran += 1
         if ran:
             self.publish_rptr()
@@ -134,7 +146,10 @@ class Engine:
         busy = False
         for g in self.gpus:
             for q in list(g.queues.values()):
-                busy |= q.service()
+                try:
+                    busy |= q.service()
+                except Exception as e:  # reporting the queue's error failed: the queue stops, the engine goes on
+                    q.state, q.error = STOPPED, f"{q.error or 'error'}; then {type(e).__name__}: {e}"
         return busy
 
     def _loop(self) -> None:

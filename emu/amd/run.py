@@ -98,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernargs", type=Path, help="file holding the raw explicit kernel arguments (instead of --arg)")
     ap.add_argument("--arch", help="GPU to emulate (default: the code object's)")
     ap.add_argument("--out", type=Path, default=Path("."), help="directory for output .npy files (default: .)")
-    ap.add_argument("--timeout", type=float, help="seconds of wall time before the watchdog stops the dispatch "
-                    "(default: HWEMU_TIMEOUT or 10; 0: no limit)")
+    ap.add_argument("--timeout", type=float, help="seconds of CPU time before the watchdog stops the dispatch "
+                    "(default: HWEMU_TIMEOUT or 60; 0: no limit)")
     a = ap.parse_args(argv)
     from emu.amd import GPU, GPUFault
     try:

@@ -15,6 +15,7 @@ from emu.amd.queue import RUNNING, CPError, Queue, Wait
 from stack.hcq import sdma as s
 
 U64 = np.uint64
+CHUNK = 1 << 20  # bytes a copy or fill moves at a time
 SDMA_OP_GCR = 17  # cache control request (v5+): 5 dwords
 NAMES = {s.SDMA_OP_NOP: "NOP", s.SDMA_OP_COPY: "COPY_LINEAR", s.SDMA_OP_WRITE: "WRITE", s.SDMA_OP_INDIRECT: "INDIRECT",
          s.SDMA_OP_FENCE: "FENCE", s.SDMA_OP_TRAP: "TRAP", s.SDMA_OP_POLL_REGMEM: "POLL_REGMEM",
@@ -64,6 +65,9 @@ class SDMAQueue(Queue):
         op = s.HEADER_OP.get(header)
         n = self._length(op, header, fetch, avail)
         if n > avail:
+            if ib is None and 4 * n > self.ring_size:
+                raise CPError(f"SDMA packet {header:#010x} at ring byte {self.rptr} claims {n} dwords, more than the "
+                              f"{self.ring_size}-byte ring")
             if ib is not None:
                 raise CPError(f"SDMA packet {header:#010x} runs past the end of the indirect buffer at {ib[0]:#x}")
             raise Wait
@@ -120,8 +124,7 @@ class SDMAQueue(Queue):
         elif op == s.SDMA_OP_CONST_FILL:
             n = (_get(s.CONSTANT_FILL, "count", pkt) & ((1 << s.count_bits(self.version)) - 1)) + 1
             ev.set(bytes=n)
-            word = np.array([_get(s.CONSTANT_FILL, "src_data_31_0", pkt)], np.uint32).tobytes()
-            self._write(_addr(s.CONSTANT_FILL, "dst_addr", pkt), (word * (n // 4 + 1))[:n])
+            self._fill(_addr(s.CONSTANT_FILL, "dst_addr", pkt), _get(s.CONSTANT_FILL, "src_data_31_0", pkt), n)
         elif op == s.SDMA_OP_FENCE:
             self._write(_addr(s.FENCE, "addr", pkt), np.array([_get(s.FENCE, "data", pkt)], np.uint32).tobytes())
         elif op == s.SDMA_OP_TRAP:
@@ -149,7 +152,11 @@ class SDMAQueue(Queue):
 
     # GPU memory accesses: checked through the VM before any byte moves
     def _copy(self, dst: int, src: int, n: int) -> None:
-        self._write(dst, self._read(src, n))
+        """Both ranges checked first, then copied CHUNK bytes at a time (never a second copy of up to 1 GiB)."""
+        self._check(src, n, False)
+        self._check(dst, n, True)
+        for pos in range(0, n, CHUNK):
+            self.gpu.vm.write(dst + pos, self.gpu.vm.read(src + pos, min(CHUNK, n - pos)))
 
     def _read(self, addr: int, n: int) -> bytes:
         self._check(addr, n, False)
@@ -158,6 +165,14 @@ class SDMAQueue(Queue):
     def _write(self, addr: int, data: bytes) -> None:
         self._check(addr, len(data), True)
         self.gpu.vm.write(addr, data)
+
+    def _fill(self, addr: int, word: int, n: int) -> None:
+        """n bytes of the repeated little-endian dword `word` at addr: the range checked first, then written
+        CHUNK bytes at a time (a fill of up to 1 GiB never builds its data whole)."""
+        self._check(addr, n, True)
+        chunk = np.full(min(n, CHUNK) // 4 + 1, word, np.uint32).view(np.uint8)
+        for pos in range(0, n, CHUNK):
+            self.gpu.vm.write(addr + pos, chunk[:min(CHUNK, n - pos)])
 
     def _check(self, addr: int, n: int, write: bool) -> None:
         """Fault like the GPU would on the first page of [addr, addr+n) that is unmapped (or read-only)."""

@@ -2,12 +2,15 @@
 
 `copy_from_user` / `copy_to_user` use process_vm_readv/writev on this process, so an unmapped or read-only
 address is an errno, as in the kernel. `host_array` views mapped host memory as a numpy array (for buffers
-a client handed to the device, e.g. USERPTR allocations); `is_mapped` checks a range against /proc/self/maps.
+a client handed to the device, e.g. USERPTR allocations); `accessible` checks that a range is mapped readable
+(and writable), cheaply enough to ask before every packet: one PROCMAP_QUERY ioctl on /proc/self/maps per
+mapping it spans (Linux 6.11+), else by reading /proc/self/maps whole (`is_mapped`).
 """
 from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 
 import numpy as np
@@ -62,6 +65,56 @@ def is_mapped(addr: int, size: int, writable: bool = True) -> bool:
         if pos >= end:
             return True
     return pos >= end
+
+
+class _ProcmapQuery(ctypes.Structure):
+    """struct procmap_query of linux/fs.h (Linux 6.11): the VMA covering query_addr with the permissions asked."""
+    _fields_ = [(n, ctypes.c_uint64) for n in ("size", "query_flags", "query_addr", "vma_start", "vma_end",
+                                                "vma_flags", "vma_page_size", "vma_offset", "inode")] \
+        + [(n, ctypes.c_uint32) for n in ("dev_major", "dev_minor", "vma_name_size", "build_id_size")] \
+        + [("vma_name_addr", ctypes.c_uint64), ("build_id_addr", ctypes.c_uint64)]
+
+
+PROCMAP_QUERY = 3 << 30 | ctypes.sizeof(_ProcmapQuery) << 16 | ord("f") << 8 | 17  # _IOWR('f', 17, ...)
+VMA_READABLE, VMA_WRITABLE = 1, 2
+_maps: tuple[int, int | None] = (-1, None)  # (pid, fd of its /proc/self/maps or None without PROCMAP_QUERY)
+
+
+def _maps_fd() -> int | None:
+    """This process's /proc/self/maps opened once per pid (a forked child opens its own), None on kernels without
+    PROCMAP_QUERY."""
+    global _maps
+    pid = os.getpid()
+    if _maps[0] != pid:
+        fd = os.open("/proc/self/maps", os.O_RDONLY | os.O_CLOEXEC)
+        q = _ProcmapQuery(size=ctypes.sizeof(_ProcmapQuery), query_addr=0, query_flags=0)
+        try:
+            fcntl.ioctl(fd, PROCMAP_QUERY, q)
+        except OSError as e:
+            if e.errno != errno.ENOENT:  # ENOENT: no VMA at 0, the query works
+                os.close(fd)
+                fd = None
+        _maps = (pid, fd)
+    return _maps[1]
+
+
+def accessible(addr: int, size: int, writable: bool = True) -> bool:
+    """Whether [addr, addr+size) lies in readable (and writable) mappings of this process now."""
+    fd = _maps_fd()
+    if fd is None:
+        return is_mapped(addr, size, writable)
+    q = _ProcmapQuery(size=ctypes.sizeof(_ProcmapQuery), query_flags=VMA_READABLE | (VMA_WRITABLE if writable else 0))
+    pos, end = addr, addr + size
+    while pos < end:
+        q.query_addr = pos
+        try:
+            fcntl.ioctl(fd, PROCMAP_QUERY, q)
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                return False
+            raise
+        pos = q.vma_end
+    return True
 
 
 def host_array(addr: int, size: int) -> np.ndarray:

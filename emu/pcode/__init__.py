@@ -18,7 +18,8 @@ Calling contract of `sem(st, lanes)` (`lanes`: the wave size, 32 or 64, also for
   A name in both (D0 of V_FMAC_F32, RETURN_DATA of a D16 load that keeps half the register, D0 assigned on
   some paths only) must be given with its current value. `sem.masks`: those of them that are wave-wide lane
   masks (see below). `sem.widths[name]`: bits of each read or written operand as the pcode types it (D0: 64
-  for .u64/.b64; a source only sliced, like S1[4 : 0], counts 5). `sem.source`: the generated Python.
+  for .u64/.b64; a source only sliced, like S1[4 : 0], counts 5; an output the widest part assigned, not read:
+  `D0.i32 = tmp; SCC = D0.u64 != 0` writes 32 bits). `sem.source`: the generated Python.
 - Vector ops (every space but SOP1 SOP2 SOPC SOPK SOPP SMEM): operands are numpy arrays of shape (lanes,) of
   raw bits zero-extended in uint64 (a Python int is accepted for a uniform operand). Operands wider than 64
   bits (128-bit DATA / RETURN_DATA / VDATA, D0.b128) are (ndwords, lanes) uint64 arrays, one 32-bit dword per

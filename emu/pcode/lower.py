@@ -226,7 +226,7 @@ class Lowerer(ExpressionLowering):
                 v = self.flushed(convert(v, t), result=True)
             bits = bitcast_to_int(convert(v, t))
             if isinstance(inner, S.Name):
-                var, vty = self.target_var(inner.id, bits.ty)
+                var, vty = self.target_var(inner.id, bits.ty, t.bits)
                 if vty.bits == t.bits or self.is_state(inner.id):
                     return self.set_var(var, convert_bits(bits, vty))
                 return self.set_bits(var, Const(0, U32), t.bits, bits)
@@ -243,8 +243,8 @@ class Lowerer(ExpressionLowering):
         if isinstance(target, S.Slice):
             lo = convert(self.expr(target.lo), U32)
             width = slice_width(target.hi, target.lo)
-            base = target.x
-            if isinstance(base, S.Field) and type_name(base.name):
+            base, typed = target.x, None
+            if isinstance(base, S.Field) and (typed := type_name(base.name)):
                 base = base.x
             if isinstance(base, S.Index) and self.regfile(base):  # VGPR[l][r][hi : lo] = v: read-modify-write
                 file, idx = self.reg_index(base)
@@ -256,7 +256,8 @@ class Lowerer(ExpressionLowering):
             if not isinstance(base, S.Name):
                 raise Unsupported(f"slice assignment to {show(target.x)}")
             hi = const_value(target.hi)
-            var, _ = self.target_var(base.id, uint(hi + 1 if hi is not None else 32))
+            var, _ = self.target_var(base.id, uint(hi + 1 if hi is not None else 32),
+                                     typed.bits if typed else hi + 1 if hi is not None else None)
             return self.set_bits(var, lo, width, convert_bits(bitcast_to_int(v), uint(width)))
         if isinstance(target, S.Index):
             if isinstance(target.x, S.Name) and target.x.id in MEMORIES:
@@ -335,10 +336,14 @@ class Lowerer(ExpressionLowering):
     def state_name(self, name: str) -> bool:
         return name in STATE_NAMES or "." in name or name in self.f.inputs
 
-    def target_var(self, name: str, ty: Ty) -> tuple[str, Ty]:
+    def target_var(self, name: str, ty: Ty, written: int | None = None) -> tuple[str, Ty]:
+        """The variable an assignment to `name` of type `ty` writes; a state name's output width is the widest
+        part any assignment writes (`written` bits, None: all of it), not the widest access: `D0.i32 = x` then
+        `SCC = D0.u64 != 0` writes a 32-bit destination (S_BCNT1_I32_B64), which reads back zero-extended."""
         var = self.lookup_var(name)
-        if var == name and var not in self.locals and not self.state_name(name):
-            var = self.local(name)
+        fresh = len(self.scopes) > 1 and name not in self.scopes[-1]  # an inlined op's own local, never its caller's
+        if (var == name and var not in self.locals or fresh) and not self.state_name(name):
+            var = self.local(name, new=fresh)
         if var not in self.f.vars:
             if self.is_state(var):
                 self.f.vars[var] = uint(max(self.state_bits.get(var, 0), ty.bits if ty.kind != "int" else 32, 1))
@@ -347,7 +352,8 @@ class Lowerer(ExpressionLowering):
                 wide = self.state_bits.get(name, 0)
                 self.f.vars[var] = uint(wide) if wide > t.bits and t.is_int else t
         if self.is_state(var):
-            self.f.outputs[var] = self.f.vars[var].bits
+            full = self.f.vars[var].bits
+            self.f.outputs[var] = max(self.f.outputs.get(var, 0), min(written or full, full))
         return var, self.f.vars[var]
 
     def set_var(self, var: str, v: Expr) -> None:

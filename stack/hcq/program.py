@@ -133,11 +133,17 @@ def check_grid(kernel: Kernel, groups: tuple[int, int, int], local: tuple[int, i
     items = [int(g) * int(n) for g, n in zip(groups, local, strict=True)]
     for axis, g, n, total in zip("xyz", groups, local, items, strict=True):
         check_limit(where, f"work-items in {axis} (grid {g} x block {n})", total, MAX_GRID_ITEMS)
-    check_limit(where, f"work-items (grid {tuple(groups)} x block {tuple(local)})", items[0] * items[1] * items[2],
-                MAX_GRID_ITEMS)
     kd = kernel.descriptor
-    check_limit(where, "LDS bytes (group_segment_fixed_size + dynamic_lds)", kd.group_segment_fixed_size + dynamic_lds,
-                max_lds(kd.arch))
+    check_work(where, items[0] * items[1] * items[2], f"(grid {tuple(groups)} x block {tuple(local)})",
+               kd.group_segment_fixed_size + dynamic_lds, "group_segment_fixed_size + dynamic_lds", kd.arch)
+
+
+def check_work(where: str, items: int, shape: str, lds: int, lds_field: str, arch: str) -> None:
+    """A dispatch's work-items in all (`shape` says how they were given) and its LDS bytes (from `lds_field`)
+    against MAX_GRID_ITEMS and max_lds(arch), before anything is allocated: LimitError naming them and the limit.
+    The runtimes check launches with it, the emulated command processors the sizes a packet gives."""
+    check_limit(where, f"work-items {shape}", items, MAX_GRID_ITEMS)
+    check_limit(where, f"LDS bytes ({lds_field})", lds, max_lds(arch))
 
 
 def shape(v, what: str) -> tuple[int, int, int]:

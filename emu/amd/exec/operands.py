@@ -147,7 +147,11 @@ def _mask_writer(attr: str, half: int, bits: int) -> Callable:
 
 
 def vgpr_reader(reg: int, bits: int, hi: bool = False) -> Callable:
-    """Per-lane uint64 values of VGPR `reg` (`bits` 16/32/64...; `hi` takes bits 31:16 for 16-bit operands)."""
+    """Per-lane uint64 values of VGPR `reg` (`bits` 16/32/64; `hi` takes bits 31:16 for 16-bit operands); wider
+    operands (v_mqsad_u32_u8's 128 bits) as the pcode takes them: (dwords, lanes), row 0 least significant."""
+    if bits > 64:
+        rows = slice(reg, reg + -(-bits // 32))
+        return lambda w: w.vgpr[rows].astype(U64)
     if bits <= 16:
         if hi:
             return lambda w: (w.vgpr[reg] >> 16).astype(U64)
@@ -174,7 +178,11 @@ def vector_reader(code: int, bits: int, fmt: str, literal: int | None, hi: bool 
 
 
 def vgpr_writer(reg: int, bits: int, hi: bool = False, zero_hi16: bool = False) -> Callable:
-    """Writer of a VGPR destination taking (state, uint64 values, bool active lanes)."""
+    """Writer of a VGPR destination taking (state, uint64 values, bool active lanes); values of a destination wider
+    than 64 bits are (dwords, lanes), one register each."""
+    if bits > 64:
+        rows = slice(reg, reg + -(-bits // 32))
+        return lambda w, v, act: np.copyto(w.vgpr[rows], v, where=act, casting="unsafe")
     if bits <= 16:
         shift, keep = (16, 0x0000FFFF) if hi else (0, 0 if zero_hi16 else 0xFFFF0000)
 

@@ -141,15 +141,17 @@ class Program:
 
 
 class Deadline:
-    """The wall time a dispatch may run; time spent compiling native regions is not counted."""
+    """The work a dispatch may do, as CPU time of the thread running it (made and checked there): time the thread
+    waits (for the GIL, for other processes on a loaded machine) is not counted, so the verdict does not depend on
+    the machine's load; nor is time spent compiling native regions meanwhile."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds
-        self.end = time.monotonic() + seconds
+        self.end = time.thread_time() + seconds
         self.compiled = jit.compile_seconds()
 
     def passed(self) -> bool:
-        return time.monotonic() - (jit.compile_seconds() - self.compiled) > self.end
+        return time.thread_time() - (jit.compile_seconds() - self.compiled) > self.end
 
 
 def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | None = None,
@@ -170,9 +172,11 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | Non
         while True:
             if w.left <= 0:
                 if rest <= 0:
-                    raise _watchdog(w, prog, f"wave ran {limit} instructions without ending")
+                    raise _watchdog(w, prog, f"wave ran {limit} instructions without ending or reaching a barrier "
+                                             "(HWEMU_WAVE_LIMIT=N raises the budget)")
                 if deadline is not None and deadline.passed():
-                    raise _watchdog(w, prog, f"dispatch ran longer than {deadline.seconds:g} s of wall time")
+                    raise _watchdog(w, prog, f"dispatch ran longer than {deadline.seconds:g} s of engine CPU time "
+                                             "(HWEMU_TIMEOUT=S raises the budget, 0 removes it)")
                 w.left = min(rest, SLICE)
                 rest -= w.left
             pc = w.pc

@@ -1,0 +1,325 @@
+"""MOCKKFD against a hostile raw client: a queue's bad state or a packet's size beyond a limit stops that queue with a
+CP error and a hardware-exception event, the host and the engine live on (a fresh queue still runs), and an ioctl
+whose result cannot be stored changes nothing."""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import shutil
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mockkfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
+
+from emu.amd.cp import MAX_IB_ENTRIES
+from stack.hcq import fileio, pm4, sdma
+from stack.hcq import kfd_ioctl as k
+
+GFX = 11
+EXPLORE = not os.environ.get("CI")
+
+
+@pytest.fixture(scope="module")
+def client() -> RawClient:
+    return RawClient("gfx1100", 3)
+
+
+def engine_alive(c: RawClient) -> bool:
+    """A RELEASE_MEM on a fresh PM4 queue lands: the engine runs queues."""
+    q, sig = c.queue(), c.alloc(4096)
+    try:
+        q.submit(pm4.release_mem(GFX, sig.va, 0x600D, pm4.DATA_SEL_SEND_32_BIT_LOW))
+        return wait_for(lambda: sig.mem.view(np.uint32)[0] == 0x600D, 20)
+    finally:
+        c.destroy(q)
+        c.free(sig)
+
+
+def stops_with_cp_error(c: RawClient, submit) -> str:
+    """Create a queue with `submit(queue)`, wait for the hardware-exception event; the queue's error text."""
+    ev = c.event(k.EVENT_HW_EXCEPTION)
+    try:
+        q = submit()
+        done, data = c.wait_event(ev)
+        assert done and data.hw_exception_data.gpu_id == c.gpu_id
+        model = c.system.gpus[0].queues[q.args.queue_id]
+        assert wait_for(lambda: model.state == "stopped")
+        assert "emulator error" not in model.error
+        c.destroy(q)
+        return model.error
+    finally:
+        c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+
+
+def test_aql_queue_with_unmapped_write_pointer_stops_alone(client):
+    c = client
+
+    def submit():
+        q = c.queue(k.QUEUE_TYPE_COMPUTE_AQL, ring_size=4096)
+        c.map(q.gart.handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")  # the amd_queue_t page with write_dispatch_id
+        q.doorbell[0] = 1
+        return q
+    assert "write pointer" in stops_with_cp_error(c, submit)
+    assert engine_alive(c)
+
+
+def _aql(c: RawClient, packet: bytes):
+    q = c.queue(k.QUEUE_TYPE_COMPUTE_AQL, ring_size=4096)
+    q.ring.mem[:64] = np.frombuffer(packet, np.uint8)
+    q.gart.mem[56:64].view(np.uint64)[0] = 1
+    q.doorbell[0] = 0
+    return q
+
+
+@pytest.mark.parametrize("kind", [4, 6, 7, 128, 255])
+def test_aql_packet_types_not_run_are_cp_errors(client, kind):
+    assert f"type {kind}" in stops_with_cp_error(client, lambda: _aql(client, aql_packet(kind, b"")))
+    assert engine_alive(client)
+
+
+def _kernel_dispatch(block, grid, group: int = 0) -> bytes:
+    return aql_packet(2, struct.pack("<HHHHHIIIIIQQ", 3, *block, 0, *grid, 0, group, 0x5000_0000_0000, 0))
+
+
+@pytest.mark.parametrize("block, grid, group, what", [
+    ((1, 1, 1), (0xFFFFFFFF,) * 3, 0, "work-items (grid_size (4294967295, 4294967295, 4294967295)) "),
+    ((64, 1, 1), (64, 1, 1), 0xFFFFFFFF, "LDS bytes (group_segment_size) 4294967295 exceeds the 64 KiB limit"),
+])
+def test_aql_dispatch_sizes_beyond_limits_are_cp_errors(client, block, grid, group, what):
+    """Checked before the kernel object (unmapped here) is read or anything is allocated."""
+    assert what in stops_with_cp_error(client, lambda: _aql(client, _kernel_dispatch(block, grid, group)))
+
+
+def _pm4(c: RawClient, words: list[int]):
+    q = c.queue()
+    q.submit(words)
+    return q
+
+
+@pytest.mark.parametrize("indirect", [False, True])
+def test_pm4_dispatch_grids_beyond_limits_are_cp_errors(client, indirect):
+    c = client
+    dims = c.alloc(4096)
+    dims.mem.view(np.uint32)[:3] = 0xFFFFFFFF
+    regs = pm4.set_regs(pm4.COMPUTE_START_X, 0, 0, 0, 1024, 1, 1)
+    init = pm4.dispatch_initiator(GFX, True)
+    go = (pm4.packet3(pm4.PACKET3_DISPATCH_INDIRECT, [dims.va & 0xFFFFFFFF, dims.va >> 32, init]) if indirect
+          else pm4.dispatch_direct((0xFFFFFFFF,) * 3, init))
+    err = stops_with_cp_error(c, lambda: _pm4(c, regs + go))
+    assert "work-items (grid (4294967295, 4294967295, 4294967295) x block (1024, 1, 1))" in err
+    assert "exceeds the 2^32 - 1 limit" in err
+    c.free(dims)
+
+
+def test_pm4_lds_beyond_the_chip_is_a_cp_error(client):
+    c = client
+    regs = pm4.set_regs(pm4.COMPUTE_PGM_RSRC1, 0, pm4.PGM_RSRC2_LDS_SIZE.put(0x1FF)) \
+        + pm4.set_regs(pm4.COMPUTE_START_X, 0, 0, 0, 64, 1, 1)
+    go = pm4.dispatch_direct((1, 1, 1), pm4.dispatch_initiator(GFX, True))
+    err = stops_with_cp_error(c, lambda: _pm4(c, regs + go))
+    assert "LDS bytes (COMPUTE_PGM_RSRC2.LDS_SIZE) 261632 exceeds the 64 KiB limit" in err
+
+
+def test_indirect_buffer_chained_to_itself_stops_within_a_bound(client):
+    c = client
+    ib = c.alloc(4096)
+    chain = pm4.indirect_buffer(ib.va, 4)
+    chain[3] |= pm4.INDIRECT_BUFFER_CHAIN.put(1)
+    ib.mem.view(np.uint32)[:4] = chain
+    holder = {}
+
+    def submit():
+        holder["q"] = q = _pm4(c, pm4.indirect_buffer(ib.va, 4))
+        holder["model"] = c.system.gpus[0].queues[q.args.queue_id]
+        return q
+    assert f"more than {MAX_IB_ENTRIES} indirect buffers entered" in stops_with_cp_error(c, submit)
+    assert holder["model"].packets["INDIRECT_BUFFER"] <= MAX_IB_ENTRIES + 1
+    c.free(ib)
+    assert engine_alive(c)
+
+
+def test_sdma_fill_of_a_huge_count_faults_before_building_data(client):
+    c = client
+    dst = c.alloc(4096)
+    ev = c.event(k.EVENT_MEMORY)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    q = c.queue(k.QUEUE_TYPE_SDMA, ring_size=4096)
+    q.submit(sdma.constant_fill(6, dst.va, 0x5A5A5A5A, 1 << 30))
+    done, data = c.wait_event(ev)
+    assert done and data.memory_exception_data.va == dst.va + 4096  # the first page past the buffer
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 256 * 1024  # KiB: nothing 1 GiB was built
+    assert (dst.mem == 0).all()  # a faulting fill writes nothing
+    c.destroy(q)
+    c.free(dst)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+
+
+def test_sdma_packet_longer_than_its_ring_is_a_cp_error(client):
+    c = client
+
+    def submit():
+        q = c.queue(k.QUEUE_TYPE_SDMA, ring_size=1024)
+        q.submit([sdma.header(sdma.SDMA_OP_WRITE), 0, 0, 0xFFFFF])
+        return q
+    assert "more than the 1024-byte ring" in stops_with_cp_error(c, submit)
+
+
+# -- ioctl arguments are validated before any effect ------------------------------------------------------------------
+def test_read_only_argument_is_efault_with_nothing_changed(client):
+    c = client
+    g = c.system.gpus[0]
+    bos, queues = len(c.system.kfd.proc.bos), len(g.queues)
+    alloc = k.AllocMemoryOfGpu(va_addr=0x7000_0000_0000, size=4096, gpu_id=c.gpu_id, flags=k.ALLOC_GTT)
+    ring, gart = c.alloc(4096), c.alloc(4096)
+    create = k.CreateQueue(ring_base_address=ring.va, ring_size=4096, gpu_id=c.gpu_id, queue_percentage=100,
+                           queue_priority=7, write_pointer_address=gart.va + 56, read_pointer_address=gart.va + 128)
+    ids = (ctypes.c_uint32 * 1)(c.gpu_id)
+    unmap = k.MapMemoryToGpu(handle=ring.handle, device_ids_array_ptr=ctypes.addressof(ids), n_devices=1)
+    for name, args in (("ALLOC_MEMORY_OF_GPU", alloc), ("CREATE_QUEUE", create), ("UNMAP_MEMORY_FROM_GPU", unmap)):
+        with pytest.raises(OSError) as e:
+            c.kfd.ioctl(k.REQUEST[name], bytes(args))
+        assert e.value.errno == errno.EFAULT and name in str(e.value) and "read-only" in str(e.value)
+    assert (len(c.system.kfd.proc.bos), len(g.queues)) == (bos + 2, queues)
+    assert g.vm.mapping(ring.va) is not None  # still mapped
+    for b in (ring, gart):
+        c.free(b)
+
+
+# -- USERPTR pages the client unmapped: the GPU faults, the host lives ----------------------------------------------
+def _userptr(c: RawClient, size: int = 8192) -> tuple[int, int]:
+    host = c.io.anon_mmap(0, size, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_PRIVATE, 0)
+    a = c.ioctl("ALLOC_MEMORY_OF_GPU", k.AllocMemoryOfGpu(va_addr=host, size=size, gpu_id=c.gpu_id, mmap_offset=host,
+                                                          flags=k.ALLOC_USERPTR | k.ALLOC_WRITABLE))
+    c.map(a.handle, [c.gpu_id])
+    return host, a.handle
+
+
+@pytest.mark.parametrize("how", ["munmap", "PROT_NONE", "PROT_READ"])
+def test_sdma_write_to_userptr_pages_the_client_unmapped_faults(client, how):
+    c = client
+    host, handle = _userptr(c)
+    q = c.queue(k.QUEUE_TYPE_SDMA, ring_size=4096)
+    q.submit(sdma.write_untiled(host + 4096, [0x11111111]))
+    assert wait_for(lambda: ctypes.string_at(host + 4096, 4) == b"\x11" * 4)  # mapped: the GPU writes the page
+    ev = c.event(k.EVENT_MEMORY)
+    if how == "munmap":
+        c.io.munmap(host, 8192)
+    else:  # mapped again over the same range, or protected: no longer writable memory
+        prot = fileio.PROT_READ if how == "PROT_READ" else fileio.PROT_NONE
+        c.io.anon_mmap(host, 8192, prot, fileio.MAP_PRIVATE | fileio.MAP_FIXED, 0)
+    q.submit(sdma.write_untiled(host + 4096, [0xDEADBEEF]))
+    done, data = c.wait_event(ev)
+    assert done and (data.memory_exception_data.va, data.memory_exception_data.failure.NotPresent) == (host + 4096, 1)
+    c.destroy(q)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    c.map(handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")  # the driver still knows the buffer: unmap and free work
+    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
+    if how != "munmap":
+        c.io.munmap(host, 8192)
+    assert engine_alive(c)
+
+
+@pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")
+def test_kernel_store_to_userptr_pages_the_client_unmapped_faults(client, tmp_path):
+    c = client
+    code = c.alloc(4096, VRAM_FLAGS)
+    blob = assemble("gfx1100", STORE_IDS["gfx1100"], tmp_path)
+    code.mem[:len(blob)] = np.frombuffer(blob, np.uint8)
+    host, handle = _userptr(c)
+    q, ev = c.queue(), c.event(k.EVENT_MEMORY)
+    c.io.munmap(host, 8192)
+    q.submit(dispatch_words(GFX, code.va, [host & 0xFFFFFFFF, host >> 32], 32, True))
+    done, data = c.wait_event(ev)
+    assert done and data.memory_exception_data.va == host
+    c.destroy(q)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    rec = c.system.gpus[0].faults[-1]
+    assert rec.kind == "unmapped" and rec.write and "global_store" in rec.instruction
+    c.map(handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")
+    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
+    c.free(code)
+    assert engine_alive(c)
+
+
+def test_aql_queue_in_userptr_pages_the_client_unmapped_stops_alone(client):
+    """The write pointer is read before any packet: it lives in user pages that are gone, so the queue stops."""
+    c = client
+    host, handle = _userptr(c)
+    ring = c.alloc(4096)
+    ev = c.event(k.EVENT_HW_EXCEPTION)
+    q = c.ioctl("CREATE_QUEUE", k.CreateQueue(
+        ring_base_address=ring.va, ring_size=4096, gpu_id=c.gpu_id, queue_type=k.QUEUE_TYPE_COMPUTE_AQL,
+        queue_percentage=100, queue_priority=7, write_pointer_address=host + 56, read_pointer_address=host + 128))
+    bells = c.kfd.mmap(0, 0x2000, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_SHARED,
+                       q.doorbell_offset & ~0x1FFF)
+    c.io.munmap(host, 8192)  # (after the mmap above, which could otherwise land in the hole and map it again)
+    ctypes.c_uint64.from_address(bells + (q.doorbell_offset & 0x1FFF)).value = 1
+    done, data = c.wait_event(ev)
+    assert done, c.system.gpus[0].queues[q.queue_id].error
+    assert "write pointer" in c.system.gpus[0].queues[q.queue_id].error
+    c.ioctl("DESTROY_QUEUE", k.DestroyQueue(q.queue_id))
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    c.map(handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")
+    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
+    c.free(ring)
+    assert engine_alive(c)
+
+
+# -- the watchdog through MOCKKFD: a hardware-exception event, and words on stderr and in the report --------------
+@pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")
+def test_watchdog_stop_is_a_hw_exception_with_a_report(client, tmp_path, monkeypatch, capfd):
+    c = client
+    monkeypatch.setenv("HWEMU_TIMEOUT", "0.3")
+    monkeypatch.setenv("HWEMU_WAVE_LIMIT", str(1 << 62))  # the dispatch's budget stops it, not the wave's
+    monkeypatch.setenv("HWEMU_REPORT_DIR", str(tmp_path))
+    code = c.alloc(4096, VRAM_FLAGS)
+    blob = assemble("gfx1100", "loop:\ns_add_u32 s2, s2, 1\ns_branch loop\n", tmp_path)
+    code.mem[:len(blob)] = np.frombuffer(blob, np.uint8)
+
+    def submit():
+        return _pm4(c, dispatch_words(GFX, code.va, [0], 32, True))
+    ev = c.event(k.EVENT_HW_EXCEPTION)
+    q = submit()
+    done, data = c.wait_event(ev, 60000)
+    assert done and data.hw_exception_data.gpu_id == c.gpu_id
+    err = capfd.readouterr().err
+    line = next(ln for ln in err.splitlines() if "GPU watchdog" in ln)
+    for words in (f"kernel kernel@{code.va:#x}", "0.3 s of engine CPU time", "HWEMU_TIMEOUT=S raises"):
+        assert words in line
+    report = line.rsplit("report: ", 1)[1]
+    assert report.startswith(str(tmp_path)) and "watchdog stopped kernel" in open(report).read()
+    c.destroy(q)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    c.free(code)
+    assert engine_alive(c)
+
+
+# -- a campaign of hostile AQL packets: after each, the host, a canary and the engine are as they were ----------------
+@settings(max_examples=200 if EXPLORE else 25, derandomize=not EXPLORE, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(kind=st.one_of(st.integers(0, 255), st.sampled_from([0, 2, 3, 5])),
+       body=st.binary(min_size=54, max_size=54), kobj=st.sampled_from([0, 0x5000_0000_0000, 0xFFFF_FFFF_FFFF_FFF8]),
+       grid=st.tuples(*[st.sampled_from([0, 1, 64, 0xFFFFFFFF])] * 3),
+       block=st.tuples(*[st.sampled_from([0, 1, 64, 1024, 0xFFFF])] * 3),
+       group=st.sampled_from([0, 1 << 16, 0xFFFFFFFF]))
+def test_hostile_aql_packets_leave_host_and_engine_alive(client, kind, body, kobj, grid, block, group):
+    c = client
+    canary = bytes(range(256)) * 16
+    host = (ctypes.c_char * len(canary)).from_buffer_copy(canary)
+    pkt = bytearray(aql_packet(kind, body))
+    if kind == 2:  # a dispatch with chosen sizes and a kernel object nothing valid is mapped at
+        struct.pack_into("<HHHHIIIIIQ", pkt, 4, *block, 0, *grid, 0, group, kobj)
+    q = _aql(c, bytes(pkt))
+    try:
+        assert engine_alive(c)
+        assert bytes(host) == canary
+        state = c.system.gpus[0].queues[q.args.queue_id].state
+        assert state in ("running", "halted", "stopped")
+        assert "emulator error" not in c.system.gpus[0].queues[q.args.queue_id].error
+    finally:
+        c.destroy(q)
