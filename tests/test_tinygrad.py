@@ -117,6 +117,15 @@ def test_six_gpus_by_default_and_fault_injection_hook():
     assert out.endswith("OK\n"), out
 
 
+def test_device_wait_timeout_sized_for_the_emulator():
+    """tinygrad's 30 s wait for a signal (sized for hardware) becomes 300 s unless set; hwemu's watchdog stops
+    runaway dispatches."""
+    code = "import os; from tinygrad import Device; Device['AMD']; print(os.environ['HCQDEV_WAIT_TIMEOUT_MS'])"
+    assert check(run_tinygrad(code, "MOCKKFD+AMD", unset=("HCQDEV_WAIT_TIMEOUT_MS",))).split() == ["300000"]
+    p = run_tinygrad(code, "MOCKKFD+AMD", {"HCQDEV_WAIT_TIMEOUT_MS": "1234"})
+    assert check(p).split() == ["1234"]
+
+
 def test_cpu_device_beside_the_emulated_gpu_without_cc():
     # tinygrad's CPU device runs CC (default `clang`); where only Debian's clang-19 is installed (as ./dev does), the
     # adapter points CC at it, so a program that also uses the CPU device runs unchanged

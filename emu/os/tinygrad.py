@@ -15,6 +15,13 @@ that report the adapter puts the address's low bits back into the event data tin
 reports the fault only while the variable is set: at the first wait without it, the adapter resets the memory
 events that carry that report and clears it from the event data tinygrad passes (which tinygrad never clears).
 
+tinygrad gives up on a device after waiting 30 s of wall time for a signal that does not move (then every later
+wait fails: the device keeps the error), a figure for hardware; its mock never reaches it, as it runs the work
+inside the client's doorbell store. An emulated GPU can take longer on a large kernel while making progress, and
+hwemu's own watchdog stops a runaway dispatch (HWEMU_TIMEOUT seconds of running, compile time not counted, and an
+instruction budget) with a fault tinygrad is told of. So unless HCQDEV_WAIT_TIMEOUT_MS is set, the adapter sets
+it to WAIT_TIMEOUT_MS.
+
 `install()` makes the module importable under that name before tinygrad asks for it, as an entry of
 sys.modules, so it wins over CPython's own `test` package and over a tinygrad checkout's `test/mockgpu`; it is
 a small module whose class is built on first use, so tinygrad may import it while its own hcq module is still
@@ -37,6 +44,7 @@ MODULE, USB_MODULE = "test.mockgpu.mockgpu", "test.mockgpu.usb"
 SUPPORTED = ("MOCKKFD", "MOCK")
 DEFAULT_GPUS = 6  # tinygrad's own mock has six
 FAULT_ENV = "MOCKGPU_EMU_FAULTADDR"
+WAIT_TIMEOUT_MS = 300_000  # tinygrad's wait for a signal that does not move (its default: 30,000)
 
 
 def enabled(env=os.environ) -> bool:
@@ -123,4 +131,5 @@ def install() -> bool:
     sys.modules[MODULE], sys.modules[USB_MODULE] = mod, usb
     if "CC" not in os.environ and shutil.which("clang") is None and shutil.which("clang-19") is not None:
         os.environ["CC"] = "clang-19"
+    os.environ.setdefault("HCQDEV_WAIT_TIMEOUT_MS", str(WAIT_TIMEOUT_MS))
     return True
