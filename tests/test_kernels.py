@@ -324,6 +324,19 @@ def _rounding(kernel, dtype):
     return run
 
 
+def case_scalar_subdword(arch, code):
+    data = rng(40).integers(0, 256, 64, dtype=np.uint8)
+    data[:8] = [0x7F, 0x80, 0xFF, 0x01, 0xFE, 0x00, 0x81, 0x7E]  # sign bits set and clear at every byte lane
+    for kernel, dtype in (("load_u8", np.uint8), ("load_i8", np.int8), ("load_u16", np.uint16),
+                          ("load_i16", np.int16)):
+        ref = data.view(dtype)
+        for i in range(6):  # every byte and short offset in a dword, then the next dword
+            out = np.zeros(32, np.int32)
+            gpu, bufs = launch(arch, code, kernel, (1,), (32,), out, data, np.int32(i))
+            got = result(gpu, bufs[0], out)
+            assert (got == int(ref[i])).all(), f"{kernel} index {i}: {got[0]}, expected {ref[i]}"
+
+
 CASES = {
     "ew_f32": ("elementwise_f32.cl", case_ew_f32), "ew_f16": ("elementwise_f16.cl", case_ew_f16),
     "ew_i8": ("elementwise_i8.cl", case_ew_i8), "ew_i64": ("elementwise_i64.cl", case_ew_i64),
@@ -338,6 +351,7 @@ CASES = {
     "round_f32": ("rounding.cl", _rounding("round_f32", np.float32)),
     "round_f64": ("rounding.cl", _rounding("round_f64", np.float64)),
     "round_f16": ("rounding.cl", _rounding("round_f16", np.float16)),
+    "scalar_subdword": ("scalar_subdword.cl", case_scalar_subdword),
 }
 
 
@@ -465,3 +479,10 @@ def test_cross_lane_builtins(arch):
     np.testing.assert_array_equal(got[:, 1], x[(ln & ~3) | (3 - (ln & 3))])
     np.testing.assert_array_equal(got[:, 2], x[(ln & ~15) | (15 - r)])
     np.testing.assert_array_equal(got[:, 3], x[base + 5] + x[base + (63 - ln) % ws])
+
+
+@pytest.mark.parametrize("tier", ["ref", "interp", "jit"])
+def test_scalar_subdword_tiers(tier, monkeypatch):
+    """RDNA4's sub-dword scalar loads (tinygrad's test_emulated_shl / shr reach them) in every tier."""
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    case_scalar_subdword("gfx1201", build("scalar_subdword.cl", "gfx1201", "-O3"))

@@ -458,6 +458,28 @@ def test_cp_error_raises_hw_exception_event(client):
     c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
 
 
+def test_fault_injection_raises_memory_exception_event(client):
+    """emu.os.MockSystem.inject_fault: the GPU raises a VM fault at the address through the real fault path (the
+    record, the memory-exception event naming the faulting page and GPU); bad arguments are EINVAL, nothing recorded."""
+    c = client
+    ev = c.ioctl("CREATE_EVENT", k.CreateEvent(event_type=k.EVENT_MEMORY))
+    gpu = c.system.gpus[1]
+    before = len(gpu.faults)
+    for args, what in (((0x1000, 9), "no GPU 9"), ((-1, 1), "not a 64-bit address")):
+        with pytest.raises(OSError, match=what) as e:
+            c.system.inject_fault(*args)
+        assert e.value.errno == errno.EINVAL and len(gpu.faults) == before
+    c.system.inject_fault(0x7000_0000_1234, gpu=1, write=True)
+    data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
+    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=5000))
+    m = data[0].memory_exception_data
+    assert w.wait_result == k.WAIT_COMPLETE and (m.va, m.gpu_id, m.failure.NotPresent) == (0x7000_0000_1000,
+                                                                                           c.gpu_ids[1], 1)
+    rec = gpu.faults[-1]
+    assert len(gpu.faults) == before + 1 and rec.kind == "unmapped" and rec.write and "injected" in rec.detail
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+
+
 def test_signal_event_from_release_mem_interrupt(client):
     c = client
     page = c.system.kfd.proc.event_page

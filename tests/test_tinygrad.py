@@ -82,7 +82,50 @@ def test_hwemu_served_the_run():
     p = run_tinygrad("from tinygrad import Tensor; print(Tensor([1, 2, 3]).add(1).numpy().tolist())", "MOCKKFD+AMD",
                      {"HWEMU_STATS": "1"})
     assert "[2, 3, 4]" in check(p)
-    assert "hwemu: MOCKKFD with 1 emulated gfx1100" in p.stderr and "1 dispatches" in p.stderr
+    assert "hwemu: MOCKKFD with 6 emulated gfx1100" in p.stderr and "1 dispatches" in p.stderr
+
+
+def test_six_gpus_by_default_and_fault_injection_hook():
+    """As tinygrad's own mock: six GPUs when DEV names none, copies between them, and MOCKGPU_EMU_FAULTADDR (its
+    test_hcq's test_on_device_hang) raising a VM fault that tinygrad reports with the address as set, while set."""
+    code = """
+    import os
+    import numpy as np
+    from tinygrad import Device, Tensor
+    a = np.arange(3000, dtype=np.float32)
+    t = Tensor(a, device="AMD:0").to("AMD:5")
+    assert ((t * 2).to("AMD:1").numpy() == a * 2).all()
+    dev = Device["AMD"]
+    os.environ["MOCKGPU_EMU_FAULTADDR"] = "0xDEADBEE1"
+    try:
+        dev.on_device_hang()
+    except RuntimeError as e:
+        print("RuntimeError", e)
+    os.environ["MOCKGPU_EMU_FAULTADDR"] = "zz"
+    try:
+        dev.iface.sleep(1)
+    except OSError as e:
+        print("OSError", e)
+    del os.environ["MOCKGPU_EMU_FAULTADDR"]  # withdrawn: later waits (they sleep after 200 ms) report no fault
+    dev.iface.sleep(1)
+    assert dev.iface.queue_event_arr[1].memory_exception_data.gpu_id == 0
+    assert (Tensor(a).sum().numpy() == a.sum())
+    print("OK")
+    """
+    out = check(run_tinygrad(code, "MOCKKFD+AMD"))
+    assert "RuntimeError MMU fault: 0xDEADBEE1 | NotPresent=1" in out and "not a hexadecimal address" in out, out
+    assert out.endswith("OK\n"), out
+
+
+def test_wall_time_limits_sized_for_the_emulator():
+    """Unless set: tinygrad's 30 s wait for a signal (sized for hardware) becomes 300 s, hwemu's 10 s per dispatch
+    240 s (below it), so verdicts do not depend on the machine's load."""
+    code = "import os; from tinygrad import Device; Device['AMD']; print(os.environ['HCQDEV_WAIT_TIMEOUT_MS'], " \
+           "os.environ['HWEMU_TIMEOUT'])"
+    unset = ("HCQDEV_WAIT_TIMEOUT_MS", "HWEMU_TIMEOUT")
+    assert check(run_tinygrad(code, "MOCKKFD+AMD", unset=unset)).split() == ["300000", "240"]
+    p = run_tinygrad(code, "MOCKKFD+AMD", {"HCQDEV_WAIT_TIMEOUT_MS": "1234", "HWEMU_TIMEOUT": "5"})
+    assert check(p).split() == ["1234", "5"]
 
 
 def test_cpu_device_beside_the_emulated_gpu_without_cc():

@@ -7,6 +7,7 @@ make the hardware re-fetch them).
 """
 from __future__ import annotations
 
+import errno
 import time
 from dataclasses import dataclass, field
 
@@ -110,7 +111,6 @@ class GPUDevice:
         used = {q.doorbell for q in self.queues.values()}
         slot = next((i for i in range(DOORBELLS) if i not in used), None)
         if slot is None:
-            import errno
             raise OSError(errno.ENOSPC, f"CREATE_QUEUE: all {DOORBELLS} doorbells of {self.name} are in use")
         self.doorbells[slot] = 0
         q = QUEUE_CLASSES[kind](self, qid, slot, ring, ring_size, rptr, wptr)
@@ -128,7 +128,16 @@ class GPUDevice:
     def interrupt(self, ctxid: int) -> None:
         self.kfd.interrupt(ctxid)
 
-    def fault(self, q: Queue, rec: FaultRecord) -> None:
+    def inject_fault(self, addr: int, write: bool = False) -> FaultRecord:
+        """Fault injection: a GPU VM fault at `addr` raised now, as if an engine's access there had missed the page
+        tables, recorded and delivered to the driver like any other (a memory-exception event naming its page)."""
+        if not 0 <= addr < 1 << 64:
+            raise OSError(errno.EINVAL, f"{self.name}: fault injection address {addr:#x} is not a 64-bit address")
+        rec = FaultRecord("unmapped", (addr,), (0,), 32, write, detail="injected by hwemu's fault injection")
+        self.fault(None, rec)
+        return rec
+
+    def fault(self, q: Queue | None, rec: FaultRecord) -> None:
         self.faults.append(rec)
         if rec.kind in ("unmapped", "read-only"):
             self.kfd.memory_fault(self, rec)

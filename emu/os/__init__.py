@@ -49,6 +49,15 @@ class MockSystem:
         if category.enabled():
             atexit.register(self._report)
 
+    def inject_fault(self, addr: int, gpu: int = 0, write: bool = False) -> None:
+        """hwemu's fault injection: GPU `gpu` (an index into .gpus) raises a VM fault at `addr` now, through the
+        real fault path (the fault record, the driver's memory-exception event with the faulting page, the halted
+        queues going on once the process has been told). OSError(EINVAL) for a GPU or address that is not one."""
+        if not 0 <= gpu < len(self.gpus):
+            raise OSError(errno.EINVAL, f"fault injection: no GPU {gpu} (the mock system has {len(self.gpus)})")
+        with self.lock:
+            self.gpus[gpu].inject_fault(addr, write)
+
     def _sysfs(self) -> dict[str, str | None]:
         """path -> text of every mock file (None for device nodes); directories are implied by the paths."""
         f: dict[str, str | None] = {"/dev/kfd": None, f"{TOPOLOGY}/generation_id": "1\n",

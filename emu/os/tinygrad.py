@@ -3,8 +3,27 @@
 tinygrad's HCQ runtime (`tinygrad/runtime/support/hcq.py`) replaces its file-I/O interface with that class when
 DEV's interface starts with MOCK, and then drives /dev/kfd, sysfs and the render nodes through it exactly as it
 drives the real ones. The class here is hwemu's mock interface (emu.os) for the system DEV describes: MOCKKFD
-(MOCK is the same), the arch of DEV (default gfx1100) and max(indices)+1 GPUs (default HWEMU_GPUS, else 1).
+(MOCK is the same), the arch of DEV (default gfx1100) and max(indices)+1 GPUs (default HWEMU_GPUS, else 6, as
+many as tinygrad's own mock gives; a GPU nobody opens costs a few empty memory files).
 It is only a calling-convention adapter: the driver, queues and GPUs are emu.os's, shared with hwemu's own stack.
+
+tinygrad's fault-injection hook, `MOCKGPU_EMU_FAULTADDR=0xADDR` (set while the process runs; its test_hcq's
+test_on_device_hang), maps onto hwemu's fault injection (emu.os.MockSystem.inject_fault): when the process waits
+on KFD events with it set to a new value, the first GPU raises a VM fault at that address through the real fault
+path. The driver reports the faulting page, as Linux does; tinygrad's mock reports the address as given, so for
+that report the adapter puts the address's low bits back into the event data tinygrad reads. tinygrad's mock
+reports the fault only while the variable is set: at the first wait without it, the adapter resets the memory
+events that carry that report and clears it from the event data tinygrad passes (which tinygrad never clears).
+
+tinygrad gives up on a device after waiting 30 s of wall time for a signal that does not move (then every later
+wait fails: the device keeps the error), a figure for hardware; its mock never reaches it, as it runs the work
+inside the client's doorbell store. An emulated GPU can take longer on a large kernel while making progress, and
+hwemu's own watchdog stops a runaway dispatch (an instruction budget per wave, and HWEMU_TIMEOUT seconds of running,
+compile time not counted) with a fault tinygrad is told of. Both wall-time limits would make a test's verdict
+depend on the machine's load (gfx1201's test_linearizer: a 1,024-wave dispatch of scalar float code ran past
+hwemu's default 10 s on a loaded machine), so unless set, the adapter sets HCQDEV_WAIT_TIMEOUT_MS to
+WAIT_TIMEOUT_MS and HWEMU_TIMEOUT to DISPATCH_TIMEOUT, below it: a runaway dispatch still ends in hwemu's watchdog
+fault (with its wave dump), and the instruction budget stops a looping wave well before.
 
 `install()` makes the module importable under that name before tinygrad asks for it, as an entry of
 sys.modules, so it wins over CPython's own `test` package and over a tinygrad checkout's `test/mockgpu`; it is
@@ -15,13 +34,21 @@ packages, which also serve the AMD:LLVM renderer, name the compiler clang-19.
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import shutil
 import sys
 import types
 
+from emu.amd.memory import PAGE
+
 MODULE, USB_MODULE = "test.mockgpu.mockgpu", "test.mockgpu.usb"
 SUPPORTED = ("MOCKKFD", "MOCK")
+DEFAULT_GPUS = 6  # tinygrad's own mock has six
+FAULT_ENV = "MOCKGPU_EMU_FAULTADDR"
+WAIT_TIMEOUT_MS = 300_000  # tinygrad's wait for a signal that does not move (its default: 30,000)
+DISPATCH_TIMEOUT = 240  # seconds a dispatch may run before hwemu's watchdog stops it (hwemu's default: 10)
 
 
 def enabled(env=os.environ) -> bool:
@@ -31,12 +58,51 @@ def enabled(env=os.environ) -> bool:
 
 
 def mock_interface():
-    """hwemu's file-I/O interface class for the mock system DEV describes."""
+    """hwemu's file-I/O interface class for the mock system DEV describes, with tinygrad's fault-injection hook."""
     from emu.os import interface
     from stack.device import parse_dev
     spec = parse_dev(os.environ.get("DEV", "MOCKKFD+AMD"))
-    gpus = max(spec.indices) + 1 if spec.indices else int(os.environ.get("HWEMU_GPUS", "1"))
-    return interface(spec.arch, gpus)
+    gpus = max(spec.indices) + 1 if spec.indices else int(os.environ.get("HWEMU_GPUS", DEFAULT_GPUS))
+    return _with_fault_hook(interface(spec.arch, gpus))
+
+
+def _with_fault_hook(base: type) -> type:
+    """`base` (emu.os's interface class) that also honours MOCKGPU_EMU_FAULTADDR (see the module docstring)."""
+    from stack.hcq import kfd_ioctl as k
+
+    class TinygradMockFileIO(base):
+        injected: int | None = None  # the last address injected
+
+        def ioctl(self, request: int, arg) -> int:
+            cls, want = type(self), os.environ.get(FAULT_ENV)
+            if (want is None and cls.injected is None) or self._node() != "kfd" or \
+                    k.IOCTLS.get(k.ioc_nr(request), ("",))[0] != "WAIT_EVENTS":
+                return super().ioctl(request, arg)
+            if want is None:  # withdrawn: that report leaves the memory events and the data tinygrad passes
+                for d in self._reports(arg, cls.injected):
+                    d.memory_exception_data = type(d.memory_exception_data)()
+                    super().ioctl(k.REQUEST["RESET_EVENT"], k.EventId(d.event_id))
+                cls.injected = None
+                return super().ioctl(request, arg)
+            try:
+                addr = int(want, 16)
+            except ValueError:
+                raise OSError(errno.EINVAL, f"{FAULT_ENV}={want!r}: not a hexadecimal address") from None
+            if cls.injected != addr:
+                cls.injected = addr
+                self.system.inject_fault(addr)
+            ret = super().ioctl(request, arg)
+            for d in self._reports(arg, addr):
+                d.memory_exception_data.va = addr
+            return ret
+
+        def _reports(self, arg, addr: int) -> list:
+            """The entries of a WAIT_EVENTS argument's event array that report the injected fault at `addr`."""
+            w = k.WaitEvents.from_buffer_copy(bytes(memoryview(arg).cast("B"))[:ctypes.sizeof(k.WaitEvents)])
+            gpu_id, vas = self.system.gpus[0].gpu_id, (addr, addr & ~(PAGE - 1))
+            return [d for d in (k.EventData * w.num_events).from_address(w.events_ptr)
+                    if d.memory_exception_data.gpu_id == gpu_id and d.memory_exception_data.va in vas]
+    return TinygradMockFileIO
 
 
 def _getattr(name: str):
@@ -69,4 +135,6 @@ def install() -> bool:
     sys.modules[MODULE], sys.modules[USB_MODULE] = mod, usb
     if "CC" not in os.environ and shutil.which("clang") is None and shutil.which("clang-19") is not None:
         os.environ["CC"] = "clang-19"
+    os.environ.setdefault("HCQDEV_WAIT_TIMEOUT_MS", str(WAIT_TIMEOUT_MS))
+    os.environ.setdefault("HWEMU_TIMEOUT", str(DISPATCH_TIMEOUT))
     return True

@@ -143,7 +143,7 @@ def smem_step(p, inst, ref: Callable) -> Callable:
     if inst.base != "SMEM" or not name.startswith("S_LOAD_") or "sdata" not in op.operands or p.cdna:
         raise Decline("not a plain scalar load")
     nbits = op.operands["sdata"].bits
-    if nbits % 32:
+    if nbits % 32 or p.smem_access(op) < 4:
         raise Decline("sub-dword")
     n = nbits // 32
     base, dst = f["sbase"] * 2, f["sdata"]

@@ -300,7 +300,11 @@ class Planner(ValuPlans, MemoryPlans):
             return 0
         return step
 
-    # -- SMEM: plain dword loads move data; the rest through pcode ---------------------------------------------
+    # -- SMEM: loads of dwords move data; sub-dword loads (RDNA4 S_LOAD_U8 ...) through their pcode --------------
+    def smem_access(self, op: isa.Op) -> int:
+        """Bytes one scalar load reads from memory (4 for loads of dwords), from its pcode."""
+        return min(self.sem(op).access_bits // 8, 4)
+
     def _smem(self, inst) -> Callable:
         op, f = inst.op, inst.fields
         name = op.name
@@ -310,6 +314,7 @@ class Planner(ValuPlans, MemoryPlans):
         if nbits % 32:
             raise Unsupported(f"{name}: sub-dword scalar loads not supported")
         ndw = nbits // 32
+        size = self.smem_access(op)
         sbase = f["sbase"] * 2
         base = scalar_reader(sbase, 64, "", None, self.fam)
         if name.startswith("S_BUFFER"):
@@ -323,14 +328,20 @@ class Planner(ValuPlans, MemoryPlans):
             raise OperandError(f"s_load destination s{dst}+{ndw} out of range")
         nxt = inst.pc + inst.size
 
+        sem = self.sem(op) if size < 4 else None
+        align = 0xFFFFFFFFFFFF & -size  # the address's low bits below the access size are ignored
+
         def step(w):
-            addr = (base(w) + off + soff(w)) & 0xFFFFFFFFFFFC
+            addr = (base(w) + off + soff(w)) & align
             try:
-                w.vm.check_range(addr, 4 * ndw, False)  # a device access: faults like one
+                w.vm.check_range(addr, size * ndw, False)  # a device access: faults like one
             except GPUFault as e:
                 e.record.detail = f"scalar {e.record.detail} by the wave"
                 raise
-            data = np.frombuffer(w.vm.read(addr, 4 * ndw), np.uint32)
+            if sem is not None:  # the byte or short, zero- or sign-extended as the pcode says
+                data = np.array([sem({"ADDR": addr, "MEM": w.vm}, self.lanes)["SDATA"]], np.uint32)
+            else:
+                data = np.frombuffer(w.vm.read(addr, 4 * ndw), np.uint32)
             w.sgpr[dst:dst + ndw] = data
             if vcc:  # VCC lives beside the SGPR file: its halves take the dwords that land on 106 / 107
                 for k in range(max(dst, VCC_LO), dst + ndw):

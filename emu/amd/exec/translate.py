@@ -671,7 +671,7 @@ class Region:
         """s_load / s_buffer_load of whole dwords into SGPRs (as Planner._smem)."""
         op, f = inst.op, inst.fields
         nbits = op.operands["sdata"].bits if "sdata" in op.operands else 0
-        if not nbits or nbits % 32:
+        if not nbits or nbits % 32 or self.planner.smem_access(op) < 4:
             raise Exit("sub-dword scalar load")
         ndw, dst = nbits // 32, f["sdata"]
         if not (dst + ndw <= VCC + 2 or 108 <= dst and dst + ndw <= 124):
