@@ -20,7 +20,7 @@ import shutil
 import sys
 import types
 
-MODULE, USB_MODULE = "test.mockgpu.mockgpu", "test.mockgpu.usb"
+MODULE, USB_MODULE, EMU_MODULE = "test.mockgpu.mockgpu", "test.mockgpu.usb", "test.mockgpu.amd.emu"
 SUPPORTED = ("MOCKKFD", "MOCK")
 
 
@@ -67,6 +67,8 @@ def install() -> bool:
     usb = types.ModuleType(USB_MODULE, MockUSB3.__doc__)
     usb.MockUSB3 = MockUSB3
     sys.modules[MODULE], sys.modules[USB_MODULE] = mod, usb
+    from emu.os import tinygrad_emu  # tinygrad's test/amd run their ISA snippets through its run_asm: hwemu's
+    sys.modules[EMU_MODULE] = tinygrad_emu
     if "CC" not in os.environ and shutil.which("clang") is None and shutil.which("clang-19") is not None:
         os.environ["CC"] = "clang-19"
     return True
