@@ -1,6 +1,7 @@
 """pytest plugin (entry point `hwemu-mock`): the mock devices under `DEV=MOCK...+AMD pytest`.
 
 - tinygrad 0.14 in the tests uses hwemu's MOCKKFD (emu.os.tinygrad) instead of any other mock (HWEMU=0: not);
+- with `MOCKDSP=1 DEV=DSP`, the Hexagon programs of tinygrad's mock DSP run on hwemu's core (emu.dsp.mockdsp);
 - the GPU faults the emulated GPUs recorded while a test ran (kind, address, wave, PC, instruction) are added
   to that test's report, so a failing test shows what its kernels did wrong.
 """
@@ -8,9 +9,11 @@ from __future__ import annotations
 
 import pytest
 
+from emu.dsp import mockdsp
 from emu.os import tinygrad
 
 tinygrad.install()  # at plugin load, before any test module imports tinygrad
+mockdsp.install()
 _SEEN = pytest.StashKey[int]()
 
 
