@@ -84,19 +84,32 @@ def test_bad_arguments_name_what_is_wrong(call, message):
 
 def test_plugin_serves_run_asm_and_leaves_tinygrads_own_internals(tmp_path):
     """Under `DEV=MOCKKFD+AMD pytest` in a tinygrad-like checkout, `test.mockgpu.amd.emu.run_asm` is hwemu's,
-    while the names hwemu does not serve (tinygrad's pcode parser) come from the checkout's own module."""
+    while the names hwemu does not serve (tinygrad's pcode parser, its SQTT traces) come from the checkout's own
+    module, loaded only when asked for; with PROFILE on, run_asm is tinygrad's, which writes the SQTT trace."""
     amd = tmp_path / "test" / "mockgpu" / "amd"
     amd.mkdir(parents=True)
     (tmp_path / "test" / "__init__.py").write_text("")
-    (amd / "emu.py").write_text("def run_asm(*a, **k): raise AssertionError('the checkout emulator ran')\n"
-                                "def parse_pcode(text): return 'checkout ' + text\n")
+    (amd / "emu.py").write_text(textwrap.dedent("""
+        sqtt_traces = []
+        def run_asm(*args): sqtt_traces.append(args[:2]); return 0
+        def parse_pcode(text): return 'checkout ' + text
+    """))
     (tmp_path / "test_user.py").write_text(textwrap.dedent("""
+        import sys
         def test_served():
-            from test.mockgpu.amd.emu import parse_pcode, run_asm
+            from test.mockgpu.amd.emu import run_asm
             assert run_asm.__module__ == "emu.os.tinygrad_emu"
+            assert "test.mockgpu.amd.tinygrad_emu" not in sys.modules
+            from test.mockgpu.amd.emu import parse_pcode
             assert parse_pcode("x") == "checkout x"
+        def test_profile():
+            from tinygrad.helpers import Context
+            from test.mockgpu.amd.emu import run_asm, sqtt_traces
+            with Context(PROFILE=1):
+                assert run_asm(1, 4, 1, 1, 1, 1, 1, 1, 0) == 0
+            assert sqtt_traces == [(1, 4)]
     """))
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path,
                        env={**os.environ, "DEV": "MOCKKFD+AMD", "HWEMU": "1"})
-    assert "1 passed" in p.stdout, p.stdout + p.stderr
+    assert "2 passed" in p.stdout, p.stdout + p.stderr

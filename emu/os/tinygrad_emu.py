@@ -15,9 +15,10 @@ defaults: f32 denormals flushed, f16/f64 kept, DX10_CLAMP and IEEE on where they
 were confirmed on (rdna3: gfx1100, rdna4: gfx1201, cdna: gfx950).
 
 This entry point is only for those tests: the caller's buffers must stay mapped for the call (tinygrad's
-emulator asks the same). hwemu writes no SQTT trace yet: with tinygrad's PROFILE on, run_asm skips the test
-that asked for one (`sqtt_traces` stays empty). Other names of tinygrad's emulator module (`parse_pcode`, its
-pcode parser) test tinygrad's emulator itself and come from the checkout's own test/mockgpu/amd/emu.py.
+emulator asks the same). The other names of tinygrad's emulator module (`parse_pcode`, its pcode parser;
+`sqtt_traces`) belong to tinygrad's emulator itself and come from the checkout's own test/mockgpu/amd/emu.py;
+so does run_asm with tinygrad's PROFILE on, whose SQTT traces only tinygrad's emulator writes (hwemu has no
+SQTT encoder yet): test/amd/test_sqtt_encoder.py tests that encoder.
 """
 from __future__ import annotations
 
@@ -35,7 +36,6 @@ from emu.amd.usermem import host_array
 # float modes as above; llvm-mc-19 assembles run_program_hw's .amdhsa block to these)
 ARCHES = {"rdna3": ("gfx1100", 32, 0x60AC001F), "rdna4": ("gfx1201", 32, 0x600C001F),
           "cdna": ("gfx950", 64, 0x00AC031F)}
-sqtt_traces: list[bytes] = []  # hwemu's SQTT traces of run_asm: none (no SQTT encoder yet)
 
 
 class HostVM(VM):
@@ -110,9 +110,9 @@ def run_asm(lib: int, lib_sz: int, gx: int, gy: int, gz: int, lx: int, ly: int, 
     if len(sgprs) > r2.user_sgpr_count:
         raise ValueError(f"run_asm: {len(sgprs)} user SGPRs given, rsrc2 USER_SGPR_COUNT is {r2.user_sgpr_count}")
     profile = getattr(sys.modules.get("tinygrad.helpers"), "PROFILE", None)
-    if profile is not None and profile.value:
-        import unittest
-        raise unittest.SkipTest("hwemu's run_asm writes no SQTT trace (PROFILE); HWEMU=0 tests tinygrad's emulator's")
+    if profile is not None and profile.value:  # an SQTT trace is asked for: tinygrad's emulator writes it
+        return tinygrads_own("run_asm")(lib, lib_sz, gx, gy, gz, lx, ly, lz, args_ptr, rsrc2, scratch_size, arch,
+                                        user_data)
     vm = HostVM()
     nwaves = -(-block[0] * block[1] * block[2] // lanes)
     wave_bytes = -(-scratch_size * lanes // SCRATCH_GRANULE) * SCRATCH_GRANULE
@@ -126,18 +126,18 @@ def run_asm(lib: int, lib_sz: int, gx: int, gy: int, gz: int, lx: int, ly: int, 
     return 0
 
 
-def __getattr__(name: str):
-    """Names of tinygrad's own emulator module that hwemu does not serve: from the checkout's module."""
-    try:
-        import test.mockgpu.amd as pkg  # a tinygrad checkout's (CPython's own `test` package has no mockgpu)
-        spec = importlib.machinery.PathFinder.find_spec("emu", pkg.__path__)
-    except ImportError:
-        spec = None
-    if spec is None:
-        raise AttributeError(f"test.mockgpu.amd.emu.{name} is tinygrad's emulator's own (hwemu serves run_asm); "
-                             "no tinygrad checkout with test/mockgpu/amd/emu.py is importable")
+def tinygrads_own(name: str):
+    """`name` of tinygrad's own emulator module, loaded from the checkout (as OWN, beside this module)."""
     own = sys.modules.get(OWN)
     if own is None:
+        try:
+            import test.mockgpu.amd as pkg  # a tinygrad checkout's (CPython's own `test` package has no mockgpu)
+            spec = importlib.machinery.PathFinder.find_spec("emu", pkg.__path__)
+        except ImportError:
+            spec = None
+        if spec is None:
+            raise AttributeError(f"test.mockgpu.amd.emu.{name} is tinygrad's emulator's own (hwemu serves "
+                                 "run_asm); no tinygrad checkout with test/mockgpu/amd/emu.py is importable")
         own = importlib.util.module_from_spec(importlib.util.spec_from_file_location(OWN, spec.origin))
         sys.modules[OWN] = own
         try:
@@ -148,4 +148,12 @@ def __getattr__(name: str):
     return getattr(own, name)
 
 
-OWN = "test.mockgpu.amd.tinygrad_emu"  # where tinygrad's own emulator module is loaded, beside this one
+def __getattr__(name: str):
+    """Names of tinygrad's emulator module that hwemu does not serve: tinygrad's own (not the import system's
+    probes, e.g. `__path__`)."""
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return tinygrads_own(name)
+
+
+OWN = "test.mockgpu.amd.tinygrad_emu"
