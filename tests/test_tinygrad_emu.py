@@ -85,7 +85,8 @@ def test_bad_arguments_name_what_is_wrong(call, message):
 def test_plugin_serves_run_asm_and_leaves_tinygrads_own_internals(tmp_path):
     """Under `DEV=MOCKKFD+AMD pytest` in a tinygrad-like checkout, `test.mockgpu.amd.emu.run_asm` is hwemu's,
     while the names hwemu does not serve (tinygrad's pcode parser, its SQTT traces) come from the checkout's own
-    module, loaded only when asked for; with PROFILE on, run_asm is tinygrad's, which writes the SQTT trace."""
+    module, loaded only when asked for; with PROFILE on, run_asm is tinygrad's, which writes the SQTT trace. Python
+    programs a test starts are served as well (tinygrad's test_mockgpu_invalid starts one)."""
     amd = tmp_path / "test" / "mockgpu" / "amd"
     amd.mkdir(parents=True)
     (tmp_path / "test" / "__init__.py").write_text("")
@@ -102,6 +103,10 @@ def test_plugin_serves_run_asm_and_leaves_tinygrads_own_internals(tmp_path):
             assert "test.mockgpu.amd.tinygrad_emu" not in sys.modules
             from test.mockgpu.amd.emu import parse_pcode
             assert parse_pcode("x") == "checkout x"
+        def test_child_pythons_are_served_too():
+            import subprocess
+            code = "import sys, emu.os.tinygrad; assert sys.modules['test.mockgpu.mockgpu'].__hwemu__"
+            subprocess.run([sys.executable, "-c", code], check=True)
         def test_profile():
             from tinygrad.helpers import Context
             from test.mockgpu.amd.emu import run_asm, sqtt_traces
@@ -112,4 +117,4 @@ def test_plugin_serves_run_asm_and_leaves_tinygrads_own_internals(tmp_path):
     p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path,
                        env={**os.environ, "DEV": "MOCKKFD+AMD", "HWEMU": "1"})
-    assert "2 passed" in p.stdout, p.stdout + p.stderr
+    assert "3 passed" in p.stdout, p.stdout + p.stderr
