@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+from emu.dsp import mockdsp
 from stack.hcq.fileio import file_interface
 
 TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
@@ -61,20 +62,21 @@ def info(arch: str, gpus: int, real: bool) -> int:
 def program_env(dev: str | None, command: str, base: dict[str, str] | None = None) -> dict[str, str] | None:
     """The environment of a program run with the mock devices visible to it: DEV names the mock interface (hwemu's
     stack picks MOCKKFD from it), Python programs start with emu/os/boot on their path, whose sitecustomize points
-    tinygrad at hwemu's mock interface, and qemu-hexagon on PATH is hwemu's Hexagon core. None (said on stderr)
-    when DEV names no mock. `base`: the environment to start from (default: this process's)."""
+    tinygrad at hwemu's mock interface, and qemu-hexagon on PATH is hwemu's Hexagon core; DEV=DSP is tinygrad's mock
+    DSP (MOCKDSP=1) on that core. None (said on stderr) when DEV names neither a mock nor the DSP. `base`: the
+    environment to start from (default: this process's)."""
     env = dict(os.environ if base is None else base)
     env["DEV"] = dev or env.get("DEV") or "MOCKKFD+AMD"
-    if not env["DEV"].startswith("MOCK"):
-        print(f"hwemu {command}: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD)", file=sys.stderr)
+    if mockdsp.names_dsp(env["DEV"]):
+        env.setdefault("MOCKDSP", "1")  # tinygrad's spelling of its mock DSP
+        mockdsp.install(env)
+    elif not env["DEV"].startswith("MOCK"):
+        print(f"hwemu {command}: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD) and no DSP",
+              file=sys.stderr)
         return None
     boot = os.path.join(os.path.dirname(os.path.abspath(__file__)), "os", "boot")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (boot, env.get("PYTHONPATH")) if p)
-    shims = os.path.join(os.environ.get("HWEMU_CACHE", os.path.expanduser("~/.cache/hwemu")), "bin")
-    os.makedirs(shims, exist_ok=True)
-    from emu.dsp.__main__ import write_shims
-    write_shims(shims)  # programs that start qemu-hexagon (tinygrad's MOCKDSP) get hwemu's Hexagon core
-    env["PATH"] = os.pathsep.join(p for p in (shims, env.get("PATH")) if p)
+    mockdsp.use_shims(env)  # programs that start qemu-hexagon (tinygrad's MOCKDSP) get hwemu's Hexagon core
     return env
 
 

@@ -36,3 +36,29 @@ def test_tinygrad_mockdsp_runs_on_hwemu(tmp_path):
     r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
     assert len(log.read_text().splitlines()) >= 4  # every kernel ran on hwemu
+
+
+USER_TEST = """
+import os, shutil
+from tinygrad import Tensor
+def test_add_on_hwemus_hexagon_core():
+    assert os.environ["MOCKDSP"] == "1" and "-m emu.dsp" in open(shutil.which("qemu-hexagon-static")).read()
+    assert (Tensor([1.0, 2.0, 3.0]) + 1).tolist() == [2.0, 3.0, 4.0]
+"""
+
+
+@pytest.mark.skipif(not la.corpus_available(), reason="clang-19 / ld.lld-19 not installed (./dev)")
+@pytest.mark.parametrize("how", ["pytest", "hwemu run"])
+def test_plain_pytest_and_hwemu_run_reach_hwemu(tmp_path, how):
+    """`MOCKDSP=1 DEV=DSP pytest` (the pytest plugin) and `hwemu run --dev DSP -- pytest` (which sets MOCKDSP=1)
+    put hwemu's qemu-hexagon first on PATH, with CC left for hwemu to choose."""
+    vendor_isa()
+    (tmp_path / "test_user.py").write_text(USER_TEST)
+    env = {k: v for k, v in os.environ.items() if k not in ("CC", "MOCKDSP", "HWEMU")}
+    pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"]
+    if how == "pytest":
+        cmd, env = pytest_cmd, {**env, "MOCKDSP": "1", "DEV": "DSP"}
+    else:
+        cmd = [sys.executable, "-m", "emu.cli", "run", "--dev", "DSP", "--", *pytest_cmd]
+    r = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert "1 passed" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]

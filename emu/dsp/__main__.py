@@ -9,10 +9,12 @@ Watchdog: a program that has not exited after --max-packets packets (default 200
 HWEMU_DSP_MAX_PACKETS) or --timeout seconds of wall time (default 600, HWEMU_DSP_TIMEOUT) is stopped with
 a report naming its PC and packet count, exit status 124 (as timeout(1)); 0 turns a limit off. Ctrl-C stops
 the program the same way with status 130. Output the program wrote before that still comes out.
-`write_shims(DIR)` makes `qemu-hexagon-static` / `qemu-hexagon` executables that run it (for PATH).
+`write_shims(DIR)` makes `qemu-hexagon-static` / `qemu-hexagon` executables that run it (for PATH); `shim_dir()`
+writes them into hwemu's cache.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import sys
@@ -27,15 +29,30 @@ _LIMITS = {"--max-packets": ("HWEMU_DSP_MAX_PACKETS", int, MAX_PACKETS), "--time
 
 
 def write_shims(folder: str | os.PathLike) -> list[Path]:
-    """Executables named like qemu-hexagon in `folder` that run this emulator: put the folder first on PATH
-    and programs that start qemu-hexagon-static (tinygrad's MOCKDSP mode) run on hwemu."""
+    """Executables named like qemu-hexagon in `folder` that run this emulator (this interpreter, this hwemu first
+    on its path): put the folder first on PATH and programs that start qemu-hexagon-static (tinygrad's MOCKDSP
+    mode) run on hwemu. Each is replaced whole (a program starting one meanwhile runs the old or the new)."""
+    root = shlex.quote(str(Path(__file__).resolve().parents[2]))
+    python = shlex.quote(sys.executable)
+    text = f"#!/bin/sh\nPYTHONPATH={root}${{PYTHONPATH:+:$PYTHONPATH}} exec {python} -m emu.dsp \"$@\"\n"
     out = []
     for name in QEMU_NAMES:
         path = Path(folder) / name
-        path.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m emu.dsp \"$@\"\n")
-        path.chmod(0o755)
+        tmp = path.with_name(f".{name}.{os.getpid()}")
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        os.replace(tmp, path)
         out.append(path)
     return out
+
+
+def shim_dir() -> Path:
+    """hwemu's cache folder of qemu-hexagon shims (write_shims) for this interpreter and this hwemu, written now."""
+    key = hashlib.sha1(f"{sys.executable}\0{Path(__file__).resolve()}".encode()).hexdigest()[:12]
+    folder = Path(os.environ.get("HWEMU_CACHE") or Path.home() / ".cache" / "hwemu") / "bin" / key
+    folder.mkdir(parents=True, exist_ok=True)
+    write_shims(folder)
+    return folder
 
 
 def _limit(opt: str, text: str) -> int | float:

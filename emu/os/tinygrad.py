@@ -18,10 +18,10 @@ events that carry that report and clears it from the event data tinygrad passes 
 tinygrad gives up on a device after waiting 30 s of wall time for a signal that does not move (then every later
 wait fails: the device keeps the error), a figure for hardware; its mock never reaches it, as it runs the work
 inside the client's doorbell store. An emulated GPU can take longer on a large kernel while making progress, and
-hwemu's own watchdog stops a runaway dispatch (an instruction budget per wave, and HWEMU_TIMEOUT seconds of running,
-compile time not counted) with a fault tinygrad is told of. Both wall-time limits would make a test's verdict
-depend on the machine's load (gfx1201's test_linearizer: a 1,024-wave dispatch of scalar float code ran past
-hwemu's default 10 s on a loaded machine), so unless set, the adapter sets HCQDEV_WAIT_TIMEOUT_MS to
+hwemu's own watchdog stops a runaway dispatch (an instruction budget per wave, and HWEMU_TIMEOUT seconds of the
+engine's CPU time, compile time not counted) with a fault tinygrad is told of. tinygrad's wall-time wait would make
+a test's verdict depend on the machine's load (gfx1201's test_linearizer: a 1,024-wave dispatch of scalar float
+code outlived it on a loaded machine), so unless set, the adapter sets HCQDEV_WAIT_TIMEOUT_MS to
 WAIT_TIMEOUT_MS and HWEMU_TIMEOUT to DISPATCH_TIMEOUT, below it: a runaway dispatch still ends in hwemu's watchdog
 fault (with its wave dump), and the instruction budget stops a looping wave well before.
 
@@ -43,12 +43,12 @@ import types
 
 from emu.amd.memory import PAGE
 
-MODULE, USB_MODULE = "test.mockgpu.mockgpu", "test.mockgpu.usb"
+MODULE, USB_MODULE, EMU_MODULE = "test.mockgpu.mockgpu", "test.mockgpu.usb", "test.mockgpu.amd.emu"
 SUPPORTED = ("MOCKKFD", "MOCK")
 DEFAULT_GPUS = 6  # tinygrad's own mock has six
 FAULT_ENV = "MOCKGPU_EMU_FAULTADDR"
 WAIT_TIMEOUT_MS = 300_000  # tinygrad's wait for a signal that does not move (its default: 30,000)
-DISPATCH_TIMEOUT = 240  # seconds a dispatch may run before hwemu's watchdog stops it (hwemu's default: 10)
+DISPATCH_TIMEOUT = 240  # seconds a dispatch may run before hwemu's watchdog stops it (hwemu's default: 60 s of CPU time)
 
 
 def enabled(env=os.environ) -> bool:
@@ -133,6 +133,8 @@ def install() -> bool:
     usb = types.ModuleType(USB_MODULE, MockUSB3.__doc__)
     usb.MockUSB3 = MockUSB3
     sys.modules[MODULE], sys.modules[USB_MODULE] = mod, usb
+    from emu.os import tinygrad_emu  # tinygrad's test/amd run their ISA snippets through its run_asm: hwemu's
+    sys.modules[EMU_MODULE] = tinygrad_emu
     if "CC" not in os.environ and shutil.which("clang") is None and shutil.which("clang-19") is not None:
         os.environ["CC"] = "clang-19"
     os.environ.setdefault("HCQDEV_WAIT_TIMEOUT_MS", str(WAIT_TIMEOUT_MS))
