@@ -48,7 +48,7 @@ SUPPORTED = ("MOCKKFD", "MOCK")
 DEFAULT_GPUS = 6  # tinygrad's own mock has six
 FAULT_ENV = "MOCKGPU_EMU_FAULTADDR"
 WAIT_TIMEOUT_MS = 300_000  # tinygrad's wait for a signal that does not move (its default: 30,000)
-DISPATCH_TIMEOUT = 240  # seconds a dispatch may run before hwemu's watchdog stops it (hwemu's default: 60 s of CPU time)
+DISPATCH_TIMEOUT = 240  # seconds a dispatch may run before hwemu's watchdog stops it (hwemu's default: 60 s of CPU)
 
 
 def enabled(env=os.environ) -> bool:
