@@ -6,6 +6,7 @@ counts (waves, wave- and lane-instructions) against the reference tier's.
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 import pytest
@@ -56,6 +57,7 @@ def _run(monkeypatch, tier: str, arch: str, kernel: str, grid, block, arrays):
     from emu.amd import GPU
     monkeypatch.setenv("HWEMU_TIER", tier)
     monkeypatch.setenv("HWEMU_HOT", "3")  # the launcher takes over after a few waves under `auto`
+    monkeypatch.setenv("HWEMU_COMPILE_COST", "0")  # whether or not the region pays back
     gpu = GPU(arch)
     prog = gpu.load(code(arch))
     bufs = [gpu.alloc(a.nbytes) for a in arrays]
@@ -104,6 +106,7 @@ def test_auto_compiles_hot_regions_in_the_background(monkeypatch):
     from emu.amd.exec import jit
     monkeypatch.setenv("HWEMU_TIER", "auto")
     monkeypatch.setenv("HWEMU_HOT", "2")
+    monkeypatch.setenv("HWEMU_COMPILE_COST", "0")
     grid, block = (3, 2, 2), (8, 4, 2)
     n = np.prod(grid) * np.prod(block)
     gpu = GPU("gfx1100")
@@ -119,3 +122,38 @@ def test_auto_compiles_hot_regions_in_the_background(monkeypatch):
     np.testing.assert_array_equal(np.frombuffer(gpu.read(out), np.int32), want)
     assert (again.waves, again.wave_instructions, again.lane_instructions) == \
         (first.waves, first.wave_instructions, first.lane_instructions)
+
+
+def test_auto_compiles_what_pays_back(monkeypatch):
+    """Under `auto` a hot region stays interpreted while its interpreted time is below its expected compile cost
+    (HWEMU_COMPILE_COST per instruction), is compiled at a later look once it reaches it, and a region compiled
+    before (in this process or by another: the disk cache) is installed at the first look, whatever it costs."""
+    from emu.amd import GPU
+    from emu.amd.exec import jit
+    monkeypatch.setenv("HWEMU_TIER", "auto")
+    monkeypatch.setenv("HWEMU_HOT", "2")
+    src = "kernel void k(global int *o) { o[get_global_id(0)] = %d * (int)get_global_id(0); }"
+    factor = int.from_bytes(os.urandom(3), "little") | 1  # code no other test or run has compiled
+    gpu = GPU("gfx1100")
+    prog = gpu.load(opencl.compile_cl(src % factor, "gfx1100"))
+    out = gpu.alloc(4 * 1024)
+    want = factor * np.arange(1024, dtype=np.int64)
+
+    def launch(g, p, o):
+        g.launch(p, "k", grid=(32,), block=(32,), args=[o])
+        assert jit.background.wait(300)
+        np.testing.assert_array_equal(np.frombuffer(g.read(o), np.int32), want.astype(np.int32))
+
+    monkeypatch.setenv("HWEMU_COMPILE_COST", "1e9")
+    for _ in range(3):
+        launch(gpu, prog, out)
+    assert not prog.program(32).compiled, "a region that cannot pay back stays interpreted"
+    monkeypatch.setenv("HWEMU_COMPILE_COST", "1e-12")
+    launch(gpu, prog, out)
+    launch(gpu, prog, out)
+    assert prog.program(32).compiled, "the next look after the time spent reached the cost compiles"
+    monkeypatch.setenv("HWEMU_COMPILE_COST", "1e9")
+    again = GPU("gfx1100")
+    prog2 = again.load(opencl.compile_cl(src % factor, "gfx1100"))
+    launch(again, prog2, again.alloc(4 * 1024))
+    assert prog2.program(32).compiled, "a compiled region is installed at once"

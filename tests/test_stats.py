@@ -108,6 +108,7 @@ def _launch(monkeypatch, tier: str, arch: str, kernel: str, grid, block, arrays,
     monkeypatch.setenv("HWEMU_TIER", tier)
     monkeypatch.setenv("HWEMU_STATS", "1")
     monkeypatch.setenv("HWEMU_HOT", "2")  # under auto: regions compile after a couple of waves
+    monkeypatch.setenv("HWEMU_COMPILE_COST", "0")
     gpu = GPU(arch)
     prog = gpu.load(opencl.compile_cl(SOURCE, arch))
     bufs = []

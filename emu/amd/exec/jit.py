@@ -4,10 +4,16 @@
 - `ref`: the reference engine, one plan closure per instruction (emu.amd.exec.plan);
 - `interp`: the lean interpreter, one fused generated function per instruction (emu.amd.exec.interp), never native;
 - `jit`: regions compiled to native code (emu.amd.exec.translate) from the first execution of each region entry;
-- `auto` (default): the lean interpreter until a region entry is hot (HWEMU_HOT executions, default 64), then
-  native once the region is compiled, which happens on a background thread: code that runs once never waits for
-  LLVM, and code that runs long never stalls while a large region compiles (seconds for a few hundred
-  instructions).
+- `auto` (default): the lean interpreter, and native code where it pays back. A region entry that has run HWEMU_HOT
+  times (default 64) is looked at on a background thread: a region another run compiled (the disk cache) is
+  installed at once; otherwise it is compiled once the time its instructions have spent interpreted reaches what
+  its compile is expected to cost, and looked at again each time the entry's run count doubles. That is the
+  ski-rental rule: code never costs more than twice the better of the two choices in hindsight, and a test suite
+  that runs each kernel a few times does not burn a core compiling regions that never pay back. The expected cost
+  is the region's instruction count times the seconds per instruction this process's compiles took so far
+  (starting from COMPILE_PRIOR); HWEMU_COMPILE_COST=<seconds per instruction> fixes it (0: compile every hot
+  region). Code that runs long never stalls while a large region compiles (seconds for a few hundred
+  instructions): the waves go on interpreted meanwhile.
 Whatever a region cannot take runs on the lean interpreter (whose own gaps are reference steps), so every tier runs
 every program.
 
@@ -24,7 +30,7 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +45,9 @@ NO_MAPPINGS = np.zeros(1, np.uint64)  # the VM table of a wave without a VM
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
 _cache: dict[tuple, object] = {}
 _lock = threading.Lock()
+COMPILE_PRIOR = (32, 0.05)  # (instructions, seconds each) assumed before this process has compiled anything
 _compiling = [0.0]  # seconds spent compiling regions in this process (compiles that ended)
+_compiled = list(COMPILE_PRIOR)  # [instructions compiled, seconds per instruction] of this process's compiles
 _inflight: dict[int, float] = {}  # thread -> when the compile it runs began
 
 
@@ -77,6 +85,18 @@ def hot_threshold(t: str) -> int | None:
     return 1 if t == "jit" else int(os.environ.get("HWEMU_HOT", "64"))
 
 
+def compile_cost(n: int) -> float:
+    """Expected seconds to compile a region of n instructions."""
+    fixed = os.environ.get("HWEMU_COMPILE_COST")
+    return n * (float(fixed) if fixed else _compiled[1])
+
+
+def _learn(n: int, seconds: float) -> None:
+    total = _compiled[0] + n
+    _compiled[1] = (_compiled[0] * _compiled[1] + seconds) / total
+    _compiled[0] = total
+
+
 class Counters:
     """The `ctr` words of a wave's native calls (emu.amd.exec.translate) and the addresses of its arrays."""
 
@@ -101,14 +121,19 @@ class Compiled:
         self.addr, self.pcs, self.fn = addr, pcs, _SIG(addr)
 
 
-def native(prog, pc: int, mode: int) -> Compiled | None:
+LATER = object()  # native(): the region does not pay back its compile yet
+
+
+def native(prog, pc: int, mode: int, spent: Callable[[Iterable[int]], float] | None = None) -> Compiled | None:
     """The compiled region that starts at `pc` for `mode`, or None when the tier takes no instruction there (or the
-    process is exiting). The time it takes counts as compile time (compile_seconds), also on the background thread:
-    the waves that run meanwhile share the host with it, so the dispatch watchdog does not count it either."""
+    process is exiting). With `spent` (the seconds the given PCs' steps have run interpreted) a region that is not
+    compiled yet (nor cached) is compiled only once that reaches its expected compile cost, else LATER is returned.
+    The time it takes counts as compile time (compile_seconds), also on the background thread: the waves that run
+    meanwhile share the host with it, so the dispatch watchdog does not count it either."""
     me = threading.get_ident()
     t0 = _inflight[me] = time.monotonic()
     try:
-        return _native(prog, pc, mode)
+        return _native(prog, pc, mode, spent)
     except Closed:
         return None
     finally:
@@ -151,7 +176,7 @@ class _Background:
 background = _Background()  # background(job): run job() on the compile thread
 
 
-def _native(prog, pc: int, mode: int) -> Compiled | None:
+def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
     exits: set[int] = set()
     for _ in range(64):  # each failed attempt turns one more instruction into an exit
         region = Region(prog, pc, mode)
@@ -167,6 +192,9 @@ def _native(prog, pc: int, mode: int) -> Compiled | None:
             disk_key = f"region {_SOURCES} {key!r}"
             addr = engine().load(disk_key)
             if addr is None:
+                if spent is not None and spent(insts) < compile_cost(len(insts)):
+                    return LATER
+                t0 = time.monotonic()
                 try:
                     mod = region.module("region", insts)
                     addr = engine().compile(mod, "region", disk_key)
@@ -176,6 +204,7 @@ def _native(prog, pc: int, mode: int) -> Compiled | None:
                         return None
                     exits.add(bad)
                     continue
+                _learn(len(insts), time.monotonic() - t0)
             done = _cache[key] = Compiled(addr, frozenset(insts))
             return done
     return None

@@ -44,6 +44,7 @@ class Program:
         self.fetch = fetch
         self.steps: dict[int, object] = {}
         self.compiled: dict[tuple[int, int], jit.Compiled] = {}  # (pc, MODE) -> the native region holding pc
+        self.spent: dict[int, list[float]] = {}  # pc -> seconds its step has run interpreted (under `auto`)
         self.insts: dict[int, object] = {}
         self.planner = Planner(target, lanes)
         self.tier = jit.tier()
@@ -83,32 +84,46 @@ class Program:
         return category.tallied(s, [category.category(inst)]) if self.stats else s
 
     def _counted(self, pc: int, step):
-        """`step`, until it has run `hot` times: then the native region at pc replaces it (if there is one)."""
-        left = [self.hot]
+        """`step`, until it has run `hot` times: then the native region at pc replaces it (if there is one). Under
+        `auto` the step's interpreted time is kept (`spent`) and the region is looked at whenever its run count
+        doubles, until it pays back its compile (emu.amd.exec.jit.native)."""
+        if self.tier == "jit":
+            def first(w):
+                s = self.steps[pc] = self._native(pc, step, w.mode) or step
+                return s(w)
+            return first
+        clock = time.perf_counter
+        runs, look, spent = [0], [self.hot], self.spent.setdefault(pc, [0.0])
 
         def counted(w):
-            left[0] -= 1
-            if left[0] > 0:
-                return step(w)
-            if self.tier == "auto":  # compiled off this thread; the waves go on interpreted meanwhile
-                self.steps[pc] = step
-                jit.background(lambda mode=w.mode: self._install(pc, step, mode))
-                return step(w)
-            s = self.steps[pc] = self._native(pc, step, w.mode) or step
-            return s(w)
+            t0 = clock()
+            r = step(w)
+            spent[0] += clock() - t0
+            runs[0] += 1
+            if runs[0] == look[0]:  # compiled off this thread; the waves go on interpreted meanwhile
+                look[0] = -1  # one look at a time
+                jit.background(lambda mode=w.mode: self._consider(pc, step, mode, runs, look))
+            return r
         return counted
 
-    def _install(self, pc: int, step, mode: int) -> None:
-        s = self._native(pc, step, mode)
-        if s is not None:
+    def _consider(self, pc: int, step, mode: int, runs: list[int], look: list[int]) -> None:
+        s = self._native(pc, step, mode, self._spent)
+        if s is jit.LATER:
+            look[0] = 2 * runs[0]
+        elif s is not None:
             self.steps[pc] = s
 
-    def _native(self, pc: int, step, mode: int):
+    def _spent(self, pcs) -> float:
+        """Seconds the steps at `pcs` have run interpreted."""
+        spent = self.spent
+        return sum(spent[p][0] for p in pcs if p in spent)
+
+    def _native(self, pc: int, step, mode: int, spent=None):
         region = self.compiled.get((pc, mode))
         if region is None:
-            region = jit.native(self, pc, mode)
-            if region is None:
-                return None
+            region = jit.native(self, pc, mode, spent)
+            if region is None or region is jit.LATER:
+                return region
             for p in region.pcs:  # a wave that comes to any of its instructions can start there
                 self.compiled.setdefault((p, mode), region)
         fn = region.fn
