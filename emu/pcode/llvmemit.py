@@ -414,6 +414,15 @@ class _Emitter:
     def setbits(self, x: ir.Value, lo: ir.Value, width: int, v: ir.Value, bits: int) -> ir.Value:
         """x with bits lo .. lo+width-1 replaced by v's low bits (bits past x's width dropped)."""
         b = self.b
+        if isinstance(lo, ir.Constant) and isinstance(lo.type, ir.IntType):  # a fixed field: at x's own width
+            c = lo.constant
+            if c >= bits:
+                return resize(b, x, bits)
+            xx, vv = bcast(b, resize(b, x, bits), resize(b, self.as_int(v), bits))
+            n, full = lanes(xx), (1 << bits) - 1
+            keep = const(xx.type, ~(((1 << width) - 1) << c) & full, n)
+            vv = b.and_(vv, const(xx.type, ((1 << width) - 1) & full, n))
+            return b.or_(b.and_(xx, keep), b.shl(vv, const(xx.type, c, n)) if c else vv)
         k = max(bits, width) + 64
         xx, vv = resize(b, x, k), resize(b, self.as_int(v), k)
         lo = resize(b, lo, k) if elem(lo.type).width <= k else b.select(

@@ -34,9 +34,11 @@ from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, _INST_FIELDS, _MOD
 from emu.amd.exec.state import BARRIER, CATEGORIES, CONSTANTS, END, EXEC, MODE, SCC, VCC
 from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT, _float_bits, _keeps_denormals, opsel_hi
 from emu.pcode.llvmemit import emit
+from emu.pcode.llvmfloats import entry_alloca
 from emu.pcode.typed import Unsupported as PcodeUnsupported
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType()
 _BRANCHES = {"S_BRANCH", "S_CBRANCH_SCC0", "S_CBRANCH_SCC1", "S_CBRANCH_VCCZ", "S_CBRANCH_VCCNZ",
              "S_CBRANCH_EXECZ", "S_CBRANCH_EXECNZ"}
 _SALU = ("SOP1", "SOP2", "SOPC", "SOPK")
@@ -51,6 +53,7 @@ RING = 64
 TALLY = BRANCH_RING + RING  # ctr[TALLY + c]: instructions of category c run (HWEMU_STATS; never reset by the region)
 CTR_WORDS = TALLY + len(CATEGORIES)
 MAX_INSTS = 4000  # instructions per region
+OUT_SLOT = 32 * 16  # bytes per output of outlined semantics: 32 lanes of up to 128 bits (64 of 64)
 
 
 class Exit(Exception):
@@ -68,75 +71,128 @@ class _Hooks:
 
 class _LDSHooks(_Hooks):
     """MEM / LDS of a DS instruction: the workgroup's LDS; lanes whose access ends past its size read 0 and do not
-    write (their store goes to the counters' sink)."""
+    write (their store goes to the counters' sink). Each access is a call of the region's per-lane helper."""
 
     def __init__(self, region: Region):
         self.r = region
 
-    def _lane_ptrs(self, b, addr, bits: int, mask):
-        r = self.r
-        if bits % 8 or bits > 128:
-            raise PcodeUnsupported(f"{bits}-bit LDS access")
-        a = b.and_(_fit(b, addr, 64), ir.Constant(ir.VectorType(I64, r.lanes), [0xFFFFFFFF] * r.lanes))
-        end = b.add(a, ir.Constant(a.type, [bits // 8] * r.lanes))
-        size = r._shape(b, r.lds_size, 64, True)
-        ok = b.and_(mask, b.icmp_unsigned("<=", end, size))
-        return a, ok
-
     def load(self, b, file, addr, bits, mask):
         r = self.r
-        a, ok = self._lane_ptrs(b, addr, bits, mask)
-        t = ir.IntType(bits)
-        out = ir.Constant(ir.VectorType(t, r.lanes), [0] * r.lanes)
-        for i in range(r.lanes):
-            good = b.extract_element(ok, I32(i))
-            off = b.select(good, b.extract_element(a, I32(i)), I64(0))
-            v = b.load(b.gep(r.lds, [off], source_etype=ir.IntType(8)), typ=t, align=1)
-            out = b.insert_element(out, b.select(good, v, t(0)), I32(i))
-        return out
+        t = _access_type(bits, "LDS ")
+        fn = r.helper(f"hwemu_lds_load{bits}", r.vec(t), [PTR, I64, r.vec(I64), r.vec(I1)],
+                      lambda hb, lds, size, a, on: _lds_load(r, hb, lds, size, a, t, on))
+        return b.call(fn, [r.lds, r.lds_size, _fit(b, addr, 64), mask])
 
     def store(self, b, file, addr, value, bits, mask):
         r = self.r
-        a, ok = self._lane_ptrs(b, addr, bits, mask)
-        value = _fit(b, value, bits)
-        sink = r._gep(b, r.ctr, SINK, I64)
-        for i in range(r.lanes):  # in lane order: the highest lane wins a shared address
-            p = b.gep(r.lds, [b.extract_element(a, I32(i))], source_etype=ir.IntType(8))
-            b.store(b.extract_element(value, I32(i)), b.select(b.extract_element(ok, I32(i)), p, sink), align=1)
+        t = _access_type(bits, "LDS ")
+        fn = r.helper(f"hwemu_lds_store{bits}", ir.VoidType(), [PTR, I64, PTR, r.vec(I64), r.vec(t), r.vec(I1)],
+                      lambda hb, lds, size, sink, a, v, on: _lds_store(r, hb, lds, size, sink, a, v, on))
+        b.call(fn, [r.lds, r.lds_size, r._gep(b, r.ctr, SINK, I64), _fit(b, addr, 64), _fit(b, value, bits), mask])
+
+
+def _access_type(bits: int, what: str = "") -> ir.IntType:
+    if bits % 8 or bits > 128:
+        raise PcodeUnsupported(f"{bits}-bit {what}access")
+    return ir.IntType(bits)
+
+
+def _lds_ok(r: Region, b, size, a, t, on):
+    """(offsets: the low 32 bits of the addresses, the lanes of `on` whose access ends within the LDS size)."""
+    a = b.and_(a, ir.Constant(a.type, [0xFFFFFFFF] * r.lanes))
+    end = b.add(a, ir.Constant(a.type, [t.width // 8] * r.lanes))
+    return a, b.and_(on, b.icmp_unsigned("<=", end, r._shape(b, size, 64, True)))
+
+
+def _lanes_loop(b, lanes: int, body, acc):
+    """A loop over lanes 0..lanes-1 at b's position (b is left after it): acc = body(b, i, acc) with i an i32, from
+    `acc`; returns the last acc (None: none is carried). Helpers loop rather than unroll: LLVM's time grows with the
+    code, not with the lanes."""
+    fn, pre = b.function, b.block
+    loop, done = fn.append_basic_block("lane"), fn.append_basic_block("lanes_done")
+    b.branch(loop)
+    b.position_at_end(loop)
+    i = b.phi(I32)
+    i.add_incoming(I32(0), pre)
+    carried = None
+    if acc is not None:
+        carried = b.phi(acc.type)
+        carried.add_incoming(acc, pre)
+    out = body(b, i, carried)
+    nxt = b.add(i, I32(1))
+    i.add_incoming(nxt, b.block)
+    if carried is not None:
+        carried.add_incoming(out, b.block)
+    b.cbranch(b.icmp_unsigned("<", nxt, I32(lanes)), loop, done)
+    b.position_at_end(done)
+    return out
+
+
+def _lds_load(r: Region, b, lds, size, a, t, on):
+    a, ok = _lds_ok(r, b, size, a, t, on)
+
+    def lane(b, i, out):
+        good = b.extract_element(ok, i)
+        off = b.select(good, b.extract_element(a, i), I64(0))
+        v = b.load(b.gep(lds, [off], source_etype=ir.IntType(8)), typ=t, align=1)
+        return b.insert_element(out, b.select(good, v, t(0)), i)
+    return _lanes_loop(b, r.lanes, lane, ir.Constant(r.vec(t), [0] * r.lanes))
+
+
+def _lds_store(r: Region, b, lds, size, sink, a, value, on):
+    a, ok = _lds_ok(r, b, size, a, value.type.element, on)
+
+    def lane(b, i, _):  # in lane order: the highest lane wins a shared address
+        p = b.gep(lds, [b.extract_element(a, i)], source_etype=ir.IntType(8))
+        b.store(b.extract_element(value, i), b.select(b.extract_element(ok, i), p, sink), align=1)
+    _lanes_loop(b, r.lanes, lane, None)
 
 
 class _VMHooks(_Hooks):
     """MEM of a global access: lane i's byte address a is at host address hosts[i] + (a - addr[i]) (placed by
-    Region._place; inactive lanes point at a sink); stores go lane by lane in lane order."""
+    Region._place; inactive lanes point at a sink); stores go lane by lane in lane order. Each access is a call of
+    the region's per-lane helper."""
 
     def __init__(self, region: Region, addr, hosts):
         self.r, self.addr, self.hosts = region, addr, hosts
 
-    def _ptr(self, b, a, i: int):
-        d = b.sub(b.extract_element(a, I32(i)), b.extract_element(self.addr, I32(i)))
-        return b.inttoptr(b.add(b.extract_element(self.hosts, I32(i)), d), ir.PointerType())
-
     def load(self, b, file, addr, bits, mask):
-        if bits % 8 or bits > 128:
-            raise PcodeUnsupported(f"{bits}-bit access")
-        t = ir.IntType(bits)
-        a = _fit(b, addr, 64)
-        out = ir.Constant(ir.VectorType(t, self.r.lanes), [0] * self.r.lanes)
-        for i in range(self.r.lanes):
-            v = b.load(self._ptr(b, a, i), typ=t, align=1)
-            out = b.insert_element(out, b.select(b.extract_element(mask, I32(i)), v, t(0)), I32(i))
-        return out
+        r = self.r
+        t = _access_type(bits)
+        v64 = r.vec(I64)
+        fn = r.helper(f"hwemu_vm_load{bits}", r.vec(t), [v64, v64, v64, r.vec(I1)],
+                      lambda hb, a, base, hosts, on: _vm_load(r, hb, a, base, hosts, t, on))
+        return b.call(fn, [_fit(b, addr, 64), self.addr, self.hosts, mask])
 
     def store(self, b, file, addr, value, bits, mask):
-        if bits % 8 or bits > 128:
-            raise PcodeUnsupported(f"{bits}-bit access")
-        a = _fit(b, addr, 64)
-        value = _fit(b, value, bits)
-        for i in range(self.r.lanes):
-            on = b.extract_element(mask, I32(i))
-            p = self._ptr(b, a, i)
-            keep = b.load(p, typ=ir.IntType(bits), align=1)
-            b.store(b.select(on, b.extract_element(value, I32(i)), keep), p, align=1)
+        r = self.r
+        t = _access_type(bits)
+        v64 = r.vec(I64)
+        fn = r.helper(f"hwemu_vm_store{bits}", ir.VoidType(), [v64, v64, v64, r.vec(t), r.vec(I1)],
+                      lambda hb, a, base, hosts, v, on: _vm_store(r, hb, a, base, hosts, v, on))
+        b.call(fn, [_fit(b, addr, 64), self.addr, self.hosts, _fit(b, value, bits), mask])
+
+
+def _vm_ptr(b, a, base, hosts, i):
+    d = b.sub(b.extract_element(a, i), b.extract_element(base, i))
+    return b.inttoptr(b.add(b.extract_element(hosts, i), d), PTR)
+
+
+def _vm_load(r: Region, b, a, base, hosts, t, on):
+    def lane(b, i, out):
+        v = b.load(_vm_ptr(b, a, base, hosts, i), typ=t, align=1)
+        return b.insert_element(out, b.select(b.extract_element(on, i), v, t(0)), i)
+    return _lanes_loop(b, r.lanes, lane, ir.Constant(r.vec(t), [0] * r.lanes))
+
+
+def _vm_store(r: Region, b, a, base, hosts, value, on):
+    t = value.type.element
+
+    def lane(b, i, _):
+        p = _vm_ptr(b, a, base, hosts, i)
+        keep = b.load(p, typ=t, align=1)
+        b.store(b.select(b.extract_element(on, i), b.extract_element(value, i), keep), p, align=1)
+    _lanes_loop(b, r.lanes, lane, None)
 
 
 class Region:
@@ -161,6 +217,7 @@ class Region:
         self.s_ptr, self.v_ptr, self.ctr, self.lds = fn.args
         entry = fn.append_basic_block("entry")
         self.blocks = {pc: fn.append_basic_block(f"pc_{pc:x}") for pc in insts}
+        self.outlined: dict[tuple, tuple] = {}
         self.exit_blocks: dict[int, ir.Block] = {}
         self.fn = fn
         b = ir.IRBuilder(entry)
@@ -237,6 +294,24 @@ class Region:
         return (inst.pc + 4 + (simm - (1 << 16) if simm >> 15 else simm) * 4) & 0xFFFFFFFFFFFF  # the PC is 48 bits
 
     # -- state access ----------------------------------------------------------------------------------------------
+    def vec(self, t: ir.Type) -> ir.VectorType:
+        return ir.VectorType(t, self.lanes)
+
+    def helper(self, name: str, ret: ir.Type, params: list, body) -> ir.Function:
+        """The module's function `name`, built by `body(builder, *args)` (its return value returned) on first use:
+        code that instructions share (per-lane memory accesses) is generated and compiled once per region, not once
+        per instruction, which keeps LLVM's time per instruction small."""
+        m = self.fn.module
+        fn = m.globals.get(name)
+        if fn is None:
+            fn = ir.Function(m, ir.FunctionType(ret, params), name)
+            fn.linkage = "internal"
+            fn.attributes.add("noinline")
+            b = ir.IRBuilder(fn.append_basic_block("entry"))
+            out = body(b, *fn.args)
+            b.ret_void() if out is None else b.ret(out)
+        return fn
+
     def _gep(self, b, ptr, i: int, t: ir.Type):
         return b.gep(ptr, [I64(i)], source_etype=t)
 
@@ -565,33 +640,27 @@ class Region:
         self._lane_ops(b, exe, 1)
 
     # -- global memory: an inline walk of the VM's mapping table; any lane it cannot place leaves before the access --
-    def _translator(self) -> ir.Function:
-        """`i64 hwemu_translate(ptr table, i64 addr, i64 nbytes, i1 write)`: the host address of [addr, addr+nbytes)
-        when one mapping holds it (and allows the write), else 0."""
-        m = self.fn.module
-        fn = m.globals.get("hwemu_translate")
-        if fn is not None:
-            return fn
-        fn = ir.Function(m, ir.FunctionType(I64, [ir.PointerType(), I64, I64, I1]), "hwemu_translate")
-        fn.linkage = "internal"
-        table, a, n, write = fn.args
-        entry, head, body, done = (fn.append_basic_block(x) for x in ("entry", "head", "body", "done"))
-        b = ir.IRBuilder(entry)
+    def _translator(self, b, table, a, n, write):
+        """The body of `i64 hwemu_translate(ptr table, i64 addr, i64 nbytes, i1 write)`: the host address of
+        [addr, addr+nbytes) when one mapping holds it (and allows the write), else 0."""
+        fn = b.function
+        entry = b.block
+        head, body, done = (fn.append_basic_block(x) for x in ("head", "body", "done"))
         count = b.load(b.gep(table, [I64(0)], source_etype=I64), typ=I64)
         b.branch(head)
-        b = ir.IRBuilder(head)  # binary search: lo = the number of mappings that start at or below addr
+        b.position_at_end(head)  # binary search: lo = the number of mappings that start at or below addr
         lo, hi = b.phi(I64), b.phi(I64)
         lo.add_incoming(I64(0), entry)
         hi.add_incoming(count, entry)
         b.cbranch(b.icmp_unsigned("<", lo, hi), body, done)
-        b = ir.IRBuilder(body)
+        b.position_at_end(body)
         mid = b.lshr(b.add(lo, hi), I64(1))
         start = b.load(b.gep(table, [b.add(b.mul(mid, I64(4)), I64(1))], source_etype=I64), typ=I64)
         below = b.icmp_unsigned("<=", start, a)
         lo.add_incoming(b.select(below, b.add(mid, I64(1)), lo), body)
         hi.add_incoming(b.select(below, hi, mid), body)
         b.branch(head)
-        b = ir.IRBuilder(done)
+        b.position_at_end(done)
         i = b.sub(lo, I64(1))
         row = b.add(b.mul(b.select(b.icmp_unsigned("==", lo, I64(0)), I64(0), i), I64(4)), I64(1))
         field = [b.load(b.gep(table, [b.add(row, I64(k))], source_etype=I64), typ=I64) for k in range(4)]
@@ -599,22 +668,28 @@ class Region:
         ok = b.and_(b.icmp_unsigned("!=", lo, I64(0)), b.icmp_unsigned("<=", end, field[1]))
         ok = b.and_(ok, b.icmp_unsigned(">=", end, a))  # no wrap past 2^64
         ok = b.and_(ok, b.or_(b.not_(write), b.icmp_unsigned("!=", field[3], I64(0))))
-        b.ret(b.select(ok, b.add(a, field[2]), I64(0)))
-        return fn
+        return b.select(ok, b.add(a, field[2]), I64(0))
+
+    def _placer(self, b, table, addr, nbytes, write, active, sink):
+        """The body of `<lanes x i64> hwemu_place(...)`: each active lane's host address (0: not placed), the sink
+        for the others."""
+        tr = self.helper("hwemu_translate", I64, [PTR, I64, I64, I1], self._translator)
+
+        def lane(b, i, hosts):
+            h = b.call(tr, [table, b.extract_element(addr, i), nbytes, write])
+            return b.insert_element(hosts, b.select(b.extract_element(active, i), h, sink), i)
+        return _lanes_loop(b, self.lanes, lane, ir.Constant(self.vec(I64), [0] * self.lanes))
 
     def _place(self, b, inst, addr, nbytes: int, write: bool, active):
         """Host addresses of every active lane's access (addr: <lanes x i64>); leaves the region at the instruction
         (before it has any effect) when a lane falls outside one mapping. Returns (builder, host addresses)."""
-        table = b.inttoptr(b.load(self._gep(b, self.ctr, VM_TABLE, I64), typ=I64), ir.PointerType())
+        table = b.inttoptr(b.load(self._gep(b, self.ctr, VM_TABLE, I64), typ=I64), PTR)
         sink = b.ptrtoint(self._gep(b, self.ctr, SINK, I64), I64)
-        tr = self._translator()
-        hosts = ir.Constant(ir.VectorType(I64, self.lanes), [0] * self.lanes)
-        bad = I1(0)
-        for i in range(self.lanes):
-            on = b.extract_element(active, I32(i))
-            h = b.call(tr, [table, b.extract_element(addr, I32(i)), I64(nbytes), I1(write)])
-            bad = b.or_(bad, b.and_(on, b.icmp_unsigned("==", h, I64(0))))
-            hosts = b.insert_element(hosts, b.select(on, h, sink), I32(i))
+        v64 = self.vec(I64)
+        place = self.helper("hwemu_place", v64, [PTR, v64, I64, I1, self.vec(I1), I64], self._placer)
+        hosts = b.call(place, [table, addr, I64(nbytes), I1(write), active, sink])
+        missed = b.icmp_unsigned("==", hosts, ir.Constant(v64, [0] * self.lanes))
+        bad = b.icmp_unsigned("!=", b.bitcast(missed, ir.IntType(self.lanes)), ir.IntType(self.lanes)(0))
         out = self.fn.append_basic_block(f"miss_{inst.pc:x}")
         go = self.fn.append_basic_block(f"placed_{inst.pc:x}")
         b.cbranch(bad, out, go)
@@ -782,7 +857,36 @@ class Region:
                 fld = n.lower()
                 return f[fld] - (256 if fld != "vdst" else 0)
             return None
-        return emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True), _Hooks())
+        return self._outlined(b, op.name, sem, self._inputs(b, sem, inst, operand, vector=True))
+
+    def _outlined(self, b, name: str, sem, inputs: dict) -> dict:
+        """The outputs of semantics that touch no memory, as a call of the module's function for `name` with these
+        inputs' types and constant values (one per kind: a region that runs an instruction many times carries its
+        code once, which keeps LLVM's time per instruction small). The function writes its outputs to a buffer
+        the caller passes, one OUT_SLOT each."""
+        consts = tuple((n, str(v)) for n, v in inputs.items() if isinstance(v, ir.Constant))
+        params = [(n, v) for n, v in inputs.items() if not isinstance(v, ir.Constant)]
+        key = (name, tuple((n, str(v.type)) for n, v in params), consts)
+        got = self.outlined.get(key)
+        if got is None:
+            fn = ir.Function(self.fn.module, ir.FunctionType(ir.VoidType(), [v.type for _, v in params] + [PTR]),
+                             f"sem{len(self.outlined)}")
+            fn.linkage = "internal"
+            fn.attributes.add("noinline")
+            hb = ir.IRBuilder(fn.append_basic_block("entry"))
+            args = {n: v for n, v in inputs.items() if isinstance(v, ir.Constant)}
+            args.update({n: a for (n, _), a in zip(params, fn.args, strict=False)})
+            out = emit(hb, sem.ir, self.lanes, args, _Hooks())
+            layout = [(n, v.type, k * OUT_SLOT) for k, (n, v) in enumerate(out.items())]
+            for (n, t, at), v in zip(layout, out.values(), strict=True):
+                hb.store(v, hb.gep(fn.args[-1], [I64(at)], source_etype=ir.IntType(8)), align=1)
+            hb.ret_void()
+            got = self.outlined[key] = (fn, layout)
+        fn, layout = got
+        buf = entry_alloca(b, ir.ArrayType(ir.IntType(8), max(1, len(layout)) * OUT_SLOT))
+        b.call(fn, [v for _, v in params] + [b.bitcast(buf, PTR)])
+        return {n: b.load(b.gep(buf, [I64(0), I64(at)], source_etype=buf.allocated_type), typ=t, align=1)
+                for n, t, at in layout}
 
     def _modify(self, b, v, bits: int, abs_: bool, neg: bool):
         if not (abs_ or neg):
