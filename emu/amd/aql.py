@@ -52,6 +52,11 @@ class AQLQueue(ComputeQueue):
         self.amd_queue = self.wptr_addr - WRITE_DISPATCH_ID
         self._in_ib: tuple[int, int] | None = None  # (packet address, completion signal) of a running PM4-IB packet
 
+    def rung(self) -> bool:
+        """Always: an AQL doorbell carries the index of the packet written, which may repeat (the first is 0), so
+        the write pointer in amd_queue_t is looked at each time."""
+        return True
+
     @property
     def wptr(self) -> int:
         try:

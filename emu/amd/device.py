@@ -8,6 +8,7 @@ make the hardware re-fetch them).
 from __future__ import annotations
 
 import errno
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -73,11 +74,11 @@ class GPUDevice:
             del self._code[key]
 
     def revalidate(self) -> bool:
-        """Before the engine touches memory (each packet): a USERPTR buffer whose pages the client unmapped or
-        protected (no longer readable, or writable when the buffer is) is taken out of the VM, so the GPU faults on
-        it instead of touching a stale view of the host address (the driver's MMU-notifier invalidation; the buffer
-        stays invalid until it is unmapped from the GPU and mapped again). A query per USERPTR mapping
-        (emu.amd.usermem.accessible); nothing without them. True if a mapping was invalidated."""
+        """Before the engine touches memory (each turn of a queue with work): a USERPTR buffer whose pages the
+        client unmapped or protected (no longer readable, or writable when the buffer is) is taken out of the VM, so
+        the GPU faults on it instead of touching a stale view of the host address (the driver's MMU-notifier
+        invalidation; the buffer stays invalid until it is unmapped from the GPU and mapped again). A query per
+        USERPTR mapping (emu.amd.usermem.accessible); nothing without them. True if a mapping was invalidated."""
         gone = [m for m in self.vm.user if not accessible(m.buf.ctypes.data, m.size, m.writable)]
         for m in gone:
             self.vm.invalidate(m)
@@ -146,13 +147,14 @@ class GPUDevice:
 
     def cp_error(self, q: Queue, why: str) -> None:
         self.faults.append(FaultRecord("cp-error", detail=f"queue {q.id}: {why}"))
+        print(f"hwemu: CP error on {self.name}: queue {q.id}: {why}", file=sys.stderr)  # the event carries no text
         self.kfd.hw_exception(self)
 
     def fault_reported(self) -> None:
         """The driver delivered the fault to the process: halted queues resume after the packet that faulted."""
         for q in self.queues.values():
             if q.state == HALTED:
-                q.state = RUNNING
+                q.state, q.again = RUNNING, True
         self.engine.kick()
 
     # -- clocks and counters -------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ A queue is a ring buffer in GPU memory with a read pointer the engine advances (
 read-pointer address) and a write pointer the client publishes by storing it to the queue's doorbell, a plain
 memory store, as on hardware. The `Engine` thread polls every queue's doorbell and runs what is there, so the
 device works asynchronously: nothing in the client is patched or called back. It sleeps when all queues are
-idle (briefly at first, longer after a while) and is woken early by the driver when a client starts waiting.
+idle (briefly at first, twice as long at each look that finds nothing, up to POLL[1]) and is woken early by the driver when a client starts waiting.
 
 A queue's command processor (emu.amd.cp for PM4, emu.amd.sdma for SDMA) implements `step()`: run the packet
 at the read pointer, returning whether it ran or must wait (WAIT_REG_MEM / POLL_REGMEM not yet true). A fault
@@ -27,6 +27,7 @@ from stack.hcq.codeobj import LimitError
 RUNNING, HALTED, STOPPED = "running", "halted", "stopped"
 PACKETS_PER_TURN = 256  # packets a queue runs before the engine turns to the next queue
 WATCHDOG_PACKETS = 1 << 20  # packets run without the read pointer moving (an indirect-buffer loop)
+POLL = (0.00002, 0.001)  # seconds between the idle engine's looks at the doorbells: right after work, at most
 SWITCH_INTERVAL = 0.0002  # seconds: the interpreter's thread switch interval while a mock device runs
 
 
@@ -49,6 +50,7 @@ class Queue:
         self.rptr = 0
         self._words: np.ndarray | None = None
         self.state = RUNNING
+        self.rang, self.again = 0, True  # the doorbell value at the last turn; whether that turn left work
         self.error = ""
         self.packets: dict[str, int] = {}
 
@@ -71,17 +73,26 @@ class Queue:
             return words[start:start + ndw].copy()
         return np.concatenate([words[start:], words[:ndw - (len(words) - start)]])
 
+    def rung(self) -> bool:
+        """Whether the doorbell changed since the last look: the write pointer it carries moved."""
+        bell = int(self.gpu.doorbells[self.doorbell])
+        changed, self.rang = bell != self.rang, bell
+        return changed
+
     def service(self) -> bool:
-        """Run packets until the queue is empty, waits, or has had its turn; True if any ran. Whatever goes wrong
+        """Run packets until the queue is empty, waits, or has had its turn; True if any ran. A queue the last turn
+        ran dry is looked at again when its doorbell changes (as the hardware's CP is woken by a doorbell write). Whatever goes wrong
         stops or halts this queue only: a GPU fault halts it, a CP error (a packet, or the queue's own state such
         as an unmapped write pointer, or a size beyond a limit) or an emulator bug stops it."""
-        ran = 0
+        if not self.rung() and not self.again:  # nothing rung since a turn that ran the queue dry
+            return False
+        ran, dry = 0, False
         self._words = None
         try:
+            self.gpu.revalidate()  # user pages the client unmapped since the last turn are not touched
             while ran < PACKETS_PER_TURN:
-                if self.gpu.revalidate():  # user pages went away: no view of them may stay cached
-                    self._words = None
                 if not self.pending():
+                    dry = True
                     break
                 try:
                     if not self.step():
@@ -98,6 +109,7 @@ class Queue:
         except Exception as e:  # an emulator bug stops this queue, never the engine or the host
             self.stop(f"emulator error: {type(e).__name__}: {e}")
             ran += 1
+        self.again = not dry
         if ran:
             self.publish_rptr()
         return ran > 0
@@ -153,12 +165,12 @@ class Engine:
         return busy
 
     def _loop(self) -> None:
-        idle_since = time.monotonic()
+        nap = POLL[0]
         while True:
             if self.run_pending():
-                idle_since = time.monotonic()
+                nap = POLL[0]
                 continue
-            idle = time.monotonic() - idle_since
-            self.wake.wait(0.00002 if idle < 0.05 else 0.0005 if idle < 1 else 0.002)
+            self.wake.wait(nap)  # doorbells are plain stores: polled, soon after work and then less and less often
             self.wake.clear()
+            nap = min(2 * nap, POLL[1])
 
