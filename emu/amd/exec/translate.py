@@ -218,7 +218,6 @@ class Region:
         entry = fn.append_basic_block("entry")
         self.blocks = {pc: fn.append_basic_block(f"pc_{pc:x}") for pc in insts}
         self.outlined: dict[tuple, tuple] = {}
-        self.exit_blocks: dict[int, ir.Block] = {}
         self.fn = fn
         b = ir.IRBuilder(entry)
         self.n = b.alloca(I64, name="n")
@@ -226,6 +225,13 @@ class Region:
         self.tally = [b.alloca(I64, name=f"tally_{c}") for c in CATEGORIES] if self.prog.stats else []
         for slot in (self.n, self.lane_ops, *self.tally):
             b.store(I64(0), slot)
+        self.leave = fn.append_basic_block("leave")  # every way out: add the counters, return the next PC
+        lb = ir.IRBuilder(self.leave)
+        self.leave_pc = lb.phi(I64, name="next_pc")
+        for i, slot in ((EXECUTED, self.n), (LANE_OPS, self.lane_ops), *enumerate(self.tally, TALLY)):
+            p = self._gep(lb, self.ctr, i, I64)
+            lb.store(lb.add(lb.load(p, typ=I64), lb.load(slot, typ=I64)), p)
+        lb.ret(self.leave_pc)
         self.budget = b.load(self._gep(b, self.ctr, BUDGET, I64), typ=I64)
         self.lds_size = b.load(self._gep(b, self.ctr, LDS_SIZE, I64), typ=I64)
         same = b.icmp_unsigned("==", b.load(self._slot(b, MODE), typ=I32), I32(self.mode))
@@ -420,10 +426,9 @@ class Region:
     # -- instructions ----------------------------------------------------------------------------------------------
     def _budget(self, b, pc: int):
         """Leave before the instruction at pc when the call's budget is spent (the watchdog counts exactly)."""
-        stop = self.fn.append_basic_block(f"budget_{pc:x}")
         go = self.fn.append_basic_block(f"run_{pc:x}")
-        b.cbranch(b.icmp_signed(">=", b.load(self.n, typ=I64), self.budget), stop, go)
-        self._leave(ir.IRBuilder(stop), I64(pc))
+        self.leave_pc.add_incoming(I64(pc), b.block)
+        b.cbranch(b.icmp_signed(">=", b.load(self.n, typ=I64), self.budget), self.leave, go)
         return ir.IRBuilder(go)
 
     def _count(self, b, inst) -> None:
@@ -432,21 +437,17 @@ class Region:
 
     def _leave(self, b, pc, uncount=None) -> None:
         """Return `pc` (an i64 value) after adding the counters (less the instruction `uncount`, which did not run)."""
-        less = () if uncount is None else (EXECUTED, TALLY + category(uncount))
-        for i, slot in ((EXECUTED, self.n), (LANE_OPS, self.lane_ops), *enumerate(self.tally, TALLY)):
-            p = self._gep(b, self.ctr, i, I64)
-            v = b.load(slot, typ=I64)
-            b.store(b.add(b.load(p, typ=I64), b.sub(v, I64(1)) if i in less else v), p)
-        b.ret(pc)
+        if uncount is not None:
+            for slot in [self.n] + ([self.tally[category(uncount)]] if self.tally else []):
+                b.store(b.sub(b.load(slot, typ=I64), I64(1)), slot)
+        self.leave_pc.add_incoming(pc, b.block)
+        b.branch(self.leave)
 
     def _goto(self, b, pc: int) -> None:
-        target = self.blocks.get(pc)
-        if target is None:
-            target = self.exit_blocks.get(pc)
-            if target is None:
-                target = self.exit_blocks[pc] = self.fn.append_basic_block(f"exit_{pc:x}")
-                self._leave(ir.IRBuilder(target), I64(pc))
-        b.branch(target)
+        if pc in self.blocks:
+            b.branch(self.blocks[pc])
+        else:
+            self._leave(b, I64(pc))
 
     def _inst(self, b, inst) -> None:
         name, base = inst.op.name, inst.base
