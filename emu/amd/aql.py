@@ -55,6 +55,7 @@ class AQLQueue(ComputeQueue):
     def rung(self) -> bool:
         """Always: an AQL doorbell carries the index of the packet written, which may repeat (the first is 0), so
         the write pointer in amd_queue_t is looked at each time."""
+        super().rung()
         return True
 
     @property

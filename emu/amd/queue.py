@@ -2,9 +2,9 @@
 
 A queue is a ring buffer in GPU memory with a read pointer the engine advances (and writes back to the client's
 read-pointer address) and a write pointer the client publishes by storing it to the queue's doorbell, a plain
-memory store, as on hardware. The `Engine` thread polls every queue's doorbell and runs what is there, so the
-device works asynchronously: nothing in the client is patched or called back. It sleeps when all queues are
-idle (briefly at first, twice as long at each look that finds nothing, up to POLL[1]) and is woken early by the driver when a client starts waiting.
+memory store, as on hardware. The `Engine` thread runs what the queues hold and, when they are idle, waits for a
+doorbell to move (emu.amd.doorbell, without the GIL), so the device works asynchronously: nothing in the client is
+patched or called back. The driver kicks it when a client starts waiting.
 
 A queue's command processor (emu.amd.cp for PM4, emu.amd.sdma for SDMA) implements `step()`: run the packet
 at the read pointer, returning whether it ran or must wait (WAIT_REG_MEM / POLL_REGMEM not yet true). A fault
@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 
 import numpy as np
 
+from emu.amd.doorbell import Doorbells
 from emu.amd.memory import GPUFault
 from stack.hcq.codeobj import LimitError
 
 RUNNING, HALTED, STOPPED = "running", "halted", "stopped"
 PACKETS_PER_TURN = 256  # packets a queue runs before the engine turns to the next queue
 WATCHDOG_PACKETS = 1 << 20  # packets run without the read pointer moving (an indirect-buffer loop)
-POLL = (0.00002, 0.001)  # seconds between the idle engine's looks at the doorbells: right after work, at most
+POLL = (0.00002, 0.001)  # seconds the idle engine waits before it looks at a waiting queue again: first, at most
 SWITCH_INTERVAL = 0.0002  # seconds: the interpreter's thread switch interval while a mock device runs
 
 
@@ -81,9 +81,10 @@ class Queue:
 
     def service(self) -> bool:
         """Run packets until the queue is empty, waits, or has had its turn; True if any ran. A queue the last turn
-        ran dry is looked at again when its doorbell changes (as the hardware's CP is woken by a doorbell write). Whatever goes wrong
-        stops or halts this queue only: a GPU fault halts it, a CP error (a packet, or the queue's own state such
-        as an unmapped write pointer, or a size beyond a limit) or an emulator bug stops it."""
+        ran dry is looked at again when its doorbell changes (as the hardware's CP is woken by a doorbell write).
+        Whatever goes wrong stops or halts this queue only: a GPU fault halts it, a CP error (a packet, or the
+        queue's own state such as an unmapped write pointer, or a size beyond a limit) or an emulator bug stops
+        it."""
         if not self.rung() and not self.again:  # nothing rung since a turn that ran the queue dry
             return False
         ran, dry = 0, False
@@ -139,7 +140,7 @@ class Engine:
 
     def __init__(self, gpus: list):
         self.gpus = gpus
-        self.wake = threading.Event()
+        self.doorbells = Doorbells()
         self._thread: threading.Thread | None = None
 
     def kick(self) -> None:
@@ -149,7 +150,7 @@ class Engine:
             sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
             self._thread = threading.Thread(target=self._loop, name="hwemu-engine", daemon=True)
             self._thread.start()
-        self.wake.set()
+        self.doorbells.kick()
 
     def run_pending(self) -> bool:
         """One pass over all queues; True if any packet ran. The driver's lock is not held: the process's ioctls
@@ -170,7 +171,9 @@ class Engine:
             if self.run_pending():
                 nap = POLL[0]
                 continue
-            self.wake.wait(nap)  # doorbells are plain stores: polled, soon after work and then less and less often
-            self.wake.clear()
+            queues = [q for g in self.gpus for q in list(g.queues.values())]
+            # a queue that waits on memory is looked at again soon, then less and less often; the others when
+            # their doorbell moves
+            self.doorbells.wait(queues, nap if any(q.again for q in queues) else POLL[1])
             nap = min(2 * nap, POLL[1])
 

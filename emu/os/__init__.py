@@ -19,6 +19,7 @@ import threading
 from emu.amd import kernel_stats, topology
 from emu.amd.bo import Heap
 from emu.amd.device import GPUDevice
+from emu.amd.doorbell import Doorbells
 from emu.amd.exec import category
 from emu.amd.kfd import KFD
 from emu.amd.queue import Engine
@@ -248,7 +249,7 @@ def _after_fork_in_child() -> None:
     for s in systems():
         s.lock = threading.RLock()
         s.kfd.lock, s.kfd.cond = s.lock, threading.Condition(s.lock)
-        s.engine.wake, s.engine._thread = threading.Event(), None
+        s.engine.doorbells, s.engine._thread = Doorbells(), None
         for g in s.gpus:
             g.queues.clear()
 

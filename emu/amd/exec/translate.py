@@ -879,8 +879,8 @@ class Region:
             args.update({n: a for (n, _), a in zip(params, fn.args, strict=False)})
             out = emit(hb, sem.ir, self.lanes, args, _Hooks())
             layout = [(n, v.type, k * OUT_SLOT) for k, (n, v) in enumerate(out.items())]
-            for (n, t, at), v in zip(layout, out.values(), strict=True):
-                hb.store(v, hb.gep(fn.args[-1], [I64(at)], source_etype=ir.IntType(8)), align=1)
+            for k, v in enumerate(out.values()):
+                hb.store(v, hb.gep(fn.args[-1], [I64(k * OUT_SLOT)], source_etype=ir.IntType(8)), align=1)
             hb.ret_void()
             got = self.outlined[key] = (fn, layout)
         fn, layout = got

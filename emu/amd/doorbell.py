@@ -1,0 +1,105 @@
+"""The idle engine's wait for a doorbell store, holding no GIL.
+
+Doorbells are plain memory stores, as on hardware, so the engine notices one by looking. A look from Python needs
+the GIL, which the client's thread (compiling, or busy-polling a signal) must hand over for every look: looking every
+few microseconds slows the client, looking seldom delays the device. `Doorbells.wait` looks from native code
+instead: a small LLVM function, called through ctypes (which releases the GIL), reads the watched doorbells every
+LOOK_US microseconds and returns as soon as one differs from the value the engine last served, the engine is kicked
+(`Doorbells.kick`, e.g. a client starts waiting on an event), or the timeout passes. Where no native code can run
+(the process is exiting) it sleeps on an Event instead.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import numpy as np
+from llvmlite import ir
+
+from emu.pcode.llvmjit import GATE, Closed, engine
+
+LOOK_US = 20  # microseconds between the native wait's looks
+I32, I64 = ir.IntType(32), ir.IntType(64)
+_SIG = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                        ctypes.c_int64)
+_fn: list = []  # the compiled wait, once built (None: it could not be)
+_lock = threading.Lock()
+
+
+def _build():
+    """`i64 wait(u64 *addrs, u64 *seen, i64 n, i64 *kick, i64 looks)`: the index of the first doorbell
+    (*addrs[i]) that is not seen[i], -2 when *kick is set, -1 after `looks` looks."""
+    m = engine().module("doorbell")
+    usleep = ir.Function(m, ir.FunctionType(I32, [I32]), "usleep")
+    fn = ir.Function(m, ir.FunctionType(I64, [ir.PointerType(), ir.PointerType(), I64, ir.PointerType(), I64]),
+                     "doorbell_wait")
+    addrs, seen, n, kick, looks = fn.args
+    entry, look, scan, check, moved, idle, kicked, done = (fn.append_basic_block(x) for x in (
+        "entry", "look", "scan", "check", "moved", "idle", "kicked", "done"))
+    b = ir.IRBuilder(entry)
+    b.branch(look)
+    b.position_at_end(look)
+    r = b.phi(I64)
+    r.add_incoming(I64(0), entry)
+    b.branch(scan)
+    b.position_at_end(scan)
+    i = b.phi(I64)
+    i.add_incoming(I64(0), look)
+    b.cbranch(b.icmp_signed("<", i, n), check, idle)
+    b.position_at_end(check)
+    bell = b.inttoptr(b.load(b.gep(addrs, [i], source_etype=I64), typ=I64), ir.PointerType())
+    now = b.load_atomic(bell, "monotonic", 8, typ=I64)
+    i.add_incoming(b.add(i, I64(1)), check)
+    b.cbranch(b.icmp_unsigned("!=", now, b.load(b.gep(seen, [i], source_etype=I64), typ=I64)), moved, scan)
+    b.position_at_end(moved)
+    b.ret(i)
+    b.position_at_end(idle)
+    b.cbranch(b.icmp_unsigned("!=", b.load_atomic(kick, "monotonic", 8, typ=I64), I64(0)), kicked, done)
+    b.position_at_end(kicked)
+    b.ret(I64(-2))
+    b.position_at_end(done)
+    b.call(usleep, [I32(LOOK_US)])
+    nxt = b.add(r, I64(1))
+    r.add_incoming(nxt, done)
+    stop = fn.append_basic_block("timeout")
+    b.cbranch(b.icmp_signed("<", nxt, looks), look, stop)
+    ir.IRBuilder(stop).ret(I64(-1))
+    return _SIG(engine().compile(m, "doorbell_wait", f"doorbell_wait {LOOK_US}"))
+
+
+def _wait_fn():
+    with _lock:
+        if not _fn:
+            try:
+                _fn.append(_build())
+            except Closed:
+                return None
+        return _fn[0]
+
+
+class Doorbells:
+    """What the idle engine watches: each queue's doorbell against the value its last turn served."""
+
+    def __init__(self) -> None:
+        self.kicked = np.zeros(1, np.int64)
+        self.wake = threading.Event()
+
+    def kick(self) -> None:
+        self.kicked[0] = 1
+        self.wake.set()
+
+    def wait(self, queues: list, timeout: float) -> None:
+        """Until a doorbell of `queues` moves past the value served, a kick, or `timeout` seconds."""
+        fn = _wait_fn()
+        if fn is None or not GATE.enter():
+            self.wake.wait(timeout)
+        else:
+            try:
+                addrs = np.array([q.gpu.doorbells.ctypes.data + 8 * q.doorbell for q in queues], np.uint64)
+                seen = np.array([q.rang for q in queues], np.uint64)
+                fn(addrs.ctypes.data, seen.ctypes.data, len(queues), self.kicked.ctypes.data,
+                   max(1, int(timeout * 1e6) // LOOK_US))
+            finally:
+                GATE.leave()
+        self.kicked[0] = 0
+        self.wake.clear()
