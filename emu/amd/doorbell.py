@@ -3,9 +3,10 @@
 Doorbells are plain memory stores, as on hardware, so the engine notices one by looking. A look from Python needs
 the GIL, which the client's thread (compiling, or busy-polling a signal) must hand over for every look: looking every
 few microseconds slows the client, looking seldom delays the device. `Doorbells.wait` looks from native code
-instead: a small LLVM function, called through ctypes (which releases the GIL), reads the watched doorbells every
-LOOK_US microseconds and returns as soon as one differs from the value the engine last served, the engine is kicked
-(`Doorbells.kick`, e.g. a client starts waiting on an event), or the timeout passes. Where no native code can run
+instead: a small LLVM function, called through ctypes (which releases the GIL), reads the watched doorbells (soon
+after work, then less and less often: each look costs a wakeup) and returns as soon as one differs from the value
+the engine last served, the engine is kicked (`Doorbells.kick`, e.g. a client starts waiting on an event), or the
+timeout passes. Where no native code can run
 (the process is exiting) it sleeps on an Event instead.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from llvmlite import ir
 
 from emu.pcode.llvmjit import GATE, Closed, engine
 
-LOOK_US = 20  # microseconds between the native wait's looks
+FIRST_US, LAST_US = 20, 1000  # microseconds between the native wait's looks: at first, at most
 I32, I64 = ir.IntType(32), ir.IntType(64)
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                         ctypes.c_int64)
@@ -27,20 +28,22 @@ _lock = threading.Lock()
 
 
 def _build():
-    """`i64 wait(u64 *addrs, u64 *seen, i64 n, i64 *kick, i64 looks)`: the index of the first doorbell
-    (*addrs[i]) that is not seen[i], -2 when *kick is set, -1 after `looks` looks."""
+    """`i64 wait(u64 *addrs, u64 *seen, i64 n, i64 *kick, i64 timeout_us)`: the index of the first doorbell
+    (*addrs[i]) that is not seen[i], -2 when *kick is set, -1 after `timeout_us` microseconds. It looks again after
+    FIRST_US, then after twice as long each time, up to LAST_US."""
     m = engine().module("doorbell")
     usleep = ir.Function(m, ir.FunctionType(I32, [I32]), "usleep")
     fn = ir.Function(m, ir.FunctionType(I64, [ir.PointerType(), ir.PointerType(), I64, ir.PointerType(), I64]),
                      "doorbell_wait")
-    addrs, seen, n, kick, looks = fn.args
-    entry, look, scan, check, moved, idle, kicked, done = (fn.append_basic_block(x) for x in (
-        "entry", "look", "scan", "check", "moved", "idle", "kicked", "done"))
+    addrs, seen, n, kick, timeout = fn.args
+    entry, look, scan, check, moved, idle, kicked, nap, stop = (fn.append_basic_block(x) for x in (
+        "entry", "look", "scan", "check", "moved", "idle", "kicked", "nap", "timeout"))
     b = ir.IRBuilder(entry)
     b.branch(look)
     b.position_at_end(look)
-    r = b.phi(I64)
-    r.add_incoming(I64(0), entry)
+    waited, us = b.phi(I64), b.phi(I64)
+    waited.add_incoming(I64(0), entry)
+    us.add_incoming(I64(FIRST_US), entry)
     b.branch(scan)
     b.position_at_end(scan)
     i = b.phi(I64)
@@ -54,17 +57,18 @@ def _build():
     b.position_at_end(moved)
     b.ret(i)
     b.position_at_end(idle)
-    b.cbranch(b.icmp_unsigned("!=", b.load_atomic(kick, "monotonic", 8, typ=I64), I64(0)), kicked, done)
+    b.cbranch(b.icmp_unsigned("!=", b.load_atomic(kick, "monotonic", 8, typ=I64), I64(0)), kicked, nap)
     b.position_at_end(kicked)
     b.ret(I64(-2))
-    b.position_at_end(done)
-    b.call(usleep, [I32(LOOK_US)])
-    nxt = b.add(r, I64(1))
-    r.add_incoming(nxt, done)
-    stop = fn.append_basic_block("timeout")
-    b.cbranch(b.icmp_signed("<", nxt, looks), look, stop)
+    b.position_at_end(nap)
+    b.call(usleep, [b.trunc(us, I32)])
+    later = b.add(waited, us)
+    waited.add_incoming(later, nap)
+    twice = b.shl(us, I64(1))
+    us.add_incoming(b.select(b.icmp_signed("<", twice, I64(LAST_US)), twice, I64(LAST_US)), nap)
+    b.cbranch(b.icmp_signed("<", later, timeout), look, stop)
     ir.IRBuilder(stop).ret(I64(-1))
-    return _SIG(engine().compile(m, "doorbell_wait", f"doorbell_wait {LOOK_US}"))
+    return _SIG(engine().compile(m, "doorbell_wait", f"doorbell_wait {FIRST_US} {LAST_US}"))
 
 
 def _wait_fn():
@@ -97,8 +101,7 @@ class Doorbells:
             try:
                 addrs = np.array([q.gpu.doorbells.ctypes.data + 8 * q.doorbell for q in queues], np.uint64)
                 seen = np.array([q.rang for q in queues], np.uint64)
-                fn(addrs.ctypes.data, seen.ctypes.data, len(queues), self.kicked.ctypes.data,
-                   max(1, int(timeout * 1e6) // LOOK_US))
+                fn(addrs.ctypes.data, seen.ctypes.data, len(queues), self.kicked.ctypes.data, int(timeout * 1e6))
             finally:
                 GATE.leave()
         self.kicked[0] = 0

@@ -28,6 +28,7 @@ RUNNING, HALTED, STOPPED = "running", "halted", "stopped"
 PACKETS_PER_TURN = 256  # packets a queue runs before the engine turns to the next queue
 WATCHDOG_PACKETS = 1 << 20  # packets run without the read pointer moving (an indirect-buffer loop)
 POLL = (0.00002, 0.001)  # seconds the idle engine waits before it looks at a waiting queue again: first, at most
+IDLE_WAIT = 0.05  # seconds of one wait for a doorbell when no queue waits on memory
 SWITCH_INTERVAL = 0.0002  # seconds: the interpreter's thread switch interval while a mock device runs
 
 
@@ -174,6 +175,6 @@ class Engine:
             queues = [q for g in self.gpus for q in list(g.queues.values())]
             # a queue that waits on memory is looked at again soon, then less and less often; the others when
             # their doorbell moves
-            self.doorbells.wait(queues, nap if any(q.again for q in queues) else POLL[1])
+            self.doorbells.wait(queues, nap if any(q.again for q in queues) else IDLE_WAIT)
             nap = min(2 * nap, POLL[1])
 
