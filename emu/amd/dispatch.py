@@ -127,6 +127,7 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
     while wg < total:
         launch = slots.launch()
         if launch is None or not GATE.enter():  # no native entry yet, or the process is exiting
+            d.program.ahead = (total - wg - 1) / (wg + 1)  # for the compile's cost model (Program._spent)
             _run_workgroup(slots.start(wg), d.program, stats, deadline, slots.limit)
             if on_workgroup is not None:
                 on_workgroup(wg, slots.ids(wg), [w.executed for w in slots.waves])

@@ -6,8 +6,9 @@
 - `jit`: regions compiled to native code (emu.amd.exec.translate) from the first execution of each region entry;
 - `auto` (default): the lean interpreter, and native code where it pays back. A region entry that has run HWEMU_HOT
   times (default 64) is looked at on a background thread: a region another run compiled (the disk cache) is
-  installed at once; otherwise it is compiled once the time its instructions have spent interpreted reaches what
-  its compile is expected to cost, and looked at again each time the entry's run count doubles. That is the
+  installed at once; otherwise it is compiled once the time its instructions have spent interpreted, and will
+  spend in the rest of the running dispatch (projected from its workgroups run so far), reaches what its compile
+  is expected to cost, and looked at again each time the entry's run count doubles. That is the
   ski-rental rule: code never costs more than twice the better of the two choices in hindsight, and a test suite
   that runs each kernel a few times does not burn a core compiling regions that never pay back. The expected cost
   is the region's instruction count times the seconds per instruction this process's compiles took so far
@@ -45,7 +46,7 @@ NO_MAPPINGS = np.zeros(1, np.uint64)  # the VM table of a wave without a VM
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
 _cache: dict[tuple, object] = {}
 _lock = threading.Lock()
-COMPILE_PRIOR = (32, 0.05)  # (instructions, seconds each) assumed before this process has compiled anything
+COMPILE_PRIOR = (32, 0.02)  # (instructions, seconds each) assumed before this process has compiled anything
 _compiling = [0.0]  # seconds spent compiling regions in this process (compiles that ended)
 _compiled = list(COMPILE_PRIOR)  # [instructions compiled, seconds per instruction] of this process's compiles
 _inflight: dict[int, float] = {}  # thread -> when the compile it runs began

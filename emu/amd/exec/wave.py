@@ -45,6 +45,7 @@ class Program:
         self.steps: dict[int, object] = {}
         self.compiled: dict[tuple[int, int], jit.Compiled] = {}  # (pc, MODE) -> the native region holding pc
         self.spent: dict[int, list[float]] = {}  # pc -> seconds its step has run interpreted (under `auto`)
+        self.ahead = 0.0  # the running dispatch's workgroups still to start, per workgroup started
         self.insts: dict[int, object] = {}
         self.planner = Planner(target, lanes)
         self.tier = jit.tier()
@@ -114,9 +115,10 @@ class Program:
             self.steps[pc] = s
 
     def _spent(self, pcs) -> float:
-        """Seconds the steps at `pcs` have run interpreted."""
+        """Seconds the steps at `pcs` have run interpreted, and will run in the rest of the dispatch running them
+        (`ahead` times as long: workgroups do alike work)."""
         spent = self.spent
-        return sum(spent[p][0] for p in pcs if p in spent)
+        return sum(spent[p][0] for p in pcs if p in spent) * (1 + self.ahead)
 
     def _native(self, pc: int, step, mode: int, spent=None):
         region = self.compiled.get((pc, mode))
