@@ -14,7 +14,12 @@ the PC is a parameter of the compiled factory. The run loop (emu.amd.exec.wave.r
 """
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import marshal
+import os
 import re
+import tempfile
 from collections.abc import Callable
 
 import numpy as np
@@ -26,6 +31,7 @@ from emu.amd.exec.plan import _BARRIERS, _CLOCKS, _ENDS, _ENGINE_NOPS, Planner
 from emu.amd.exec.state import ACC, MODE, SCC
 from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT
 from emu.pcode import floats, pyback, runtime
+from emu.pcode.llvmjit import cache_dir
 from emu.pcode.npback import Decline, Natural, lane_bits, pack_lanes
 from emu.pcode.typed import Unsupported as PcodeUnsupported
 
@@ -319,8 +325,33 @@ _NAMESPACE = {"np": np, "L": runtime, "F": floats, "Unsupported": PcodeUnsupport
 def _exec(text: str, name: str, **names) -> Callable:
     """The `make` function of generated source `text`."""
     ns = {**_NAMESPACE, **names}
-    exec(compile(text, name, "exec"), ns)
+    exec(_code(text, name), ns)
     return ns["make"]
+
+
+def _code(text: str, name: str):
+    """`text` compiled, through a disk cache ($HWEMU_CACHE/interp) of marshalled code (after its SHA-256):
+    compiling the generated source is most of a kernel's first run, and a test suite's processes run much the same
+    code."""
+    key = hashlib.sha256(b"%s\0%s\0%s" % (importlib.util.MAGIC_NUMBER, name.encode(), text.encode())).hexdigest()
+    path = cache_dir().parent / "interp" / key[:2] / key[2:]
+    try:
+        data = path.read_bytes()
+        if hashlib.sha256(data[32:]).digest() == data[:32]:  # else truncated or damaged: compiled again
+            return marshal.loads(data[32:])
+    except (OSError, EOFError, ValueError, TypeError):  # not there yet, or a foreign file
+        pass
+    code = compile(text, name, "exec")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            blob = marshal.dumps(code)
+            f.write(hashlib.sha256(blob).digest() + blob)
+        os.replace(tmp, path)
+    except OSError:  # a read-only or full cache: the code is still run
+        pass
+    return code
 
 
 class _Fragment:
