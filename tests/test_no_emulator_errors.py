@@ -59,6 +59,16 @@ def test_streams_never_end_in_an_emulator_error(arch, data, seed):
         assert e.record.kind != "emulator-error", f"{e.record.instruction}: {e.record.detail}"
 
 
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+def test_modes_the_semantics_leave_out_are_unsupported_not_emulator_errors(arch):
+    """ds_swizzle_b32 v0, v0 offset:57344 (llvm-mc-19: d8d4e000 00000000), an offset the fixup table leaves out
+    (>= 0xe000): the wave ends in an unsupported-instruction fault naming the mode, not an emulator error."""
+    with pytest.raises(GPUFault) as e:
+        _run(arch, "00e0d4d800000000")
+    assert e.value.record.kind == "unsupported-instruction"
+    assert "ds_swizzle FFT and rotate modes" in e.value.record.detail
+
+
 # -- matrix ops with a constant C ----------------------------------------------------------------------------------
 CONSTANT_C = """#pragma OPENCL EXTENSION cl_khr_fp16 : enable
 typedef half hv __attribute__((ext_vector_type({ka})));

@@ -30,6 +30,7 @@ from emu.amd.exec.translate import BRANCHES, EXECUTED, LANE_OPS, LDS_SIZE, STATU
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.pcode.llvmjit import GATE
+from emu.pcode.typed import Unsupported as PcodeUnsupported
 
 DEFAULT_LIMIT = 50_000_000  # instructions per wave before the watchdog stops a runaway wave
 SLICE = 1 << 16  # instructions between the watchdog's looks at the clock
@@ -215,6 +216,10 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | Non
     except GPUFault as e:
         _complete(e.record, w, prog)
         raise
+    except PcodeUnsupported as e:  # a case the semantics say is not modelled (the fixup table's unsupported())
+        rec = FaultRecord("unsupported-instruction", detail=f"not modelled: {e}")
+        _complete(rec, w, prog)
+        raise GPUFault(rec) from e
     except Exception as e:  # an emulator gap must not take the host down: report it as a fault of this wave
         rec = FaultRecord("emulator-error", detail=f"{type(e).__name__}: {e}")
         _complete(rec, w, prog)
