@@ -53,6 +53,7 @@ RING = 64
 TALLY = BRANCH_RING + RING  # ctr[TALLY + c]: instructions of category c run (HWEMU_STATS; never reset by the region)
 CTR_WORDS = TALLY + len(CATEGORIES)
 MAX_INSTS = 4000  # instructions per region
+OUTLINE_FROM = 80  # LLVM instructions of a VALU's semantics from which its uses call one outlined copy
 OUT_SLOT = 32 * 16  # bytes per output of outlined semantics: 32 lanes of up to 128 bits (64 of 64)
 
 
@@ -104,28 +105,12 @@ def _lds_ok(r: Region, b, size, a, t, on):
     return a, b.and_(on, b.icmp_unsigned("<=", end, r._shape(b, size, 64, True)))
 
 
-def _lanes_loop(b, lanes: int, body, acc):
-    """A loop over lanes 0..lanes-1 at b's position (b is left after it): acc = body(b, i, acc) with i an i32, from
-    `acc`; returns the last acc (None: none is carried). Helpers loop rather than unroll: LLVM's time grows with the
-    code, not with the lanes."""
-    fn, pre = b.function, b.block
-    loop, done = fn.append_basic_block("lane"), fn.append_basic_block("lanes_done")
-    b.branch(loop)
-    b.position_at_end(loop)
-    i = b.phi(I32)
-    i.add_incoming(I32(0), pre)
-    carried = None
-    if acc is not None:
-        carried = b.phi(acc.type)
-        carried.add_incoming(acc, pre)
-    out = body(b, i, carried)
-    nxt = b.add(i, I32(1))
-    i.add_incoming(nxt, b.block)
-    if carried is not None:
-        carried.add_incoming(out, b.block)
-    b.cbranch(b.icmp_unsigned("<", nxt, I32(lanes)), loop, done)
-    b.position_at_end(done)
-    return out
+def _each_lane(b, lanes: int, body, acc):
+    """acc = body(b, i, acc) for the lanes i = 0 .. lanes-1 in order (i an i32 constant), from `acc`; returns the last
+    acc (None: none is carried). Unrolled: the helpers that hold this code are built once per region."""
+    for i in range(lanes):
+        acc = body(b, I32(i), acc)
+    return acc
 
 
 def _lds_load(r: Region, b, lds, size, a, t, on):
@@ -136,7 +121,7 @@ def _lds_load(r: Region, b, lds, size, a, t, on):
         off = b.select(good, b.extract_element(a, i), I64(0))
         v = b.load(b.gep(lds, [off], source_etype=ir.IntType(8)), typ=t, align=1)
         return b.insert_element(out, b.select(good, v, t(0)), i)
-    return _lanes_loop(b, r.lanes, lane, ir.Constant(r.vec(t), [0] * r.lanes))
+    return _each_lane(b, r.lanes, lane, ir.Constant(r.vec(t), [0] * r.lanes))
 
 
 def _lds_store(r: Region, b, lds, size, sink, a, value, on):
@@ -145,7 +130,7 @@ def _lds_store(r: Region, b, lds, size, sink, a, value, on):
     def lane(b, i, _):  # in lane order: the highest lane wins a shared address
         p = b.gep(lds, [b.extract_element(a, i)], source_etype=ir.IntType(8))
         b.store(b.extract_element(value, i), b.select(b.extract_element(ok, i), p, sink), align=1)
-    _lanes_loop(b, r.lanes, lane, None)
+    _each_lane(b, r.lanes, lane, None)
 
 
 class _VMHooks(_Hooks):
@@ -182,7 +167,7 @@ def _vm_load(r: Region, b, a, base, hosts, t, on):
     def lane(b, i, out):
         v = b.load(_vm_ptr(b, a, base, hosts, i), typ=t, align=1)
         return b.insert_element(out, b.select(b.extract_element(on, i), v, t(0)), i)
-    return _lanes_loop(b, r.lanes, lane, ir.Constant(r.vec(t), [0] * r.lanes))
+    return _each_lane(b, r.lanes, lane, ir.Constant(r.vec(t), [0] * r.lanes))
 
 
 def _vm_store(r: Region, b, a, base, hosts, value, on):
@@ -192,7 +177,7 @@ def _vm_store(r: Region, b, a, base, hosts, value, on):
         p = _vm_ptr(b, a, base, hosts, i)
         keep = b.load(p, typ=t, align=1)
         b.store(b.select(b.extract_element(on, i), b.extract_element(value, i), keep), p, align=1)
-    _lanes_loop(b, r.lanes, lane, None)
+    _each_lane(b, r.lanes, lane, None)
 
 
 class Region:
@@ -679,7 +664,7 @@ class Region:
         def lane(b, i, hosts):
             h = b.call(tr, [table, b.extract_element(addr, i), nbytes, write])
             return b.insert_element(hosts, b.select(b.extract_element(active, i), h, sink), i)
-        return _lanes_loop(b, self.lanes, lane, ir.Constant(self.vec(I64), [0] * self.lanes))
+        return _each_lane(b, self.lanes, lane, ir.Constant(self.vec(I64), [0] * self.lanes))
 
     def _place(self, b, inst, addr, nbytes: int, write: bool, active):
         """Host addresses of every active lane's access (addr: <lanes x i64>); leaves the region at the instruction
@@ -861,10 +846,11 @@ class Region:
         return self._outlined(b, op.name, sem, self._inputs(b, sem, inst, operand, vector=True))
 
     def _outlined(self, b, name: str, sem, inputs: dict) -> dict:
-        """The outputs of semantics that touch no memory, as a call of the module's function for `name` with these
-        inputs' types and constant values (one per kind: a region that runs an instruction many times carries its
-        code once, which keeps LLVM's time per instruction small). The function writes its outputs to a buffer
-        the caller passes, one OUT_SLOT each."""
+        """The outputs of semantics that touch no memory. Large ones (over OUTLINE_FROM LLVM instructions) are a call
+        of the module's function for `name` with these inputs' types and constant values (one per kind: a region
+        that runs an instruction many times carries its code once, which keeps LLVM's time per instruction small;
+        the function writes its outputs to a buffer the caller passes, one OUT_SLOT each). Small ones are inlined:
+        a call would cost more than their code."""
         consts = tuple((n, str(v)) for n, v in inputs.items() if isinstance(v, ir.Constant))
         params = [(n, v) for n, v in inputs.items() if not isinstance(v, ir.Constant)]
         key = (name, tuple((n, str(v.type)) for n, v in params), consts)
@@ -882,8 +868,10 @@ class Region:
             for k, v in enumerate(out.values()):
                 hb.store(v, hb.gep(fn.args[-1], [I64(k * OUT_SLOT)], source_etype=ir.IntType(8)), align=1)
             hb.ret_void()
-            got = self.outlined[key] = (fn, layout)
-        fn, layout = got
+            got = self.outlined[key] = (fn, layout, sum(len(blk.instructions) for blk in fn.blocks) < OUTLINE_FROM)
+        fn, layout, small = got
+        if small:  # its function stays unused (LLVM drops it)
+            return emit(b, sem.ir, self.lanes, inputs, _Hooks())
         buf = entry_alloca(b, ir.ArrayType(ir.IntType(8), max(1, len(layout)) * OUT_SLOT))
         b.call(fn, [v for _, v in params] + [b.bitcast(buf, PTR)])
         return {n: b.load(b.gep(buf, [I64(0), I64(at)], source_etype=buf.allocated_type), typ=t, align=1)
