@@ -1,6 +1,7 @@
 """The execution tiers against the reference tier: hypothesis streams of valid instructions (emu.amd.strategies)
-run on a free-standing Wave under the lean interpreter (HWEMU_TIER=interp) and the LLVM tier (HWEMU_TIER=jit:
-every region compiled at its first execution) and under the reference tier, from the same random register state;
+run on a free-standing Wave under the lean interpreter (HWEMU_TIER=interp), the LLVM tier (HWEMU_TIER=jit:
+every region compiled at its first execution) and the threaded tier (HWEMU_TIER=threaded: every instruction's
+handler compiled at its first execution) and under the reference tier, from the same random register state;
 SGPRs, VGPRs, EXEC / VCC / SCC / M0 / MODE, LDS, fault kinds and instruction counts must match bit for bit.
 Locally (the exploring profile) 2,000 examples per family and tier, in CI a fixed modest set (fewer for jit, whose
 every example compiles native code)."""
@@ -21,8 +22,9 @@ from emu.amd.exec.state import MODE
 from emu.amd.memory import GPUFault
 
 EXPLORE = not os.environ.get("CI")
-EXAMPLES = {"interp": 2000 if EXPLORE else 60, "jit": 2000 if EXPLORE else 12}
+EXAMPLES = {"interp": 2000 if EXPLORE else 60, "jit": 2000 if EXPLORE else 12, "threaded": 2000 if EXPLORE else 30}
 ARCHES = ("gfx1100", "gfx1201", "gfx942")
+BASE = 0x7FFF_F000_0000  # where the snippets run: a high code address, as a loaded code object's (s_getpc reads it)
 _FLOATS = np.array([0x0, 0x80000000, 0x3F800000, 0xBF800000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001,
                     0x00000001, 0x807FFFFF, 0x4B000000, 0x3F000000, 0xFFFFFFFF, 0x7FFFFFFF, 0x80000001],
                    np.uint32)
@@ -45,7 +47,7 @@ def _run(arch: str, lanes: int | None, tier: str, code: bytes, seed: int, exec_m
     w.lds.mem[:4096] = rng.integers(0, 256, 4096, dtype=np.uint8)
     fault = None
     try:
-        w.run(code, limit=256)
+        w.run(code, pc=BASE, limit=256)
     except GPUFault as e:
         fault = (e.record.kind, e.record.pc)
     return w, fault
@@ -107,6 +109,7 @@ def _streams(tier: str, *fixtures: str):
 test_interp_streams_match_reference = _streams("interp")
 test_interp_fused_streams_match_reference = _streams("interp", "fused")
 test_jit_streams_match_reference = _streams("jit")
+test_threaded_streams_match_reference = _streams("threaded")
 
 
 _CARRIES = {  # carry chains (the lean interpreter computes their sums in 32 bits, the carries by comparisons)
@@ -135,15 +138,26 @@ def test_carry_chains_match_reference(request, arch, lanes, fuse, seed, exec_mas
     _compare("interp", arch, lanes, [asm(_CARRIES[arch, lanes], arch)], seed, exec_mask, mode_bits)
 
 
-@pytest.mark.parametrize("tier", ["interp", "jit"])
+@pytest.mark.parametrize("tier", ["interp", "threaded", "jit"])
 def test_branch_past_the_snippet_faults_at_its_target(tier):
-    # s_cbranch_vccnz 1 (llvm-mc-19), taken with seed 0's VCC: the target, pc 8, cannot be fetched. The jit tier's
+    # s_cbranch_vccnz 1 (llvm-mc-19), taken with seed 0's VCC: the target, BASE + 8, cannot be fetched. The jit tier's
     # fault report reads the PCs its branch ring recorded, the target among them; reading that must not replace
     # the fault (it did: a fault without a PC)
     _compare(tier, "gfx1100", None, [bytes.fromhex("0100a4bf")], 0, (1 << 64) - 1, F32_KEEP_IN | F32_KEEP_OUT)
     assert _run("gfx1100", None, tier, bytes.fromhex("0100a4bf"), 0, (1 << 64) - 1, 48)[1] == \
-        ("illegal-instruction", 8)
+        ("illegal-instruction", BASE + 8)
 
 
 def test_mode_slot_is_the_guarded_one():
     assert MODE == 256  # interp's guard reads MODE from this slot of the SGPR file
+
+
+@pytest.mark.llvm
+@pytest.mark.parametrize("tier", ["interp", "threaded", "jit"])
+def test_getpc_reads_the_code_address(tier):
+    # the threaded tier's handlers are built at PC 0 and return relative PCs; s_getpc must still read the real one
+    from test_wave import asm
+    code = asm("s_getpc_b64 s[4:5]\ns_add_u32 s4, s4, 8\ns_endpgm", "gfx1100")
+    _compare(tier, "gfx1100", None, [code], 0, (1 << 64) - 1, F32_KEEP_IN | F32_KEEP_OUT)
+    w, _ = _run("gfx1100", None, tier, code, 0, (1 << 64) - 1, F32_KEEP_IN | F32_KEEP_OUT)
+    assert int(w.sgpr[4]) | int(w.sgpr[5]) << 32 == BASE + 12

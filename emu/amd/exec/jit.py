@@ -3,10 +3,14 @@
 `HWEMU_TIER` selects how a program's instructions run (read when a program is created, e.g. at `GPU.load`):
 - `ref`: the reference engine, one plan closure per instruction (emu.amd.exec.plan);
 - `interp`: the lean interpreter, one fused generated function per instruction (emu.amd.exec.interp), never native;
+- `threaded`: the lean interpreter and the threaded tier (emu.amd.exec.threaded: a native interpreter whose handlers
+  are compiled once per kind of instruction), each handler compiled when first asked for, no regions;
 - `jit`: regions compiled to native code (emu.amd.exec.translate) from the first execution of each region entry;
-- `auto` (default): the lean interpreter, and native code where it pays back. A region entry that has run HWEMU_HOT
-  times (default 64) is looked at on a background thread: a region another run compiled (the disk cache) is
-  installed at once; otherwise it is compiled once the time its instructions have spent interpreted, and will
+- `auto` (default): the lean interpreter, the threaded tier's handlers (compiled on the background thread before
+  any region, while the waves go on interpreted; HWEMU_THREADED=0 leaves them out), and regions where they pay
+  back. A region entry that has run HWEMU_HOT times (default 64) is looked at on a background thread: a region
+  another run compiled (the disk cache) is installed at once; otherwise it is compiled once the time its
+  instructions have spent interpreted (or in handlers), and will
   spend in the rest of the running dispatch (projected from its workgroups run so far), reaches what its compile
   is expected to cost, and looked at again each time the entry's run count doubles. That is the
   ski-rental rule: code never costs more than twice the better of the two choices in hindsight, and a test suite
@@ -63,13 +67,19 @@ def _sources_digest() -> str:
     """What the compiled code depends on besides the region: the translator (and the categories it tallies), the pcode
     compiler and its fixups."""
     h = hashlib.sha256()
-    for f in sorted([Path(translate.__file__), Path(category.__file__),
+    here = Path(translate.__file__)
+    for f in sorted([here, here.with_name("threaded.py"), Path(category.__file__),
                      *Path(engine.__code__.co_filename).parent.glob("*.py")]):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
 
 _SOURCES = _sources_digest()
+
+
+def sources() -> str:
+    """The digest of the sources native code depends on (part of every cache key)."""
+    return _SOURCES
 
 
 def tier() -> str:
@@ -147,16 +157,20 @@ class _Background:
     and code generator run without the GIL, on another core, while the waves go on interpreted."""
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._jobs: queue.PriorityQueue = queue.PriorityQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._count = 0
 
-    def __call__(self, job: Callable[[], None]) -> None:
+    def __call__(self, job: Callable[[], None], first: bool = False) -> None:
+        """Queue `job`; `first` jobs (the threaded tier's handlers: small, and every kernel gains) go before the
+        others."""
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="hwemu-compile", daemon=True)
                 self._thread.start()
-        self._jobs.put(job)
+            self._count += 1
+            self._jobs.put((0 if first else 1, self._count, job))
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the jobs submitted so far have run (True) or `timeout` seconds have passed (False)."""
@@ -166,7 +180,7 @@ class _Background:
 
     def _loop(self) -> None:
         while True:
-            job = self._jobs.get()
+            job = self._jobs.get()[2]
             try:
                 job()
             except Exception as e:  # an emulator gap: the region stays interpreted, which is always correct

@@ -51,7 +51,8 @@ BRANCHES = 10  # ctr[10]: taken branches counted up (never reset by the region);
 BRANCH_RING = 11  # ctr[BRANCH_RING + n % RING]: the wave's history for fault reports (emu.amd.trace)
 RING = 64
 TALLY = BRANCH_RING + RING  # ctr[TALLY + c]: instructions of category c run (HWEMU_STATS; never reset by the region)
-CTR_WORDS = TALLY + len(CATEGORIES)
+THREADED = TALLY + len(CATEGORIES)  # ctr[THREADED..+4]: the threaded tier's tables (emu.amd.exec.threaded)
+CTR_WORDS = THREADED + 4
 MAX_INSTS = 4000  # instructions per region
 OUTLINE_FROM = 80  # LLVM instructions of a VALU's semantics from which its uses call one outlined copy
 OUT_SLOT = 32 * 16  # bytes per output of outlined semantics: 32 lanes of up to 128 bits (64 of 64)
@@ -183,6 +184,8 @@ def _vm_store(r: Region, b, a, base, hosts, value, on):
 class Region:
     """Translation of the region at `pc` of a program (emu.amd.exec.wave.Program) for one MODE."""
 
+    ARGS = 4  # the native function's pointer arguments
+
     def __init__(self, prog, pc: int, mode: int):
         self.prog, self.planner = prog, prog.planner
         self.lanes, self.fam, self.mode = prog.lanes, prog.family, mode
@@ -196,10 +199,10 @@ class Region:
     def module(self, name: str, insts: dict) -> ir.Module:
         """The LLVM module of the region (function `name`) holding `insts` (from `discover`)."""
         m = ir.Module(name)
-        fn = ir.Function(m, ir.FunctionType(I64, [ir.PointerType()] * 4), name)
-        for a in fn.args:
+        fn = ir.Function(m, ir.FunctionType(I64, [ir.PointerType()] * self.ARGS), name)
+        for a in fn.args[:4]:
             a.add_attribute("noalias")
-        self.s_ptr, self.v_ptr, self.ctr, self.lds = fn.args
+        self.s_ptr, self.v_ptr, self.ctr, self.lds = fn.args[:4]
         entry = fn.append_basic_block("entry")
         self.blocks = {pc: fn.append_basic_block(f"pc_{pc:x}") for pc in insts}
         self.outlined: dict[tuple, tuple] = {}
@@ -224,10 +227,7 @@ class Region:
         start = fn.append_basic_block("start")
         b.cbranch(same, start, wrong)
         ir.IRBuilder(wrong).ret(I64(-1))
-        b = ir.IRBuilder(start)
-        sw = b.switch(b.load(self._gep(b, self.ctr, START, I64), typ=I64), wrong)
-        for pc, block in self.blocks.items():
-            sw.add_case(I64(pc), block)
+        self._start(ir.IRBuilder(start), wrong)
         for pc, inst in insts.items():
             b = ir.IRBuilder(self.blocks[pc])
             b = self._budget(b, pc)
@@ -237,6 +237,12 @@ class Region:
             except (Exit, PcodeUnsupported, Unsupported, OperandError) as e:
                 raise Exit(pc) from e
         return m
+
+    def _start(self, b, wrong) -> None:
+        """Branch to the instruction at ctr[START] (`wrong`: none of the region's)."""
+        sw = b.switch(b.load(self._gep(b, self.ctr, START, I64), typ=I64), wrong)
+        for pc, block in self.blocks.items():
+            sw.add_case(I64(pc), block)
 
     def discover(self, exits: set[int]) -> dict:
         """The region's instructions by PC: reachable from the entry, stopping at `exits` and untaken ones."""
@@ -249,7 +255,7 @@ class Region:
                     inst = self.prog.inst(pc)
                 except Exception:  # unfetchable code: the interpreter reports the fault
                     break
-                if not self._takeable(inst):
+                if not self.takeable(inst):
                     break
                 insts[pc] = inst
                 name = inst.op.name
@@ -265,7 +271,9 @@ class Region:
             raise Exit(self.entry)
         return insts
 
-    def _takeable(self, inst) -> bool:
+    @staticmethod
+    def takeable(inst) -> bool:
+        """Whether the tier runs `inst` natively (else it is an exit)."""
         if not inst.valid:
             return False
         name, base = inst.op.name, inst.base
@@ -770,7 +778,7 @@ class Region:
         exe = self._exec(b)
         parts = []
         for which, opv, s0, s1, dst in (("X", f["opx"], "srcx0", "vsrcx1", f["vdstx"]),
-                                        ("Y", f["opy"], "srcy0", "vsrcy1", (f["vdsty"] << 1) | ((f["vdstx"] & 1) ^ 1))):
+                                        ("Y", f["opy"], "srcy0", "vsrcy1", self._vopd_y(f))):
             dual = self.planner.isa.op("VOPD", opv)
             if dual is None:
                 raise Exit(f"VOPD op{which} {opv}")
@@ -786,6 +794,11 @@ class Region:
         for op, sem, fields, out in parts:
             self._valu_write(b, inst, op, sem, fields, "VOP2", out, exe)
         self._lane_ops(b, exe, 2)
+
+    @staticmethod
+    def _vopd_y(f: dict) -> int:
+        """The VGPR opY writes: vdsty holds its high bits, the low bit is the opposite of vdstx's."""
+        return (f["vdsty"] << 1) | ((f["vdstx"] & 1) ^ 1)
 
     def _lane_ops(self, b, exe, k: int) -> None:
         cnt = b.call(self.fn.module.declare_intrinsic("llvm.ctpop", [I64]), [exe])

@@ -6,8 +6,10 @@ Execution: code is decoded once and every instruction gets an execution plan on 
 closure holding its operand fetchers, the compiled pcode semantics and its result writers. The hot loop only
 looks up the step for the PC and calls it. A step returns 0, or BARRIER / END to suspend / finish the wave.
 Faults raised while a step runs are completed with the wave's identity, PC, instruction text and active lanes.
-In the `jit` and `auto` tiers (emu.amd.exec.jit) a hot PC's step becomes a call of the native region that starts
-there; it runs until an instruction the region does not take and the loop goes on at that PC. Under `auto` the region
+In the `threaded` and `auto` tiers a step whose instructions have handlers runs the threaded tier's native loop
+(emu.amd.exec.threaded) from its PC. In the `jit` and `auto` tiers (emu.amd.exec.jit) a hot PC's step becomes a
+call of the native region that starts there; it runs until an instruction the region does not take and the loop
+goes on at that PC. Under `auto` the region
 is compiled in the background (the step stays interpreted until it is ready), under `jit` before the step goes on.
 Under HWEMU_STATS a program's steps are built tallying their instructions by category into the wave's `tally`
 (emu.amd.exec.category.tallied) and its native regions into their counters' TALLY words; without it nothing is added.
@@ -21,7 +23,7 @@ import numpy as np
 from emu.amd import isa
 from emu.amd.debug.history import NATIVE
 from emu.amd.decode import decode, decoder
-from emu.amd.exec import category, jit
+from emu.amd.exec import category, jit, threaded
 from emu.amd.exec.hwreg import default_mode
 from emu.amd.exec.interp import Interp
 from emu.amd.exec.plan import Planner, end_step
@@ -50,10 +52,12 @@ class Program:
         self.insts: dict[int, object] = {}
         self.planner = Planner(target, lanes)
         self.tier = jit.tier()
-        self.hot = None if self.tier == "interp" else jit.hot_threshold(self.tier)
+        self.hot = None if self.tier in ("interp", "threaded") else jit.hot_threshold(self.tier)
         self.stats = category.enabled()  # steps and native regions tally their instructions by category
         lean = self.tier != "ref"  # the lean interpreter runs what native code does not
         self.interp = Interp(self.planner, self.inst) if lean else None
+        self.threaded = threaded.Table(self, sync=self.tier == "threaded") \
+            if self.tier in ("threaded", "auto") and threaded.enabled() else None
 
     def predecode(self, code: bytes, base: int) -> None:
         for inst in decode(code, self.family, base):
@@ -74,6 +78,8 @@ class Program:
         if self.stats:
             members = self.interp.members(inst) if self.interp is not None else [inst]
             s = category.tallied(s, [category.category(i) for i in members])
+        if self.threaded is not None:
+            s = self.threaded.step(pc, s, lambda fn, arm, s=s: self._call(pc, fn, s, arm))
         if self.hot is not None:
             s = self._counted(pc, s)
         self.steps[pc] = s
@@ -129,8 +135,11 @@ class Program:
                 return region
             for p in region.pcs:  # a wave that comes to any of its instructions can start there
                 self.compiled.setdefault((p, mode), region)
-        fn = region.fn
+        return self._call(pc, region.fn, step)
 
+    def _call(self, pc: int, fn, step, arm=None):
+        """The step that runs native `fn` (a region's signature) from pc, and `step` where it runs nothing;
+        `arm(ctr)` fills in the counters' words of the threaded tier."""
         def run_native(w):
             if w.gpr_idx:  # CDNA VGPR indexing mode: the interpreter's (regions never turn it on)
                 return step(w)
@@ -139,6 +148,8 @@ class Program:
             ix = w.vm.index if w.vm is not None else None  # held during the call: the mapped buffers stay alive
             table = jit.NO_MAPPINGS if ix is None else ix.table
             ctr[:STATUS + 1] = (min(jit.BUDGET, w.left), 0, 0, ctr[LDS_SIZE], table.ctypes.data, pc, 0)
+            if arm is not None:
+                arm(ctr)
             branches = int(ctr[BRANCHES])
             if not GATE.enter():  # the process is exiting
                 return step(w)

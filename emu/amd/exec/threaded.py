@@ -1,0 +1,410 @@
+"""The threaded tier: a native interpreter whose handlers are compiled once per kind of instruction, not per program.
+
+A region (emu.amd.exec.translate) pays LLVM's time for every instruction of every kernel, so a kernel that runs a few
+times never earns it back, and the lean interpreter runs such kernels at microseconds per wave-instruction. Here an
+instruction's *kind* is compiled instead: its encoding, opcode and every field but its registers and its literal,
+which the handler reads at run time from the instruction's entry. Kernels share kinds (a threefry is twenty of
+them), so a test run compiles a few hundred handlers, each once per machine: handlers hold no address, so they
+are cached on disk (emu.pcode.llvmjit) and every later process loads them.
+
+A handler is the translator's code for one instruction (translate.Region), built on a canonical instruction: each
+SGPR / VGPR field and the literal is a `Sym`, an int that stands for the canonical register and records how the
+code indexes with it, so that the handler computes the index from the entry's word at run time. Its PC is 0: it
+returns the next PC relative to the instruction (a branch's target comes from the entry's SIMM16); an instruction
+that reads its PC as data (s_getpc_b64) reads the entry's. Code that
+does with a `Sym` what cannot be done at run time raises, and that kind gets no handler.
+
+The loop (`i64 threaded(sgpr, vgpr, ctr, lds)`, a region's signature) starts at ctr[START], looks each PC up in the
+program's index (ctr[THREADED..]: index address, first PC, length, entries address), calls the entry's handler and
+goes on at the PC it returns, until an instruction without a handler (one not compiled yet, or one the tier does
+not take), a handler that runs nothing (a memory access the VM table cannot place: the interpreter performs it,
+faults included), s_barrier, s_endpgm or the budget. Entries: [handler, PC, the Sym words...].
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import threading
+
+import numpy as np
+from llvmlite import ir
+
+from emu.amd.asm.operands import NUM_SGPRS
+from emu.amd.exec import jit
+from emu.amd.exec.operands import LITERAL, constant
+from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS
+from emu.amd.exec.translate import (
+    _BRANCHES,
+    BRANCH_RING,
+    BRANCHES,
+    BUDGET,
+    EXECUTED,
+    I32,
+    I64,
+    PTR,
+    RING,
+    START,
+    STATUS,
+    THREADED,
+    Exit,
+    Region,
+    _fit,
+    _Hooks,
+)
+from emu.pcode.llvmemit import emit
+from emu.pcode.llvmjit import Closed, engine
+
+PC_MASK = (1 << 48) - 1
+HEAD = 2  # entry words before the Sym words: handler address, PC
+MAX_SPAN = 1 << 22  # bytes of code one program's index covers
+_SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
+
+
+class Sym(int):
+    """A field the handler reads at run time: entry word HEAD + slot, times scale, plus off. As an int it is the
+    canonical value the code was built for (canonical register 0, or 256 for a VGPR source code). Affine arithmetic
+    keeps it symbolic; anything else raises TypeError, and that kind of instruction gets no handler."""
+
+    def __new__(cls, value: int, slot: int, scale: int = 1, off: int = 0):
+        s = super().__new__(cls, value)
+        s.slot, s.scale, s.off = slot, scale, off
+        return s
+
+    def __add__(self, k):
+        if isinstance(k, Sym) or not isinstance(k, int):
+            raise TypeError("a register field added to a non-constant")
+        return Sym(int(self) + k, self.slot, self.scale, self.off + k)
+
+    __radd__ = __add__
+
+    def __sub__(self, k):
+        return self + (-k)
+
+    def __mul__(self, k):
+        if isinstance(k, Sym) or not isinstance(k, int):
+            raise TypeError("a register field multiplied by a non-constant")
+        return Sym(int(self) * k, self.slot, self.scale * k, self.off * k)
+
+    __rmul__ = __mul__
+
+    def __lshift__(self, k):
+        return self * (1 << k)
+
+    def _no(self, *a):
+        raise TypeError("a register field used as a constant")
+
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __rshift__ = __neg__ = __invert__ = _no
+    __floordiv__ = __mod__ = __rsub__ = __index__ = _no
+
+
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """What a handler is compiled for: the canonical instruction and where each Sym word comes from (a field name,
+    "literal", or "vdsty": the VGPR a VOPD's opY writes)."""
+    key: tuple
+    inst: object
+    sources: tuple[str, ...]
+
+
+def kind(inst) -> Kind | None:
+    """The kind of `inst` (None: the tier does not take it, or a register lies where a handler cannot reach it)."""
+    if not Region.takeable(inst):
+        return None
+    name = inst.op.name
+    fields: dict[str, int] = {}
+    sources: list[str] = []
+    literal = None
+    if name in _BRANCHES:
+        fields["simm16"] = Sym(0, 0)
+        sources.append("simm16")
+    elif not (inst.base == "SOPP" or name in _ENGINE_NOPS or name in _ENDS or name in _BARRIERS):
+        fields = {k: v for k, v in inst.fields.items() if k != "literal"}
+        for fld, o in inst.operands.items():
+            if o.kind not in ("sgpr", "vgpr") or fld not in fields:
+                continue
+            bound = 256 if o.kind == "vgpr" else NUM_SGPRS[inst.family]
+            if o.index + o.count > bound:
+                return None
+            fields[fld] = Sym(256 if inst.fields[fld] >= 256 else 0, len(sources))
+            sources.append("vdsty" if fld == "vdsty" else fld)
+        if inst.literal is not None:
+            literal = Sym(1, len(sources))  # nonzero: code that reads `literal or 0` keeps it
+            sources.append("literal")
+    key = (inst.enc, inst.base, name, inst.size, inst.family, literal is not None,
+           tuple(sorted((k, ("sym", int(v)) if isinstance(v, Sym) else v) for k, v in fields.items())),
+           tuple(sorted((k, o.kind, o.count) for k, o in inst.operands.items())))
+    canon = dataclasses.replace(inst, pc=0, fields=fields, literal=literal, _text=None)
+    return Kind(key, canon, tuple(sources))
+
+
+def words(k: Kind, inst) -> list[int]:
+    """The Sym words of `inst` (of kind `k`)."""
+    out = []
+    for s in k.sources:
+        if s == "literal":
+            out.append(inst.literal)
+        elif s == "vdsty":
+            out.append(Region._vopd_y(inst.fields))
+        else:
+            out.append(inst.fields[s])
+    return out
+
+
+class Handler(Region):
+    """The translator's code for one canonical instruction: `i64 handler(sgpr, vgpr, ctr, lds, entry)`, which runs it
+    and returns the next PC relative to its own (or, having run nothing, leaves ctr[EXECUTED] as it was)."""
+
+    ARGS = 5
+
+    def __init__(self, prog, k: Kind, mode: int):
+        super().__init__(prog, 0, mode)
+        self.kind = k
+        self.reach: dict[int, set[int]] = {}  # slot -> canonical register offsets the code touches
+
+    def build(self, name: str) -> ir.Module:
+        m = self.module(name, {0: self.kind.inst})
+        for slot, offs in self.reach.items():  # e.g. a 64-bit read of a 32-bit operand: its words say nothing of it
+            fld = self.kind.sources[slot]
+            o = self.kind.inst.operands.get(fld)
+            if o is not None and not offs <= set(range(o.count)):
+                raise Exit(f"{fld} reaches registers {sorted(offs)} of {o.count}")
+        return m
+
+    def _start(self, b, wrong) -> None:
+        b.branch(self.blocks[0])
+
+    def _word(self, b, s: Sym):
+        ent = self.fn.args[4]
+        v = b.load(b.gep(ent, [I64(HEAD + s.slot)], source_etype=I64), typ=I64)
+        return b.add(b.mul(v, I64(s.scale)), I64(s.off))
+
+    def _register(self, s: Sym, base: int) -> None:
+        self.reach.setdefault(s.slot, set()).add(int(s) - base)
+
+    def _slot(self, b, i):
+        if not isinstance(i, Sym):
+            return super()._slot(b, i)
+        self._register(i, 0)
+        return b.gep(self.s_ptr, [self._word(b, i)], source_etype=I32)
+
+    def _row(self, b, reg):
+        if not isinstance(reg, Sym):
+            return super()._row(b, reg)
+        self._register(reg, 0)
+        vt = ir.VectorType(I32, self.lanes)
+        return b.gep(self.v_ptr, [self._word(b, reg * self.lanes)], source_etype=I32), vt
+
+    def _shape(self, b, v, bits: int, vector: bool):
+        if isinstance(v, Sym):
+            v = _fit(b, self._word(b, v), bits)
+        return super()._shape(b, v, bits, vector)
+
+    def _scalar(self, b, code: int, bits: int, fmt: str, literal):
+        if code == LITERAL and isinstance(literal, Sym):
+            return _fit(b, self._word(b, constant(code, bits, fmt, literal)), bits)
+        return super()._scalar(b, code, bits, fmt, literal)
+
+    def _common(self, b, n: str, inst):
+        if n == "PC" and inst.op.name not in _BRANCHES:  # e.g. s_getpc_b64: the instruction's own PC
+            return b.load(b.gep(self.fn.args[4], [I64(1)], source_etype=I64), typ=I64)
+        return super()._common(b, n, inst)
+
+    @staticmethod
+    def _vopd_y(f: dict):
+        return f["vdsty"]
+
+    def _taken(self, b, pc) -> None:
+        p = self._gep(b, self.ctr, BRANCHES, I64)
+        n = b.load(p, typ=I64)
+        slot = b.add(b.and_(n, I64(RING - 1)), I64(BRANCH_RING))
+        here = b.load(b.gep(self.fn.args[4], [I64(1)], source_etype=I64), typ=I64)
+        b.store(here, b.gep(self.ctr, [slot], source_etype=I64))
+        b.store(b.add(n, I64(1)), p)
+
+    def _branch(self, b, inst) -> None:
+        """The pcode's PC, relative: the canonical instruction is at 0 and SIMM16 comes from the entry."""
+        sem = self.planner.sem(inst.op)
+        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, lambda n: None, vector=False), _Hooks())
+        pc = b.and_(_fit(b, out["PC"], 64), I64(PC_MASK))
+        taken = self.fn.append_basic_block("taken")
+        on = self.fn.append_basic_block("on")
+        b.cbranch(b.icmp_unsigned("!=", pc, I64(inst.size)), taken, on)
+        tb = ir.IRBuilder(taken)
+        self._taken(tb, 0)
+        tb.branch(on)
+        self._leave(ir.IRBuilder(on), pc)
+
+
+def _loop() -> int:
+    """The address of the threaded loop (compiled once per machine)."""
+    m = engine().module("threaded")
+    fn = ir.Function(m, ir.FunctionType(I64, [PTR] * 4), "threaded")
+    s, v, ctr, lds = fn.args
+    entry, look, call, out = (fn.append_basic_block(n) for n in ("entry", "look", "call", "out"))
+    b = ir.IRBuilder(entry)
+
+    def word(b, i):
+        return b.load(b.gep(ctr, [I64(i)], source_etype=I64), typ=I64)
+    budget, index, base, length, ents = (word(b, i) for i in (BUDGET, THREADED, THREADED + 1, THREADED + 2,
+                                                             THREADED + 3))
+    index, ents = b.inttoptr(index, PTR), b.inttoptr(ents, PTR)
+    start = word(b, START)
+    b.branch(look)
+    b = ir.IRBuilder(look)
+    pc = b.phi(I64, "pc")
+    pc.add_incoming(start, entry)
+    ran = word(b, EXECUTED)
+    off = b.sub(pc, base)
+    inside = b.and_(b.icmp_unsigned("<", off, b.shl(length, I64(2))), b.icmp_unsigned("==", b.and_(off, I64(3)),
+                                                                                      I64(0)))
+    inside = b.and_(inside, b.icmp_signed("<", ran, budget))
+    at = b.select(inside, b.lshr(off, I64(2)), I64(0))
+    e = b.select(inside, b.load(b.gep(index, [at], source_etype=I64), typ=I64), I64(0))
+    b.cbranch(b.icmp_unsigned("!=", e, I64(0)), call, out)
+    b = ir.IRBuilder(call)
+    ent = b.gep(ents, [b.sub(e, I64(1))], source_etype=I64)
+    h = b.inttoptr(b.load(ent, typ=I64), ir.FunctionType(I64, [PTR] * 5).as_pointer())
+    rel = b.call(h, [s, v, ctr, lds, ent])
+    nxt = b.and_(b.add(pc, rel), I64(PC_MASK))
+    moved = b.icmp_unsigned("!=", word(b, EXECUTED), ran)
+    done = b.icmp_unsigned("!=", word(b, STATUS), I64(0))
+    pc.add_incoming(nxt, b.block)
+    stay = fn.append_basic_block("stay")
+    b.cbranch(b.and_(moved, b.not_(done)), look, stay)
+    sb = ir.IRBuilder(stay)
+    sb.ret(sb.select(moved, nxt, pc))
+    ir.IRBuilder(out).ret(pc)
+    return engine().compile(m, "threaded", "threaded loop 1")
+
+
+_handlers: dict[tuple, int | None] = {}  # (target, lanes, MODE, stats, kind key) -> handler address (None: none)
+_asked: set[tuple] = set()
+_version = [0]  # bumped whenever _handlers gains an entry: tables install what became ready
+_loop_fn: list = []
+_lock = threading.Lock()
+
+
+def _need_loop() -> None:
+    with _lock:
+        if _loop_fn:
+            return
+        _loop_fn.append(None)  # asked
+    addr = _loop()
+    _loop_fn[0] = _SIG(addr)
+    _version[0] += 1
+
+
+def _compile(prog, k: Kind, mode: int, full: tuple) -> None:
+    """Make the handler of `full` (from the disk cache, or built and compiled)."""
+    addr = None
+    try:
+        _need_loop()
+        disk = f"handler {jit.sources()} {full!r}"
+        addr = engine().load(disk)
+        if addr is None:
+            try:
+                addr = engine().compile(Handler(prog, k, mode).build("handler"), "handler", disk)
+            except (Exit, TypeError):  # not a kind the tier takes, or code that needs a register's value
+                addr = None
+    except Closed:
+        pass
+    finally:
+        _handlers[full] = addr
+        _version[0] += 1
+
+
+class Table:
+    """A program's threaded code: the index from its PCs to entries, and the instructions waiting for handlers.
+    Only the thread that runs the program's waves changes it (between native calls)."""
+
+    def __init__(self, prog, sync: bool):
+        """`sync`: compile handlers on the calling thread when asked (the `threaded` tier), else on the compile
+        thread while the waves go on interpreted."""
+        self.prog, self.sync = prog, sync
+        self.base = 0
+        self.index = np.zeros(0, np.int64)
+        self.ents = np.zeros(256, np.int64)
+        self.used = 0
+        self.want: dict[int, tuple] = {}  # pc -> (handler key, entry words)
+        self.seen = -1
+
+    def step(self, pc: int, step, native):
+        """The step at pc: the threaded loop from there once its handler is installed, else `step`. `native(fn,
+        arm)` makes the call of a native function (emu.amd.exec.wave.Program._call)."""
+        asked = [False]
+        call = [None]
+
+        def run(w):
+            if not asked[0]:
+                asked[0] = True
+                self.request(pc, w.mode)
+            if _version[0] != self.seen:
+                self.install()
+            if not self.has(pc) or not _loop_fn or _loop_fn[0] is None:
+                return step(w)
+            if call[0] is None:
+                call[0] = native(_loop_fn[0], self.arm)
+            return call[0](w)
+        return run
+
+    def request(self, pc: int, mode: int) -> None:
+        """Ask for the handlers of the instructions of the interpreter's step at pc."""
+        prog = self.prog
+        first = prog.inst(pc)
+        for inst in (prog.interp.members(first) if prog.interp is not None else [first]):
+            if inst.pc in self.want:
+                continue
+            k = kind(inst)
+            if k is None:
+                continue
+            full = (prog.planner.target, prog.lanes, mode, prog.stats, k.key)
+            self.want[inst.pc] = (full, words(k, inst))
+            if full in _asked:
+                continue
+            _asked.add(full)
+            if self.sync:
+                _compile(prog, k, mode, full)
+            else:
+                jit.background(lambda k=k, full=full: _compile(prog, k, mode, full), first=True)
+        self.install()
+
+    def install(self) -> None:
+        self.seen = _version[0]
+        for pc, (full, ws) in list(self.want.items()):
+            if full not in _handlers:
+                continue
+            del self.want[pc]
+            if _handlers[full] is not None:
+                self._put(pc, _handlers[full], ws)
+
+    def has(self, pc: int) -> bool:
+        i = (pc - self.base) >> 2
+        return 0 <= i < len(self.index) and bool(self.index[i])
+
+    def arm(self, ctr: np.ndarray) -> None:
+        """Point a native call's counters at the tables."""
+        ctr[THREADED:THREADED + 4] = (self.index.ctypes.data, self.base, len(self.index), self.ents.ctypes.data)
+
+    def _put(self, pc: int, addr: int, ws: list[int]) -> None:
+        if not len(self.index):
+            self.base = pc & ~0xFFF
+        lo, hi = min(self.base, pc & ~0xFFF), max(self.base + 4 * len(self.index), (pc | 0xFFF) + 1)
+        if hi - lo > MAX_SPAN:
+            return
+        if (lo, hi) != (self.base, self.base + 4 * len(self.index)):
+            index = np.zeros((hi - lo) // 4, np.int64)
+            at = (self.base - lo) // 4
+            index[at:at + len(self.index)] = self.index
+            self.base, self.index = lo, index
+        n = HEAD + len(ws)
+        if self.used + n > len(self.ents):
+            self.ents = np.concatenate([self.ents, np.zeros(max(n, len(self.ents)), np.int64)])
+        self.ents[self.used:self.used + n] = [addr, pc, *ws]
+        self.index[(pc - self.base) >> 2] = self.used + 1
+        self.used += n
+
+
+def enabled() -> bool:
+    """HWEMU_THREADED=0 turns the threaded tier off under `auto`."""
+    return os.environ.get("HWEMU_THREADED", "1") != "0"
