@@ -313,3 +313,30 @@ def test_object_cache(tmp_path) -> None:
         assert files[0].read_bytes() == good
     assert _probe(tmp_path, "k2") == ["1", "0", sum_, sum_]  # another key: its own object
     assert len(list((tmp_path / "llvm").glob("*.o"))) == 2
+
+
+def test_concurrent_compiles_take_turns(tmp_path) -> None:
+    """A process that compiles a key while another holds that key's lock waits for it, then loads the object the
+    other wrote instead of compiling it again (pytest-xdist workers compile alike handlers at the same time)."""
+    import fcntl
+    import shutil
+    import subprocess
+    import sys
+
+    from emu.pcode.llvmjit import engine
+    digest = engine()._digest
+    other = next(k for k in (f"k{i}" for i in range(2, 99)) if digest(k)[:2] != digest("k1")[:2])
+    mine, elsewhere = tmp_path / "mine", tmp_path / "elsewhere"
+    lock = mine / "llvm" / "locks" / digest("k1")[:2]
+    lock.parent.mkdir(parents=True)
+    with open(lock, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        waiter = subprocess.Popen([sys.executable, "-c", _CACHE_PROBE, "k1", "compile"],
+                                  env={**os.environ, "HWEMU_CACHE": str(mine)}, stdout=subprocess.PIPE, text=True)
+        assert _probe(mine, other) == ["1", "0", "0x40600000", "0x40600000"]  # another lock: not held up
+        assert _probe(elsewhere, "k1")[:2] == ["1", "0"]
+        obj = next((elsewhere / "llvm").glob("*.o"))
+        shutil.copy(obj, mine / "llvm" / obj.name)  # what the lock's holder compiled and wrote
+        assert waiter.poll() is None  # still waiting for the lock
+    out, _ = waiter.communicate(timeout=120)
+    assert out.split() == ["0", "1", "0x40600000", "0x40600000"]

@@ -8,7 +8,7 @@ many as tinygrad's own mock gives; a GPU nobody opens costs a few empty memory f
 It is only a calling-convention adapter: the driver, queues and GPUs are emu.os's, shared with hwemu's own stack.
 
 tinygrad's fault-injection hook, `MOCKGPU_EMU_FAULTADDR=0xADDR` (set while the process runs; its test_hcq's
-test_on_device_hang), maps onto hwemu's fault injection (emu.os.MockSystem.inject_fault): when the process waits
+test_on_device_hang), maps onto hwemu's fault injection (emu.os.system.MockSystem.inject_fault): when the process waits
 on KFD events with it set to a new value, the first GPU raises a VM fault at that address through the real fault
 path. The driver reports the faulting page, as Linux does; tinygrad's mock reports the address as given, so for
 that report the adapter puts the address's low bits back into the event data tinygrad reads. tinygrad's mock
@@ -41,8 +41,6 @@ import shutil
 import sys
 import types
 
-from emu.amd.memory import PAGE
-
 MODULE, USB_MODULE, EMU_MODULE = "test.mockgpu.mockgpu", "test.mockgpu.usb", "test.mockgpu.amd.emu"
 SUPPORTED = ("MOCKKFD", "MOCK")
 DEFAULT_GPUS = 6  # tinygrad's own mock has six
@@ -68,6 +66,7 @@ def mock_interface():
 
 def _with_fault_hook(base: type) -> type:
     """`base` (emu.os's interface class) that also honours MOCKGPU_EMU_FAULTADDR (see the module docstring)."""
+    from emu.amd.memory import PAGE
     from stack.hcq import kfd_ioctl as k
 
     class TinygradMockFileIO(base):

@@ -11,7 +11,9 @@ name the same code). The engine gives the compiled function a symbol of its own 
 makes the module's other definitions internal, so that names never clash between modules or processes. With a key
 the object code is kept in memory and under `$HWEMU_CACHE/llvm/` (default `~/.cache/hwemu/llvm/`), named by a hash
 of the key, VERSION, LLVM's version, the target (triple, CPU, features) and the optimization level, so that another
-process skips optimization and code generation (`load` even lets it skip building the module). A cache file holds
+process skips optimization and code generation (`load` even lets it skip building the module). Processes that
+compile the same key at once (pytest-xdist workers running alike kernels) take turns on a lock file (one of 256,
+by the key's hash), and the later ones load what the first one wrote. A cache file holds
 a magic, the SHA-256 of the object and the object; a file that does not check out (truncated, corrupted, another
 format) is ignored and replaced. Without a key nothing is cached.
 
@@ -27,6 +29,8 @@ torn down, and what the process's later exit handlers still launch runs interpre
 from __future__ import annotations
 
 import atexit
+import contextlib
+import fcntl
 import hashlib
 import os
 import tempfile
@@ -130,7 +134,7 @@ class Engine:
     def compile(self, module: ir.Module | str, name: str, key: str | None = None) -> int:
         """The address of function `name` of `module` (llvmlite IR or its text), optimized and compiled; with a
         key, from the cache when the key's object is there (in this process or on disk)."""
-        with self._lock:
+        with self._lock, self._turn(key):
             self._open()
             if key is not None:
                 addr = self.load(key)
@@ -181,6 +185,27 @@ class Engine:
             return addr
 
     # ---- internals ---------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _turn(self, key: str | None):
+        """This process's turn to compile `key` (an exclusive lock on its lock file; none when the cache directory
+        cannot hold one)."""
+        fd = -1
+        if key is not None:
+            try:
+                locks = cache_dir() / "locks"  # 256 of them: keys share a lock by the first byte of their digest
+                locks.mkdir(parents=True, exist_ok=True)
+                fd = os.open(locks / self._digest(key)[:2], os.O_RDWR | os.O_CREAT, 0o644)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError:
+                if fd >= 0:
+                    os.close(fd)
+                fd = -1
+        try:
+            yield
+        finally:
+            if fd >= 0:
+                os.close(fd)  # releases the lock (the file stays: unlinking it would race a waiter)
+
     def _add(self, obj: bytes) -> None:
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self._engine.finalize_object()
@@ -228,15 +253,17 @@ class Engine:
             pass
 
 
-_ENGINE: Engine | None = None
+_ENGINES: dict[str, Engine] = {}
 _ENGINE_LOCK = threading.Lock()
 
 
-def engine() -> Engine:
-    """The process's engine (created on first use)."""
-    global _ENGINE
-    if _ENGINE is None:
+def engine(name: str = "main") -> Engine:
+    """The process's engine `name` (created on first use). Each has its own lock: a long compile on one (a region)
+    does not hold up loads from the cache on another (the threaded tier's handlers)."""
+    e = _ENGINES.get(name)
+    if e is None:
         with _ENGINE_LOCK:
-            if _ENGINE is None:
-                _ENGINE = Engine()
-    return _ENGINE
+            e = _ENGINES.get(name)
+            if e is None:
+                e = _ENGINES[name] = Engine()
+    return e

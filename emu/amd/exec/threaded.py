@@ -32,10 +32,11 @@ from llvmlite import ir
 
 from emu.amd.asm.operands import NUM_SGPRS
 from emu.amd.exec import jit
-from emu.amd.exec.operands import LITERAL, constant
-from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS
+from emu.amd.exec.operands import constant
+from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, smem_offsets
 from emu.amd.exec.translate import (
     _BRANCHES,
+    _GLOBAL,
     BRANCH_RING,
     BRANCHES,
     BUDGET,
@@ -51,10 +52,13 @@ from emu.amd.exec.translate import (
     Region,
     _fit,
     _Hooks,
+    ds_offset,
+    global_offset,
 )
 from emu.pcode.llvmemit import emit
 from emu.pcode.llvmjit import Closed, engine
 
+ENGINE = "threaded"  # the LLVM engine of handlers (emu.pcode.llvmjit.engine): regions compile on another
 PC_MASK = (1 << 48) - 1
 HEAD = 2  # entry words before the Sym words: handler address, PC
 MAX_SPAN = 1 << 22  # bytes of code one program's index covers
@@ -91,20 +95,39 @@ class Sym(int):
     def __lshift__(self, k):
         return self * (1 << k)
 
-    def _no(self, *a):
-        raise TypeError("a register field used as a constant")
+    def __rsub__(self, k):
+        return self * -1 + k
 
-    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __rshift__ = __neg__ = __invert__ = _no
-    __floordiv__ = __mod__ = __rsub__ = __index__ = _no
+    def __and__(self, k):
+        """Only a mask of 32 or more low bits: every use truncates the value to the operand's width anyway."""
+        if isinstance(k, Sym) or not isinstance(k, int) or k & (k + 1) or k.bit_length() < 32:
+            raise TypeError("a field masked")
+        return self
+
+    def _no(self, *a):
+        raise TypeError("a field used as a constant")
+
+    __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __rshift__ = __neg__ = __invert__ = _no
+    __floordiv__ = __mod__ = __index__ = _no
 
 
 @dataclasses.dataclass(frozen=True)
 class Kind:
     """What a handler is compiled for: the canonical instruction and where each Sym word comes from (a field name,
-    "literal", or "vdsty": the VGPR a VOPD's opY writes)."""
+    or one of DERIVED)."""
     key: tuple
     inst: object
     sources: tuple[str, ...]
+
+
+DERIVED = {  # Sym words computed from the instruction, by what Region calls them
+    "literal": lambda inst: inst.literal,
+    "vdsty": lambda inst: Region._vopd_y(inst.fields),  # the VGPR a VOPD's opY writes
+    "offset:global": global_offset,
+    "offset:smem": lambda inst: smem_offsets(inst.fields, False, None)[0],
+    "offset:ds": ds_offset,
+}
+_OFFSETS = {"offset", "ioffset"}
 
 
 def kind(inst) -> Kind | None:
@@ -120,17 +143,29 @@ def kind(inst) -> Kind | None:
         sources.append("simm16")
     elif not (inst.base == "SOPP" or name in _ENGINE_NOPS or name in _ENDS or name in _BARRIERS):
         fields = {k: v for k, v in inst.fields.items() if k != "literal"}
+
+        def sym(canon: int, source: str) -> Sym:
+            sources.append(source)
+            return Sym(canon, len(sources) - 1)
         for fld, o in inst.operands.items():
-            if o.kind not in ("sgpr", "vgpr") or fld not in fields:
+            if fld not in fields:
                 continue
-            bound = 256 if o.kind == "vgpr" else NUM_SGPRS[inst.family]
-            if o.index + o.count > bound:
+            if o.kind == "inline" and 128 <= fields[fld] <= 208:  # an integer constant: its code, read at run time
+                fields[fld] = sym(128 if fields[fld] <= 192 else 193, fld)
+                continue
+            if o.kind not in ("sgpr", "vgpr"):
+                continue
+            if o.index + o.count > (256 if o.kind == "vgpr" else NUM_SGPRS[inst.family]):
                 return None
-            fields[fld] = Sym(256 if inst.fields[fld] >= 256 else 0, len(sources))
-            sources.append("vdsty" if fld == "vdsty" else fld)
+            fields[fld] = sym(256 if fields[fld] >= 256 else 0, "vdsty" if fld == "vdsty" else fld)
         if inst.literal is not None:
-            literal = Sym(1, len(sources))  # nonzero: code that reads `literal or 0` keeps it
-            sources.append("literal")
+            literal = sym(1, "literal")  # nonzero: code that reads `literal or 0` keeps it
+        if inst.base in _GLOBAL or inst.base == "SMEM" and inst.family != "cdna":
+            sources.append("offset:global" if inst.base in _GLOBAL else "offset:smem")
+            fields.update((k, 0) for k in _OFFSETS & fields.keys())
+        elif inst.base == "DS":
+            sources += ["offset:ds", "offset0", "offset1"]
+            fields.update(offset0=0, offset1=0)
     key = (inst.enc, inst.base, name, inst.size, inst.family, literal is not None,
            tuple(sorted((k, ("sym", int(v)) if isinstance(v, Sym) else v) for k, v in fields.items())),
            tuple(sorted((k, o.kind, o.count) for k, o in inst.operands.items())))
@@ -140,15 +175,7 @@ def kind(inst) -> Kind | None:
 
 def words(k: Kind, inst) -> list[int]:
     """The Sym words of `inst` (of kind `k`)."""
-    out = []
-    for s in k.sources:
-        if s == "literal":
-            out.append(inst.literal)
-        elif s == "vdsty":
-            out.append(Region._vopd_y(inst.fields))
-        else:
-            out.append(inst.fields[s])
-    return out
+    return [DERIVED[s](inst) if s in DERIVED else inst.fields[s] for s in k.sources]
 
 
 class Handler(Region):
@@ -201,9 +228,13 @@ class Handler(Region):
         return super()._shape(b, v, bits, vector)
 
     def _scalar(self, b, code: int, bits: int, fmt: str, literal):
-        if code == LITERAL and isinstance(literal, Sym):
-            return _fit(b, self._word(b, constant(code, bits, fmt, literal)), bits)
+        c = constant(code, bits, fmt, literal)
+        if isinstance(c, Sym):  # the literal, or an integer constant
+            return _fit(b, self._word(b, c), bits)
         return super()._scalar(b, code, bits, fmt, literal)
+
+    def _imm(self, source: str, value: int):
+        return Sym(0, self.kind.sources.index(source)) if source in self.kind.sources else value
 
     def _common(self, b, n: str, inst):
         if n == "PC" and inst.op.name not in _BRANCHES:  # e.g. s_getpc_b64: the instruction's own PC
@@ -238,7 +269,7 @@ class Handler(Region):
 
 def _loop() -> int:
     """The address of the threaded loop (compiled once per machine)."""
-    m = engine().module("threaded")
+    m = engine(ENGINE).module("threaded")
     fn = ir.Function(m, ir.FunctionType(I64, [PTR] * 4), "threaded")
     s, v, ctr, lds = fn.args
     entry, look, call, out = (fn.append_basic_block(n) for n in ("entry", "look", "call", "out"))
@@ -275,7 +306,7 @@ def _loop() -> int:
     sb = ir.IRBuilder(stay)
     sb.ret(sb.select(moved, nxt, pc))
     ir.IRBuilder(out).ret(pc)
-    return engine().compile(m, "threaded", "threaded loop 1")
+    return engine(ENGINE).compile(m, "threaded", "threaded loop 1")
 
 
 _handlers: dict[tuple, int | None] = {}  # (target, lanes, MODE, stats, kind key) -> handler address (None: none)
@@ -295,23 +326,26 @@ def _need_loop() -> None:
     _version[0] += 1
 
 
-def _compile(prog, k: Kind, mode: int, full: tuple) -> None:
-    """Make the handler of `full` (from the disk cache, or built and compiled)."""
+def _make(prog, k: Kind, mode: int, full: tuple, build: bool) -> bool:
+    """Make the handler of `full`: from the disk cache, else (with `build`) built and compiled. False: not on disk,
+    left to a later call with `build`."""
     addr = None
     try:
         _need_loop()
         disk = f"handler {jit.sources()} {full!r}"
-        addr = engine().load(disk)
+        addr = engine(ENGINE).load(disk)
         if addr is None:
+            if not build:
+                return False
             try:
-                addr = engine().compile(Handler(prog, k, mode).build("handler"), "handler", disk)
+                addr = engine(ENGINE).compile(Handler(prog, k, mode).build("handler"), "handler", disk)
             except (Exit, TypeError):  # not a kind the tier takes, or code that needs a register's value
                 addr = None
     except Closed:
         pass
-    finally:
-        _handlers[full] = addr
-        _version[0] += 1
+    _handlers[full] = addr
+    _version[0] += 1
+    return True
 
 
 class Table:
@@ -363,10 +397,8 @@ class Table:
             if full in _asked:
                 continue
             _asked.add(full)
-            if self.sync:
-                _compile(prog, k, mode, full)
-            else:
-                jit.background(lambda k=k, full=full: _compile(prog, k, mode, full), first=True)
+            if not _make(prog, k, mode, full, build=self.sync):  # the compile thread builds what the disk lacks
+                jit.background(lambda k=k, full=full: _make(prog, k, mode, full, build=True), first=True)
         self.install()
 
     def install(self) -> None:

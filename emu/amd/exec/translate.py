@@ -238,6 +238,11 @@ class Region:
                 raise Exit(pc) from e
         return m
 
+    def _imm(self, source: str, value: int):
+        """An immediate of the instruction (an offset) as the code uses it: the constant (threaded.Handler reads
+        it at run time)."""
+        return value
+
     def _start(self, b, wrong) -> None:
         """Branch to the instruction at ctr[START] (`wrong`: none of the region's)."""
         sw = b.switch(b.load(self._gep(b, self.ctr, START, I64), typ=I64), wrong)
@@ -604,7 +609,8 @@ class Region:
         sem = self.planner.sem(op)
         if sem.serial or "VGPR" in sem.reads or f.get("acc") or sem.writes - {"MEM", "LDS", "VDATA", "RETURN_DATA"}:
             raise Exit(f"{op.name}: atomic, cross-lane or writes {sorted(sem.writes)}")
-        consts = {"OFFSET": f["offset1"] << 8 | f["offset0"], "OFFSET0": f["offset0"], "OFFSET1": f["offset1"]}
+        consts = {"OFFSET": self._imm("offset:ds", ds_offset(inst)), "OFFSET0": self._imm("offset0", f["offset0"]),
+                  "OFFSET1": self._imm("offset1", f["offset1"])}
         data = {"DATA": "data0", "DATA0": "data0", "DATA2": "data1", "DATA1": "data1"}
         pl = self.planner
 
@@ -700,12 +706,11 @@ class Region:
         rdna4 = "ioffset" in f
         vaddr, data, vdst = (f["vaddr"], f["vsrc"], f["vdst"]) if rdna4 else (f["addr"], f["data"], f["vdst"])
         cdna = self.fam == "cdna"
-        off = sext(f["ioffset"], 24) if rdna4 else f["offset"] if cdna and inst.base == "FLAT" \
-            else sext(f["offset"], 13)
+        off = self._imm("offset:global", global_offset(inst))
         saddr = f.get("saddr", pl.saddr_off)
         vec = ir.VectorType(I64, self.lanes)
         if inst.base.endswith("GLOBAL") and (saddr not in (pl.saddr_off, 0x7C, 0x7D) or cdna and saddr < 0x7F):
-            base = b.add(self._scalar(b, saddr, 64, "", None), I64(off & (2**64 - 1)))
+            base = b.add(self._scalar(b, saddr, 64, "", None), self._shape(b, off, 64, False))
             addr = b.add(b.zext(self._vgpr(b, vaddr, 32), vec), self._shape(b, base, 64, True))
         else:
             addr = b.add(self._vgpr(b, vaddr, 64), self._shape(b, off, 64, True))
@@ -749,7 +754,7 @@ class Region:
         if op.name.startswith("S_BUFFER"):
             base = b.and_(base, I64(0xFFFFFFFFFFFF))
         off, soff = smem_offsets(f, self.fam == "cdna", self.null)
-        addr = b.add(base, I64(off & (2**64 - 1)))
+        addr = b.add(base, self._shape(b, self._imm("offset:smem", off), 64, False))
         if soff is not None:
             addr = b.add(addr, b.zext(self._scalar(b, soff, 32, "", None), I64))
         addr = b.and_(addr, I64(0xFFFFFFFFFFFC))
@@ -927,6 +932,19 @@ class Region:
                 self._set_pair(b, EXEC, b.and_(self._mask(b, v), exe))
             else:
                 raise Exit(f"writes {n}")
+
+
+def global_offset(inst) -> int:
+    """The byte offset of a GLOBAL / FLAT / SCRATCH instruction."""
+    f = inst.fields
+    if "ioffset" in f:
+        return sext(f["ioffset"], 24)
+    return f["offset"] if inst.family == "cdna" and inst.base == "FLAT" else sext(f["offset"], 13)
+
+
+def ds_offset(inst) -> int:
+    """The byte offset of a DS instruction that names one (offset1:offset0)."""
+    return inst.fields["offset1"] << 8 | inst.fields["offset0"]
 
 
 def _fit(b, v, bits: int):

@@ -1,0 +1,272 @@
+"""The mock system of a process: GPUs, their driver and engine, and the file-I/O interface they appear through.
+
+`interface(arch, gpus)` (the `hwemu.interfaces` entry point MOCKKFD) gives the interface class of a mock system:
+`gpus` emulated GPUs of `arch` behind MOCKKFD. It has the call contract of stack.hcq.fileio.FileIO: `/dev/kfd`,
+`/dev/dri/renderD*`, the KFD topology under `/sys/devices/virtual/kfd/kfd/topology/` and the render nodes'
+sysfs under `/sys/class/drm/renderD*/` are the mock's; every other path is the operating system's. An open
+mock file holds a real descriptor (of /dev/null) so its `fd` is a unique int a client can pass around (e.g. as
+ACQUIRE_VM's drm_fd). mmap of /dev/kfd (doorbells, event page) and of a render node (buffers) maps the
+device memory's pages into the process, at the requested address with MAP_FIXED.
+"""
+from __future__ import annotations
+
+import atexit
+import errno
+import os
+import sys
+import threading
+
+from emu.amd import kernel_stats, topology
+from emu.amd.bo import Heap
+from emu.amd.device import GPUDevice
+from emu.amd.doorbell import Doorbells
+from emu.amd.exec import category
+from emu.amd.kfd import KFD
+from emu.amd.queue import Engine
+from stack.hcq.fileio import MAP_FIXED, FileIO, os_mmap, os_munmap
+
+DEFAULT_ARCH = "gfx1100"
+TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
+FIRST_RENDER_MINOR = 128
+OWNED = ("/sys/devices/virtual/kfd", "/sys/class/kfd", "/dev/dri/renderD", "/sys/class/drm/renderD")
+GTT_SIZE = 64 << 30  # system memory GPU buffers can take (sparse: pages exist once touched)
+
+
+class MockSystem:
+    """The mock devices of one process: GPUs, their driver, the engine that runs them, the files they appear as."""
+
+    def __init__(self, arch: str, ngpus: int):
+        topology.chip(arch)  # a clear error for a chip without topology figures
+        if not 1 <= ngpus <= 16:
+            raise ValueError(f"a mock system has 1 to 16 GPUs, not {ngpus}")
+        self.arch = arch
+        self.lock = threading.RLock()
+        self.gpus: list[GPUDevice] = []
+        self.engine = Engine(self.gpus)
+        self.gpus.extend(GPUDevice(arch, i + 1, FIRST_RENDER_MINOR + i, self.engine) for i in range(ngpus))
+        self.kfd = KFD(self.gpus, Heap("gtt", GTT_SIZE), self.lock)
+        self.files = self._sysfs()
+        self.open_files: dict[int, object] = {}  # fd -> the mock node (a GPUDevice for render nodes, "kfd")
+        if category.enabled():
+            atexit.register(self._report)
+
+    def inject_fault(self, addr: int, gpu: int = 0, write: bool = False) -> None:
+        """hwemu's fault injection: GPU `gpu` (an index into .gpus) raises a VM fault at `addr` now, through the
+        real fault path (the fault record, the driver's memory-exception event with the faulting page, the halted
+        queues going on once the process has been told). OSError(EINVAL) for a GPU or address that is not one."""
+        if not 0 <= gpu < len(self.gpus):
+            raise OSError(errno.EINVAL, f"fault injection: no GPU {gpu} (the mock system has {len(self.gpus)})")
+        with self.lock:
+            self.gpus[gpu].inject_fault(addr, write)
+
+    def _sysfs(self) -> dict[str, str | None]:
+        """path -> text of every mock file (None for device nodes); directories are implied by the paths."""
+        f: dict[str, str | None] = {"/dev/kfd": None, f"{TOPOLOGY}/generation_id": "1\n",
+                                    f"{TOPOLOGY}/system_properties": "platform_oem 0\nplatform_id 0\nplatform_rev 0\n"}
+        cpu = f"{TOPOLOGY}/nodes/0"
+        f.update({f"{cpu}/gpu_id": "0\n", f"{cpu}/name": "\n", f"{cpu}/properties": topology.cpu_properties(
+            os.cpu_count() or 1), f"{cpu}/mem_banks/0/properties": topology.gpu_mem_bank(topology.chip(self.arch))})
+        for g in self.gpus:
+            n, c = f"{TOPOLOGY}/nodes/{g.node}", g.chip
+            f.update({f"{n}/gpu_id": f"{g.gpu_id}\n", f"{n}/name": f"{g.arch}\n",
+                      f"{n}/properties": topology.gpu_properties(c, g.node, g.render_minor),
+                      f"{n}/mem_banks/0/properties": topology.gpu_mem_bank(c),
+                      f"{n}/io_links/0/properties": topology.io_link(g.node, 0)})
+            f.update({f"{n}/caches/{i}/properties": t for i, t in enumerate(topology.gpu_caches(c))})
+            dev = f"/sys/class/drm/renderD{g.render_minor}/device"
+            f.update({f"/dev/dri/renderD{g.render_minor}": None, f"{dev}/vendor": "0x1002\n",
+                      f"{dev}/device": f"{c.device_id:#06x}\n", f"{dev}/power_dpm_force_performance_level": "auto\n"})
+            for hwid, (major, minor, rev) in topology.ip_versions(c).items():
+                ip = f"{dev}/ip_discovery/die/0/{hwid}/0"
+                f.update({f"{ip}/major": f"{major}\n", f"{ip}/minor": f"{minor}\n", f"{ip}/revision": f"{rev}\n",
+                          f"{ip}/base_addr": "0x00001260\n"})
+        return f
+
+    @staticmethod
+    def owns(path: str) -> bool:
+        """Whether `path` is in the mock's namespace (present or not): the KFD device and topology, render nodes."""
+        p = os.path.normpath(path) if path else ""
+        return p == "/dev/kfd" or p.startswith(OWNED)
+
+    def exists(self, path: str) -> bool:
+        p = os.path.normpath(path)
+        return p in self.files or self.is_dir(p)
+
+    def is_dir(self, path: str) -> bool:
+        p = os.path.normpath(path).rstrip("/") + "/"
+        return p.startswith(("/sys/", "/dev/")) and any(k.startswith(p) for k in self.files)
+
+    def listdir(self, path: str) -> list[str]:
+        p = os.path.normpath(path).rstrip("/") + "/"
+        return sorted({k[len(p):].split("/")[0] for k in self.files if k.startswith(p)})
+
+    def render_gpu(self, path: str) -> GPUDevice | None:
+        return next((g for g in self.gpus if path == f"/dev/dri/renderD{g.render_minor}"), None)
+
+    def render_fds(self) -> dict[int, GPUDevice]:
+        return {fd: n for fd, n in self.open_files.items() if isinstance(n, GPUDevice)}
+
+    def stats_line(self) -> str:
+        """One line saying that hwemu served this process, and how much went through it."""
+        s = self.summary()
+        ioctls = sum(v for k, v in s.items() if k.startswith("ioctl "))
+        sdma = sum(v for k, v in s.items() if k.startswith("SDMA_"))
+        pm4 = sum(v for k, v in s.items() if k.isupper() and not k.startswith("SDMA_"))
+        return (f"hwemu: MOCKKFD with {len(self.gpus)} emulated {self.arch}: {ioctls} ioctls, {pm4} PM4 packets, "
+                f"{sdma} SDMA packets, {s.get('dispatches', 0)} dispatches, {s.get('waves', 0)} waves, "
+                f"{s.get('wave_instructions', 0)} wave-instructions")
+
+    def _report(self) -> None:
+        """At exit under HWEMU_STATS: the line and the per-kernel table (emu.amd.kernel_stats)."""
+        table = kernel_stats.format_table([(g.name, g.kernel_stats) for g in self.gpus])
+        print(self.stats_line() + ("\n" + table if table else ""), file=sys.stderr, flush=True)
+
+    def summary(self) -> dict[str, int]:
+        """What went through the driver and the GPUs: ioctls by name, packets by name, dispatches, waves, ..."""
+        out = {f"ioctl {k}": v for k, v in sorted(self.kfd.calls.items())}
+        for g in self.gpus:
+            for k, v in sorted(g.stats.items()):
+                out[k] = out.get(k, 0) + v
+            out["dispatches"] = out.get("dispatches", 0) + g.dispatches
+        return out
+
+
+class MockFileIO:
+    """A file of the mock system or, for any other path, of the operating system (see the module docstring)."""
+    system: MockSystem  # bound by interface()
+
+    def __init__(self, path: str, flags: int = os.O_RDONLY, fd: int | None = None):
+        self.path = os.path.normpath(path) if path else path
+        self._real: FileIO | None = None
+        if fd is not None or not self.system.owns(self.path):
+            self._real = FileIO(path, flags) if fd is None else _wrap_fd(path, fd)
+            self.fd = self._real.fd
+            return
+        if not self.system.exists(self.path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        self.fd = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+        node = "kfd" if self.path == "/dev/kfd" else self.system.render_gpu(self.path)
+        if node is not None:
+            self.system.open_files[self.fd] = node
+        self._pos = 0
+
+    def __del__(self) -> None:
+        fd = getattr(self, "fd", None)
+        if fd is None or getattr(self, "_real", None) is not None:
+            return  # the real file closes itself
+        self.system.open_files.pop(fd, None)
+        os.close(fd)
+        self.fd = None
+
+    def _node(self):
+        return self.system.open_files.get(self.fd)
+
+    def ioctl(self, request: int, arg) -> int:
+        if self._real is not None:
+            return self._real.ioctl(request, arg)
+        node = self._node()
+        if node == "kfd":
+            return self.system.kfd.ioctl(request, arg, self.system.render_fds())
+        raise OSError(errno.ENOTTY, f"{self.path}: ioctl {request:#x} is not supported by the mock device")
+
+    def mmap(self, addr: int, size: int, prot: int, flags: int, offset: int) -> int:
+        if self._real is not None:
+            return self._real.mmap(addr, size, prot, flags, offset)
+        node = self._node()
+        with self.system.lock:
+            if node == "kfd":
+                heap, off = self.system.kfd.mmap_kfd(size, offset), 0
+            elif isinstance(node, GPUDevice):
+                heap, off = self.system.kfd.mmap_render(node, size, offset)
+            else:
+                raise OSError(errno.ENODEV, f"{self.path} cannot be mapped")
+        return os_mmap(addr, size, prot, flags if addr else flags & ~MAP_FIXED, heap.fd, off)
+
+    def read(self, size: int | None = None, binary: bool = False, offset: int | None = None):
+        if self._real is not None:
+            return self._real.read(size, binary, offset)
+        text = self.system.files.get(self.path)
+        if text is None:
+            raise OSError(errno.EINVAL if self.path in self.system.files else errno.EISDIR, f"{self.path}: not a "
+                          "readable file")
+        pos = self._pos if offset is None else offset
+        data = text.encode()[pos:] if size is None else text.encode()[pos:pos + size]
+        self._pos = pos + len(data)
+        return data if binary else data.decode()
+
+    def write(self, content, binary: bool = False, offset: int | None = None) -> None:
+        if self._real is not None:
+            return self._real.write(content, binary, offset)
+        if not self.path.endswith("power_dpm_force_performance_level"):
+            raise OSError(errno.EACCES, f"{self.path}: read-only")
+        self.system.files[self.path] = (content.decode() if binary else content).strip() + "\n"
+
+    def seek(self, offset: int) -> None:
+        if self._real is not None:
+            os.lseek(self.fd, offset, os.SEEK_SET)
+        else:
+            self._pos = offset
+
+    def listdir(self) -> list[str]:
+        return self._real.listdir() if self._real is not None else self.system.listdir(self.path)
+
+    @classmethod
+    def exists(cls, path: str) -> bool:
+        return cls.system.exists(path) if cls.system.owns(path) else os.path.exists(path)
+
+    @staticmethod
+    def anon_mmap(addr: int, size: int, prot: int, flags: int, offset: int = 0) -> int:
+        return FileIO.anon_mmap(addr, size, prot, flags, offset)
+
+    @staticmethod
+    def munmap(addr: int, size: int) -> None:
+        os_munmap(addr, size)
+
+    @staticmethod
+    def readlink(path: str) -> str:
+        return os.readlink(path)
+
+    @staticmethod
+    def eventfd(initval: int, flags: int = 0):
+        return _wrap_fd("eventfd", os.eventfd(initval, flags))
+
+
+def _wrap_fd(path: str, fd: int) -> FileIO:
+    f = FileIO.__new__(FileIO)
+    f.path, f.fd = path, fd
+    return f
+
+
+_systems: dict[tuple[str, int], type[MockFileIO]] = {}
+_systems_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child is a new process to the driver: the parent's queues are not its own, and its engine thread
+    did not survive the fork (KFD likewise serves only the process that opened it)."""
+    global _systems_lock
+    _systems_lock = threading.Lock()
+    for s in systems():
+        s.lock = threading.RLock()
+        s.kfd.lock, s.kfd.cond = s.lock, threading.Condition(s.lock)
+        s.engine.doorbells, s.engine._thread = Doorbells(), None
+        for g in s.gpus:
+            g.queues.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def interface(arch: str | None = None, gpus: int = 1) -> type[MockFileIO]:
+    """The file-I/O interface class of the process's mock system with `gpus` GPUs of `arch` (default gfx1100)."""
+    key = ((arch or DEFAULT_ARCH).lower(), gpus)
+    with _systems_lock:
+        cls = _systems.get(key)
+        if cls is None:
+            cls = _systems[key] = type("MockFileIO", (MockFileIO,), {"system": MockSystem(*key)})
+        return cls
+
+
+def systems() -> list[MockSystem]:
+    """The mock systems this process has created."""
+    return [c.system for c in _systems.values()]
