@@ -65,19 +65,19 @@ class Interp:
     def __init__(self, planner: Planner, decode: Callable | None = None):
         self.planner, self.decode = planner, decode
 
-    def plan(self, inst) -> Callable:
-        insts = self.members(inst)
+    def plan(self, inst, until: Callable[[int], bool] | None = None) -> Callable:
+        insts = self.members(inst, until)
         if len(insts) == 1:
             return self.single(inst)
         return _block(self.planner, insts, [self.part(i) for i in insts])
 
-    def members(self, inst) -> list:
+    def members(self, inst, until: Callable[[int], bool] | None = None) -> list:
         """The instructions of the step that starts at `inst`: its straight-line block (just `inst` without
-        `decode`)."""
+        `decode`), ending before the first PC for which `until` holds."""
         out, pc = [inst], inst.pc + inst.size
         if self.decode is None or self._ends(inst):
             return out
-        while len(out) < BLOCK:
+        while len(out) < BLOCK and not (until is not None and until(pc)):
             try:
                 nxt = self.decode(pc)
             except Exception:  # not fetchable now: the block ends before it

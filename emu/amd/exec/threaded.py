@@ -382,6 +382,21 @@ class Table:
             return call[0](w)
         return run
 
+    def fallback(self, make):
+        """The interpreter's step for where the loop cannot start: `make(until)` with `until(pc)` true where it can
+        (the block stops there and the loop goes on), made at the first call and again when handlers installed
+        since would end it sooner."""
+        made: list = [None, -1, ()]  # step, the _version it was made at, the PCs of its block after the first
+
+        def step(w):
+            if made[0] is None or made[1] != _version[0] and any(self.has(p) for p in made[2]):
+                made[1] = _version[0]
+                made[0] = make(self.has)
+                made[2] = tuple(i.pc for i in self.prog.interp.members(self.prog.inst(w.pc), self.has)[1:]) \
+                    if self.prog.interp is not None else ()
+            return made[0](w)
+        return step
+
     def request(self, pc: int, mode: int) -> None:
         """Ask for the handlers of the instructions of the interpreter's step at pc."""
         prog = self.prog

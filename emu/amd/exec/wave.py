@@ -75,7 +75,7 @@ class Program:
     def build(self, pc: int):
         inst = self.inst(pc)
         if self.threaded is not None:  # the interpreter's step is built only if the native loop cannot start at pc
-            s = _lazy(lambda: self._plan(inst))
+            s = self.threaded.fallback(lambda until: self._plan(inst, until))
             s = self.threaded.step(pc, s, lambda fn, arm, s=s: self._call(pc, fn, s, arm))
         else:
             s = self._plan(inst)
@@ -84,11 +84,11 @@ class Program:
         self.steps[pc] = s
         return s
 
-    def _plan(self, inst):
-        """The interpreter's step at inst."""
-        s = self.interp.plan(inst) if self.interp is not None else self.planner.plan(inst)
+    def _plan(self, inst, until=None):
+        """The interpreter's step at inst (its block ends before the first PC for which `until` holds)."""
+        s = self.interp.plan(inst, until) if self.interp is not None else self.planner.plan(inst)
         if self.stats:
-            members = self.interp.members(inst) if self.interp is not None else [inst]
+            members = self.interp.members(inst, until) if self.interp is not None else [inst]
             s = category.tallied(s, [category.category(i) for i in members])
         return s
 
@@ -174,17 +174,6 @@ class Program:
                 w.set_exec(w.exec)
             return int(ctr[STATUS])
         return run_native
-
-
-def _lazy(make):
-    """A step that is `make()`'s step, made at its first call."""
-    made = []
-
-    def step(w):
-        if not made:
-            made.append(make())
-        return made[0](w)
-    return step
 
 
 class Deadline:
