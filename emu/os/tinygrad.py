@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import importlib.abc
+import importlib.machinery
 import os
 import shutil
 import sys
@@ -120,6 +122,21 @@ class MockUSB3:
                            "USB-attached GPUs (MOCKUSB) are not emulated")
 
 
+class _EmuFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves `import test.mockgpu.amd.emu` (tinygrad's test/amd run their ISA snippets through its run_asm) with
+    hwemu's emu.os.tinygrad_emu, imported only then: most processes never ask for it."""
+
+    def find_spec(self, name, path=None, target=None):
+        return importlib.machinery.ModuleSpec(name, self) if name == EMU_MODULE else None
+
+    def create_module(self, spec):
+        from emu.os import tinygrad_emu
+        return tinygrad_emu
+
+    def exec_module(self, module) -> None:
+        pass
+
+
 def install() -> bool:
     """Register the adapter modules (once); returns whether hwemu now serves tinygrad's mock interface."""
     if not enabled():
@@ -132,8 +149,7 @@ def install() -> bool:
     usb = types.ModuleType(USB_MODULE, MockUSB3.__doc__)
     usb.MockUSB3 = MockUSB3
     sys.modules[MODULE], sys.modules[USB_MODULE] = mod, usb
-    from emu.os import tinygrad_emu  # tinygrad's test/amd run their ISA snippets through its run_asm: hwemu's
-    sys.modules[EMU_MODULE] = tinygrad_emu
+    sys.meta_path.insert(0, _EmuFinder())
     if "CC" not in os.environ and shutil.which("clang") is None and shutil.which("clang-19") is not None:
         os.environ["CC"] = "clang-19"
     os.environ.setdefault("HCQDEV_WAIT_TIMEOUT_MS", str(WAIT_TIMEOUT_MS))
