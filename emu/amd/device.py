@@ -24,7 +24,7 @@ from emu.amd.gpu import fetch_code
 from emu.amd.memory import PAGE, VM, FaultRecord
 from emu.amd.queue import HALTED, RUNNING, Queue
 from emu.amd.sdma import SDMAQueue
-from emu.amd.usermem import accessible
+from emu.amd.usermem import inaccessible
 
 DOORBELLS = 1024
 MAX_INSTRUCTION = 16  # bytes
@@ -78,8 +78,9 @@ class GPUDevice:
         client unmapped or protected (no longer readable, or writable when the buffer is) is taken out of the VM, so
         the GPU faults on it instead of touching a stale view of the host address (the driver's MMU-notifier
         invalidation; the buffer stays invalid until it is unmapped from the GPU and mapped again). A query per
-        USERPTR mapping (emu.amd.usermem.accessible); nothing without them. True if a mapping was invalidated."""
-        gone = [m for m in self.vm.user if not accessible(m.buf.ctypes.data, m.size, m.writable)]
+        USERPTR mapping (emu.amd.usermem.inaccessible); nothing without them. True if a mapping was invalidated."""
+        user = list(self.vm.user)
+        gone = [user[i] for i in inaccessible([(m.buf.ctypes.data, m.size, m.writable) for m in user])]
         for m in gone:
             self.vm.invalidate(m)
             self._forget_code(m)

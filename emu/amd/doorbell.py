@@ -19,7 +19,7 @@ from llvmlite import ir
 
 from emu.pcode.llvmjit import GATE, Closed, engine
 
-FIRST_US, LAST_US = 20, 1000  # microseconds between the native wait's looks: at first, at most
+FIRST_US, LAST_US = 20, 200  # microseconds between the native wait's looks: at first, at most
 I32, I64 = ir.IntType(32), ir.IntType(64)
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                         ctypes.c_int64)

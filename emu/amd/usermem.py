@@ -8,6 +8,7 @@ mapping it spans (Linux 6.11+), else by reading /proc/self/maps whole (`is_mappe
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import errno
 import fcntl
@@ -50,13 +51,26 @@ def copy_to_user(addr: int, data: bytes, what: str = "copy_to_user") -> None:
     _transfer(_libc.process_vm_writev, buf, addr, len(data), what)
 
 
+_parsed: tuple[bytes, list] = (b"", [])  # the text of /proc/self/maps last parsed, and its (lo, hi, perms) spans
+
+
+def _spans() -> list:
+    """This process's mappings now: /proc/self/maps is read each time but parsed only when its text changed (an
+    engine turn asks for each USERPTR buffer; the address space rarely changes between turns)."""
+    global _parsed
+    with open("/proc/self/maps", "rb") as f:
+        text = f.read()
+    if text != _parsed[0]:
+        _parsed = (text, sorted((int(a, 16), int(b, 16), perms.decode()) for a, b, perms in
+                                ((*line.split()[0].split(b"-"), line.split()[1]) for line in text.splitlines())))
+    return _parsed[1]
+
+
 def is_mapped(addr: int, size: int, writable: bool = True) -> bool:
     """Whether [addr, addr+size) lies in readable (and writable) mappings of this process."""
     end, pos = addr + size, addr
-    with open("/proc/self/maps") as f:
-        spans = sorted((int(a, 16), int(b, 16), perms) for a, b, perms in
-                       ((*line.split()[0].split("-"), line.split()[1]) for line in f))
-    for lo, hi, perms in spans:
+    spans = _spans()
+    for lo, hi, perms in spans[max(0, bisect.bisect_right(spans, (addr, 1 << 64)) - 1):]:
         if hi <= pos or lo > pos:
             continue
         if perms[0] != "r" or (writable and perms[1] != "w"):
@@ -100,21 +114,42 @@ def _maps_fd() -> int | None:
 
 def accessible(addr: int, size: int, writable: bool = True) -> bool:
     """Whether [addr, addr+size) lies in readable (and writable) mappings of this process now."""
+    return not inaccessible([(addr, size, writable)])
+
+
+def inaccessible(ranges: list[tuple[int, int, bool]]) -> list[int]:
+    """The indices of `ranges` ((addr, size, writable) each) that do not lie in readable (and, where asked,
+    writable) mappings of this process now. Ranges in one mapping cost one query between them."""
     fd = _maps_fd()
     if fd is None:
-        return is_mapped(addr, size, writable)
-    q = _ProcmapQuery(size=ctypes.sizeof(_ProcmapQuery), query_flags=VMA_READABLE | (VMA_WRITABLE if writable else 0))
-    pos, end = addr, addr + size
-    while pos < end:
+        return [i for i, (a, n, w) in enumerate(ranges) if not is_mapped(a, n, w)]
+    q = _ProcmapQuery(size=ctypes.sizeof(_ProcmapQuery), query_flags=VMA_READABLE)
+    seen: list[tuple[int, int, int]] = []  # (start, end, flags) of the mappings queried so far
+
+    def vma(pos: int) -> tuple[int, int, int] | None:
+        for v in seen:
+            if v[0] <= pos < v[1]:
+                return v
         q.query_addr = pos
         try:
             fcntl.ioctl(fd, PROCMAP_QUERY, q)
         except OSError as e:
             if e.errno == errno.ENOENT:
-                return False
+                return None
             raise
-        pos = q.vma_end
-    return True
+        seen.append((q.vma_start, q.vma_end, q.vma_flags))
+        return seen[-1]
+
+    bad = []
+    for i, (addr, size, writable) in enumerate(ranges):
+        pos, end = addr, addr + size
+        while pos < end:
+            v = vma(pos)
+            if v is None or writable and not v[2] & VMA_WRITABLE:
+                bad.append(i)
+                break
+            pos = v[1]
+    return bad
 
 
 def host_array(addr: int, size: int) -> np.ndarray:
