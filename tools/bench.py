@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # emu is imported at run time only once the first launch is b
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_CL = ROOT / "tools" / "kernels" / "bench.cl"
 MATMUL_CL = ROOT / "tests" / "kernels" / "run" / "matmul_tiled.cl"
-TIER_NAMES = ("ref", "interp", "jit", "auto")
+TIER_NAMES = ("ref", "interp", "threaded", "jit", "auto")
 WORKLOADS = ("matmul", "add", "sum", "fma", "cold")
 BLOCK = 256  # work-items per workgroup (1-D workloads)
 ROUNDS = (3, 7, 20.0)  # timed rounds of a hot workload: at least 3, up to 7 while they took under 20 s (--quick: 1)
