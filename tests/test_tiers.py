@@ -161,3 +161,14 @@ def test_getpc_reads_the_code_address(tier):
     _compare(tier, "gfx1100", None, [code], 0, (1 << 64) - 1, F32_KEEP_IN | F32_KEEP_OUT)
     w, _ = _run("gfx1100", None, tier, code, 0, (1 << 64) - 1, F32_KEEP_IN | F32_KEEP_OUT)
     assert int(w.sgpr[4]) | int(w.sgpr[5]) << 32 == BASE + 12
+
+
+@pytest.mark.llvm
+@pytest.mark.parametrize("tier", ["threaded", "jit"])
+@pytest.mark.parametrize("exec_mask", [(1 << 64) - 1, 0x5555_5550, 1 << 31, 0])
+def test_lane_reads_match_reference(tier, exec_mask):
+    # the native tiers gather VGPR[lane][reg] for v_readfirstlane / v_readlane (EXEC 0: lane 0, as the pcode says)
+    from test_wave import asm
+    code = asm("v_readfirstlane_b32 s4, v3\nv_readlane_b32 s5, v7, s2\nv_readlane_b32 s6, v9, 31\n"
+               "v_add_nc_u32 v1, s4, v2\ns_endpgm", "gfx1100")
+    _compare(tier, "gfx1100", None, [code], 7, exec_mask, F32_KEEP_IN | F32_KEEP_OUT)

@@ -93,6 +93,38 @@ class _LDSHooks(_Hooks):
         b.call(fn, [r.lds, r.lds_size, r._gep(b, r.ctr, SINK, I64), _fit(b, addr, 64), _fit(b, value, bits), mask])
 
 
+class _LaneReadHooks(_Hooks):
+    """Register-file reads of v_readfirstlane / v_readlane: VGPR[lane][reg] for each lane's (lane, reg), through the
+    region's gather helper (the instruction's source is a VGPR and its lane index is in range by its pcode)."""
+
+    def __init__(self, region: Region):
+        self.r = region
+
+    def reg_read(self, b, file, index, bits, mask):
+        r = self.r
+        if file != "VGPR" or bits != 32 or len(index) != 2:
+            raise PcodeUnsupported(f"{file} read of {bits} bits")
+        v64 = r.vec(I64)
+        fn = r.helper("hwemu_vgpr_gather", r.vec(I32), [PTR, v64, v64],
+                      lambda hb, v, lane, reg: _vgpr_gather(r, hb, v, lane, reg))
+        return b.call(fn, [r.v_ptr, _fit(b, index[0], 64), _fit(b, index[1], 64)])
+
+
+def _vgpr_gather(r: Region, b, v, lane, reg):
+    n = r.lanes
+    ok = b.and_(b.icmp_unsigned("<", reg, ir.Constant(lane.type, [256] * n)),
+                b.icmp_unsigned("<", lane, ir.Constant(lane.type, [n] * n)))
+    at = b.select(ok, b.add(b.mul(reg, ir.Constant(lane.type, [n] * n)), lane), ir.Constant(lane.type, [0] * n))
+
+    def one(b, i, out):
+        x = b.load(b.gep(v, [b.extract_element(at, i)], source_etype=I32), typ=I32, align=4)
+        return b.insert_element(out, x, i)
+    return _each_lane(b, n, one, ir.Constant(r.vec(I32), [0] * n))
+
+
+_LANE_READS = {"V_READFIRSTLANE_B32", "V_READLANE_B32"}
+
+
 def _access_type(bits: int, what: str = "") -> ir.IntType:
     if bits % 8 or bits > 128:
         raise PcodeUnsupported(f"{bits}-bit {what}access")
@@ -861,6 +893,11 @@ class Region:
                 fld = n.lower()
                 return f[fld] - (256 if fld != "vdst" else 0)
             return None
+        if sem.files:  # a lane read: inlined, with the region's VGPR gather
+            src = inst.operands.get("src0")
+            if op.name not in _LANE_READS or src is None or src.kind != "vgpr":
+                raise Exit(f"{op.name} reads {sorted(sem.files)}")
+            return emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True), _LaneReadHooks(self))
         return self._outlined(b, op.name, sem, self._inputs(b, sem, inst, operand, vector=True))
 
     def _outlined(self, b, name: str, sem, inputs: dict) -> dict:
@@ -911,6 +948,9 @@ class Region:
         active = self._lanes(b, exe)
         for n, v in out.items():
             if n == "D0":
+                if scalar_dst and op.name in _LANE_READS:  # one value for the wave (every lane holds it)
+                    self._set_scalar(b, mask_code, 32, b.extract_element(_fit(b, v, 32), I32(0)))
+                    continue
                 if scalar_dst:
                     if not (dst_fmt == MASK_FMT or base == "VOPC" or "CMP" in op.name) or n not in sem.masks:
                         raise Exit("scalar VALU result that is not a mask")
