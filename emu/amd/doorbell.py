@@ -6,12 +6,14 @@ few microseconds slows the client, looking seldom delays the device. `Doorbells.
 instead: a small LLVM function, called through ctypes (which releases the GIL), reads the watched doorbells (soon
 after work, then less and less often: each look costs a wakeup) and returns as soon as one differs from the value
 the engine last served, the engine is kicked (`Doorbells.kick`, e.g. a client starts waiting on an event), or the
-timeout passes. Where no native code can run
-(the process is exiting) it sleeps on an Event instead.
+timeout passes. Between looks it waits on the kick word as a futex (on x86-64 and arm64), so a kick wakes it at once
+and samplers see a blocked thread. Where no native code can run (the process is exiting) it sleeps on an Event
+instead.
 """
 from __future__ import annotations
 
 import ctypes
+import platform
 import threading
 
 import numpy as np
@@ -20,6 +22,9 @@ from llvmlite import ir
 from emu.pcode.llvmjit import GATE, Closed, engine
 
 FIRST_US, LAST_US = 20, 200  # microseconds between the native wait's looks: at first, at most
+_FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())  # SYS_futex (else the naps are usleep's)
+FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
+_libc = ctypes.CDLL(None, use_errno=True)
 I32, I64 = ir.IntType(32), ir.IntType(64)
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                         ctypes.c_int64)
@@ -33,6 +38,7 @@ def _build():
     FIRST_US, then after twice as long each time, up to LAST_US."""
     m = engine().module("doorbell")
     usleep = ir.Function(m, ir.FunctionType(I32, [I32]), "usleep")
+    syscall = ir.Function(m, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
     fn = ir.Function(m, ir.FunctionType(I64, [ir.PointerType(), ir.PointerType(), I64, ir.PointerType(), I64]),
                      "doorbell_wait")
     addrs, seen, n, kick, timeout = fn.args
@@ -61,14 +67,20 @@ def _build():
     b.position_at_end(kicked)
     b.ret(I64(-2))
     b.position_at_end(nap)
-    b.call(usleep, [b.trunc(us, I32)])
+    if _FUTEX is None:
+        b.call(usleep, [b.trunc(us, I32)])
+    else:  # a futex wait on the kick word: a kick wakes it at once, and profilers see a blocked thread
+        ts = b.alloca(ir.ArrayType(I64, 2))
+        b.store(b.udiv(us, I64(1_000_000)), b.gep(ts, [I32(0), I32(0)]))
+        b.store(b.mul(b.urem(us, I64(1_000_000)), I64(1000)), b.gep(ts, [I32(0), I32(1)]))
+        b.call(syscall, [I64(_FUTEX), kick, I64(FUTEX_WAIT_PRIVATE), I64(0), ts, I64(0), I64(0)])
     later = b.add(waited, us)
     waited.add_incoming(later, nap)
     twice = b.shl(us, I64(1))
     us.add_incoming(b.select(b.icmp_signed("<", twice, I64(LAST_US)), twice, I64(LAST_US)), nap)
     b.cbranch(b.icmp_signed("<", later, timeout), look, stop)
     ir.IRBuilder(stop).ret(I64(-1))
-    return _SIG(engine().compile(m, "doorbell_wait", f"doorbell_wait {FIRST_US} {LAST_US}"))
+    return _SIG(engine().compile(m, "doorbell_wait", f"doorbell_wait {FIRST_US} {LAST_US} {_FUTEX}"))
 
 
 def _wait_fn():
@@ -90,6 +102,9 @@ class Doorbells:
 
     def kick(self) -> None:
         self.kicked[0] = 1
+        if _FUTEX is not None:
+            _libc.syscall(ctypes.c_long(_FUTEX), ctypes.c_void_p(self.kicked.ctypes.data),
+                          ctypes.c_long(FUTEX_WAKE_PRIVATE), ctypes.c_long(1))
         self.wake.set()
 
     def wait(self, queues: list, timeout: float) -> None:
