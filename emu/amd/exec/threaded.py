@@ -130,6 +130,18 @@ DERIVED = {  # Sym words computed from the instruction, by what Region calls the
 _OFFSETS = {"offset", "ioffset"}
 
 
+_kinds: dict[tuple[bytes, str], tuple[Kind, list[int]] | None] = {}  # (bytes, family) -> kind and words
+
+
+def kind_of(inst) -> tuple[Kind, list[int]] | None:
+    """The kind of `inst` and its words (as kind and words; the same bytes always make the same ones)."""
+    key = (inst.raw, inst.family)
+    if key not in _kinds:
+        k = kind(inst)
+        _kinds[key] = None if k is None else (k, words(k, inst))
+    return _kinds[key]
+
+
 def kind(inst) -> Kind | None:
     """The kind of `inst` (None: the tier does not take it, or a register lies where a handler cannot reach it)."""
     if not Region.takeable(inst):
@@ -404,11 +416,12 @@ class Table:
         for inst in (prog.interp.members(first) if prog.interp is not None else [first]):
             if inst.pc in self.want:
                 continue
-            k = kind(inst)
-            if k is None:
+            made = kind_of(inst)
+            if made is None:
                 continue
+            k, ws = made
             full = (prog.planner.target, prog.lanes, mode, prog.stats, k.key)
-            self.want[inst.pc] = (full, words(k, inst))
+            self.want[inst.pc] = (full, ws)
             if full in _asked:
                 continue
             _asked.add(full)
