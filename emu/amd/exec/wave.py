@@ -9,8 +9,8 @@ Faults raised while a step runs are completed with the wave's identity, PC, inst
 In the `threaded` and `auto` tiers a step whose instructions have handlers runs the threaded tier's native loop
 (emu.amd.exec.threaded) from its PC. In the `jit` and `auto` tiers (emu.amd.exec.jit) a hot PC's step becomes a
 call of the native region that starts there; it runs until an instruction the region does not take and the loop
-goes on at that PC. Under `auto` the region
-is compiled in the background (the step stays interpreted until it is ready), under `jit` before the step goes on.
+goes on at that PC. Under `auto` the region is compiled in the background (the step stays as it was until the
+region is ready), under `jit` before the step goes on.
 Under HWEMU_STATS a program's steps are built tallying their instructions by category into the wave's `tally`
 (emu.amd.exec.category.tallied) and its native regions into their counters' TALLY words; without it nothing is added.
 """
