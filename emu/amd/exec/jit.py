@@ -10,11 +10,11 @@
   any region, while the waves go on interpreted; HWEMU_THREADED=0 leaves them out), and regions where they pay
   back. A region entry that has run HWEMU_HOT times (default 64) is looked at on a background thread: a region
   another run compiled (the disk cache) is installed at once; otherwise it is compiled once the time its
-  instructions have spent interpreted (or in handlers), and will
-  spend in the rest of the running dispatch (projected from its workgroups run so far), reaches what its compile
-  is expected to cost, and looked at again each time the entry's run count doubles. That is the
-  ski-rental rule: code never costs more than twice the better of the two choices in hindsight, and a test suite
-  that runs each kernel a few times does not burn a core compiling regions that never pay back. The expected cost
+  instructions have spent interpreted (or in handlers), and will spend in the rest of the running dispatch
+  (projected from its workgroups run so far), reaches what its compile is expected to cost, and looked at again
+  each time the entry's run count doubles. That is the ski-rental rule: code never costs more than twice the better
+  of the two choices in hindsight, and a test suite that runs each kernel a few times does not burn a core compiling
+  regions that never pay back. The expected cost
   is the region's instruction count times the seconds per instruction this process's compiles took so far
   (starting from COMPILE_PRIOR); HWEMU_COMPILE_COST=<seconds per instruction> fixes it (0: compile every hot
   region). Code that runs long never stalls while a large region compiles (seconds for a few hundred

@@ -37,14 +37,11 @@ from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, smem_offsets
 from emu.amd.exec.translate import (
     _BRANCHES,
     _GLOBAL,
-    BRANCH_RING,
-    BRANCHES,
     BUDGET,
     EXECUTED,
     I32,
     I64,
     PTR,
-    RING,
     START,
     STATUS,
     THREADED,
@@ -248,22 +245,18 @@ class Handler(Region):
     def _imm(self, source: str, value: int):
         return Sym(0, self.kind.sources.index(source)) if source in self.kind.sources else value
 
+    def _here(self, b):
+        """The instruction's PC, from its entry."""
+        return b.load(b.gep(self.fn.args[4], [I64(1)], source_etype=I64), typ=I64)
+
     def _common(self, b, n: str, inst):
         if n == "PC" and inst.op.name not in _BRANCHES:  # e.g. s_getpc_b64: the instruction's own PC
-            return b.load(b.gep(self.fn.args[4], [I64(1)], source_etype=I64), typ=I64)
+            return self._here(b)
         return super()._common(b, n, inst)
 
     @staticmethod
     def _vopd_y(f: dict):
         return f["vdsty"]
-
-    def _taken(self, b, pc) -> None:
-        p = self._gep(b, self.ctr, BRANCHES, I64)
-        n = b.load(p, typ=I64)
-        slot = b.add(b.and_(n, I64(RING - 1)), I64(BRANCH_RING))
-        here = b.load(b.gep(self.fn.args[4], [I64(1)], source_etype=I64), typ=I64)
-        b.store(here, b.gep(self.ctr, [slot], source_etype=I64))
-        b.store(b.add(n, I64(1)), p)
 
     def _branch(self, b, inst) -> None:
         """The pcode's PC, relative: the canonical instruction is at 0 and SIMM16 comes from the entry."""
@@ -274,7 +267,7 @@ class Handler(Region):
         on = self.fn.append_basic_block("on")
         b.cbranch(b.icmp_unsigned("!=", pc, I64(inst.size)), taken, on)
         tb = ir.IRBuilder(taken)
-        self._taken(tb, 0)
+        self._taken(tb, self._here(tb))
         tb.branch(on)
         self._leave(ir.IRBuilder(on), pc)
 

@@ -56,6 +56,7 @@ CTR_WORDS = THREADED + 4
 MAX_INSTS = 4000  # instructions per region
 OUTLINE_FROM = 80  # LLVM instructions of a VALU's semantics from which its uses call one outlined copy
 OUT_SLOT = 32 * 16  # bytes per output of outlined semantics: 32 lanes of up to 128 bits (64 of 64)
+_SMALL: dict[tuple, bool] = {}  # (outlined semantics' key, lanes) -> whether they are inlined (under OUTLINE_FROM)
 
 
 class Exit(Exception):
@@ -522,12 +523,12 @@ class Region:
         self._goto(tb, target)
         self._goto(ir.IRBuilder(fall), nxt)
 
-    def _taken(self, b, pc: int) -> None:
-        """Record a taken branch at `pc` in the ring."""
+    def _taken(self, b, pc) -> None:
+        """Record a taken branch at `pc` (an int, or an i64 value) in the ring."""
         p = self._gep(b, self.ctr, BRANCHES, I64)
         n = b.load(p, typ=I64)
         slot = b.add(b.and_(n, I64(RING - 1)), I64(BRANCH_RING))
-        b.store(I64(pc), b.gep(self.ctr, [slot], source_etype=I64))
+        b.store(I64(pc) if isinstance(pc, int) else pc, b.gep(self.ctr, [slot], source_etype=I64))
         b.store(b.add(n, I64(1)), p)
 
     def _common(self, b, n: str, inst):
@@ -909,6 +910,8 @@ class Region:
         consts = tuple((n, str(v)) for n, v in inputs.items() if isinstance(v, ir.Constant))
         params = [(n, v) for n, v in inputs.items() if not isinstance(v, ir.Constant)]
         key = (name, tuple((n, str(v.type)) for n, v in params), consts)
+        if _SMALL.get((key, self.lanes)):  # known small (from another module): no function to build
+            return emit(b, sem.ir, self.lanes, inputs, _Hooks())
         got = self.outlined.get(key)
         if got is None:
             fn = ir.Function(self.fn.module, ir.FunctionType(ir.VoidType(), [v.type for _, v in params] + [PTR]),
@@ -923,7 +926,8 @@ class Region:
             for k, v in enumerate(out.values()):
                 hb.store(v, hb.gep(fn.args[-1], [I64(k * OUT_SLOT)], source_etype=ir.IntType(8)), align=1)
             hb.ret_void()
-            got = self.outlined[key] = (fn, layout, sum(len(blk.instructions) for blk in fn.blocks) < OUTLINE_FROM)
+            small = _SMALL[key, self.lanes] = sum(len(blk.instructions) for blk in fn.blocks) < OUTLINE_FROM
+            got = self.outlined[key] = (fn, layout, small)
         fn, layout, small = got
         if small:  # its function stays unused (LLVM drops it)
             return emit(b, sem.ir, self.lanes, inputs, _Hooks())
