@@ -21,7 +21,10 @@ from llvmlite import ir
 
 from emu.pcode.llvmjit import GATE, Closed, engine
 
-FIRST_US, LAST_US = 20, 200  # microseconds between the native wait's looks: at first, at most
+# microseconds between the native wait's looks: at first, at most. A client that waits for the device kicks the
+# engine (the driver's WAIT_EVENTS, tinygrad's signal poll), so the long naps of an idle engine delay only work that
+# nobody waits for yet, and the idle engine costs a few hundred wakeups a second.
+FIRST_US, LAST_US = 20, 200
 _FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())  # SYS_futex (else the naps are usleep's)
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 _libc = ctypes.CDLL(None, use_errno=True)

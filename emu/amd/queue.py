@@ -105,6 +105,7 @@ class Queue:
                     self.state = HALTED
                     self.gpu.fault(self, e.record)
                 ran += 1
+                self.gpu.engine.progress()
         except (CPError, LimitError) as e:
             self.stop(str(e))
             ran += 1
@@ -143,6 +144,31 @@ class Engine:
         self.gpus = gpus
         self.doorbells = Doorbells()
         self._thread: threading.Thread | None = None
+        self.served = 0  # packets run so far (see wait_progress)
+        self._moved = threading.Condition(threading.Lock())
+        self._sleepers = 0
+
+    def progress(self) -> None:
+        """A packet ran (its memory effects, such as a signal, are visible): wake the threads waiting for that."""
+        self.served += 1
+        if self._sleepers:
+            with self._moved:
+                self._moved.notify_all()
+
+    def wait_progress(self, seen: int, timeout: float) -> int:
+        """Until the engine has run a packet more than the `seen` it had run (a count this returned before), or
+        `timeout` seconds; returns the count then. A client that polls memory the device writes (a signal) can
+        sleep here between looks instead of spinning: on a machine with few cores the spin takes the CPU (and the
+        GIL) the engine needs to make the progress it waits for."""
+        with self._moved:
+            if self.served == seen:
+                self.doorbells.kick()  # the idle engine naps up to milliseconds between looks at the doorbells
+                self._sleepers += 1
+                try:
+                    self._moved.wait(timeout)
+                finally:
+                    self._sleepers -= 1
+            return self.served
 
     def kick(self) -> None:
         if self._thread is None:

@@ -25,6 +25,13 @@ code outlived it on a loaded machine), so unless set, the adapter sets HCQDEV_WA
 WAIT_TIMEOUT_MS and HWEMU_TIMEOUT to DISPATCH_TIMEOUT, below it: a runaway dispatch still ends in hwemu's watchdog
 fault (with its wave dump), and the instruction budget stops a looping wave well before.
 
+tinygrad waits for a signal by reading it in a loop, calling the signal's `_sleep` between reads (which sleeps on
+KFD events only after 200 ms): on hardware the spin costs nothing the GPU needs. An emulated GPU is the engine thread
+of the same process, and on a machine with few cores the spin takes the CPU and the GIL it needs (15% of a test
+run's samples on two cores). So when the interface is first opened the adapter makes tinygrad's AMD signals, between
+reads, also wait for the engine to run a packet (emu.amd.queue.Engine.wait_progress, at most POLL_SLEEP seconds):
+the loop, its timeouts and its sleep on events are tinygrad's own.
+
 `install()` makes the module importable under that name before tinygrad asks for it, as an entry of
 sys.modules, so it wins over CPython's own `test` package and over a tinygrad checkout's `test/mockgpu`; it is
 a small module whose class is built on first use, so tinygrad may import it while its own hcq module is still
@@ -41,12 +48,14 @@ import importlib.machinery
 import os
 import shutil
 import sys
+import threading
 import types
 
 MODULE, USB_MODULE, EMU_MODULE = "test.mockgpu.mockgpu", "test.mockgpu.usb", "test.mockgpu.amd.emu"
 SUPPORTED = ("MOCKKFD", "MOCK")
 DEFAULT_GPUS = 6  # tinygrad's own mock has six
 FAULT_ENV = "MOCKGPU_EMU_FAULTADDR"
+POLL_SLEEP = 0.002  # seconds a signal poll waits for the engine's next packet at most (the signal may be the CPU's)
 WAIT_TIMEOUT_MS = 300_000  # tinygrad's wait for a signal that does not move (its default: 30,000)
 DISPATCH_TIMEOUT = 240  # seconds a dispatch may run before hwemu's watchdog stops it (hwemu's default: 60 s of CPU)
 
@@ -73,6 +82,10 @@ def _with_fault_hook(base: type) -> type:
 
     class TinygradMockFileIO(base):
         injected: int | None = None  # the last address injected
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            _poll_on_engine(self.system.engine)
 
         def ioctl(self, request: int, arg) -> int:
             cls, want = type(self), os.environ.get(FAULT_ENV)
@@ -104,6 +117,21 @@ def _with_fault_hook(base: type) -> type:
             return [d for d in (k.EventData * w.num_events).from_address(w.events_ptr)
                     if d.memory_exception_data.gpu_id == gpu_id and d.memory_exception_data.va in vas]
     return TinygradMockFileIO
+
+
+def _poll_on_engine(engine) -> None:
+    """Make tinygrad's AMD signal poll wait for `engine`'s next packet between reads (see the module docstring)."""
+    amd = sys.modules.get("tinygrad.runtime.ops_amd")
+    signal = getattr(amd, "AMDSignal", None)
+    if signal is None or getattr(signal._sleep, "__hwemu__", False):
+        return
+    tinygrads, seen = signal._sleep, threading.local()
+
+    def _sleep(self, time_spent_since_last_sleep_ms: int) -> None:
+        tinygrads(self, time_spent_since_last_sleep_ms)
+        seen.count = engine.wait_progress(getattr(seen, "count", -1), POLL_SLEEP)
+    _sleep.__hwemu__ = True
+    signal._sleep = _sleep
 
 
 def _getattr(name: str):
