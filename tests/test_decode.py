@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emu.amd import Inst, decode, isa
+from emu.amd.decode import Decoder, decoder
 from emu.amd.asm.disasm import main as disasm_main
 
 # (arch, hex bytes, llvm-mc-19 text)
@@ -83,6 +84,26 @@ def test_decode_never_raises(arch, code, pc):
     for i in insts:
         assert isinstance(i, Inst) and isinstance(str(i), str)
         assert (i.op is None) == (i.enc == "INVALID")
+
+
+def _facts(i: Inst) -> tuple:
+    return (i.pc, i.size, i.raw, i.enc, i.base, i.op, i.name, i.fields, i.operands, i.family, i.literal, str(i))
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+@settings(max_examples=150, deadline=None)
+@given(code=st.binary(min_size=4, max_size=48), tails=st.lists(st.binary(max_size=12), min_size=2, max_size=3),
+       pc=st.integers(0, 1 << 40))
+def test_decode_memo_is_the_decoding(arch, code, tails, pc):
+    """A word decoded before (at another pc, before other bytes, with another literal or cut short) decodes as a
+    decoder that never saw it decodes it."""
+    remembering = decoder(arch)
+    for tail in tails:
+        stream = code + tail
+        for off in range(0, len(code), 4):
+            fresh = Decoder(isa.family(arch))
+            assert _facts(remembering.decode_one(stream, off, pc + off)) == \
+                _facts(fresh.decode_one(stream, off, pc + off)) == _facts(fresh._decode(stream, off, pc + off)[0])
 
 
 def _cli(*args):

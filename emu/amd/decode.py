@@ -38,6 +38,7 @@ from emu.amd.isa import Encoding, Op
 _SRC_FIELDS = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")  # may hold the literal marker 255
 # Encodings whose identifying bits are not in the first dword (CDNA4's 128-bit VOP3PX2, unknown to LLVM 19).
 _UNMATCHED = ("VOP3PX2",)
+MEMO_LIMIT = 1 << 16  # decoded words remembered per family (then forgotten all at once)
 
 
 @dataclass(eq=False, slots=True)
@@ -144,6 +145,9 @@ class Decoder:
                                  (opf.lo, opf.width) if opf else (0, 0), _form_of(self.isa, forms, literal_ops, opf)))
         groups.sort(key=lambda g: -bin(g.mask).count("1"))
         self.groups = tuple(groups)
+        self._part: dict[bytes, int] = {}  # first dword -> bytes that decide the size
+        self._size: dict[bytes, int] = {}  # those bytes -> the instruction's size
+        self._memo: dict[bytes, Inst] = {}  # the instruction's bytes -> it, decoded (at another pc)
 
     def match(self, word: int) -> _Group | None:
         for g in self.groups:
@@ -152,18 +156,44 @@ class Decoder:
         return None
 
     def decode_one(self, code: bytes, off: int, pc: int) -> Inst:
+        """The instruction at code[off:] (at address pc). Kernels repeat instruction words within and across each
+        other, so a decoded word is remembered by its bytes: its first dword gives the size of the part that decides
+        the whole size (the encoding's own), that part gives the size with any literal, and the bytes the Inst."""
+        if type(code) is not bytes:
+            code = bytes(code)
+        head = code[off:off + 4]
+        part = self._part.get(head)
+        if part is not None:
+            size = self._size.get(code[off:off + part])
+            if size is not None and off + size <= len(code):
+                t = self._memo.get(code[off:off + size])
+                if t is not None:
+                    return Inst(pc, size, t.raw, t.enc, t.base, t.op, t.name, t.fields, t.operands, t.family,
+                                t.literal)
+        inst, part = self._decode(code, off, pc)
+        if inst.valid:
+            if len(self._memo) >= MEMO_LIMIT:
+                self._part.clear(), self._size.clear(), self._memo.clear()
+            self._part[head] = part
+            self._size[code[off:off + part]] = inst.size
+            self._memo[inst.raw] = inst
+        return inst
+
+    def _decode(self, code: bytes, off: int, pc: int) -> tuple[Inst, int]:
+        """The instruction, and how many of its bytes decide its size (its first encoding's: any literal, NSA
+        dword or buffer literal is named there)."""
         avail = len(code) - off
         if avail < 4:
-            return self._invalid(code[off:], pc)
+            return self._invalid(code[off:], pc), 0
         word0 = int.from_bytes(code[off:off + 4], "little")
         g = self.match(word0)
         if g is None or g.size0 > avail:
-            return self._invalid(code[off:off + min(4, avail)], pc)
+            return self._invalid(code[off:off + min(4, avail)], pc), 0
         word = int.from_bytes(code[off:off + g.size0], "little")
         opv = (word >> g.op_field[0]) & ((1 << g.op_field[1]) - 1) if g.op_field[1] else None
         form = g.form_of.get(opv)
         if form is None:
-            return self._invalid(code[off:off + 4], pc)
+            return self._invalid(code[off:off + 4], pc), 0
         enc = self._variant(g, form, word, opv)
         # Not in the tables: RDNA3 MIMG NSA keeps vaddr1..4 in a third dword; an RDNA3 buffer soffset of 255
         # names a literal that follows the instruction.
@@ -172,7 +202,7 @@ class Decoder:
         buffer_literal = soffset is not None and soffset.get(word) == LITERAL
         size = enc.size + (4 if nsa is not None and nsa.get(word) or buffer_literal else 0)
         if size > avail:
-            return self._invalid(code[off:off + 4], pc)
+            return self._invalid(code[off:off + 4], pc), 0
         raw = code[off:off + size]
         word = int.from_bytes(raw, "little")
         fields = {f.name: f.get(word) for f in enc.fields}
@@ -188,10 +218,10 @@ class Decoder:
         else:
             op = self.isa.op(space, opv)
         if op is None or (enc.base == "VOPD" and self.isa.op(space, fields["opy"]) is None):
-            return self._invalid(raw[:4], pc)
+            return self._invalid(raw[:4], pc), 0
         ops = operands(self, enc, op, fields)
         return Inst(pc, size, bytes(raw), enc.name, enc.base, op, mnemonic(self, enc, op, fields), fields, ops,
-                    self.family, fields.get("literal"))
+                    self.family, fields.get("literal")), g.size0
 
     def _variant(self, g: _Group, form: Encoding, word: int, opv: int | None) -> Encoding:
         src0 = form.field("src0") or form.field("srcx0")
