@@ -2,8 +2,9 @@
 
     engine() -> Engine                                   # one per process, thread-safe
     Engine.module(name: str | None = None) -> ir.Module  # triple and data layout of the host set
-    Engine.compile(module: ir.Module | str, name: str, key: str | None = None) -> int   # address of `name`
+    Engine.compile(module: ir.Module | str, name: str, key: str | None = None, exports=()) -> int  # of `name`
     Engine.load(key: str) -> int | None                  # the cached function, without building or compiling
+    Engine.address(symbol: str) -> int                   # an exported function's address
     GATE: Gate                                           # enter() before calling compiled code, leave() after
 
 `key` is the caller's content hash of what it compiled (a module is identified by it: the same key must always
@@ -131,9 +132,10 @@ class Engine:
         m.triple, m.data_layout = self.triple, self.data_layout
         return m
 
-    def compile(self, module: ir.Module | str, name: str, key: str | None = None) -> int:
+    def compile(self, module: ir.Module | str, name: str, key: str | None = None, exports: tuple | list = ()) -> int:
         """The address of function `name` of `module` (llvmlite IR or its text), optimized and compiled; with a
-        key, from the cache when the key's object is there (in this process or on disk)."""
+        key, from the cache when the key's object is there (in this process or on disk). The functions named in
+        `exports` keep their names (see `address`); the module's other definitions are internal."""
         with self._lock, self._turn(key):
             self._open()
             if key is not None:
@@ -147,7 +149,7 @@ class Engine:
             for fn in m.functions:
                 if fn.name == name:
                     fn.name = symbol
-                elif not fn.is_declaration:
+                elif not fn.is_declaration and fn.name not in exports:
                     fn.linkage = llvm.Linkage.internal
             for g in m.global_variables:
                 if not g.is_declaration:
@@ -162,7 +164,7 @@ class Engine:
             if key is not None:
                 self._loaded[key] = True
                 self._store(key, obj)
-            return self._address(symbol)
+            return self.address(symbol)
 
     def load(self, key: str) -> int | None:
         """The address of the function compiled under `key`, or None when neither this process nor the disk cache
@@ -171,13 +173,13 @@ class Engine:
             self._open()
             if self._loaded.get(key):
                 self.stats["memory_hits"] += 1
-                return self._address(self._symbol(key))
+                return self.address(self._symbol(key))
             obj = self._read(key)
             if obj is None:
                 return None
             self._add(obj)
             try:
-                addr = self._address(self._symbol(key))
+                addr = self.address(self._symbol(key))
             except KeyError:  # not what this key compiles to: compiled again
                 return None
             self._loaded[key] = True
@@ -210,7 +212,8 @@ class Engine:
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self._engine.finalize_object()
 
-    def _address(self, symbol: str) -> int:
+    def address(self, symbol: str) -> int:
+        """The address of a function compiled into this engine under `symbol` (a key's, or an export's name)."""
         addr = self._engine.get_function_address(symbol)
         if not addr:
             raise KeyError(f"no function {symbol!r} in the compiled code")

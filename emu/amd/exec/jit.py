@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from emu.amd.exec import TIERS, category, translate
+from emu.amd.exec import TIERS, access, category, translate
 from emu.amd.exec.state import WaveState
 from emu.amd.exec.translate import CTR_WORDS, LDS_SIZE, Exit, Region
 from emu.pcode.llvmjit import Closed, engine
@@ -68,7 +68,7 @@ def _sources_digest() -> str:
     compiler and its fixups."""
     h = hashlib.sha256()
     here = Path(translate.__file__)
-    for f in sorted([here, here.with_name("threaded.py"), Path(category.__file__),
+    for f in sorted([here, here.with_name("threaded.py"), here.with_name("access.py"), Path(category.__file__),
                      *Path(engine.__code__.co_filename).parent.glob("*.py")]):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
@@ -205,6 +205,7 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
             if done is not None:
                 return done
             disk_key = f"region {_SOURCES} {key!r}"
+            access.ensure(prog.lanes)
             addr = engine().load(disk_key)
             if addr is None:
                 if spent is not None and spent(insts) < compile_cost(len(insts)):

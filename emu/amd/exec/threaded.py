@@ -31,7 +31,7 @@ import numpy as np
 from llvmlite import ir
 
 from emu.amd.asm.operands import NUM_SGPRS
-from emu.amd.exec import jit
+from emu.amd.exec import access, jit
 from emu.amd.exec.operands import constant
 from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, smem_offsets
 from emu.amd.exec.translate import (
@@ -338,6 +338,7 @@ def _make(prog, k: Kind, mode: int, full: tuple, build: bool) -> bool:
     try:
         _need_loop()
         disk = f"handler {jit.sources()} {full!r}"
+        access.ensure(prog.lanes)
         addr = engine(ENGINE).load(disk)
         if addr is None:
             if not build:

@@ -8,8 +8,9 @@ instruction is one LLVM block, branches are native branches (loops run natively)
 through the LLVM backend (emu.pcode.llvmemit), inlined. A region is specialized to the wave's MODE (float rounding and
 denormal modes fold into the code).
 
-Memory: every lane's access range is placed through the VM's mapping table (emu.amd.memory.VM.index.table, an inline
-binary search) before the instruction has any effect; when a lane falls outside one mapping (unmapped, read-only,
+Memory: every lane's access range is placed through the VM's mapping table (emu.amd.memory.VM.index.table, a binary
+search) before the instruction has any effect, by the per-lane functions that all native code shares
+(emu.amd.exec.access: a module that calls them is compiled or loaded after `access.ensure(lanes)`); when a lane falls outside one mapping (unmapped, read-only,
 straddling, or an aperture of the flat space) the region leaves at that instruction and the interpreter performs
 it, faults included. LDS accesses are bounds-checked as emu.amd.memspace.LDS does.
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from emu.amd.exec import hwreg
+from emu.amd.exec import access, hwreg
 from emu.amd.exec.category import category
 from emu.amd.exec.operands import LITERAL, OperandError, Unsupported, constant, is_float, sext, sign_bit
 from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, _INST_FIELDS, _MODIFIER_FIELDS, smem_offsets
@@ -74,29 +75,25 @@ class _Hooks:
 
 class _LDSHooks(_Hooks):
     """MEM / LDS of a DS instruction: the workgroup's LDS; lanes whose access ends past its size read 0 and do not
-    write (their store goes to the counters' sink). Each access is a call of the region's per-lane helper."""
+    write (their store goes to the counters' sink). Each access is a call of a per-lane function (emu.amd.exec.access)."""
 
     def __init__(self, region: Region):
         self.r = region
 
     def load(self, b, file, addr, bits, mask):
         r = self.r
-        t = _access_type(bits, "LDS ")
-        fn = r.helper(f"hwemu_lds_load{bits}", r.vec(t), [PTR, I64, r.vec(I64), r.vec(I1)],
-                      lambda hb, lds, size, a, on: _lds_load(r, hb, lds, size, a, t, on))
+        fn = access.function(r.fn.module, "hwemu_lds_load", r.lanes, bits)
         return b.call(fn, [r.lds, r.lds_size, _fit(b, addr, 64), mask])
 
     def store(self, b, file, addr, value, bits, mask):
         r = self.r
-        t = _access_type(bits, "LDS ")
-        fn = r.helper(f"hwemu_lds_store{bits}", ir.VoidType(), [PTR, I64, PTR, r.vec(I64), r.vec(t), r.vec(I1)],
-                      lambda hb, lds, size, sink, a, v, on: _lds_store(r, hb, lds, size, sink, a, v, on))
+        fn = access.function(r.fn.module, "hwemu_lds_store", r.lanes, bits)
         b.call(fn, [r.lds, r.lds_size, r._gep(b, r.ctr, SINK, I64), _fit(b, addr, 64), _fit(b, value, bits), mask])
 
 
 class _LaneReadHooks(_Hooks):
     """Register-file reads of v_readfirstlane / v_readlane: VGPR[lane][reg] for each lane's (lane, reg), through the
-    region's gather helper (the instruction's source is a VGPR and its lane index is in range by its pcode)."""
+    gather function (the instruction's source is a VGPR and its lane index is in range by its pcode)."""
 
     def __init__(self, region: Region):
         self.r = region
@@ -105,113 +102,28 @@ class _LaneReadHooks(_Hooks):
         r = self.r
         if file != "VGPR" or bits != 32 or len(index) != 2:
             raise PcodeUnsupported(f"{file} read of {bits} bits")
-        v64 = r.vec(I64)
-        fn = r.helper("hwemu_vgpr_gather", r.vec(I32), [PTR, v64, v64],
-                      lambda hb, v, lane, reg: _vgpr_gather(r, hb, v, lane, reg))
+        fn = access.function(r.fn.module, "hwemu_vgpr_gather", r.lanes)
         return b.call(fn, [r.v_ptr, _fit(b, index[0], 64), _fit(b, index[1], 64)])
-
-
-def _vgpr_gather(r: Region, b, v, lane, reg):
-    n = r.lanes
-    ok = b.and_(b.icmp_unsigned("<", reg, ir.Constant(lane.type, [256] * n)),
-                b.icmp_unsigned("<", lane, ir.Constant(lane.type, [n] * n)))
-    at = b.select(ok, b.add(b.mul(reg, ir.Constant(lane.type, [n] * n)), lane), ir.Constant(lane.type, [0] * n))
-
-    def one(b, i, out):
-        x = b.load(b.gep(v, [b.extract_element(at, i)], source_etype=I32), typ=I32, align=4)
-        return b.insert_element(out, x, i)
-    return _each_lane(b, n, one, ir.Constant(r.vec(I32), [0] * n))
 
 
 _LANE_READS = {"V_READFIRSTLANE_B32", "V_READLANE_B32"}
 
 
-def _access_type(bits: int, what: str = "") -> ir.IntType:
-    if bits % 8 or bits > 128:
-        raise PcodeUnsupported(f"{bits}-bit {what}access")
-    return ir.IntType(bits)
-
-
-def _lds_ok(r: Region, b, size, a, t, on):
-    """(offsets: the low 32 bits of the addresses, the lanes of `on` whose access ends within the LDS size)."""
-    a = b.and_(a, ir.Constant(a.type, [0xFFFFFFFF] * r.lanes))
-    end = b.add(a, ir.Constant(a.type, [t.width // 8] * r.lanes))
-    return a, b.and_(on, b.icmp_unsigned("<=", end, r._shape(b, size, 64, True)))
-
-
-def _each_lane(b, lanes: int, body, acc):
-    """acc = body(b, i, acc) for the lanes i = 0 .. lanes-1 in order (i an i32 constant), from `acc`; returns the last
-    acc (None: none is carried). Unrolled: the helpers that hold this code are built once per region."""
-    for i in range(lanes):
-        acc = body(b, I32(i), acc)
-    return acc
-
-
-def _lds_load(r: Region, b, lds, size, a, t, on):
-    a, ok = _lds_ok(r, b, size, a, t, on)
-
-    def lane(b, i, out):
-        good = b.extract_element(ok, i)
-        off = b.select(good, b.extract_element(a, i), I64(0))
-        v = b.load(b.gep(lds, [off], source_etype=ir.IntType(8)), typ=t, align=1)
-        return b.insert_element(out, b.select(good, v, t(0)), i)
-    return _each_lane(b, r.lanes, lane, ir.Constant(r.vec(t), [0] * r.lanes))
-
-
-def _lds_store(r: Region, b, lds, size, sink, a, value, on):
-    a, ok = _lds_ok(r, b, size, a, value.type.element, on)
-
-    def lane(b, i, _):  # in lane order: the highest lane wins a shared address
-        p = b.gep(lds, [b.extract_element(a, i)], source_etype=ir.IntType(8))
-        b.store(b.extract_element(value, i), b.select(b.extract_element(ok, i), p, sink), align=1)
-    _each_lane(b, r.lanes, lane, None)
-
-
 class _VMHooks(_Hooks):
     """MEM of a global access: lane i's byte address a is at host address hosts[i] + (a - addr[i]) (placed by
     Region._place; inactive lanes point at a sink); stores go lane by lane in lane order. Each access is a call of
-    the region's per-lane helper."""
+    a per-lane function (emu.amd.exec.access)."""
 
     def __init__(self, region: Region, addr, hosts):
         self.r, self.addr, self.hosts = region, addr, hosts
 
     def load(self, b, file, addr, bits, mask):
-        r = self.r
-        t = _access_type(bits)
-        v64 = r.vec(I64)
-        fn = r.helper(f"hwemu_vm_load{bits}", r.vec(t), [v64, v64, v64, r.vec(I1)],
-                      lambda hb, a, base, hosts, on: _vm_load(r, hb, a, base, hosts, t, on))
+        fn = access.function(self.r.fn.module, "hwemu_vm_load", self.r.lanes, bits)
         return b.call(fn, [_fit(b, addr, 64), self.addr, self.hosts, mask])
 
     def store(self, b, file, addr, value, bits, mask):
-        r = self.r
-        t = _access_type(bits)
-        v64 = r.vec(I64)
-        fn = r.helper(f"hwemu_vm_store{bits}", ir.VoidType(), [v64, v64, v64, r.vec(t), r.vec(I1)],
-                      lambda hb, a, base, hosts, v, on: _vm_store(r, hb, a, base, hosts, v, on))
+        fn = access.function(self.r.fn.module, "hwemu_vm_store", self.r.lanes, bits)
         b.call(fn, [_fit(b, addr, 64), self.addr, self.hosts, _fit(b, value, bits), mask])
-
-
-def _vm_ptr(b, a, base, hosts, i):
-    d = b.sub(b.extract_element(a, i), b.extract_element(base, i))
-    return b.inttoptr(b.add(b.extract_element(hosts, i), d), PTR)
-
-
-def _vm_load(r: Region, b, a, base, hosts, t, on):
-    def lane(b, i, out):
-        v = b.load(_vm_ptr(b, a, base, hosts, i), typ=t, align=1)
-        return b.insert_element(out, b.select(b.extract_element(on, i), v, t(0)), i)
-    return _each_lane(b, r.lanes, lane, ir.Constant(r.vec(t), [0] * r.lanes))
-
-
-def _vm_store(r: Region, b, a, base, hosts, value, on):
-    t = value.type.element
-
-    def lane(b, i, _):
-        p = _vm_ptr(b, a, base, hosts, i)
-        keep = b.load(p, typ=t, align=1)
-        b.store(b.select(b.extract_element(on, i), b.extract_element(value, i), keep), p, align=1)
-    _each_lane(b, r.lanes, lane, None)
 
 
 class Region:
@@ -333,21 +245,6 @@ class Region:
     # -- state access ----------------------------------------------------------------------------------------------
     def vec(self, t: ir.Type) -> ir.VectorType:
         return ir.VectorType(t, self.lanes)
-
-    def helper(self, name: str, ret: ir.Type, params: list, body) -> ir.Function:
-        """The module's function `name`, built by `body(builder, *args)` (its return value returned) on first use:
-        code that instructions share (per-lane memory accesses) is generated and compiled once per region, not once
-        per instruction, which keeps LLVM's time per instruction small."""
-        m = self.fn.module
-        fn = m.globals.get(name)
-        if fn is None:
-            fn = ir.Function(m, ir.FunctionType(ret, params), name)
-            fn.linkage = "internal"
-            fn.attributes.add("noinline")
-            b = ir.IRBuilder(fn.append_basic_block("entry"))
-            out = body(b, *fn.args)
-            b.ret_void() if out is None else b.ret(out)
-        return fn
 
     def _gep(self, b, ptr, i: int, t: ir.Type):
         return b.gep(ptr, [I64(i)], source_etype=t)
@@ -672,54 +569,14 @@ class Region:
                 self._set_vgpr(b, f["vdst"], pl._width(sem, n, op, "vdst"), v, self._lanes(b, exe))
         self._lane_ops(b, exe, 1)
 
-    # -- global memory: an inline walk of the VM's mapping table; any lane it cannot place leaves before the access --
-    def _translator(self, b, table, a, n, write):
-        """The body of `i64 hwemu_translate(ptr table, i64 addr, i64 nbytes, i1 write)`: the host address of
-        [addr, addr+nbytes) when one mapping holds it (and allows the write), else 0."""
-        fn = b.function
-        entry = b.block
-        head, body, done = (fn.append_basic_block(x) for x in ("head", "body", "done"))
-        count = b.load(b.gep(table, [I64(0)], source_etype=I64), typ=I64)
-        b.branch(head)
-        b.position_at_end(head)  # binary search: lo = the number of mappings that start at or below addr
-        lo, hi = b.phi(I64), b.phi(I64)
-        lo.add_incoming(I64(0), entry)
-        hi.add_incoming(count, entry)
-        b.cbranch(b.icmp_unsigned("<", lo, hi), body, done)
-        b.position_at_end(body)
-        mid = b.lshr(b.add(lo, hi), I64(1))
-        start = b.load(b.gep(table, [b.add(b.mul(mid, I64(4)), I64(1))], source_etype=I64), typ=I64)
-        below = b.icmp_unsigned("<=", start, a)
-        lo.add_incoming(b.select(below, b.add(mid, I64(1)), lo), body)
-        hi.add_incoming(b.select(below, hi, mid), body)
-        b.branch(head)
-        b.position_at_end(done)
-        i = b.sub(lo, I64(1))
-        row = b.add(b.mul(b.select(b.icmp_unsigned("==", lo, I64(0)), I64(0), i), I64(4)), I64(1))
-        field = [b.load(b.gep(table, [b.add(row, I64(k))], source_etype=I64), typ=I64) for k in range(4)]
-        end = b.add(a, n)
-        ok = b.and_(b.icmp_unsigned("!=", lo, I64(0)), b.icmp_unsigned("<=", end, field[1]))
-        ok = b.and_(ok, b.icmp_unsigned(">=", end, a))  # no wrap past 2^64
-        ok = b.and_(ok, b.or_(b.not_(write), b.icmp_unsigned("!=", field[3], I64(0))))
-        return b.select(ok, b.add(a, field[2]), I64(0))
-
-    def _placer(self, b, table, addr, nbytes, write, active, sink):
-        """The body of `<lanes x i64> hwemu_place(...)`: each active lane's host address (0: not placed), the sink
-        for the others."""
-        tr = self.helper("hwemu_translate", I64, [PTR, I64, I64, I1], self._translator)
-
-        def lane(b, i, hosts):
-            h = b.call(tr, [table, b.extract_element(addr, i), nbytes, write])
-            return b.insert_element(hosts, b.select(b.extract_element(active, i), h, sink), i)
-        return _each_lane(b, self.lanes, lane, ir.Constant(self.vec(I64), [0] * self.lanes))
-
+    # -- global memory: each lane placed through the VM's mapping table; a lane it cannot place leaves before the access
     def _place(self, b, inst, addr, nbytes: int, write: bool, active):
         """Host addresses of every active lane's access (addr: <lanes x i64>); leaves the region at the instruction
         (before it has any effect) when a lane falls outside one mapping. Returns (builder, host addresses)."""
         table = b.inttoptr(b.load(self._gep(b, self.ctr, VM_TABLE, I64), typ=I64), PTR)
         sink = b.ptrtoint(self._gep(b, self.ctr, SINK, I64), I64)
         v64 = self.vec(I64)
-        place = self.helper("hwemu_place", v64, [PTR, v64, I64, I1, self.vec(I1), I64], self._placer)
+        place = access.function(self.fn.module, "hwemu_place", self.lanes)
         hosts = b.call(place, [table, addr, I64(nbytes), I1(write), active, sink])
         missed = b.icmp_unsigned("==", hosts, ir.Constant(v64, [0] * self.lanes))
         bad = b.icmp_unsigned("!=", b.bitcast(missed, ir.IntType(self.lanes)), ir.IntType(self.lanes)(0))
