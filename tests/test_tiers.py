@@ -172,3 +172,22 @@ def test_lane_reads_match_reference(tier, exec_mask):
     code = asm("v_readfirstlane_b32 s4, v3\nv_readlane_b32 s5, v7, s2\nv_readlane_b32 s6, v9, 31\n"
                "v_add_nc_u32 v1, s4, v2\ns_endpgm", "gfx1100")
     _compare(tier, "gfx1100", None, [code], 7, exec_mask, F32_KEEP_IN | F32_KEEP_OUT)
+
+
+@pytest.mark.llvm
+@pytest.mark.parametrize("tier", ["threaded", "jit"])
+@pytest.mark.parametrize("arch,text", [
+    ("gfx1100", "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]"),
+    ("gfx1100", "v_wmma_f32_16x16x16_bf16 v[24:31], v[8:15], v[16:23], v[32:39]"),
+    ("gfx1100", "v_wmma_f16_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7] op_sel:[0,0,1]"),
+    ("gfx1100", "v_wmma_i32_16x16x16_iu8 v[0:7], v[8:11], v[16:19], v[0:7] neg_lo:[1,0,0]"),
+    ("gfx1201", "v_wmma_f32_16x16x16_f16 v[0:7], v[8:11], v[16:19], v[0:7]"),
+    ("gfx1201", "v_wmma_f32_16x16x16_fp8_bf8 v[0:7], v[8:9], v[16:17], v[24:31]"),
+])
+@pytest.mark.parametrize("exec_mask", [(1 << 32) - 1, 0x0F0F_F0F0])
+def test_matrix_ops_match_reference(tier, arch, text, exec_mask):
+    # the native tiers run WMMA's pcode with the register file read and written lane by lane
+    from test_wave import asm
+    code = asm(f"{text}\nv_add_nc_u32 v40, v1, v2\ns_endpgm", arch)
+    for seed in (3, 4):
+        _compare(tier, arch, None, [code], seed, exec_mask, F32_KEEP_IN | F32_KEEP_OUT)

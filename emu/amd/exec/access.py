@@ -6,6 +6,7 @@ one lane after another (unrolled).
     hwemu_vm_load{B}(addrs, bases, hosts, on) / hwemu_vm_store{B}(addrs, bases, hosts, values, on): a global access
     hwemu_lds_load{B}(lds, size, addrs, on) / hwemu_lds_store{B}(lds, size, sink, addrs, values, on): an LDS access
     hwemu_vgpr_gather(vgpr, lanes, regs) -> VGPR[lane][reg] of each lane
+    hwemu_vgpr_scatter(vgpr, lanes, regs, values, on): VGPR[lane][reg] = value for each lane of `on`
 
 They depend on nothing but the wave size, so they are compiled once per wave size into a module of their own (cached
 on disk like the rest) and their addresses put in LLVM's symbol table by `ensure(lanes)`; a module that calls them
@@ -216,6 +217,19 @@ def _vgpr_gather(L: _Lanes, b, t, v, lane, reg):
     return _each_lane(b, n, one, ir.Constant(L.vec(I32), [0] * n))
 
 
+def _vgpr_scatter(L: _Lanes, b, t, v, lane, reg, value, on):
+    """VGPR[lane][reg] = value for each lane of `on` (in lane order) whose (lane, reg) is in the file."""
+    n = L.n
+    ok = b.and_(on, b.and_(b.icmp_unsigned("<", reg, ir.Constant(lane.type, [256] * n)),
+                           b.icmp_unsigned("<", lane, ir.Constant(lane.type, [n] * n))))
+
+    def one(b, i, _):
+        with b.if_then(b.extract_element(ok, i)):
+            at = b.add(b.mul(b.extract_element(reg, i), I64(n)), b.extract_element(lane, i))
+            b.store(b.extract_element(value, i), b.gep(v, [at], source_etype=I32), align=4)
+    _each_lane(b, n, one, None)
+
+
 # name -> (signature(lanes, access type) -> (return type, parameter types), body(lanes, builder, access type, *args))
 _SPECS: dict[str, tuple[Callable, Callable]] = {
     "hwemu_translate": (lambda L, t: (I64, [PTR, I64, I64, I1]), _translate),
@@ -225,5 +239,7 @@ _SPECS: dict[str, tuple[Callable, Callable]] = {
     "hwemu_lds_load": (lambda L, t: (L.vec(t), [PTR, I64, L.vec(I64), L.vec(I1)]), _lds_load),
     "hwemu_lds_store": (lambda L, t: (ir.VoidType(), [PTR, I64, PTR, L.vec(I64), L.vec(t), L.vec(I1)]), _lds_store),
     "hwemu_vgpr_gather": (lambda L, t: (L.vec(I32), [PTR, L.vec(I64), L.vec(I64)]), _vgpr_gather),
+    "hwemu_vgpr_scatter": (lambda L, t: (ir.VoidType(), [PTR, L.vec(I64), L.vec(I64), L.vec(I32), L.vec(I1)]),
+                           _vgpr_scatter),
 }
 _WIDE = {"hwemu_vm_load", "hwemu_vm_store", "hwemu_lds_load", "hwemu_lds_store"}  # one function per access width

@@ -2,8 +2,8 @@
 
 A region starts at a hot PC and takes every instruction reachable from there, by fallthrough and by branches, that the
 tier runs natively: SALU, SOPP branches, waits, s_barrier and s_endpgm, VALU (VOP1/2/3/C/3SD, VOPD) on 32/64-bit
-operands without DPP, SDWA or output modifiers, LDS loads and stores (DS), global/flat loads and stores and scalar loads
-(not atomics). Any other instruction is an exit: the function returns its PC and the interpreter goes on there. Each
+operands without DPP, SDWA or output modifiers, WMMA on VGPR sources, LDS loads and stores (DS), global/flat loads and
+stores and scalar loads (not atomics). Any other instruction is an exit: the function returns its PC and the interpreter goes on there. Each
 instruction is one LLVM block, branches are native branches (loops run natively), and the semantics are the vendor pcode
 through the LLVM backend (emu.pcode.llvmemit), inlined. A region is specialized to the wave's MODE (float rounding and
 denormal modes fold into the code).
@@ -91,22 +91,31 @@ class _LDSHooks(_Hooks):
         b.call(fn, [r.lds, r.lds_size, r._gep(b, r.ctr, SINK, I64), _fit(b, addr, 64), _fit(b, value, bits), mask])
 
 
-class _LaneReadHooks(_Hooks):
-    """Register-file reads of v_readfirstlane / v_readlane: VGPR[lane][reg] for each lane's (lane, reg), through the
-    gather function (the instruction's source is a VGPR and its lane index is in range by its pcode)."""
+class _RegisterFileHooks(_Hooks):
+    """VGPR[lane][reg] reads and writes of pcode that indexes the register file (v_readfirstlane / v_readlane, the
+    matrix instructions), each lane's (lane, reg) through the gather and scatter functions (emu.amd.exec.access)."""
 
     def __init__(self, region: Region):
         self.r = region
 
-    def reg_read(self, b, file, index, bits, mask):
-        r = self.r
+    def _index(self, b, file, index, bits):
         if file != "VGPR" or bits != 32 or len(index) != 2:
-            raise PcodeUnsupported(f"{file} read of {bits} bits")
-        fn = access.function(r.fn.module, "hwemu_vgpr_gather", r.lanes)
-        return b.call(fn, [r.v_ptr, _fit(b, index[0], 64), _fit(b, index[1], 64)])
+            raise PcodeUnsupported(f"{file} access of {bits} bits")
+        return [self.r._shape(b, x, 64, True) for x in index]
+
+    def reg_read(self, b, file, index, bits, mask):
+        lane, reg = self._index(b, file, index, bits)
+        fn = access.function(self.r.fn.module, "hwemu_vgpr_gather", self.r.lanes)
+        return b.call(fn, [self.r.v_ptr, lane, reg])
+
+    def reg_write(self, b, file, index, value, bits, mask):
+        lane, reg = self._index(b, file, index, bits)
+        fn = access.function(self.r.fn.module, "hwemu_vgpr_scatter", self.r.lanes)
+        b.call(fn, [self.r.v_ptr, lane, reg, self.r._shape(b, value, 32, True), self.r._shape(b, mask, 1, True)])
 
 
 _LANE_READS = {"V_READFIRSTLANE_B32", "V_READLANE_B32"}
+_MATRIX = ("V_WMMA_",)  # VOP3P instructions taken: the matrix ops (their pcode indexes the register file)
 
 
 class _VMHooks(_Hooks):
@@ -233,6 +242,8 @@ class Region:
             return True
         if base in _VALU or base == "VOPD":
             return not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST"))
+        if base == "VOP3P":
+            return name.startswith(_MATRIX)
         if base == "SMEM":
             return inst.op.name.startswith(("S_LOAD_", "S_BUFFER_LOAD_"))
         return base == "DS" or base in _GLOBAL
@@ -751,11 +762,13 @@ class Region:
                 fld = n.lower()
                 return f[fld] - (256 if fld != "vdst" else 0)
             return None
-        if sem.files:  # a lane read: inlined, with the region's VGPR gather
-            src = inst.operands.get("src0")
-            if op.name not in _LANE_READS or src is None or src.kind != "vgpr":
-                raise Exit(f"{op.name} reads {sorted(sem.files)}")
-            return emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True), _LaneReadHooks(self))
+        if sem.files:  # a lane read or a matrix op: inlined, its register-file accesses lane by lane
+            srcs = ("src0", "src1", "src2") if op.name.startswith(_MATRIX) else ("src0",) if op.name in _LANE_READS \
+                else ()
+            if not srcs or any(getattr(inst.operands.get(s), "kind", None) != "vgpr" for s in srcs):
+                raise Exit(f"{op.name} reads {sorted(sem.files)} with other than VGPR sources")
+            return emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True),
+                        _RegisterFileHooks(self))
         return self._outlined(b, op.name, sem, self._inputs(b, sem, inst, operand, vector=True))
 
     def _outlined(self, b, name: str, sem, inputs: dict) -> dict:
