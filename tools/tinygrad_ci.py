@@ -12,6 +12,9 @@ their ratio, and each hwemu-only failure's first error line. With --profile both
 (every thread of every process) and the table adds the device's share of the samples: hwemu's frames and threads,
 or tinygrad's emulator's frames (test/mockgpu); the client's own time is a run's wall time times the share outside
 the device, and `vs floor` is hwemu's wall over tinygrad's mock's client time (the goal is at most 1.25).
+py-spy counts a thread blocked in a short native wait as active part of the time (the more often it wakes, the
+more): hwemu's engine between looks at the doorbells, a client waiting for the engine's next packet. The table
+gives hwemu's share also without those samples (`busy`), which is the share of the work the device does.
 """
 from __future__ import annotations
 
@@ -116,7 +119,7 @@ class Result:
     files: dict[str, collections.Counter]  # per test file (pytest steps)
     failures: dict[str, str]               # test id -> first error line
     tail: str                              # the output's last lines, for a step that ran no test
-    device: float | None = None            # share of the samples in the device (--profile)
+    device: tuple[float, float] | None = None  # share of the samples in the device, and without blocked waits
 
 
 def _first_line(text: str) -> str:
@@ -180,9 +183,13 @@ def device_frame(mock: str, root: str) -> re.Pattern:
     return re.compile(r"\(" + re.escape(where + os.sep))
 
 
-def device_share(raw: str, pat: re.Pattern) -> float | None:
-    """The share of py-spy's samples (raw flamegraph lines, every thread) that are the device's."""
-    total = dev = 0
+IDLE_WAITS = re.compile(r";(Doorbells\.wait|Engine\.wait_progress) \(")  # hwemu's blocked waits (module docstring)
+
+
+def device_share(raw: str, pat: re.Pattern) -> tuple[float, float] | None:
+    """(the share of py-spy's samples (raw flamegraph lines, every thread) that are the device's, the same without
+    the samples of hwemu's blocked waits)."""
+    total = dev = idle = 0
     if not os.path.exists(raw):
         return None
     for line in open(raw, errors="replace"):
@@ -191,7 +198,8 @@ def device_share(raw: str, pat: re.Pattern) -> float | None:
             continue
         total += int(n)
         dev += int(n) if pat.search(stack) else 0
-    return dev / total if total else None
+        idle += int(n) if IDLE_WAITS.search(stack) else 0
+    return (dev / total, (dev - idle) / (total - idle)) if total > idle else None
 
 
 def run_step(step: Step, mock: str, root: str, files: str | None, profile: bool, timeout: float,
@@ -258,9 +266,10 @@ def report(step: Step, res: dict[str, Result]) -> list[str]:
     ratio = f"{hw.wall / tg.wall:6.2f}x" if hw and tg and tg.wall else "      "
     floor = ""
     if hw and tg and tg.device is not None:
-        client = tg.wall * (1 - tg.device)
+        client = tg.wall * (1 - tg.device[0])
         floor = f" client {client:7.1f}s  vs floor {hw.wall / client:5.2f}x"
-    share = "  ".join(f"{m} dev {r.device:5.1%}" for m, r in res.items() if r.device is not None)
+    share = "  ".join(f"{m} dev {r.device[0]:5.1%}" + (f" (busy {r.device[1]:5.1%})" if m == "hwemu" else "")
+                      for m, r in res.items() if r.device is not None)
     lines.append(f"{step.key:34s} " + "  ".join(f"{m:8s} {_fmt(r.counts)} {r.wall:8.1f}s" for m, r in res.items())
                  + f"  {ratio}{floor}  {share}")
     files = sorted(set().union(*(r.files for r in res.values())))
