@@ -88,26 +88,33 @@ def _function(module: ir.Module, name: str, lanes: int, bits: int | None, export
     return fn
 
 
-def ensure(lanes: int) -> None:
-    """Put the functions of `lanes`-wide waves in LLVM's symbol table (compiled, or loaded from the disk cache, once
-    per process): before any module that calls them is compiled or loaded. Raises llvmjit.Closed at exit."""
+def ensure(lanes: int, build: bool = True) -> bool:
+    """Put the functions of `lanes`-wide waves in LLVM's symbol table (once per process), before any module that calls
+    them is compiled or loaded: loaded from the disk cache, else (with `build`) compiled. False: not on disk, left to
+    a call with `build` (a compile of about a second, which the engine thread leaves to the compile thread). Raises
+    llvmjit.Closed at exit."""
     if lanes in _ready:
-        return
+        return True
     with _lock:
         if lanes in _ready:
-            return
+            return True
         from emu.amd.exec import jit
-        e = engine(ENGINE)
-        m = e.module(f"access{lanes}")
-        here = _Lanes(lanes, m, True)
-        names = []
-        for name in _SPECS:
-            for bits in BITS if name in _WIDE else (None,):
-                names.append(here.call(name, bits).name)
-        first = e.compile(m, names[0], f"access {jit.sources()} {lanes}", exports=names[1:])  # named by the key
+        e, key = engine(ENGINE), f"access {jit.sources()} {lanes}"
+        first = e.load(key)
+        if first is None and not build:
+            return False
+        names = [symbol(name, lanes, bits) for name in _SPECS for bits in (BITS if name in _WIDE else (None,))]
+        if first is None:
+            m = e.module(f"access{lanes}")
+            here = _Lanes(lanes, m, True)
+            for name in _SPECS:
+                for bits in BITS if name in _WIDE else (None,):
+                    here.call(name, bits)
+            first = e.compile(m, names[0], key, exports=names[1:])  # the first is named by the key
         for sym in names:
             llvm.add_symbol(sym, first if sym == names[0] else e.address(sym))
         _ready.add(lanes)
+        return True
 
 
 def _each_lane(b, lanes: int, body, acc):

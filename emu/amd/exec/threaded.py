@@ -338,7 +338,8 @@ def _make(prog, k: Kind, mode: int, full: tuple, build: bool) -> bool:
     try:
         _need_loop()
         disk = f"handler {jit.sources()} {full!r}"
-        access.ensure(prog.lanes)
+        if not access.ensure(prog.lanes, build):
+            return False
         addr = engine(ENGINE).load(disk)
         if addr is None:
             if not build:
