@@ -3,6 +3,7 @@ it, and launches from different threads each see their own buffers (the device m
 clients do the same)."""
 from __future__ import annotations
 
+import os
 import threading
 
 import numpy as np
@@ -92,3 +93,33 @@ def test_native_gate_closes_once_calls_in_flight_return():
     gate.leave()
     closer.join(5)
     assert not closer.is_alive() and not gate.enter()
+
+
+def test_a_waiter_wakes_at_the_engines_next_packet():
+    """Engine.wait_progress: at once when a packet ran since the count the waiter saw, else until the next packet
+    (which kicks nothing: the waiter's own kick wakes the idle engine), else until its timeout."""
+    from emu.amd.queue import Engine
+    e = Engine([])
+    assert e.wait_progress(-1, 60) == 0  # a packet count it had not seen: no wait
+    assert e.wait_progress(0, 0.01) == 0  # nothing ran: the timeout
+    assert e.doorbells.kicked[0] == 1  # a waiter kicks the engine out of its nap between doorbell looks
+    got: list[int] = []
+    t = threading.Thread(target=lambda: got.append(e.wait_progress(0, 600)))
+    t.start()
+    while not e._sleepers:
+        threading.Event().wait(0.001)
+    e.progress()
+    t.join(300)
+    assert not t.is_alive() and got == [1]
+
+
+def test_tinygrad_signal_polls_wait_for_the_engine():
+    pytest.importorskip("tinygrad")
+    import subprocess
+    import sys
+    code = ("from tinygrad import Tensor\nfrom tinygrad.runtime.ops_amd import AMDSignal\n"
+            "print((Tensor([1, 2]) + 1).numpy().tolist(), AMDSignal._sleep.__hwemu__)")
+    p = subprocess.run([sys.executable, "-m", "emu.cli", "run", "--", sys.executable, "-c", code],
+                       capture_output=True, text=True, timeout=600, env={**os.environ, "DEV": "MOCKKFD+AMD"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split() == ["[2,", "3]", "True"]
