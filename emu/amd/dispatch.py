@@ -15,6 +15,8 @@ or s_endpgm; a barrier releases when every wave still running has reached it.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,11 +136,15 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
             wg += 1
             continue
         end = total if on_workgroup is None else wg + 1
+        fn, arm = slots.region()
+        t0 = time.thread_time()
         try:
             mapped = vm.index  # held during the call: the host buffers its table points into stay alive
-            wg = launch.run(slots.region(), mapped.table, wg, end, deadline)
+            wg = launch.run(fn, arm, mapped.table, wg, end, deadline)
         finally:
             GATE.leave()
+            if arm is not None:  # the threaded loop's time counts for the entry's region (its cost model)
+                d.program.launched(d.entry, time.thread_time() - t0, slots.mode)
             waves, executed, lane_ops = launch.totals()
             stats.waves += waves
             stats.wave_instructions += executed
@@ -276,13 +282,19 @@ class _WaveSlots:
                 w.trace = self.trace.wave(ids, w.wave_id)
         return self.waves
 
-    def region(self) -> int | None:
-        """The address of the native region holding the entry, for the waves' initial MODE (once compiled)."""
-        c = self.d.program.compiled.get((self.d.entry, self.mode))
-        return c.addr if c is not None else None
+    def region(self) -> tuple[int, Callable | None] | None:
+        """The native function the launcher runs the waves with, for their initial MODE: the region holding the
+        entry once compiled, else the threaded loop once the entry's handler is installed (with how to arm its
+        counters)."""
+        prog = self.d.program
+        c = prog.compiled.get((self.d.entry, self.mode))
+        if c is not None:
+            return c.addr, None
+        loop = prog.threaded.loop_from(self.d.entry) if prog.threaded is not None else None
+        return (loop, prog.threaded.arm) if loop is not None else None
 
     def launch(self) -> Launch | None:
-        """The native launcher, once the entry has a native region (never while waves of the dispatch are traced)."""
+        """The native launcher, once the entry has native code (never while waves of the dispatch are traced)."""
         if self.trace is not None:
             return None
         if self._launch is None and self.region() is not None:

@@ -389,6 +389,15 @@ class Table:
             return call[0](w)
         return run
 
+    def loop_from(self, pc: int) -> int | None:
+        """The threaded loop's address for a launcher that starts waves at `pc` (emu.amd.exec.launch), once pc's
+        handler is installed; the launcher's counters are armed with `arm`."""
+        if _version[0] != self.seen:
+            self.install()
+        if not self.has(pc) or not _loop_fn or _loop_fn[0] is None:
+            return None
+        return ctypes.cast(_loop_fn[0], ctypes.c_void_p).value
+
     def fallback(self, make):
         """The interpreter's step for where the loop cannot start: `make(until)` with `until(pc)` true where it can
         (the block stops there and the loop goes on), made at the first call and again when handlers installed

@@ -48,6 +48,7 @@ class Program:
         self.steps: dict[int, object] = {}
         self.compiled: dict[tuple[int, int], jit.Compiled] = {}  # (pc, MODE) -> the native region holding pc
         self.spent: dict[int, list[float]] = {}  # pc -> seconds its step has run interpreted (under `auto`)
+        self.looks: dict[int, tuple[int, int]] = {}  # entry pc -> (launches, the launch of the next look at it)
         self.ahead = 0.0  # the running dispatch's workgroups still to start, per workgroup started
         self.insts: dict[int, object] = {}
         self.planner = Planner(target, lanes)
@@ -120,6 +121,24 @@ class Program:
                 jit.background(lambda mode=w.mode: self._consider(pc, step, mode, runs, look))
             return r
         return counted
+
+    def launched(self, pc: int, seconds: float, mode: int) -> None:
+        """The native launcher ran waves from the entry `pc` on the threaded loop for `seconds`: that time counts as
+        the entry's (as an interpreted step's does), and the region from `pc` is looked at (compiled once it pays
+        back, emu.amd.exec.jit.native) at the first launch and whenever the launches have doubled since."""
+        if self.hot is None:
+            return
+        self.spent.setdefault(pc, [0.0])[0] += seconds
+        n, look = self.looks.get(pc, (0, 1))
+        self.looks[pc] = n + 1, look
+        if n + 1 != look:
+            return
+        self.looks[pc] = n + 1, -1  # one look at a time
+
+        def consider():
+            if self._native(pc, None, mode, self._spent) is jit.LATER:
+                self.looks[pc] = self.looks[pc][0], 2 * (n + 1)
+        jit.background(consider)
 
     def _consider(self, pc: int, step, mode: int, runs: list[int], look: list[int]) -> None:
         s = self._native(pc, step, mode, self._spent)
