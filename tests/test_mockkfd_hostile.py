@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mockkfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 from emu.amd.cp import MAX_IB_ENTRIES
+from stack.codegen import opencl
 from stack.hcq import fileio, pm4, sdma
 from stack.hcq import kfd_ioctl as k
+from tools import hostile_kfd
+from tools.kfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 GFX = 11
 EXPLORE = not os.environ.get("CI")
@@ -323,3 +325,24 @@ def test_hostile_aql_packets_leave_host_and_engine_alive(client, kind, body, kob
         assert "emulator error" not in c.system.gpus[0].queues[q.args.queue_id].error
     finally:
         c.destroy(q)
+
+
+# -- the hostile client's campaigns (tools.hostile_kfd): ioctl structs, PM4, SDMA and AQL streams ------------------
+@pytest.fixture(scope="module")
+def bench() -> hostile_kfd.Bench:
+    return hostile_kfd.Bench()
+
+
+@pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build saxpy")
+@pytest.mark.parametrize("kind", hostile_kfd.KINDS)
+@settings(max_examples=300 if EXPLORE else 40, derandomize=not EXPLORE, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, (1 << 64) - 1))
+def test_hostile_client_leaves_host_engine_and_driver_as_they_were(bench, monkeypatch, tmp_path, kind, seed):
+    """After each input: the engine serves a fresh queue, the host canary is unchanged, saxpy is right, no queue
+    stopped with an emulator error, a failed ioctl named an errno other than EIO and changed nothing."""
+    monkeypatch.setenv("HWEMU_TIMEOUT", "1")  # random code may loop: short budgets
+    monkeypatch.setenv("HWEMU_WAVE_LIMIT", "200000")
+    monkeypatch.setenv("HWEMU_REPORT_DIR", str(tmp_path))
+    out = hostile_kfd.run(bench, kind, seed)
+    assert out.startswith("ok:"), out
