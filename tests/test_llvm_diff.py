@@ -51,3 +51,28 @@ def test_strategy_instructions(arch):
     assert n > 200
     rate = 1 - len(diffs) / n
     assert rate >= STRATEGY_FLOOR[arch], f"{arch}: {rate:.4f}\n{_show(diffs)}"
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+def test_every_s_version_immediate(arch):
+    """s_version's 65,536 immediates: the target's UC_VERSION name, the flags OR-ed on, hex with reserved bits."""
+    code = b"".join(v.to_bytes(2, "little") + b"\x80\xb0" for v in range(1 << 16))
+    pairs = la.llvm_mc_disassemble(code, arch)
+    assert len(pairs) == 1 << 16
+    diffs = la.compare(pairs, arch)
+    assert not diffs, _show(diffs)
+
+
+def test_salu_f16_literals_gfx1201():
+    """A literal of an f16 operand of SOP2 / SOPC prints its low half; SOP1's f16 and the b16 operands all 32 bits."""
+    from emu.amd import isa
+    code = b""
+    for (space, name), e in isa.load("rdna4").by_name.items():
+        if space in ("SOP1", "SOP2", "SOPC") and name[-3:] in ("F16", "B16", "I16"):
+            word = {"SOP1": 0xBE81_00FF | e.value << 8, "SOP2": 0x8081_02FF | e.value << 23,
+                    "SOPC": 0xBF00_02FF | e.value << 16}[space]
+            code += word.to_bytes(4, "little") + (0x12345678).to_bytes(4, "little")
+    pairs = la.llvm_mc_disassemble(code, "gfx1201")
+    assert len(pairs) > 30 and any("0x5678," in t for _, t in pairs)
+    diffs = la.compare(pairs, "gfx1201")
+    assert not diffs, _show(diffs)

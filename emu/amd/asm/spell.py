@@ -65,8 +65,10 @@ def operand_text(inst: Inst, o: Operand, info=None) -> str:
         if o.index == 248:
             return syn.INV2PI.get(64 if bits == 64 else 16 if bits == 16 and "F" in fmt else 32)
         return repr(INLINE_FLOAT[o.index])
-    if k == "literal":  # a 16-bit VALU operand reads the literal's low half; SALU prints all 32 bits
-        return literal_text(o.value or 0, bits if inst.base.startswith("V") else max(bits, 32), "F" in fmt)
+    if k == "literal":  # a 16-bit VALU operand, and an f16 one of SOP2 / SOPC, reads the literal's low half; LLVM 19
+        # prints the other SALU literals (SOP1's f16 operands too) in all 32 bits
+        low = inst.base.startswith("V") or inst.base in ("SOP2", "SOPC") and "F" in fmt
+        return literal_text(o.value or 0, bits if low else max(bits, 32), "F" in fmt)
     return f"<invalid operand {o.index}>"
 
 

@@ -15,8 +15,10 @@ OMOD = {1: "mul:2", 2: "mul:4", 3: "div:2"}
 
 def simm16(inst: Inst, kind: str) -> str:
     v = inst.fields["simm16"]
-    if kind == "LABEL" or (kind == "VERSION" and v < 256):
+    if kind == "LABEL":
         return str(v)
+    if kind == "VERSION" and not v & _VERSION_RESERVED:
+        return version(v)
     if inst.op.name in _DECIMAL and v <= 64:
         return str(v)
     if kind == "WAITCNT":
@@ -30,6 +32,22 @@ def simm16(inst: Inst, kind: str) -> str:
     if kind == "HWREG":
         return hwreg(inst, v)
     return f"0x{v:x}"
+
+
+# s_version's immediate: the microcode's target (low byte; LLVM 19 names these) and three flag bits
+_UC_VERSIONS = {0: "UC_VERSION_GFX7", 4: "UC_VERSION_GFX10", 6: "UC_VERSION_GFX11", 9: "UC_VERSION_GFX12"}
+_UC_FLAGS = ((13, "UC_VERSION_W64_BIT"), (14, "UC_VERSION_W32_BIT"), (15, "UC_VERSION_MDP_BIT"))
+_VERSION_RESERVED = 0x1F00  # a value with these bits set is printed in hex
+
+
+def version(v: int) -> str:
+    """s_version's operand as LLVM 19 prints it: the target's name or number, then each flag OR-ed on, the
+    expression so far in parentheses (`(UC_VERSION_GFX11|UC_VERSION_W64_BIT)|UC_VERSION_MDP_BIT`)."""
+    text = _UC_VERSIONS.get(v & 0xFF, str(v & 0xFF))
+    for bit, name in _UC_FLAGS:
+        if v >> bit & 1:
+            text = f"({text})|{name}" if "|" in text else f"{text}|{name}"
+    return text
 
 
 # SOPP/SOPK immediates LLVM prints in decimal when they are inline integers (0..64), else in hex
