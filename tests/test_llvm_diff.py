@@ -76,3 +76,40 @@ def test_salu_f16_literals_gfx1201():
     assert len(pairs) > 30 and any("0x5678," in t for _, t in pairs)
     diffs = la.compare(pairs, "gfx1201")
     assert not diffs, _show(diffs)
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+def test_vop1_vgpr_only_sources_and_whole_vgpr_fp8(arch):
+    """v_swap_b32 / v_swaprel_b32 / v_movrelsd(_2)_b32 with every source code (an SGPR, ttmp or src_lds_direct is
+    an invalid VGPR_32 register, not an immediate), and every VOP1 opcode with src0 = v200 (16-bit operands reach
+    v0..v127 only, except v_cvt_pk_f32_fp8 / bf8, whose two bytes LLVM reads from any VGPR)."""
+    from emu.amd import isa
+    words = [w | s for w in (0x7F46CA00, 0x7E668800, 0x7EA2D000, 0x7FF69000) for s in range(256)]
+    words += [0x7E14_01C8 | e.value << 9 for (space, _), e in isa.load(isa.family(arch)).by_name.items()
+              if space == "VOP1"]
+    pairs = la.llvm_mc_disassemble(b"".join(w.to_bytes(4, "little") for w in words), arch)
+    assert len(pairs) > 900
+    diffs = la.compare(pairs, arch)
+    assert not diffs, _show(diffs)
+
+
+@pytest.mark.parametrize("arch, text", [
+    ("gfx1201", "global_atomic_cmpswap_b64 v[18:19], v1, v[4:7], s[0:1] th:TH_ATOMIC_RETURN\n"
+                "flat_atomic_cmpswap_b64 v[2:3], v[0:1], v[4:7] th:TH_ATOMIC_RETURN\n"
+                "global_atomic_cmpswap_b32 v2, v1, v[4:5], s[0:1] th:TH_ATOMIC_RETURN"),
+    ("gfx1100", "global_atomic_cmpswap_b64 v[2:3], v1, v[4:7], s[0:1] glc\nflat_atomic_cmpswap_b64 v[2:3], v[0:1], "
+                "v[4:7] glc\nglobal_atomic_cmpswap_b32 v2, v1, v[4:5], s[0:1] glc"),
+    ("gfx942", "global_atomic_cmpswap_x2 v[2:3], v1, v[4:7], s[0:1] sc0\nflat_atomic_cmpswap_x2 v[2:3], v[0:1], v[4:7] "
+               "sc0\nglobal_atomic_cmpswap v2, v1, v[4:5], s[0:1] sc0")])
+def test_compare_swap_returns_one_value(arch, text):
+    """A returning compare-swap's destination is one value (a pair for _b64 / _x2) wherever the vendor table types
+    it, where the RDNA3 GLOBAL table gives it the data pair's width."""
+    import re
+    import subprocess
+    out = subprocess.run([la.LLVM_MC, "-triple=amdgcn-amd-amdhsa", f"-mcpu={arch}", "-show-encoding"], input=text,
+                         capture_output=True, text=True, check=True).stdout
+    code = b"".join(bytes(int(b, 16) for b in m.split(",")) for m in re.findall(r"encoding: \[([^\]]+)\]", out))
+    pairs = la.llvm_mc_disassemble(code, arch)
+    assert len(pairs) == 3
+    diffs = la.compare(pairs, arch)
+    assert not diffs, _show(diffs)

@@ -82,13 +82,14 @@ def src_text(inst: Inst, d, name: str, mods: bool = True) -> str | None:
     if o.kind == "vgpr" and inst.op.name in _TRUE16 and inst.base == "VOP1":
         t = f"v{o.index & 127}.{'h' if o.index >= 128 else 'l'}"  # the high bit of the number picks the half
     elif o.kind == "vgpr" and o.index >= 128 and info is not None and info.bits == 16 and inst.family != "cdna" \
-            and inst.base in ("VOP1", "VOP2", "VOPC"):  # 16-bit VALU e32/DPP operands reach only v0..v127
+            and inst.base in ("VOP1", "VOP2", "VOPC") and inst.op.name not in _WHOLE_VGPR:
+        # 16-bit VALU e32/DPP operands reach only v0..v127
         cls = "VS_32_Lo128" if name == "src0" and "vsrc0" not in inst.fields else "VGPR_32_Lo128"
         t += f"/*Invalid register, operand has '{cls}' register class*/"
-    elif inst.base == "VOP1" and name == "src0" and info is not None and info.kind in _VGPR_ONLY \
-            and scalar_register(o):  # a VOP1 source that must be a VGPR
-        t = f"{o.index}/*Invalid immediate*/" if inst.op.name in _AS_IMMEDIATE else \
-            t + f"/*Invalid register, operand has '{_VGPR_ONLY[info.kind]}' register class*/"
+    elif inst.base == "VOP1" and name == "src0" and info is not None and info.kind in _VGPR_ONLY and (
+            scalar_register(o) or info.kind == "SRC_VGPR" and o.kind == "special" and o.index == LDS_DIRECT):
+        # a VOP1 source that must be a VGPR (LDS direct reads allowed only where the class says so)
+        t += f"/*Invalid register, operand has '{_VGPR_ONLY[info.kind]}' register class*/"
     elif inst.base == "VINTERP" and scalar_register(o):
         t += "/*Invalid register, operand has 'VGPR_32' register class*/"
     elif inst.base == "VINTERP" and o.kind in ("inline", "literal"):
@@ -110,10 +111,11 @@ def src_text(inst: Inst, d, name: str, mods: bool = True) -> str | None:
 
 # 16-bit opcodes LLVM 19 prints with true16 register halves (v1.l, v1.h) in their e32/DPP forms
 _TRUE16 = {"V_MOV_B16"}
-# VOP1 sources the tables type VGPR-only: operand kind -> LLVM's register class. LLVM reads an SGPR given to the
-# few opcodes in _AS_IMMEDIATE (their source is also written) as an immediate.
+# 16-bit sources (two fp8 / bf8 values) LLVM 19 reads as a whole VGPR, any of v0..v255, in the e32 form
+_WHOLE_VGPR = {"V_CVT_PK_F32_FP8", "V_CVT_PK_F32_BF8"}
+# VOP1 sources the tables type VGPR-only: operand kind -> LLVM's register class
 _VGPR_ONLY = {"SRC_VGPR": "VGPR_32", "VGPR": "VRegOrLds_32"}
-_AS_IMMEDIATE = {"V_SWAP_B32", "V_SWAPREL_B32", "V_MOVRELSD_B32", "V_MOVRELSD_2_B32"}
+LDS_DIRECT = 254  # src_lds_direct's source operand code
 
 
 def scalar_register(o: Operand) -> bool:
