@@ -113,3 +113,15 @@ def test_compare_swap_returns_one_value(arch, text):
     assert len(pairs) == 3
     diffs = la.compare(pairs, arch)
     assert not diffs, _show(diffs)
+
+
+@pytest.mark.parametrize("field, lo", [("rsrc", 41), ("samp", 55)])
+def test_image_resource_in_the_vgpr_range_gfx1201(field, lo):
+    """A VSAMPLE resource (8 registers) or sampler (4) given VGPR codes 256..511: an invalid register class while the
+    tuple ends by v255, past it a small negative immediate (image_sample v[0:3], [v0, v1], s[0:7], s[0:3])."""
+    base = int.from_bytes(bytes.fromhex("01c0c6e7" "00000000" "00010000"), "little")
+    code = b"".join((base & ~(511 << lo) | v << lo).to_bytes(12, "little") for v in range(256, 512))
+    pairs = la.llvm_mc_disassemble(code, "gfx1201")
+    assert len(pairs) > 240  # llvm-mc-19 rejects a few of the words
+    diffs = la.compare(pairs, "gfx1201")
+    assert not diffs, _show(diffs)
