@@ -192,6 +192,23 @@ def test_read_only_argument_is_efault_with_nothing_changed(client):
         c.free(b)
 
 
+def test_wait_events_on_a_read_only_array_is_efault_with_the_event_kept(client):
+    """The event data goes back to events_ptr after the wait, which resets an auto-reset event: a read-only array is
+    refused before the wait, and the signaled event stays signaled for a wait that can return it."""
+    c = client
+    ev = c.ioctl("CREATE_EVENT", k.CreateEvent(event_type=k.EVENT_SIGNAL, auto_reset=1))
+    c.ioctl("SET_EVENT", k.EventId(ev.event_id))
+    page = c.io.anon_mmap(0, 4096, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_PRIVATE, 0)
+    ctypes.memmove(page, bytes(k.EventData(event_id=ev.event_id)), ctypes.sizeof(k.EventData))
+    assert ctypes.CDLL(None).mprotect(ctypes.c_void_p(page), 4096, fileio.PROT_READ) == 0
+    with pytest.raises(OSError) as e:
+        c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=page, num_events=1, timeout=0))
+    assert e.value.errno == errno.EFAULT and "events_ptr" in str(e.value) and "not writable" in str(e.value)
+    assert c.wait_event(ev, 0)[0]  # still signaled: this wait gets it
+    c.io.munmap(page, 4096)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+
+
 # -- USERPTR pages the client unmapped: the GPU faults, the host lives ----------------------------------------------
 def _userptr(c: RawClient, size: int = 8192) -> tuple[int, int]:
     host = c.io.anon_mmap(0, size, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_PRIVATE, 0)

@@ -435,9 +435,12 @@ class KFD:
         if a.num_events == 0 or a.num_events > k.SIGNAL_EVENT_LIMIT:
             raise _einval(f"WAIT_EVENTS: num_events {a.num_events}")
         size = ctypes.sizeof(k.EventData)
-        data = (k.EventData * a.num_events).from_buffer_copy(
-            copy_from_user(a.events_ptr, size * a.num_events, "WAIT_EVENTS"))
+        raw = copy_from_user(a.events_ptr, size * a.num_events, "WAIT_EVENTS")
+        data = (k.EventData * a.num_events).from_buffer_copy(raw)
         evs = [self._event(d.event_id, "WAIT_EVENTS") for d in data]
+        # the event data goes back there after the wait, which may reset auto-reset events: the array must be
+        # writable first (the same bytes written back change nothing)
+        copy_to_user(a.events_ptr, raw, "WAIT_EVENTS (events_ptr: the event data is returned there)")
         deadline = None if a.timeout == TIMEOUT_INFINITE else time.monotonic() + a.timeout / 1000
 
         def done() -> bool:
