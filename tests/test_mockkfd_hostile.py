@@ -171,6 +171,36 @@ def test_sdma_packet_longer_than_its_ring_is_a_cp_error(client):
     assert "more than the 1024-byte ring" in stops_with_cp_error(c, submit)
 
 
+@pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")
+def test_destroyed_queue_writes_nothing_after_destroy_returns(client, tmp_path):
+    """A kernel storing in a loop is running when its queue is destroyed; its buffer is freed and a new one allocated
+    at the same address: the new buffer stays untouched (amdkfd preempts the queue before DESTROY_QUEUE returns), and
+    no fault is reported for the stopped dispatch."""
+    c = client
+    code = c.alloc(4096, VRAM_FLAGS)
+    blob = assemble("gfx1100", "s_mov_b32 s4, 0x7fffffff\nv_mov_b32 v1, 0x2a\nv_lshlrev_b32 v2, 2, v0\nloop:\n"
+                    "global_store_b32 v2, v1, s[0:1]\ns_sub_u32 s4, s4, 1\ns_cmp_lg_u32 s4, 0\ns_cbranch_scc1 loop\n"
+                    "s_endpgm\n", tmp_path)
+    code.mem[:len(blob)] = np.frombuffer(blob, np.uint8)
+    buf, ev = c.alloc(4096), c.event(k.EVENT_MEMORY)
+    faults = len(c.system.gpus[0].faults)
+    q = c.queue()
+    q.submit(dispatch_words(GFX, code.va, [buf.va & 0xFFFFFFFF, buf.va >> 32], 32, True))
+    assert wait_for(lambda: buf.mem.view(np.uint32)[0] == 0x2a)  # the kernel is storing
+    va = buf.va
+    c.destroy(q)
+    c.free(buf)
+    again = c.alloc(4096)
+    assert again.va == va  # (the host's mmap gave the same range back)
+    again.mem[:] = 0
+    assert not wait_for(lambda: again.mem.any(), 0.5)
+    assert len(c.system.gpus[0].faults) == faults and not c.wait_event(ev, 0)[0]
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    c.free(again)
+    c.free(code)
+    assert engine_alive(c)
+
+
 # -- ioctl arguments are validated before any effect ------------------------------------------------------------------
 def test_read_only_argument_is_efault_with_nothing_changed(client):
     c = client

@@ -154,7 +154,8 @@ class AQLQueue(ComputeQueue):
                 if nx and ny and nz:
                     d = Dispatch(prog, entry, (nx, ny, nz), (wx, wy, wz), lanes, kd.rsrc2, sgprs, group, scratch,
                                  pm4.TMPRING_SIZE_WAVESIZE[gfx].get(tmpring) * pm4.SCRATCH_WAVESIZE_GRANULE[gfx],
-                                 pm4.TMPRING_SIZE_WAVES.get(tmpring), (sx, sy, sz), self.gpu.dispatches, kd.rsrc1)
+                                 pm4.TMPRING_SIZE_WAVES.get(tmpring), (sx, sy, sz), self.gpu.dispatches, kd.rsrc1,
+                                 cancel=self.cancel)
                     self.gpu.add_stats(run_dispatch(self.gpu.vm, d, self.gpu.arch))
         finally:
             self.gpu.dispatches += 1
