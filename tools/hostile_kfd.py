@@ -16,8 +16,8 @@ import struct
 
 import numpy as np
 
+from stack.hcq import fileio, pm4, sdma
 from stack.hcq import kfd_ioctl as k
-from stack.hcq import pm4, sdma
 from tools.kfd_client import VRAM_FLAGS, RawClient, aql_packet, wait_for
 
 KINDS = ("ioctl", "pm4", "sdma", "aql")
@@ -29,7 +29,7 @@ SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float
 }"""
 ERRNOS = {errno.EINVAL, errno.EFAULT, errno.ENOMEM, errno.ENOENT, errno.EBUSY, errno.ENOSPC, errno.EPERM,
           errno.ENOTTY}
-SETTLE = 2.0  # seconds an input's queue may run before it is destroyed (a WAIT_REG_MEM may wait for ever)
+SETTLE = 1.0  # seconds an input's queue may run before it is destroyed (a WAIT_REG_MEM may wait for ever)
 INTS = (0, 1, 2, 3, 4, 7, 8, 63, 64, 255, 256, 1023, 4096, 0x7FFF, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x80000000,
         0xFFFFFFFF, 1 << 32, 1 << 47, (1 << 48) - 4, (1 << 63) - 1, (1 << 64) - 1)
 
@@ -42,6 +42,11 @@ class Bench:
         from stack.hcq.codeobj import CodeObject
         self.c = c = RawClient(arch, 3)
         self.canary = (ctypes.c_char * 4096).from_buffer_copy(bytes(range(256)) * 16)
+        # a read-only page holding what pointer fields point at (gpu ids, event data): results cannot go back there
+        self.readonly = c.io.anon_mmap(0, 4096, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_PRIVATE, 0)
+        ctypes.memmove(self.readonly, bytes((ctypes.c_uint32 * 8)(*c.gpu_ids)), 4 * len(c.gpu_ids))
+        if ctypes.CDLL(None, use_errno=True).mprotect(ctypes.c_void_p(self.readonly), 4096, fileio.PROT_READ):
+            raise OSError(ctypes.get_errno(), "mprotect of the read-only page")
         self.victim = c.alloc(8192)
         self.co = CodeObject.parse(compile_cl(SAXPY, arch))
         self.code = c.alloc(self.co.image_size, VRAM_FLAGS)
@@ -152,7 +157,7 @@ def ioctl_input(b: Bench, rng: random.Random) -> tuple[int, object]:
     ids = (ctypes.c_uint32 * 4)(*rng.choices([*c.gpu_ids, 0, 0xFFFFFFFF], k=4))
     events = (k.EventData * 2)()
     handles = (*c.system.kfd.proc.bos, *c.gpu_ids, *c.system.kfd.proc.events, *(d.fd for d in c.drms))
-    extra = (*handles, ctypes.addressof(ids), ctypes.addressof(events))
+    extra = (*handles, ctypes.addressof(ids), ctypes.addressof(events), b.readonly)
     arg = bytearray(ctypes.sizeof(cls))
     if rng.random() < 0.15:
         arg[:] = rng.randbytes(len(arg))
