@@ -30,6 +30,8 @@ SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float
 ERRNOS = {errno.EINVAL, errno.EFAULT, errno.ENOMEM, errno.ENOENT, errno.EBUSY, errno.ENOSPC, errno.EPERM,
           errno.ENOTTY}
 SETTLE = 1.0  # seconds an input's queue may run before it is destroyed (a WAIT_REG_MEM may wait for ever)
+HOST_BYTES = 256 << 10
+SPARE = 1 << 20  # bytes of GPU VA (and of host pages) the inputs' allocations may take
 INTS = (0, 1, 2, 3, 4, 7, 8, 63, 64, 255, 256, 1023, 4096, 0x7FFF, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x80000000,
         0xFFFFFFFF, 1 << 32, 1 << 47, (1 << 48) - 4, (1 << 63) - 1, (1 << 64) - 1)
 
@@ -42,24 +44,31 @@ class Bench:
         from stack.hcq.codeobj import CodeObject
         self.c = c = RawClient(arch, 3)
         self.canary = (ctypes.c_char * 4096).from_buffer_copy(bytes(range(256)) * 16)
+        # what ioctl pointer fields point at: large enough for any count the driver accepts (4096 events of 48 bytes)
+        self.host = (ctypes.c_uint8 * HOST_BYTES)()
         # a read-only page holding what pointer fields point at (gpu ids, event data): results cannot go back there
         self.readonly = c.io.anon_mmap(0, 4096, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_PRIVATE, 0)
         ctypes.memmove(self.readonly, bytes((ctypes.c_uint32 * 8)(*c.gpu_ids)), 4 * len(c.gpu_ids))
         if ctypes.CDLL(None, use_errno=True).mprotect(ctypes.c_void_p(self.readonly), 4096, fileio.PROT_READ):
             raise OSError(ctypes.get_errno(), "mprotect of the read-only page")
         self.victim = c.alloc(8192)
+        # free GPU VA for the inputs' ALLOC_MEMORY_OF_GPU, and writable host pages for their USERPTR buffers
+        self.spare = c.io.anon_mmap(0, SPARE, fileio.PROT_NONE, fileio.MAP_PRIVATE | fileio.MAP_NORESERVE, 0)
+        self.user = c.io.anon_mmap(0, SPARE, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_PRIVATE, 0)
         self.co = CodeObject.parse(compile_cl(SAXPY, arch))
         self.code = c.alloc(self.co.image_size, VRAM_FLAGS)
         self.keep = set(c.system.kfd.proc.bos)
 
     # -- what the inputs aim at ---------------------------------------------------------------------------------
-    def addresses(self) -> tuple[int, ...]:
+    def addresses(self, gpu: bool = True) -> tuple[int, ...]:
+        """Addresses of interest; for GPU packets (`gpu`) also the host canary, which the GPU was never given (an
+        ioctl may legitimately be asked to write there: the driver writes its results where it is told)."""
         v = self.victim
-        return (v.va, v.va + 4, v.va + v.size - 4, v.va + v.size, self.code.va, ctypes.addressof(self.canary), 0,
-                0x7000_0000_0000, (1 << 48) - 8, (1 << 64) - 8)
+        return (v.va, v.va + 4, v.va + v.size - 4, v.va + v.size, self.code.va, 0, 0x7000_0000_0000, (1 << 48) - 8,
+                (1 << 64) - 8, *((ctypes.addressof(self.canary),) if gpu else ()))
 
-    def value(self, rng: random.Random, extra: tuple[int, ...] = ()) -> int:
-        return rng.choice((*INTS, *extra, *self.addresses())) if rng.random() < 0.8 else rng.getrandbits(64)
+    def value(self, rng: random.Random, extra: tuple[int, ...] = (), gpu: bool = True) -> int:
+        return rng.choice((*INTS, *extra, *self.addresses(gpu))) if rng.random() < 0.8 else rng.getrandbits(64)
 
     # -- the checks after each input ----------------------------------------------------------------------------
     def verdict(self) -> str | None:
@@ -148,14 +157,40 @@ class Bench:
 
 
 # -- inputs ----------------------------------------------------------------------------------------------------------
+def _valid_fields(b: Bench, rng: random.Random, ids: ctypes.Array, events: ctypes.Array) -> dict:
+    """field name -> a value that field would have in a well-formed request of this client (for any request)."""
+    c, p = b.c, b.c.system.kfd.proc
+    pages = rng.choice((1, 2, 16))
+    pick = lambda seq, default=0: rng.choice(list(seq)) if seq else default  # noqa: E731
+    flags = rng.choice((k.ALLOC_GTT | k.ALLOC_WRITABLE, k.ALLOC_VRAM | k.ALLOC_WRITABLE | k.ALLOC_PUBLIC,
+                        k.ALLOC_USERPTR | k.ALLOC_WRITABLE, k.ALLOC_GTT, k.ALLOC_DOORBELL, k.ALLOC_MMIO_REMAP))
+    at = 4096 * rng.randrange(SPARE // 4096 - pages)
+    for d in events:
+        d.event_id = pick(p.events)
+    return {"gpu_id": pick(c.gpu_ids), "handle": pick(p.bos), "event_id": pick(p.events), "queue_id": pick(p.queues),
+            "va_addr": b.spare + at, "size": 4096 * pages, "flags": flags,
+            "mmap_offset": b.user + at if flags & k.ALLOC_USERPTR else 0,
+            "device_ids_array_ptr": ctypes.addressof(ids), "n_devices": rng.randint(1, len(c.gpu_ids)),
+            "events_ptr": ctypes.addressof(events), "num_events": rng.randint(1, len(events)),
+            "ring_base_address": b.victim.va, "ring_size": 4096, "write_pointer_address": b.victim.va + 4096 + 56,
+            "read_pointer_address": b.victim.va + 4096 + 128, "queue_type": rng.randrange(4),
+            "queue_percentage": 100, "queue_priority": 7, "drm_fd": pick(d.fd for d in c.drms),
+            "event_type": rng.choice((k.EVENT_SIGNAL, k.EVENT_HW_EXCEPTION, k.EVENT_MEMORY)),
+            "auto_reset": rng.randrange(2), "num_of_nodes": rng.randrange(4), "mode_mask": rng.randrange(2),
+            "kfd_process_device_apertures_ptr": ctypes.addressof(b.host) + HOST_BYTES // 2,
+            "xnack_enabled": rng.choice((-1, 0, 1))}
+
+
 def ioctl_input(b: Bench, rng: random.Random) -> tuple[int, object]:
-    """(request, argument): a KFD command with each field a value of interest, random bytes, or a valid struct of
-    the request with one field changed; the size in the request sometimes wrong; the argument sometimes bytes."""
+    """(request, argument): a KFD command with each field a value of interest, random bytes, or a well-formed struct
+    of the request with one field changed; the size in the request sometimes wrong; the argument sometimes bytes."""
     c = b.c
     nr = rng.choice(list(k.IOCTLS)) if rng.random() < 0.95 else rng.randrange(256)
     name, direction, cls = k.IOCTLS.get(nr, ("?", 3, k.GetVersion))
-    ids = (ctypes.c_uint32 * 4)(*rng.choices([*c.gpu_ids, 0, 0xFFFFFFFF], k=4))
-    events = (k.EventData * 2)()
+    ctypes.memset(b.host, 0, HOST_BYTES)
+    ids = (ctypes.c_uint32 * 4).from_buffer(b.host)  # the driver's inputs and outputs lie in b.host, never past it
+    ids[:] = [*rng.sample(c.gpu_ids, len(c.gpu_ids)), 0]
+    events = (k.EventData * 2).from_buffer(b.host, 4096)
     handles = (*c.system.kfd.proc.bos, *c.gpu_ids, *c.system.kfd.proc.events, *(d.fd for d in c.drms))
     extra = (*handles, ctypes.addressof(ids), ctypes.addressof(events), b.readonly)
     arg = bytearray(ctypes.sizeof(cls))
@@ -163,10 +198,17 @@ def ioctl_input(b: Bench, rng: random.Random) -> tuple[int, object]:
         arg[:] = rng.randbytes(len(arg))
     else:
         s = cls.from_buffer(arg)
+        valid = _valid_fields(b, rng, ids, events) if rng.random() < 0.6 else None
+        names = [f for f, *_ in cls._fields_ if isinstance(getattr(s, f), int)]
+        odd = rng.choice(names) if names and (valid is None or rng.random() < 0.7) else None
         for fname, ftype, *_ in cls._fields_:
-            if isinstance(getattr(s, fname), int) and rng.random() < 0.7:
-                bits = 8 * ctypes.sizeof(ftype)
-                setattr(s, fname, b.value(rng, extra) & ((1 << bits) - 1))
+            if fname not in names:
+                continue
+            bits = 8 * ctypes.sizeof(ftype)
+            if valid is not None and fname != odd:
+                setattr(s, fname, valid.get(fname, 0) & ((1 << bits) - 1))
+            elif valid is not None or rng.random() < 0.7:
+                setattr(s, fname, b.value(rng, extra, gpu=False) & ((1 << bits) - 1))
         if cls is k.WaitEvents:  # a wait for ever is the client's to make, not a fault of the driver
             s.timeout = rng.choice((0, 1, 5))
         del s
@@ -278,24 +320,25 @@ def run(b: Bench, kind: str, seed: int) -> str:
     out = run_ioctl(b, rng) if kind == "ioctl" else run_queue(b, kind, rng)
     if out.startswith(BAD):
         return out
-    bad = b.verdict()
-    b.reset()
-    return bad or out
+    b.reset()  # first: the input may have unmapped the bench's own buffers
+    return b.verdict() or out
 
 
 def run_ioctl(b: Bench, rng: random.Random) -> str:
-    request, arg = ioctl_input(b, rng)
-    before = b.snapshot()
-    try:
-        b.c.kfd.ioctl(request, arg)
-    except OSError as e:
-        if e.errno not in ERRNOS:
-            return f"internal:{errno.errorcode.get(e.errno, e.errno)}: {str(e)[:100]}"
-        if b.snapshot() != before:
-            return f"changed-on-error:{str(e)[:100]}"
-        return f"ok:{errno.errorcode[e.errno]}"
-    name = k.IOCTLS.get(k.ioc_nr(request), ("?",))[0]
-    return f"ok:{name}"
+    """1 to 4 ioctls (a later one may name what an earlier one made); the outcome of the last."""
+    for _ in range(rng.randint(1, 4)):
+        request, arg = ioctl_input(b, rng)
+        before = b.snapshot()
+        try:
+            b.c.kfd.ioctl(request, arg)
+            out = f"ok:{k.IOCTLS.get(k.ioc_nr(request), ('?',))[0]}"
+        except OSError as e:
+            if e.errno not in ERRNOS:
+                return f"internal:{errno.errorcode.get(e.errno, e.errno)}: {str(e)[:100]}"
+            if b.snapshot() != before:
+                return f"changed-on-error:{str(e)[:100]}"
+            out = f"ok:{errno.errorcode[e.errno]}"
+    return out
 
 
 def run_queue(b: Bench, kind: str, rng: random.Random) -> str:
