@@ -205,10 +205,10 @@ class Deadline:
                 "0 removes it)")
 
     def passed_lately(self) -> bool:
-        """`passed`, looked at every 16th time asked (each wave's start asks: the clocks cost more than a short
-        wave)."""
+        """`passed`, the clocks looked at every 16th time asked (each wave's start asks: they cost more than a short
+        wave), the cancel each time."""
         self.asked += 1
-        return not self.asked & 15 and self.passed()
+        return bool(self.cancel and self.cancel.why) or not self.asked & 15 and self.passed()
 
 
 def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | None = None,
