@@ -22,7 +22,7 @@ from tools.kfd_client import VRAM_FLAGS, RawClient, aql_packet, wait_for
 
 KINDS = ("ioctl", "pm4", "sdma", "aql")
 BAD = ("internal", "changed-on-error", "dead-engine", "canary", "saxpy", "stuck")
-ARCH, GFX, SDMA_VERSION = "gfx1100", 11, 6
+ARCH, GFX = "gfx1100", 11
 SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float a, uint n) {
   uint i = get_global_id(0);
   if (i < n) y[i] = a * x[i] + y[i];
@@ -30,7 +30,7 @@ SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float
 ERRNOS = {errno.EINVAL, errno.EFAULT, errno.ENOMEM, errno.ENOENT, errno.EBUSY, errno.ENOSPC, errno.EPERM,
           errno.ENOTTY}
 SETTLE = 1.0  # seconds an input's queue may run before it is destroyed (a WAIT_REG_MEM may wait for ever)
-HOST_BYTES = 256 << 10
+HOST_BYTES = 256 << 10  # host memory the ioctls' pointer fields point into
 SPARE = 1 << 20  # bytes of GPU VA (and of host pages) the inputs' allocations may take
 INTS = (0, 1, 2, 3, 4, 7, 8, 63, 64, 255, 256, 1023, 4096, 0x7FFF, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x80000000,
         0xFFFFFFFF, 1 << 32, 1 << 47, (1 << 48) - 4, (1 << 63) - 1, (1 << 64) - 1)
@@ -46,7 +46,7 @@ class Bench:
         self.canary = (ctypes.c_char * 4096).from_buffer_copy(bytes(range(256)) * 16)
         # what ioctl pointer fields point at: large enough for any count the driver accepts (4096 events of 48 bytes)
         self.host = (ctypes.c_uint8 * HOST_BYTES)()
-        # a read-only page holding what pointer fields point at (gpu ids, event data): results cannot go back there
+        # and a read-only page with the gpu ids: the driver can read it but return no result there
         self.readonly = c.io.anon_mmap(0, 4096, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_PRIVATE, 0)
         ctypes.memmove(self.readonly, bytes((ctypes.c_uint32 * 8)(*c.gpu_ids)), 4 * len(c.gpu_ids))
         if ctypes.CDLL(None, use_errno=True).mprotect(ctypes.c_void_p(self.readonly), 4096, fileio.PROT_READ):
