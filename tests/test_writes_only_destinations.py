@@ -150,3 +150,35 @@ def test_s_bcnt1_i32_b64_writes_one_sgpr(monkeypatch, tier, arch, word):
     w.sgpr[16:18] = (0xF, 1)
     w.run(bytes.fromhex(word + ENDPGM[isa.family(arch)]))
     assert (int(w.sgpr[3]), int(w.sgpr[4]), w.scc) == (5, 0xAAAAAAAA, 1)
+
+
+@pytest.mark.parametrize("tier", ["ref", "interp", "jit"])
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=bool(os.environ.get("CI")),
+          suppress_health_check=list(HealthCheck))
+@given(data=st.data(), seed=st.integers(0, 1 << 30))
+def test_one_scalar_load_writes_only_its_destination(monkeypatch, tier, arch, data, seed):
+    """The same for scalar memory loads: 8 MiB of random words mapped at 64 KiB, every aligned SGPR pair pointing 2 MiB
+    into them (an odd SGPR, a pair's high half, is 0; each V#'s NUM_RECORDS the largest), so that immediate and SGPR
+    offsets land; the SGPRs that changed are the sdata tuple LLVM's disassembly names first."""
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    inst_bytes = data.draw(strategies.instructions(arch, "SMEM"), "instruction")
+    inst = decode(inst_bytes, arch)[0]
+    if not inst.valid or inst.op is None or "LOAD" not in inst.op.name:
+        event("not a load")
+        return
+    w = Wave(arch)
+    w.vm.map(1 << 16, np.random.default_rng(seed).integers(0, 1 << 32, 2 << 20, dtype=np.uint64).astype(np.uint32))
+    w.sgpr[0:104:2], w.sgpr[1:104:2] = (1 << 16) + (2 << 20), 0
+    w.sgpr[2:104:4] = 0xFFFFFFFF  # word 2 of each 4-aligned quad: a buffer resource's NUM_RECORDS
+    before = w.sgpr[:128].copy()
+    try:
+        w.run(inst_bytes + bytes.fromhex(ENDPGM[isa.family(arch)]))
+    except GPUFault as e:
+        assert e.record.kind != "emulator-error", f"{inst}: {e.record.detail}"
+        event(f"fault: {e.record.kind}")  # an offset past the buffer
+        return
+    event("ran")
+    changed = {("s", int(i)) for i in np.flatnonzero(w.sgpr[:128] != before)}
+    allowed = _registers(str(inst).split(None, 1)[1].split(",")[0], -1)
+    assert changed <= allowed, f"{inst} ({inst.op.name}) wrote {sorted(changed - allowed)}"
