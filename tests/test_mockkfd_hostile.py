@@ -97,6 +97,19 @@ def test_aql_dispatch_sizes_beyond_limits_are_cp_errors(client, block, grid, gro
     assert what in stops_with_cp_error(client, lambda: _aql(client, _kernel_dispatch(block, grid, group)))
 
 
+def test_aql_signal_fields_wrap_at_64_bits(client):
+    """A barrier-AND whose dependent signal is at 2^64 - 8: the packet processor reads its value at (2^64 - 8 + 8)
+    mod 2^64 = 0, faulting there (the fault and its event name page 0, not an address past 64 bits)."""
+    c = client
+    ev = c.event(k.EVENT_MEMORY)
+    q = _aql(c, aql_packet(3, struct.pack("<HI5Q", 0, 0, (1 << 64) - 8, 0, 0, 0, 0)))
+    done, data = c.wait_event(ev)
+    assert done and data.memory_exception_data.va == 0
+    assert c.system.gpus[0].faults[-1].addresses[0] == 0
+    c.destroy(q)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+
+
 def _pm4(c: RawClient, words: list[int]):
     q = c.queue()
     q.submit(words)
