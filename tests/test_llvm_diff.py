@@ -125,3 +125,37 @@ def test_image_resource_in_the_vgpr_range_gfx1201(field, lo):
     assert len(pairs) > 240  # llvm-mc-19 rejects a few of the words
     diffs = la.compare(pairs, "gfx1201")
     assert not diffs, _show(diffs)
+
+
+def _variants(arch: str, text: str, lo: int, width: int) -> list[tuple[bytes, str]]:
+    """llvm-mc-19's text of every value of the bits [lo, lo + width) of the second dword of `text`'s encoding."""
+    import re
+    import subprocess
+    out = subprocess.run([la.LLVM_MC, "-triple=amdgcn-amd-amdhsa", f"-mcpu={arch}", "-show-encoding"], input=text,
+                         capture_output=True, text=True, check=True).stdout
+    base = bytes(int(b, 16) for b in re.findall(r"encoding: \[([^\]]+)\]", out)[0].split(","))
+    word = int.from_bytes(base[4:8], "little") & ~(((1 << width) - 1) << lo)
+    return la.llvm_mc_disassemble(b"".join(base[:4] + (word | v << lo).to_bytes(4, "little") + base[8:]
+                                           for v in range(1 << width)), arch)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_every_dpp16_control(arch):
+    """All 512 DPP16 controls: the names of each family (gfx90a+'s row_newbcast for row_share's codes), and LLVM's
+    comments for the reserved ones and for GFX9 controls on GFX10+ (row_xmask before GFX10)."""
+    pairs = _variants(arch, "v_add_f32_dpp v1, v2, v3 quad_perm:[0,1,2,3] row_mask:0xf bank_mask:0xf", 8, 9)
+    assert len(pairs) == 512
+    diffs = la.compare(pairs, arch)
+    assert not diffs, _show(diffs)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_cndmask_dpp_source_modifiers(arch):
+    """v_cndmask_b32's DPP16 form takes neg / abs of both sources (its sources are untyped bits; the engine applies
+    them); LLVM 19 closes a gfx12 src1 abs after the VCC operand."""
+    vcc = "vcc" if arch == "gfx942" else "vcc_lo"
+    pairs = _variants(arch, f"v_cndmask_b32_dpp v1, v2, v3, {vcc} quad_perm:[0,1,2,3] row_mask:0xf bank_mask:0xf",
+                      20, 4)
+    assert len(pairs) == 16
+    diffs = la.compare(pairs, arch)
+    assert not diffs, _show(diffs)

@@ -122,10 +122,14 @@ def scalar_register(o: Operand) -> bool:
     return o.kind in ("sgpr", "ttmp") or (o.kind == "special" and o.name != "null" and o.name[:4] != "src_")
 
 def _fp(inst: Inst, info) -> bool:
-    """Whether an operand takes float source modifiers (neg, abs): float-typed operands and the fma_mix ops."""
+    """Whether an operand takes float source modifiers (neg, abs): float-typed operands, v_cndmask's (whose sources
+    are untyped bits) and the fma_mix ops."""
     if inst.base == "VOP3P":
         return "_MIX" in inst.op.name
-    return info is not None and bool(re.search(r"(^|_)B?F\d", info.fmt))
+    return inst.op.name in _FLOAT_MODIFIED or info is not None and bool(re.search(r"(^|_)B?F\d", info.fmt))
+
+
+_FLOAT_MODIFIED = {"V_CNDMASK_B32", "V_CNDMASK_B16"}
 
 def join(name: str, ops: list[str | None], mods: list[str] = ()) -> str:
     s = name

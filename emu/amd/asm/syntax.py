@@ -116,6 +116,7 @@ _QUAD = "quad_perm:[{},{},{},{}]"
 
 _DPP_WAVE = {0x130: "wave_shl:1", 0x134: "wave_rol:1", 0x138: "wave_shr:1", 0x13C: "wave_ror:1",
              0x142: "row_bcast:15", 0x143: "row_bcast:31"}  # GFX9 whole-wave DPP controls
+_INVALID_DPP = "/* Invalid dpp_ctrl value */"  # what LLVM 19 prints in place of a reserved control
 
 
 def dpp16(f: dict[str, int], family: str) -> list[str]:
@@ -132,14 +133,16 @@ def dpp16(f: dict[str, int], family: str) -> list[str]:
         ctl = "row_mirror"
     elif c == 0x141:
         ctl = "row_half_mirror"
-    elif 0x150 <= c <= 0x15F:
-        ctl = f"row_share:{c & 0xF}"
+    elif 0x150 <= c <= 0x15F:  # gfx90a+ name the same codes row_newbcast
+        ctl = f"{'row_newbcast' if family == 'cdna' else 'row_share'}:{c & 0xF}"
     elif 0x160 <= c <= 0x16F:
-        ctl = f"row_xmask:{c & 0xF}"
-    elif c in _DPP_WAVE and family == "cdna":
-        ctl = _DPP_WAVE[c]
+        ctl = "/* row_xmask is not supported on ASICs earlier than GFX10 */" if family == "cdna" else \
+            f"row_xmask:{c & 0xF}"
+    elif c in _DPP_WAVE:
+        ctl = _DPP_WAVE[c] if family == "cdna" else \
+            f"/* {_DPP_WAVE[c].split(':')[0]} is not supported starting from GFX10 */"
     else:
-        ctl = f"dpp_ctrl:0x{c:x}"
+        ctl = _INVALID_DPP
     out = [ctl, f"row_mask:0x{f['row_mask']:x}", f"bank_mask:0x{f['bank_mask']:x}"]
     if f.get("bc"):
         out.append("bound_ctrl:1")
