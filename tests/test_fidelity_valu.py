@@ -449,3 +449,19 @@ def test_vopc_dpp_row_controls_in_wave64_on_gfx11():
         return sum(1 << int(k) for k in np.flatnonzero(x))
     assert int(w.sgpr[4]) | int(w.sgpr[5]) << 32 == mask(a[(i & ~15) | 3] == b)
     assert int(w.sgpr[0]) | int(w.sgpr[1]) << 32 == mask(a[(i & ~15) | ((i & 15) ^ 1)] == b)
+
+
+@pytest.mark.parametrize("tier", ["ref", "interp", "jit"])
+def test_reserved_dpp_0x142_reads_each_rows_lane_0_on_gfx11(monkeypatch, tier):
+    """DPP control 0x142 (CDNA's row_bcast15, reserved on RDNA: llvm-mc-19 rejects row_bcast for gfx11, so the word
+    is v_cmp_eq_u32_dpp vcc, v0, v0 row_share:0 ... bound_ctrl:1 with the control patched) runs on hardware:
+    tinygrad's hardware-confirmed vector (test_dpp, wave64 gfx11) has lanes 0, 16, 32, 48 equal and 1, 15, 31, 47,
+    63 not, as each row's lane 0 read; hwemu follows that (emu.amd.exec.lanes) where it used to fault."""
+    from emu.amd import Wave
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    # llvm-mc-19 -mcpu=gfx1100 -mattr=+wavefrontsize64 gives fa00947c 005009ff; dpp_ctrl [16:8] 0x150 -> 0x142
+    word = bytes.fromhex("fa00947c" "004209ff")
+    w = Wave("gfx1100", 64)
+    w.vgpr[0] = np.arange(64, dtype=U32)
+    w.run(word + bytes.fromhex("0000b0bf"))
+    assert w.vcc == sum(1 << k for k in (0, 16, 32, 48))

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mockkfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 from stack.hcq import kfd_ioctl as k
 from stack.hcq import pm4, sdma
+from tools.kfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 EXPLORE = not os.environ.get("CI")
 

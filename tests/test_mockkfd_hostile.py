@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mockkfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 from emu.amd.cp import MAX_IB_ENTRIES
+from stack.codegen import opencl
 from stack.hcq import fileio, pm4, sdma
 from stack.hcq import kfd_ioctl as k
+from tools import hostile_kfd
+from tools.kfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 GFX = 11
 EXPLORE = not os.environ.get("CI")
@@ -95,6 +97,19 @@ def test_aql_dispatch_sizes_beyond_limits_are_cp_errors(client, block, grid, gro
     assert what in stops_with_cp_error(client, lambda: _aql(client, _kernel_dispatch(block, grid, group)))
 
 
+def test_aql_signal_fields_wrap_at_64_bits(client):
+    """A barrier-AND whose dependent signal is at 2^64 - 8: the packet processor reads its value at (2^64 - 8 + 8)
+    mod 2^64 = 0, faulting there (the fault and its event name page 0, not an address past 64 bits)."""
+    c = client
+    ev = c.event(k.EVENT_MEMORY)
+    q = _aql(c, aql_packet(3, struct.pack("<HI5Q", 0, 0, (1 << 64) - 8, 0, 0, 0, 0)))
+    done, data = c.wait_event(ev)
+    assert done and data.memory_exception_data.va == 0
+    assert c.system.gpus[0].faults[-1].addresses[0] == 0
+    c.destroy(q)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+
+
 def _pm4(c: RawClient, words: list[int]):
     q = c.queue()
     q.submit(words)
@@ -169,6 +184,36 @@ def test_sdma_packet_longer_than_its_ring_is_a_cp_error(client):
     assert "more than the 1024-byte ring" in stops_with_cp_error(c, submit)
 
 
+@pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")
+def test_destroyed_queue_writes_nothing_after_destroy_returns(client, tmp_path):
+    """A kernel storing in a loop is running when its queue is destroyed; its buffer is freed and a new one allocated
+    at the same address: the new buffer stays untouched (amdkfd preempts the queue before DESTROY_QUEUE returns), and
+    no fault is reported for the stopped dispatch."""
+    c = client
+    code = c.alloc(4096, VRAM_FLAGS)
+    blob = assemble("gfx1100", "s_mov_b32 s4, 0x7fffffff\nv_mov_b32 v1, 0x2a\nv_lshlrev_b32 v2, 2, v0\nloop:\n"
+                    "global_store_b32 v2, v1, s[0:1]\ns_sub_u32 s4, s4, 1\ns_cmp_lg_u32 s4, 0\ns_cbranch_scc1 loop\n"
+                    "s_endpgm\n", tmp_path)
+    code.mem[:len(blob)] = np.frombuffer(blob, np.uint8)
+    buf, ev = c.alloc(4096), c.event(k.EVENT_MEMORY)
+    faults = len(c.system.gpus[0].faults)
+    q = c.queue()
+    q.submit(dispatch_words(GFX, code.va, [buf.va & 0xFFFFFFFF, buf.va >> 32], 32, True))
+    assert wait_for(lambda: buf.mem.view(np.uint32)[0] == 0x2a)  # the kernel is storing
+    va = buf.va
+    c.destroy(q)
+    c.free(buf)
+    again = c.alloc(4096)
+    assert again.va == va  # (the host's mmap gave the same range back)
+    again.mem[:] = 0
+    assert not wait_for(lambda: again.mem.any(), 0.5)
+    assert len(c.system.gpus[0].faults) == faults and not c.wait_event(ev, 0)[0]
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    c.free(again)
+    c.free(code)
+    assert engine_alive(c)
+
+
 # -- ioctl arguments are validated before any effect ------------------------------------------------------------------
 def test_read_only_argument_is_efault_with_nothing_changed(client):
     c = client
@@ -188,6 +233,23 @@ def test_read_only_argument_is_efault_with_nothing_changed(client):
     assert g.vm.mapping(ring.va) is not None  # still mapped
     for b in (ring, gart):
         c.free(b)
+
+
+def test_wait_events_on_a_read_only_array_is_efault_with_the_event_kept(client):
+    """The event data goes back to events_ptr after the wait, which resets an auto-reset event: a read-only array is
+    refused before the wait, and the signaled event stays signaled for a wait that can return it."""
+    c = client
+    ev = c.ioctl("CREATE_EVENT", k.CreateEvent(event_type=k.EVENT_SIGNAL, auto_reset=1))
+    c.ioctl("SET_EVENT", k.EventId(ev.event_id))
+    page = c.io.anon_mmap(0, 4096, fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_PRIVATE, 0)
+    ctypes.memmove(page, bytes(k.EventData(event_id=ev.event_id)), ctypes.sizeof(k.EventData))
+    assert ctypes.CDLL(None).mprotect(ctypes.c_void_p(page), 4096, fileio.PROT_READ) == 0
+    with pytest.raises(OSError) as e:
+        c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=page, num_events=1, timeout=0))
+    assert e.value.errno == errno.EFAULT and "events_ptr" in str(e.value) and "not writable" in str(e.value)
+    assert c.wait_event(ev, 0)[0]  # still signaled: this wait gets it
+    c.io.munmap(page, 4096)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
 
 
 # -- USERPTR pages the client unmapped: the GPU faults, the host lives ----------------------------------------------
@@ -323,3 +385,24 @@ def test_hostile_aql_packets_leave_host_and_engine_alive(client, kind, body, kob
         assert "emulator error" not in c.system.gpus[0].queues[q.args.queue_id].error
     finally:
         c.destroy(q)
+
+
+# -- the hostile client's campaigns (tools.hostile_kfd): ioctl structs, PM4, SDMA and AQL streams ------------------
+@pytest.fixture(scope="module")
+def bench() -> hostile_kfd.Bench:
+    return hostile_kfd.Bench()
+
+
+@pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build saxpy")
+@pytest.mark.parametrize("kind", hostile_kfd.KINDS)
+@settings(max_examples=300 if EXPLORE else 40, derandomize=not EXPLORE, deadline=None,
+          suppress_health_check=list(HealthCheck))
+@given(seed=st.integers(0, (1 << 64) - 1))
+def test_hostile_client_leaves_host_engine_and_driver_as_they_were(bench, monkeypatch, tmp_path, kind, seed):
+    """After each input: the engine serves a fresh queue, the host canary is unchanged, saxpy is right, no queue
+    stopped with an emulator error, a failed ioctl named an errno other than EIO and changed nothing."""
+    monkeypatch.setenv("HWEMU_TIMEOUT", "1")  # random code may loop: short budgets
+    monkeypatch.setenv("HWEMU_WAVE_LIMIT", "200000")
+    monkeypatch.setenv("HWEMU_REPORT_DIR", str(tmp_path))
+    out = hostile_kfd.run(bench, kind, seed)
+    assert out.startswith("ok:"), out

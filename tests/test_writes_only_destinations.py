@@ -150,3 +150,44 @@ def test_s_bcnt1_i32_b64_writes_one_sgpr(monkeypatch, tier, arch, word):
     w.sgpr[16:18] = (0xF, 1)
     w.run(bytes.fromhex(word + ENDPGM[isa.family(arch)]))
     assert (int(w.sgpr[3]), int(w.sgpr[4]), w.scc) == (5, 0xAAAAAAAA, 1)
+
+
+LOAD_BASE = (1 << 16) + (2 << 20)  # where every aligned register pair points: 2 MiB into 8 MiB mapped at 64 KiB
+
+
+@pytest.mark.parametrize("tier", ["ref", "interp", "jit"])
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+@pytest.mark.parametrize("kind", ["SMEM", "GLOBAL", "DS"])
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=bool(os.environ.get("CI")),
+          suppress_health_check=list(HealthCheck))
+@given(data=st.data(), seed=st.integers(0, 1 << 30))
+def test_one_load_writes_only_its_destination(monkeypatch, tier, arch, kind, data, seed):
+    """The same for scalar, global and LDS loads: 8 MiB of random words mapped at 64 KiB, every aligned SGPR pair and
+    every even/odd VGPR row pair pointing 2 MiB into them (an odd register, a pair's high half, is 0; each V#'s
+    NUM_RECORDS the largest), so that immediate, SGPR and VGPR offsets land; LDS random too, a DS load's address
+    rows 256; the registers that changed are the destination tuple LLVM's disassembly names first."""
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    enc = "VGLOBAL" if kind == "GLOBAL" and arch == "gfx1201" else kind
+    inst_bytes = data.draw(strategies.instructions(arch, enc), "instruction")
+    inst = decode(inst_bytes, arch)[0]
+    if not inst.valid or inst.op is None or "LOAD" not in inst.op.name or "_LDS" in inst.op.name:
+        event("not a load into registers")
+        return
+    w = Wave(arch)
+    w.vm.map(1 << 16, np.random.default_rng(seed).integers(0, 1 << 32, 2 << 20, dtype=np.uint64).astype(np.uint32))
+    w.sgpr[0:104:2], w.sgpr[1:104:2] = LOAD_BASE, 0
+    w.sgpr[2:104:4] = 0xFFFFFFFF  # word 2 of each 4-aligned quad: a buffer resource's NUM_RECORDS
+    w.vgpr[0::2], w.vgpr[1::2] = 256 if kind == "DS" else LOAD_BASE, 0
+    w.lds.mem[:] = np.random.default_rng(seed + 1).integers(0, 256, len(w.lds.mem), dtype=np.uint8)
+    before_s, before_v = w.sgpr[:128].copy(), w.vgpr.copy()
+    try:
+        w.run(inst_bytes + bytes.fromhex(ENDPGM[isa.family(arch)]))
+    except GPUFault as e:
+        assert e.record.kind != "emulator-error", f"{inst}: {e.record.detail}"
+        event(f"fault: {e.record.kind}")  # an offset past the buffer, a VGPR pair starting at an odd row
+        return
+    event("ran")
+    changed = {("s", int(i)) for i in np.flatnonzero(w.sgpr[:128] != before_s)}
+    changed |= {("v", int(i)) for i in np.flatnonzero((w.vgpr != before_v).any(axis=1))}
+    allowed = _registers(str(inst).split(None, 1)[1].split(",")[0].split()[0], -1)  # (an only operand: modifiers)
+    assert changed <= allowed, f"{inst} ({inst.op.name}) wrote {sorted(changed - allowed)}"

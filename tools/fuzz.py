@@ -6,15 +6,19 @@ each outcome is counted by class.
     python -m tools.fuzz clis [-n 3000]                                      the same through the CLIs' main()s
     python -m tools.fuzz cli-processes [-n 200]                              the same through `python -m` processes
     python -m tools.fuzz misuse [-n 2000]                                    wrong arguments to the GPU API
+    python -m tools.fuzz kfd [-n 5000]                                       a hostile raw client of MOCKKFD
     python -m tools.fuzz all                                                 all of them, default sizes
 
 Outcome classes: `completed`, `fault:KIND` (a GPU fault the emulated code caused), `rejected:ERROR` (bad input
 named by a clean error), `exit:N` (a CLI's status); the bad ones are `fault:emulator-error` (a bug in hwemu),
 `uncaught:ERROR` (an exception that is neither), `traceback` (a CLI printed one, or one escaped its main()), `hang`
 (over the time limit), `memory` (over the memory limit), `over-limit` (a VM allocation beyond the documented
-limits of stack.hcq.codeobj), `leak` (mappings left after free and unload), `crash` (the worker died). Corrupted
-code objects are flipped bytes, extreme values written into ELF, program and section header fields, kernel
-descriptor fields and metadata integers, cuts and spliced chunks. Exit status 1 when any bad outcome occurred.
+limits of stack.hcq.codeobj), `leak` (mappings left after free and unload), `crash` (the worker died), and those of
+tools.hostile_kfd (`internal`, `changed-on-error`, `dead-engine`, `canary`, `saxpy`, `stuck`). Corrupted code
+objects are flipped bytes, extreme values written into ELF, program and section header fields, kernel descriptor
+fields and metadata integers, cuts and spliced chunks. The kfd campaign takes ioctl structs, PM4, SDMA and AQL
+streams in turn, each input followed by tools.hostile_kfd's checks (engine, canary, saxpy, nothing changed by a
+failed ioctl). Exit status 1 when any bad outcome occurred.
 """
 from __future__ import annotations
 
@@ -35,7 +39,8 @@ import numpy as np
 from stack.hcq.codeobj import MAX_BUFFER
 
 ARCHES = ("gfx1100", "gfx1201", "gfx942")
-BAD = ("fault:emulator-error", "uncaught", "traceback", "hang", "memory", "over-limit", "leak", "crash")
+BAD = ("fault:emulator-error", "uncaught", "traceback", "hang", "memory", "over-limit", "leak", "crash",
+       "internal", "changed-on-error", "dead-engine", "canary", "saxpy", "stuck")
 SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float a, uint n) {
   uint i = get_global_id(0);
   if (i < n) y[i] = a * x[i] + y[i];
@@ -234,9 +239,30 @@ def run_cli_process(arch: str, blob: bytes) -> str:
         return "+".join(outs)
 
 
+KFD_GROWTH = 512  # MiB one hostile input may add to the worker's peak (the mock's heaps are sparse address space)
+_BENCH: list = []  # the worker's hostile-client bench, made at its first kfd input
+
+
+def run_kfd(kind: str, seed: int) -> str:
+    """One hostile input of `kind` (tools.hostile_kfd) on the worker's mock system; fault reports go to a temporary
+    directory and a dispatch's budgets are short (random code may loop). The worker has no address-space limit
+    (MOCKKFD reserves its heaps sparsely), so a blowup is the input's growth of the peak resident size."""
+    from tools import hostile_kfd
+    if not _BENCH:
+        os.environ.update(HWEMU_REPORT_DIR=tempfile.mkdtemp(prefix="hwemu-fuzz-"), HWEMU_TIMEOUT="1",
+                          HWEMU_WAVE_LIMIT="200000")
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - the engine thread's fault and CP-error lines, for good
+        _BENCH.append(hostile_kfd.Bench())
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = hostile_kfd.run(_BENCH[0], kind, seed)
+    grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak) >> 10  # MiB
+    return f"memory:{kind} input grew the worker by {grew} MiB" if grew > KFD_GROWTH else out
+
+
 # -- workers: one process at a time, replaced when it hangs, dies or runs out of memory ----------------------------
 def _worker(conn, memory: int) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    if memory:  # 0: no limit
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     while True:
         job = conn.recv()
         if job is None:
@@ -425,6 +451,15 @@ def campaign(kind: str, n: int, arches: Iterable[str], seed: int, pool: Pool,
         for i in range(n):
             arch = ARCHES[i % len(ARCHES)]
             counts[pool.run(run_misuse, arch, code[arch], seed + i)] += 1
+    elif kind == "kfd":
+        from tools.hostile_kfd import KINDS
+        for i in range(n):
+            out = pool.run(run_kfd, KINDS[i % len(KINDS)], seed + i)
+            counts[out] += 1
+            if is_bad(out):  # the input: hostile_kfd.run(bench, kind, seed) (after the same worker's earlier ones)
+                progress(f"kfd: {KINDS[i % len(KINDS)]} seed {seed + i}: {out}")
+            if i % 500 == 499:
+                progress(f"kfd: {i + 1} runs")
     else:
         raise ValueError(f"unknown campaign {kind!r}")
     return counts
@@ -442,23 +477,25 @@ def table(results: dict[str, Counter]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tools.fuzz", description=__doc__.splitlines()[0])
-    ap.add_argument("campaign", choices=["streams", "codeobjects", "clis", "cli-processes", "misuse", "all"])
+    ap.add_argument("campaign", choices=["streams", "codeobjects", "clis", "cli-processes", "misuse", "kfd", "all"])
     ap.add_argument("-n", type=int, default=None, help="inputs per arch (streams) or in all (code objects)")
     ap.add_argument("--arch", default=",".join(ARCHES))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per input")
-    ap.add_argument("--memory", type=int, default=4096, help="MiB of address space per worker")
+    ap.add_argument("--memory", type=int, default=4096,
+                    help="MiB of address space per worker (kfd: no limit; a blowup is its growth of the peak RSS)")
     a = ap.parse_args(argv)
-    defaults = {"streams": 2000, "codeobjects": 3000, "clis": 3000, "cli-processes": 200, "misuse": 2000}
+    defaults = {"streams": 2000, "codeobjects": 3000, "clis": 3000, "cli-processes": 200, "misuse": 2000,
+                "kfd": 5000}
     kinds = list(defaults) if a.campaign == "all" else [a.campaign]
-    pool = Pool(a.timeout, a.memory << 20)
     results = {}
-    try:
-        for kind in kinds:
+    for kind in kinds:
+        pool = Pool(a.timeout, 0 if kind == "kfd" else a.memory << 20)
+        try:
             results[kind] = campaign(kind, a.n or defaults[kind], a.arch.split(","), a.seed, pool,
                                      lambda s: print(s, file=sys.stderr, flush=True))
-    finally:
-        pool.close()
+        finally:
+            pool.close()
     print(table(results))
     return int(any(is_bad(k) for c in results.values() for k in c))
 

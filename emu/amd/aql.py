@@ -44,6 +44,11 @@ SIGNAL_VALUE, SIGNAL_MAILBOX, SIGNAL_EVENT_ID, SIGNAL_END_TS = 8, 16, 24, 40  # 
 U64 = np.uint64
 
 
+def _field(signal: int, offset: int) -> int:
+    """The address of a field of the amd_signal_t at `signal`: 64-bit arithmetic, as the packet processor's."""
+    return (signal + offset) & 0xFFFF_FFFF_FFFF_FFFF
+
+
 class AQLQueue(ComputeQueue):
     unit = PACKET_BYTES
 
@@ -111,7 +116,7 @@ class AQLQueue(ComputeQueue):
     def _released(self, kind: int, pkt: bytes) -> bool:
         """Whether a barrier packet's dependent signals are all (AND) / any (OR; none given: released) at 0."""
         deps = [s for s in struct.unpack_from("<5Q", pkt, 8) if s]
-        done = [self._u64(s + SIGNAL_VALUE) == 0 for s in deps]
+        done = [self._u64(_field(s, SIGNAL_VALUE)) == 0 for s in deps]
         return all(done) if kind == TYPE_BARRIER_AND else any(done) or not deps
 
     def _finish(self, addr: int, signal: int) -> None:
@@ -154,7 +159,8 @@ class AQLQueue(ComputeQueue):
                 if nx and ny and nz:
                     d = Dispatch(prog, entry, (nx, ny, nz), (wx, wy, wz), lanes, kd.rsrc2, sgprs, group, scratch,
                                  pm4.TMPRING_SIZE_WAVESIZE[gfx].get(tmpring) * pm4.SCRATCH_WAVESIZE_GRANULE[gfx],
-                                 pm4.TMPRING_SIZE_WAVES.get(tmpring), (sx, sy, sz), self.gpu.dispatches, kd.rsrc1)
+                                 pm4.TMPRING_SIZE_WAVES.get(tmpring), (sx, sy, sz), self.gpu.dispatches, kd.rsrc1,
+                                 cancel=self.cancel)
                     self.gpu.add_stats(run_dispatch(self.gpu.vm, d, self.gpu.arch))
         finally:
             self.gpu.dispatches += 1
@@ -163,12 +169,12 @@ class AQLQueue(ComputeQueue):
     def _complete(self, signal: int) -> None:
         if not signal:
             return
-        value = self._u64(signal + SIGNAL_VALUE)
-        self.gpu.vm.write(signal + SIGNAL_VALUE, struct.pack("<q", np.int64(np.uint64(value) - U64(1))))
-        self.gpu.vm.write(signal + SIGNAL_END_TS, struct.pack("<Q", self.gpu.clock()))
-        mailbox = self._u64(signal + SIGNAL_MAILBOX)
+        value = self._u64(_field(signal, SIGNAL_VALUE))
+        self.gpu.vm.write(_field(signal, SIGNAL_VALUE), struct.pack("<q", np.int64(np.uint64(value) - U64(1))))
+        self.gpu.vm.write(_field(signal, SIGNAL_END_TS), struct.pack("<Q", self.gpu.clock()))
+        mailbox = self._u64(_field(signal, SIGNAL_MAILBOX))
         if mailbox:
-            event = self._u64(signal + SIGNAL_EVENT_ID) & 0xFFFFFFFF
+            event = self._u64(_field(signal, SIGNAL_EVENT_ID)) & 0xFFFFFFFF
             self.gpu.vm.write(mailbox, struct.pack("<Q", event))
             self.gpu.interrupt(event)
 

@@ -306,7 +306,7 @@ class ComputeQueue(Queue):
                      rsrc2.granulated_lds_size * p.LDS_SIZE_GRANULE, scratch,
                      p.TMPRING_SIZE_WAVESIZE[gfx].get(tmpring) * p.SCRATCH_WAVESIZE_GRANULE[gfx],
                      p.TMPRING_SIZE_WAVES.get(tmpring), tuple(r(p.COMPUTE_START_X + i, 0) for i in range(3)),
-                     self.gpu.dispatches, Rsrc1.decode(r(p.COMPUTE_PGM_RSRC1, 0)))
+                     self.gpu.dispatches, Rsrc1.decode(r(p.COMPUTE_PGM_RSRC1, 0)), cancel=self.cancel)
         self.gpu.dispatches += 1
         try:
             self.gpu.add_stats(run_dispatch(self.gpu.vm, d, self.gpu.arch))

@@ -121,6 +121,9 @@ class GPUDevice:
         return q
 
     def destroy_queue(self, q: Queue) -> None:
+        """The queue runs no more packets and its dispatch in flight stops at its next watchdog check; the caller
+        waits for `q.serving` to clear before the queue's memory may be reused."""
+        q.cancel.why = f"queue {q.id} was destroyed while this dispatch ran (DESTROY_QUEUE preempts it)"
         del self.queues[q.id]
 
     def kick(self) -> None:

@@ -14,6 +14,7 @@ or s_endpgm; a barrier releases when every wave still running has reached it.
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -27,7 +28,7 @@ from emu.amd.exec.hwreg import gpr_alloc, initial_mode
 from emu.amd.exec.launch import Launch
 from emu.amd.exec.state import CATEGORIES
 from emu.amd.exec.translate import TALLY
-from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Deadline, Program, WaveState, run
+from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Cancel, Deadline, Program, WaveState, run
 from emu.amd.memory import VM, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.amd.symbols import dispatch_name
@@ -61,6 +62,7 @@ class Dispatch:
     dispatch_id: int = 0
     rsrc1: Rsrc1 = field(default_factory=lambda: Rsrc1.decode(0))  # COMPUTE_PGM_RSRC1 (float modes at wave start)
     kernel: fault.Kernel | None = None  # what the launcher knows of the kernel, for fault reports
+    cancel: Cancel | None = None  # its queue's: set when the queue is destroyed while the dispatch runs
 
 
 @dataclass
@@ -102,7 +104,7 @@ def _run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None, on_work
     nitems = d.block[0] * d.block[1] * d.block[2]
     slots = _WaveSlots(vm, d, arch, -(-nitems // d.lanes), nitems)
     timeout = dispatch_timeout() if timeout is None else timeout
-    deadline = Deadline(timeout) if timeout > 0 else None
+    deadline = Deadline(timeout if timeout > 0 else math.inf, d.cancel) if timeout > 0 or d.cancel else None
     stats = Stats()
     if d.program.stats:
         stats.kernel, stats.dispatch, stats.tier = dispatch_name(vm, d), d.dispatch_id, d.program.tier

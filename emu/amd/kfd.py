@@ -45,6 +45,7 @@ from stack.hcq import kfd_ioctl as k
 
 DOORBELL_SLICE = 0x2000  # bytes of doorbells per process and GPU (8-byte doorbells, 1024 queues)
 EVENT_PAGE_SIZE = k.SIGNAL_EVENT_LIMIT * 8
+DESTROY_WAIT = 30.0  # seconds DESTROY_QUEUE waits for the engine to leave the queue (a dispatch stops in far less)
 UNSIGNALED = 0xFFFFFFFFFFFFFFFF  # an event slot nobody has written
 FIRST_NONSIGNAL_EVENT_ID = 0x80000000
 TIMEOUT_INFINITE = 0xFFFFFFFF
@@ -338,6 +339,9 @@ class KFD:
             raise _einval(f"DESTROY_QUEUE: no queue {a.queue_id}")
         g, q = self.proc.queues.pop(a.queue_id)
         g.destroy_queue(q)
+        end = time.monotonic() + DESTROY_WAIT
+        while q.serving and time.monotonic() < end:  # as amdkfd waits for the preemption: nothing of the queue
+            self.cond.wait(0.0005)  # runs after DESTROY_QUEUE returns (the lock is released while waiting)
 
     def _update_queue(self, a, _):
         if a.queue_id not in self.proc.queues:
@@ -435,9 +439,12 @@ class KFD:
         if a.num_events == 0 or a.num_events > k.SIGNAL_EVENT_LIMIT:
             raise _einval(f"WAIT_EVENTS: num_events {a.num_events}")
         size = ctypes.sizeof(k.EventData)
-        data = (k.EventData * a.num_events).from_buffer_copy(
-            copy_from_user(a.events_ptr, size * a.num_events, "WAIT_EVENTS"))
+        raw = copy_from_user(a.events_ptr, size * a.num_events, "WAIT_EVENTS")
+        data = (k.EventData * a.num_events).from_buffer_copy(raw)
         evs = [self._event(d.event_id, "WAIT_EVENTS") for d in data]
+        # the event data goes back there after the wait, which may reset auto-reset events: the array must be
+        # writable first (the same bytes written back change nothing)
+        copy_to_user(a.events_ptr, raw, "WAIT_EVENTS (events_ptr: the event data is returned there)")
         deadline = None if a.timeout == TIMEOUT_INFINITE else time.monotonic() + a.timeout / 1000
 
         def done() -> bool:

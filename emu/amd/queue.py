@@ -21,6 +21,7 @@ import threading
 import numpy as np
 
 from emu.amd.doorbell import Doorbells
+from emu.amd.exec.wave import Cancel
 from emu.amd.memory import GPUFault
 from stack.hcq.codeobj import LimitError
 
@@ -54,6 +55,8 @@ class Queue:
         self.rang, self.again = 0, True  # the doorbell value at the last turn; whether that turn left work
         self.error = ""
         self.packets: dict[str, int] = {}
+        self.cancel = Cancel()  # set by destroy: the queue runs no more packets, its dispatch stops
+        self.serving = False  # the engine is in a turn of this queue (destroy waits for it to end)
 
     @property
     def wptr(self) -> int:
@@ -85,14 +88,21 @@ class Queue:
         ran dry is looked at again when its doorbell changes (as the hardware's CP is woken by a doorbell write).
         Whatever goes wrong stops or halts this queue only: a GPU fault halts it, a CP error (a packet, or the
         queue's own state such as an unmapped write pointer, or a size beyond a limit) or an emulator bug stops
-        it."""
+        it. A destroyed queue (`cancel` set) runs nothing more."""
+        self.serving = True  # before `cancel` is looked at: destroy sets that first, then waits while this is set
+        try:
+            return not self.cancel.why and self._turn()
+        finally:
+            self.serving = False
+
+    def _turn(self) -> bool:
         if not self.rung() and not self.again:  # nothing rung since a turn that ran the queue dry
             return False
         ran, dry = 0, False
         self._words = None
         try:
             self.gpu.revalidate()  # user pages the client unmapped since the last turn are not touched
-            while ran < PACKETS_PER_TURN:
+            while ran < PACKETS_PER_TURN and not self.cancel.why:
                 if not self.pending():
                     dry = True
                     break
@@ -103,7 +113,8 @@ class Queue:
                     break
                 except GPUFault as e:
                     self.state = HALTED
-                    self.gpu.fault(self, e.record)
+                    if not self.cancel.why:  # a dispatch stopped by the queue's destruction is no fault to report
+                        self.gpu.fault(self, e.record)
                 ran += 1
                 self.gpu.engine.progress()
         except (CPError, LimitError) as e:

@@ -37,7 +37,8 @@ def _transfer(fn, local: ctypes.Array, addr: int, n: int, what: str) -> None:
     lv, rv = _IoVec(ctypes.addressof(local), n), _IoVec(addr, n)
     got = fn(os.getpid(), ctypes.byref(lv), 1, ctypes.byref(rv), 1, 0)
     if got != n:
-        raise OSError(errno.EFAULT, f"{what}: {n} bytes at user address {addr:#x} are not accessible")
+        access = "writable" if fn is _libc.process_vm_writev else "readable"
+        raise OSError(errno.EFAULT, f"{what}: {n} bytes at user address {addr:#x} are not {access}")
 
 
 def copy_from_user(addr: int, n: int, what: str = "copy_from_user") -> bytes:

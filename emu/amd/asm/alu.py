@@ -63,6 +63,8 @@ def _vop2(inst: Inst, d) -> str:
     else:
         ops += [src0, src_text(inst, d, "vsrc1")]
     if twin is not None and "src2" in twin.operands and twin.operands["src2"].kind == "SREG":
+        if d.family == "rdna4" and ops[-1].endswith("|"):  # LLVM 19 closes gfx12's src1 abs after the carry-in
+            ops[-1], vcc = ops[-1][:-1], f"{vcc}|"  # (v_cndmask_b32_dpp v1, v2, |v3, vcc_lo|)
         ops.append(vcc)
     return join(inst.name, ops, _vop_mods(inst))
 

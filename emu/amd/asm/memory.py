@@ -214,7 +214,7 @@ def _mimg(inst: Inst, d) -> str:
 
 def _resource(inst: Inst, v: int, count: int) -> str:
     """An RDNA4 9-bit image resource/sampler operand: SGPRs expected; LLVM flags VGPRs and constants."""
-    if v >= 496:  # read as a small negative immediate
+    if v - 256 + count > 256:  # a VGPR tuple past v255 is read as a small negative immediate
         return f"{v - 512}/*Invalid immediate*/"
     if v >= 256:
         return reg("v", v - 256, count) + bad_class(count)

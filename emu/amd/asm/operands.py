@@ -145,8 +145,9 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
             continue
         n = width(d, info)
         v = fields[f.name]
-        if f.name == "vdst" and op is not None and "CMPSWAP" in op.name and "_ATOMIC" in op.name:
-            n = max(1, n // 2)  # table fixup: compare-swap returns one value, its data operand is a pair
+        if f.name == "vdst" and op is not None and "CMPSWAP" in op.name and "_ATOMIC" in op.name \
+                and info.bits == next(op.operands[k].bits for k in ("data", "vsrc") if k in op.operands):
+            n = max(1, n // 2)  # table fixup (RDNA3 GLOBAL): compare-swap returns one value, its data is a pair
         if f.name == "vdata" and fields.get("tfe"):
             n += 1  # texture-fail-enable returns one more dword
         if dpp_src and f.name == "src0":

@@ -65,8 +65,10 @@ def operand_text(inst: Inst, o: Operand, info=None) -> str:
         if o.index == 248:
             return syn.INV2PI.get(64 if bits == 64 else 16 if bits == 16 and "F" in fmt else 32)
         return repr(INLINE_FLOAT[o.index])
-    if k == "literal":  # a 16-bit VALU operand reads the literal's low half; SALU prints all 32 bits
-        return literal_text(o.value or 0, bits if inst.base.startswith("V") else max(bits, 32), "F" in fmt)
+    if k == "literal":  # a 16-bit VALU operand, and an f16 one of SOP2 / SOPC, reads the literal's low half; LLVM 19
+        # prints the other SALU literals (SOP1's f16 operands too) in all 32 bits
+        low = inst.base.startswith("V") or inst.base in ("SOP2", "SOPC") and "F" in fmt
+        return literal_text(o.value or 0, bits if low else max(bits, 32), "F" in fmt)
     return f"<invalid operand {o.index}>"
 
 
@@ -80,13 +82,14 @@ def src_text(inst: Inst, d, name: str, mods: bool = True) -> str | None:
     if o.kind == "vgpr" and inst.op.name in _TRUE16 and inst.base == "VOP1":
         t = f"v{o.index & 127}.{'h' if o.index >= 128 else 'l'}"  # the high bit of the number picks the half
     elif o.kind == "vgpr" and o.index >= 128 and info is not None and info.bits == 16 and inst.family != "cdna" \
-            and inst.base in ("VOP1", "VOP2", "VOPC"):  # 16-bit VALU e32/DPP operands reach only v0..v127
+            and inst.base in ("VOP1", "VOP2", "VOPC") and inst.op.name not in _WHOLE_VGPR:
+        # 16-bit VALU e32/DPP operands reach only v0..v127
         cls = "VS_32_Lo128" if name == "src0" and "vsrc0" not in inst.fields else "VGPR_32_Lo128"
         t += f"/*Invalid register, operand has '{cls}' register class*/"
-    elif inst.base == "VOP1" and name == "src0" and info is not None and info.kind in _VGPR_ONLY \
-            and scalar_register(o):  # a VOP1 source that must be a VGPR
-        t = f"{o.index}/*Invalid immediate*/" if inst.op.name in _AS_IMMEDIATE else \
-            t + f"/*Invalid register, operand has '{_VGPR_ONLY[info.kind]}' register class*/"
+    elif inst.base == "VOP1" and name == "src0" and info is not None and info.kind in _VGPR_ONLY and (
+            scalar_register(o) or info.kind == "SRC_VGPR" and o.kind == "special" and o.index == LDS_DIRECT):
+        # a VOP1 source that must be a VGPR (LDS direct reads allowed only where the class says so)
+        t += f"/*Invalid register, operand has '{_VGPR_ONLY[info.kind]}' register class*/"
     elif inst.base == "VINTERP" and scalar_register(o):
         t += "/*Invalid register, operand has 'VGPR_32' register class*/"
     elif inst.base == "VINTERP" and o.kind in ("inline", "literal"):
@@ -108,20 +111,25 @@ def src_text(inst: Inst, d, name: str, mods: bool = True) -> str | None:
 
 # 16-bit opcodes LLVM 19 prints with true16 register halves (v1.l, v1.h) in their e32/DPP forms
 _TRUE16 = {"V_MOV_B16"}
-# VOP1 sources the tables type VGPR-only: operand kind -> LLVM's register class. LLVM reads an SGPR given to the
-# few opcodes in _AS_IMMEDIATE (their source is also written) as an immediate.
+# 16-bit sources (two fp8 / bf8 values) LLVM 19 reads as a whole VGPR, any of v0..v255, in the e32 form
+_WHOLE_VGPR = {"V_CVT_PK_F32_FP8", "V_CVT_PK_F32_BF8"}
+# VOP1 sources the tables type VGPR-only: operand kind -> LLVM's register class
 _VGPR_ONLY = {"SRC_VGPR": "VGPR_32", "VGPR": "VRegOrLds_32"}
-_AS_IMMEDIATE = {"V_SWAP_B32", "V_SWAPREL_B32", "V_MOVRELSD_B32", "V_MOVRELSD_2_B32"}
+LDS_DIRECT = 254  # src_lds_direct's source operand code
 
 
 def scalar_register(o: Operand) -> bool:
     return o.kind in ("sgpr", "ttmp") or (o.kind == "special" and o.name != "null" and o.name[:4] != "src_")
 
 def _fp(inst: Inst, info) -> bool:
-    """Whether an operand takes float source modifiers (neg, abs): float-typed operands and the fma_mix ops."""
+    """Whether an operand takes float source modifiers (neg, abs): float-typed operands, v_cndmask's (whose sources
+    are untyped bits) and the fma_mix ops."""
     if inst.base == "VOP3P":
         return "_MIX" in inst.op.name
-    return info is not None and bool(re.search(r"(^|_)B?F\d", info.fmt))
+    return inst.op.name in _FLOAT_MODIFIED or info is not None and bool(re.search(r"(^|_)B?F\d", info.fmt))
+
+
+_FLOAT_MODIFIED = {"V_CNDMASK_B32", "V_CNDMASK_B16"}
 
 def join(name: str, ops: list[str | None], mods: list[str] = ()) -> str:
     s = name

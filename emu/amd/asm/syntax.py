@@ -15,8 +15,10 @@ OMOD = {1: "mul:2", 2: "mul:4", 3: "div:2"}
 
 def simm16(inst: Inst, kind: str) -> str:
     v = inst.fields["simm16"]
-    if kind == "LABEL" or (kind == "VERSION" and v < 256):
+    if kind == "LABEL":
         return str(v)
+    if kind == "VERSION" and not v & _VERSION_RESERVED:
+        return version(v)
     if inst.op.name in _DECIMAL and v <= 64:
         return str(v)
     if kind == "WAITCNT":
@@ -30,6 +32,22 @@ def simm16(inst: Inst, kind: str) -> str:
     if kind == "HWREG":
         return hwreg(inst, v)
     return f"0x{v:x}"
+
+
+# s_version's immediate: the microcode's target (low byte; LLVM 19 names these) and three flag bits
+_UC_VERSIONS = {0: "UC_VERSION_GFX7", 4: "UC_VERSION_GFX10", 6: "UC_VERSION_GFX11", 9: "UC_VERSION_GFX12"}
+_UC_FLAGS = ((13, "UC_VERSION_W64_BIT"), (14, "UC_VERSION_W32_BIT"), (15, "UC_VERSION_MDP_BIT"))
+_VERSION_RESERVED = 0x1F00  # a value with these bits set is printed in hex
+
+
+def version(v: int) -> str:
+    """s_version's operand as LLVM 19 prints it: the target's name or number, then each flag OR-ed on, the
+    expression so far in parentheses (`(UC_VERSION_GFX11|UC_VERSION_W64_BIT)|UC_VERSION_MDP_BIT`)."""
+    text = _UC_VERSIONS.get(v & 0xFF, str(v & 0xFF))
+    for bit, name in _UC_FLAGS:
+        if v >> bit & 1:
+            text = f"({text})|{name}" if "|" in text else f"{text}|{name}"
+    return text
 
 
 # SOPP/SOPK immediates LLVM prints in decimal when they are inline integers (0..64), else in hex
@@ -98,6 +116,7 @@ _QUAD = "quad_perm:[{},{},{},{}]"
 
 _DPP_WAVE = {0x130: "wave_shl:1", 0x134: "wave_rol:1", 0x138: "wave_shr:1", 0x13C: "wave_ror:1",
              0x142: "row_bcast:15", 0x143: "row_bcast:31"}  # GFX9 whole-wave DPP controls
+_INVALID_DPP = "/* Invalid dpp_ctrl value */"  # what LLVM 19 prints in place of a reserved control
 
 
 def dpp16(f: dict[str, int], family: str) -> list[str]:
@@ -114,14 +133,16 @@ def dpp16(f: dict[str, int], family: str) -> list[str]:
         ctl = "row_mirror"
     elif c == 0x141:
         ctl = "row_half_mirror"
-    elif 0x150 <= c <= 0x15F:
-        ctl = f"row_share:{c & 0xF}"
+    elif 0x150 <= c <= 0x15F:  # gfx90a+ name the same codes row_newbcast
+        ctl = f"{'row_newbcast' if family == 'cdna' else 'row_share'}:{c & 0xF}"
     elif 0x160 <= c <= 0x16F:
-        ctl = f"row_xmask:{c & 0xF}"
-    elif c in _DPP_WAVE and family == "cdna":
-        ctl = _DPP_WAVE[c]
+        ctl = "/* row_xmask is not supported on ASICs earlier than GFX10 */" if family == "cdna" else \
+            f"row_xmask:{c & 0xF}"
+    elif c in _DPP_WAVE:
+        ctl = _DPP_WAVE[c] if family == "cdna" else \
+            f"/* {_DPP_WAVE[c].split(':')[0]} is not supported starting from GFX10 */"
     else:
-        ctl = f"dpp_ctrl:0x{c:x}"
+        ctl = _INVALID_DPP
     out = [ctl, f"row_mask:0x{f['row_mask']:x}", f"bank_mask:0x{f['bank_mask']:x}"]
     if f.get("bc"):
         out.append("bound_ctrl:1")

@@ -40,6 +40,9 @@ def dpp16(ctrl: int, lanes: int, cdna: bool) -> tuple[np.ndarray, np.ndarray] | 
         src, ok = np.full(lanes, 31), i >= 32
     elif not cdna and 0x150 <= ctrl <= 0x15F:  # row_share
         src = row | n
+    elif not cdna and ctrl == 0x142:  # reserved on RDNA (CDNA's row_bcast15): hardware reads each row's lane 0
+        src = row  # (tinygrad's hardware-confirmed test_dpp row_bcast15 vector, wave64 gfx11: lanes 0, 16, 32, 48
+        # compare equal to it, lanes 1, 15, 31, 47, 63 do not); hwemu follows the hardware over the manual
     elif not cdna and 0x160 <= ctrl <= 0x16F:  # row_xmask
         src = row | (r ^ n)
     else:

@@ -195,25 +195,39 @@ class Program:
         return run_native
 
 
+class Cancel:
+    """A request to stop a dispatch at its next watchdog check, from another thread (a queue destroyed while its
+    dispatch runs): `why` names it."""
+    why = ""
+
+
 class Deadline:
     """The work a dispatch may do, as CPU time of the thread running it (made and checked there): time the thread
     waits (for the GIL, for other processes on a loaded machine) is not counted, so the verdict does not depend on
-    the machine's load; nor is time spent compiling native regions meanwhile."""
+    the machine's load; nor is time spent compiling native regions meanwhile. A `cancel` with a reason ends it too."""
 
-    def __init__(self, seconds: float):
-        self.seconds = seconds
+    def __init__(self, seconds: float, cancel: Cancel | None = None):
+        self.seconds, self.cancel = seconds, cancel
         self.end = time.thread_time() + seconds
         self.compiled = jit.compile_seconds()
         self.asked = 0
 
     def passed(self) -> bool:
-        return time.thread_time() - (jit.compile_seconds() - self.compiled) > self.end
+        return bool(self.cancel and self.cancel.why) or \
+            time.thread_time() - (jit.compile_seconds() - self.compiled) > self.end
+
+    def reason(self) -> str:
+        """Why the watchdog stops the dispatch."""
+        if self.cancel and self.cancel.why:
+            return self.cancel.why
+        return (f"dispatch ran longer than {self.seconds:g} s of engine CPU time (HWEMU_TIMEOUT=S raises the budget, "
+                "0 removes it)")
 
     def passed_lately(self) -> bool:
-        """`passed`, looked at every 16th time asked (each wave's start asks: the clocks cost more than a short
-        wave)."""
+        """`passed`, the clocks looked at every 16th time asked (each wave's start asks: they cost more than a short
+        wave), the cancel each time."""
         self.asked += 1
-        return not self.asked & 15 and self.passed()
+        return bool(self.cancel and self.cancel.why) or not self.asked & 15 and self.passed()
 
 
 def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | None = None,
@@ -237,8 +251,7 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | Non
                     raise _watchdog(w, prog, f"wave ran {limit} instructions without ending or reaching a barrier "
                                              "(HWEMU_WAVE_LIMIT=N raises the budget)")
                 if deadline is not None and deadline.passed_lately():
-                    raise _watchdog(w, prog, f"dispatch ran longer than {deadline.seconds:g} s of engine CPU time "
-                                             "(HWEMU_TIMEOUT=S raises the budget, 0 removes it)")
+                    raise _watchdog(w, prog, deadline.reason())
                 w.left = min(rest, SLICE)
                 rest -= w.left
             pc = w.pc

@@ -1,4 +1,5 @@
-"""A minimal raw KFD client for tests of the mock below the stack: ioctls, buffers, queues and doorbells only."""
+"""A minimal raw KFD client of the mock below the stack (ioctls, buffers, queues and doorbells only), for tests and
+the hostile-client campaigns of tools.hostile_kfd."""
 from __future__ import annotations
 
 import ctypes
