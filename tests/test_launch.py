@@ -159,3 +159,34 @@ def test_auto_compiles_what_pays_back(monkeypatch):
     prog2 = again.load(opencl.compile_cl(src % factor, "gfx1100"))
     launch(again, prog2, again.alloc(4 * 1024))
     assert prog2.program(32).compiled, "a compiled region is installed at once"
+
+
+def test_auto_launches_on_the_threaded_loop_before_a_region_pays_back(monkeypatch):
+    """Under `auto`, once the entry's handler is installed, the launcher runs every wave of a later dispatch on the
+    threaded loop (no Python per wave) while the region from the entry does not pay back its compile."""
+    from emu.amd import GPU
+    from emu.amd.dispatch import run as dispatch_run
+    from emu.amd.exec import jit
+    monkeypatch.setenv("HWEMU_TIER", "auto")
+    monkeypatch.setenv("HWEMU_STATS", "1")
+    monkeypatch.setenv("HWEMU_COMPILE_COST", "1e9")
+    src = "kernel void k(global int *o) { o[get_global_id(0)] = %d * (int)get_global_id(0) + 1; }"
+    factor = int.from_bytes(os.urandom(3), "little") | 1
+    gpu = GPU("gfx1100")
+    prog = gpu.load(opencl.compile_cl(src % factor, "gfx1100"))
+    out = gpu.alloc(4 * 1024)
+    want = (factor * np.arange(1024, dtype=np.int64) + 1).astype(np.int32)
+    from emu.amd import dispatch
+    python_runs = []
+    monkeypatch.setattr(dispatch, "run", lambda w, *a, **k: python_runs.append(w) or dispatch_run(w, *a, **k))
+    runs = []
+    for _ in range(3):
+        python_runs.clear()
+        runs.append(gpu.launch(prog, "k", grid=(32,), block=(32,), args=[out]))
+        assert jit.background.wait(300)
+        np.testing.assert_array_equal(np.frombuffer(gpu.read(out), np.int32), want)
+    assert not prog.program(32).compiled, "the region does not pay back"
+    last = runs[-1]
+    assert not python_runs and last.native == last.wave_instructions > 0, "no wave of the last dispatch ran in Python"
+    assert (last.waves, last.wave_instructions, last.lane_instructions) == \
+        (runs[0].waves, runs[0].wave_instructions, runs[0].lane_instructions)
