@@ -136,7 +136,7 @@ class Program:
         self.looks[pc] = n + 1, -1  # one look at a time
 
         def consider():
-            if self._native(pc, None, mode, self._spent) is jit.LATER:
+            if self._region(pc, mode, self._spent) is jit.LATER:
                 self.looks[pc] = self.looks[pc][0], 2 * (n + 1)
         jit.background(consider)
 
@@ -154,6 +154,11 @@ class Program:
         return sum(spent[p][0] for p in pcs if p in spent) * (1 + self.ahead)
 
     def _native(self, pc: int, step, mode: int, spent=None):
+        region = self._region(pc, mode, spent)
+        return region if region is None or region is jit.LATER else self._call(pc, region.fn, step)
+
+    def _region(self, pc: int, mode: int, spent=None):
+        """The compiled region from pc (jit.native: None, or LATER while it does not pay back), installed."""
         region = self.compiled.get((pc, mode))
         if region is None:
             region = jit.native(self, pc, mode, spent)
@@ -161,7 +166,7 @@ class Program:
                 return region
             for p in region.pcs:  # a wave that comes to any of its instructions can start there
                 self.compiled.setdefault((p, mode), region)
-        return self._call(pc, region.fn, step)
+        return region
 
     def _call(self, pc: int, fn, step, arm=None):
         """The step that runs native `fn` (a region's signature) from pc, and `step` where it runs nothing;
