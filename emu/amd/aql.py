@@ -164,7 +164,7 @@ class AQLQueue(ComputeQueue):
                     self.gpu.add_stats(run_dispatch(self.gpu.vm, d, self.gpu.arch))
         finally:
             self.gpu.dispatches += 1
-            self.gpu.seal(prog)
+            self.gpu.seal(entry, prog)
 
     def _complete(self, signal: int) -> None:
         if not signal:

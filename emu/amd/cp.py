@@ -311,7 +311,7 @@ class ComputeQueue(Queue):
         try:
             self.gpu.add_stats(run_dispatch(self.gpu.vm, d, self.gpu.arch))
         finally:
-            self.gpu.seal(d.program)
+            self.gpu.seal(entry, d.program)
         return True
 
     # -- memory through the GPU VM -----------------------------------------------------------------------------

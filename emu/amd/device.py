@@ -99,10 +99,12 @@ class GPUDevice:
         self._code[(m.va, lanes)] = _Code(m, prog)
         return prog
 
-    def seal(self, prog: Program) -> None:
-        """After a dispatch: remember the bytes `prog` has decoded so far, to notice when they change."""
-        c = next((c for c in self._code.values() if c.program is prog), None)
-        if c is None or not prog.insts:
+    def seal(self, entry: int, prog: Program) -> None:
+        """After a dispatch of `prog` from `entry`: remember the bytes it has decoded so far, to notice when they
+        change (nothing if its code was unmapped or decoded again meanwhile)."""
+        m = self.vm.mapping(entry)
+        c = self._code.get((m.va, prog.lanes)) if m is not None else None
+        if c is None or c.program is not prog or not prog.insts:
             return
         m = c.mapping
         lo, hi = min(prog.insts) - m.va, max(prog.insts) - m.va + MAX_INSTRUCTION
