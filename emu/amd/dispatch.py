@@ -146,6 +146,7 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
         finally:
             GATE.leave()
             if arm is not None:  # the threaded loop's time counts for the entry's region (its cost model)
+                d.program.ahead = (total - wg) / max(wg, 1)  # what is left of this dispatch: mostly nothing
                 d.program.launched(d.entry, time.thread_time() - t0, slots.mode)
             waves, executed, lane_ops = launch.totals()
             stats.waves += waves
