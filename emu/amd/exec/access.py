@@ -88,9 +88,10 @@ def _function(module: ir.Module, name: str, lanes: int, bits: int | None, export
     return fn
 
 
-def ensure(lanes: int, build: bool = True) -> bool:
+def ensure(lanes: int, sources: str, build: bool = True) -> bool:
     """Put the functions of `lanes`-wide waves in LLVM's symbol table (once per process), before any module that calls
-    them is compiled or loaded: loaded from the disk cache, else (with `build`) compiled. False: not on disk, left to
+    them is compiled or loaded: loaded from the disk cache (keyed by `sources`, the digest of the native tiers'
+    sources, emu.amd.exec.jit.sources), else (with `build`) compiled. False: not on disk, left to
     a call with `build` (a compile of about a second, which the engine thread leaves to the compile thread). Raises
     llvmjit.Closed at exit."""
     if lanes in _ready:
@@ -98,8 +99,7 @@ def ensure(lanes: int, build: bool = True) -> bool:
     with _lock:
         if lanes in _ready:
             return True
-        from emu.amd.exec import jit
-        e, key = engine(ENGINE), f"access {jit.sources()} {lanes}"
+        e, key = engine(ENGINE), f"access {sources} {lanes}"
         first = e.load(key)
         if first is None and not build:
             return False

@@ -205,7 +205,7 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
             if done is not None:
                 return done
             disk_key = f"region {_SOURCES} {key!r}"
-            access.ensure(prog.lanes)
+            access.ensure(prog.lanes, _SOURCES)
             addr = engine().load(disk_key)
             if addr is None:
                 if spent is not None and spent(insts) < compile_cost(len(insts)):

@@ -338,7 +338,7 @@ def _make(prog, k: Kind, mode: int, full: tuple, build: bool) -> bool:
     try:
         _need_loop()
         disk = f"handler {jit.sources()} {full!r}"
-        if not access.ensure(prog.lanes, build):
+        if not access.ensure(prog.lanes, jit.sources(), build):
             return False
         addr = engine(ENGINE).load(disk)
         if addr is None:
