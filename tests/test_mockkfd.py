@@ -622,6 +622,29 @@ def test_indirect_buffer_at_unmapped_address_is_a_cp_error(client):
         c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
 
 
+def test_indirect_buffer_runs_as_fetched_when_freed_after_its_signal(client):
+    """The CP fetches an indirect buffer as it enters it: a client that frees the buffer once a signal written from
+    inside it arrives (tinygrad frees a graph's command buffer so) does not take the packets after it away. Here
+    the packets after the signal wait for a flag the client sets only after the free."""
+    c = client
+    q = c.queue()
+    mem, ib = c.alloc(4096), c.alloc(4096)
+    try:
+        words = mem.mem.view(np.uint32)
+        body = (pm4.write_data(mem.va, 1) + pm4.wait_reg_mem(mem.va + 4, 1, pm4.WAIT_REG_MEM_FUNCTION_EQ)
+                + pm4.write_data(mem.va + 8, 3) + pm4.packet3(pm4.PACKET3_NOP, [0] * 4))
+        ib.mem.view(np.uint32)[:len(body)] = body
+        q.submit(pm4.indirect_buffer(ib.va, len(body)))
+        assert wait_for(lambda: words[0] == 1)
+        c.free(ib)
+        words[1] = 1
+        assert wait_for(lambda: words[2] == 3 and q.rptr == q.put)
+        assert not c.system.gpus[0].queues[q.args.queue_id].error
+    finally:
+        c.destroy(q)
+        c.free(mem)
+
+
 def test_each_gpu_has_a_vm_of_its_own(client):
     """A host buffer allocated as USERPTR on two GPUs uses the same VA in both VMs; mapping a buffer into a peer's
     VM where that VM already holds another buffer is EINVAL, with nothing changed."""

@@ -15,6 +15,7 @@ so that an indirect buffer chained to itself stops within a few thousand packets
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -45,6 +46,14 @@ PRED_EXEC_COUNT, PRED_EXEC_DEVICE_SELECT = Field(0, 14), Field(24, 8)
 PACKET_TYPE2 = 2
 
 
+@dataclasses.dataclass
+class IndirectBuffer:
+    """An indirect buffer the CP entered: its dwords as fetched then, and the position of the next packet."""
+    addr: int
+    words: np.ndarray
+    pos: int = 0
+
+
 class ComputeQueue(Queue):
     """A PM4 compute queue: pointers count dwords."""
     unit = 4
@@ -52,7 +61,7 @@ class ComputeQueue(Queue):
     def __init__(self, *args):
         super().__init__(*args)
         self.regs: dict[int, int] = {}
-        self.ibs: list[list[int]] = []  # active indirect buffers: [address, dwords, position]
+        self.ibs: list[IndirectBuffer] = []  # the active indirect buffers, innermost last
         self.skip = 0  # dwords PRED_EXEC told the CP to skip
         self.since_progress = 0  # packets run from indirect buffers since the ring's packet that entered them
         self.ib_entries = 0  # indirect buffers entered (called or chained) since then
@@ -79,31 +88,23 @@ class ComputeQueue(Queue):
 
     def _step_ib(self) -> bool:
         ib = self.ibs[-1]
-        addr, size, pos = ib
+        pos, size = ib.pos, ib.words.size
         if pos >= size:
             self.ibs.pop()
             return True
         self.since_progress += 1
         if self.since_progress > WATCHDOG_PACKETS:
             raise CPError(f"watchdog: {WATCHDOG_PACKETS} indirect-buffer packets without the ring advancing")
-        header = int(self._ib_words(addr, size, pos, 1)[0])
+        header = int(ib.words[pos])
         n = self._length(header)
         if pos + n > size:
-            raise CPError(f"packet header {header:#010x} at dword {pos} of the indirect buffer at {addr:#x} runs "
+            raise CPError(f"packet header {header:#010x} at dword {pos} of the indirect buffer at {ib.addr:#x} runs "
                           f"past its {size} dwords")
-        pkt = self._ib_words(addr, size, pos, n)
 
         def advance() -> None:
-            ib[2] = pos + n
-        self._run(pkt, pos, advance)
+            ib.pos = pos + n
+        self._run(ib.words[pos:pos + n], pos, advance)
         return True
-
-    def _ib_words(self, addr: int, size: int, pos: int, n: int) -> np.ndarray:
-        """n dwords of the indirect buffer at `addr` from dword `pos`; an unmapped buffer is a CP error."""
-        try:
-            return np.frombuffer(self.gpu.vm.read(addr + 4 * pos, 4 * n), np.uint32)
-        except GPUFault:
-            raise CPError(f"INDIRECT_BUFFER at {addr:#x} ({size} dwords) is not mapped on the GPU") from None
 
     @staticmethod
     def _length(header: int) -> int:
@@ -207,8 +208,8 @@ class ComputeQueue(Queue):
         size = p.INDIRECT_BUFFER_IB_SIZE.get(ctl)
         if not p.INDIRECT_BUFFER_VALID.get(ctl) and self.gpu.gfx >= 10:
             raise CPError(f"INDIRECT_BUFFER at {addr:#x}: VALID bit clear")
-        try:  # the whole buffer must be mapped: a CP error names it otherwise
-            self.gpu.vm.check_range(addr, 4 * size, False)
+        try:  # the CP fetches the whole buffer as it enters it, which must be mapped (a CP error names it otherwise)
+            words = np.frombuffer(self.gpu.vm.read(addr, 4 * size), np.uint32)
         except GPUFault:
             raise CPError(f"INDIRECT_BUFFER at {addr:#x} ({size} dwords) is not mapped on the GPU") from None
         self.ib_entries += 1
@@ -216,12 +217,12 @@ class ComputeQueue(Queue):
             raise CPError(f"INDIRECT_BUFFER at {addr:#x}: more than {MAX_IB_ENTRIES} indirect buffers entered "
                           f"(called or chained) from the packet at ring dword {self.rptr}: a loop")
         if p.INDIRECT_BUFFER_CHAIN.get(ctl) and self.ibs:
-            self.ibs[-1][:] = [addr, size, 0]
+            self.ibs[-1] = IndirectBuffer(addr, words)
             return "chained"
         if len(self.ibs) >= MAX_IB_DEPTH:
             raise CPError(f"INDIRECT_BUFFER at {addr:#x}: nested deeper than {MAX_IB_DEPTH} levels")
         if size:
-            self.ibs.append([addr, size, 0])
+            self.ibs.append(IndirectBuffer(addr, words))
         return True
 
     def _write_data(self, body):

@@ -23,8 +23,9 @@ from emu.pcode.llvmjit import GATE, Closed, engine
 
 # microseconds between the native wait's looks: at first, at most. A client that waits for the device kicks the
 # engine (the driver's WAIT_EVENTS, tinygrad's signal poll), so the long naps of an idle engine delay only work that
-# nobody waits for yet, and the idle engine costs a few hundred wakeups a second.
-FIRST_US, LAST_US = 20, 200
+# nobody waits for yet, and the idle engine costs some 50 wakeups a second. (Each wakeup is a runnable thread on a
+# loaded machine, which samplers count as busy: with 2 ms naps, 9% of a tinygrad test run's samples.)
+FIRST_US, LAST_US = 20, 20000
 _FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())  # SYS_futex (else the naps are usleep's)
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 _libc = ctypes.CDLL(None, use_errno=True)
