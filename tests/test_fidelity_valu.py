@@ -46,25 +46,33 @@ def test_clang_sqrt_of_fabs(arch):
 
 @pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
-def test_clang_f64_division_with_subnormal_quotients(arch):
-    """clang's f64 division (v_div_scale, v_rcp, fma refinement, v_div_fmas_f64, v_div_fixup) run as a kernel gives
-    numpy's correctly rounded quotient, subnormal and underflowing quotients included (V_DIV_FMAS_F64 rounds its
-    scaled result once)."""
+@pytest.mark.parametrize("ty", [np.float32, np.float64])
+def test_clang_division_with_tiny_numerators_and_subnormal_quotients(arch, ty):
+    """clang's correctly rounded division (v_div_scale, v_rcp, fma refinement, v_div_fmas, v_div_fixup) run as a
+    kernel gives numpy's quotient: tiny numerators (V_DIV_SCALE scales them and sets VCC), subnormal and underflowing
+    quotients included (V_DIV_FMAS undoes the scaling and rounds its scaled result once)."""
     from test_kernels import launch, result
+    c = "double" if ty is np.float64 else "float"
     src = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
-           "kernel void k(global double *q, global const double *n, global const double *d) {\n"
+           f"kernel void k(global {c} *q, global const {c} *n, global const {c} *d) {{\n"
            "  int i = get_global_id(0); q[i] = n[i] / d[i]; }")
-    r = np.random.default_rng(13)
-    n = r.standard_normal(256) * 10.0 ** r.integers(-300, 300, 256)
-    d = r.standard_normal(256) * 10.0 ** r.integers(-300, 300, 256)
-    n[:64] = r.standard_normal(64) * 10.0 ** r.integers(-310, -290, 64)  # quotients near and below 2^-1022
+    info, r = np.finfo(ty), np.random.default_rng(13)
+    top = int(np.log10(info.max)) - 1
+    n = (r.standard_normal(256) * 10.0 ** r.integers(-top, top, 256)).astype(ty)
+    d = (r.standard_normal(256) * 10.0 ** r.integers(-top, top, 256)).astype(ty)
+    n[:64] = r.standard_normal(64) * 10.0 ** r.integers(-top - 10, -top + 10, 64)  # quotients near the subnormals
     d[:64] = r.standard_normal(64) * 10.0 ** r.integers(1, 30, 64)
-    n[64], d[64] = float.fromhex("0x1.d7d0110bba107p-139"), float.fromhex("-0x1.2578ec18e36f0p+884")
-    gpu, bufs = launch(arch, opencl.compile_cl(src, arch, "-O3"), "k", (4,), (64,), np.zeros(256), n, d)
+    n[64:96] = info.tiny * r.uniform(1, 2 ** 20, 32)  # tiny numerators over ordinary denominators
+    d[64:96] = r.standard_normal(32)
+    if ty is np.float64:
+        n[96], d[96] = float.fromhex("0x1.d7d0110bba107p-139"), float.fromhex("-0x1.2578ec18e36f0p+884")
+    gpu, bufs = launch(arch, opencl.compile_cl(src, arch, "-O3", ("-cl-fp32-correctly-rounded-divide-sqrt",)), "k",
+                       (4,), (64,), np.zeros(256, ty), n, d)
     with np.errstate(all="ignore"):
         want = n / d
-    assert np.count_nonzero((np.abs(want) < np.finfo(np.float64).tiny) & (want != 0)) > 20
-    np.testing.assert_array_equal(result(gpu, bufs[0], want).view(np.uint64), want.view(np.uint64))
+    assert np.count_nonzero((np.abs(want) < info.tiny) & (want != 0)) > 20
+    bits = np.uint64 if ty is np.float64 else np.uint32
+    np.testing.assert_array_equal(result(gpu, bufs[0], want).view(bits), want.view(bits))
 
 
 @pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
