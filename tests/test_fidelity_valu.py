@@ -473,3 +473,36 @@ def test_reserved_dpp_0x142_reads_each_rows_lane_0_on_gfx11(monkeypatch, tier):
     w.vgpr[0] = np.arange(64, dtype=U32)
     w.run(word + bytes.fromhex("0000b0bf"))
     assert w.vcc == sum(1 << k for k in (0, 16, 32, 48))
+
+
+def _flushed(x: np.ndarray) -> np.ndarray:
+    """f32 values with denormals replaced by zero of their sign."""
+    bits = x.view(U32)
+    return np.where(bits & U32(0x7F800000) == 0, bits & U32(0x80000000), bits).view(F32)
+
+
+@pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_kernel_that_flushes_f32_denormals_runs_natively(arch, monkeypatch):
+    """A kernel built with f32 denormals flushed (tinygrad's assembly matmul's descriptor, clang's
+    -cl-denorms-are-zero) runs in native code, which flushes denormal sources and results of f32 ops to zero of
+    their sign as MODE.FP_DENORM says: the product of flushed sources, rounded, then flushed."""
+    from test_kernels import result, to_buffers
+
+    from emu.amd import GPU
+    monkeypatch.setenv("HWEMU_TIER", "jit")
+    monkeypatch.setenv("HWEMU_STATS", "1")
+    src = ("kernel void k(global float *o, global const float *a, global const float *b) {\n"
+           "  int i = get_global_id(0); o[i] = a[i] * b[i]; }")
+    r = np.random.default_rng(3)
+    tiny = np.finfo(F32).tiny
+    a = np.concatenate([tiny * r.uniform(-1, 1, 64), tiny * r.uniform(-4, 4, 64), r.standard_normal(128)]).astype(F32)
+    b = np.concatenate([r.uniform(1, 8, 64), r.uniform(0.01, 1, 64), r.standard_normal(128) * 1e-30]).astype(F32)
+    gpu = GPU(arch)
+    prog = gpu.load(opencl.compile_cl(src, arch, "-O3", ("-cl-denorms-are-zero",)))
+    bufs = to_buffers([np.zeros(256, F32), a, b], gpu.alloc, gpu.write)
+    stats = gpu.launch(prog, "k", grid=(4,), block=(64,), args=bufs)
+    want = _flushed(_flushed(a) * _flushed(b))
+    assert np.count_nonzero((a * b != 0) & (want == 0)) > 50  # the flushing shows
+    np.testing.assert_array_equal(result(gpu, bufs[0], want).view(U32), want.view(U32))
+    assert stats.native == stats.wave_instructions > 0, "every wave-instruction ran in native code"

@@ -748,9 +748,7 @@ class Region:
                 if is_float(fmt) or op.name in FLOAT_MODIFIED:
                     v = self._modify(b, v, bits, bool(abss >> i & 1), bool(negs >> i & 1))
                 if is_float(fmt) and not _keeps_denormals(op.name):
-                    keep = hwreg.F32_KEEP_IN if _float_bits(fmt, bits) == 32 else hwreg.F16_KEEP_IN
-                    if not self.mode & keep:
-                        raise Exit("input denormals flushed")
+                    v = self._flushed(b, v, _float_bits(fmt, bits), bits, hwreg.F32_KEEP_IN, hwreg.F16_KEEP_IN)
                 return v
             if n == "D0":
                 if scalar_dst:
@@ -806,6 +804,19 @@ class Region:
         return {n: b.load(b.gep(buf, [I64(0), I64(at)], source_etype=buf.allocated_type), typ=t, align=1)
                 for n, t, at in layout}
 
+    def _flushed(self, b, v, fbits: int, bits: int, keep32: int, keep16: int):
+        """`v` (float bits per lane) with denormals read as zero of their sign where MODE.FP_DENORM flushes them
+        (the mode is compiled in); f16 data is left to the interpreter."""
+        if self.mode & (keep32 if fbits == 32 else keep16):
+            return v
+        if fbits != bits or bits not in (32, 64) or getattr(v.type.element, "width", 0) != bits:
+            raise Exit("f16 denormals flushed")
+        mant = 23 if bits == 32 else 52
+        exp = ir.Constant(v.type, [(sign_bit(bits) - 1) & ~((1 << mant) - 1)] * self.lanes)
+        sign = ir.Constant(v.type, [sign_bit(bits)] * self.lanes)
+        tiny = b.icmp_unsigned("==", b.and_(v, exp), ir.Constant(v.type, [0] * self.lanes))
+        return b.select(tiny, b.and_(v, sign), v)
+
     def _modify(self, b, v, bits: int, abs_: bool, neg: bool):
         if not (abs_ or neg):
             return v
@@ -834,9 +845,7 @@ class Region:
                 if is_float(dst_fmt) and (f.get("omod", 0) or f.get("clmp", 0)):
                     raise Exit("output modifiers")
                 if is_float(dst_fmt) and not _keeps_denormals(op.name) and bits in (32, 64):
-                    keep = hwreg.F32_KEEP_OUT if _float_bits(dst_fmt, bits) == 32 else hwreg.F16_KEEP_OUT
-                    if not self.mode & keep:
-                        raise Exit("output denormals flushed")
+                    v = self._flushed(b, v, _float_bits(dst_fmt, bits), bits, hwreg.F32_KEEP_OUT, hwreg.F16_KEEP_OUT)
                 self._set_vgpr(b, f["vdst"], bits, v, active)
             elif n in ("VCC", "D1") and base == "VOP3SD":
                 self._set_scalar(b, f["sdst"], self.mask_bits, b.and_(self._mask(b, v), exe))
