@@ -67,7 +67,7 @@ class Emitter:
 
     # ---- storage ----
     def vector(self, kind: str) -> ll.Value:
-        return self.alloca(ll.ArrayType(I8, VEC_BYTES[kind]))
+        return self.alloca(ll.VectorType(I8, VEC_BYTES[kind]))
 
     def var(self, v: ir.Var) -> ll.Value:
         key = (v.name, v.t)
@@ -77,13 +77,13 @@ class Emitter:
         return slot
 
     def copy(self, dst: ll.Value, src: ll.Value, kind: str) -> None:
-        t = ll.ArrayType(I8, VEC_BYTES[kind])
-        self.b.store(self.b.load(src, typ=t), dst)
+        t = ll.VectorType(I8, VEC_BYTES[kind])
+        self.b.store(self.b.load(src, typ=t, align=1), dst, align=1)  # a register in the state: unaligned
 
     def fresh_vector(self, kind: str, src: ll.Value | None = None) -> ll.Value:
         out = self.vector(kind)
         if src is None:
-            self.b.store(ll.Constant(ll.ArrayType(I8, VEC_BYTES[kind]), None), out)
+            self.b.store(ll.Constant(ll.VectorType(I8, VEC_BYTES[kind]), None), out)
         else:
             self.copy(out, src, kind)
         return out
@@ -352,10 +352,7 @@ class Emitter:
             return self.arg(x, args, 0, x.t.bits)
         if n == "fNOTQ":
             out = self.vector("qreg")
-            t = ll.ArrayType(I8, 16)
-            v = b.load(args[0], typ=ll.IntType(128))
-            b.store(b.not_(v), out)
-            del t
+            b.store(b.not_(b.load(args[0], typ=ll.IntType(128), align=1)), out)
             return out
         if n == "fCRNDN":
             a, c = self.arg(x, args, 0, 64), self.arg(x, args, 1, 64)

@@ -23,6 +23,7 @@ import hashlib
 import os
 from pathlib import Path
 
+import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir as ll
 
@@ -44,6 +45,10 @@ _EFFECTS = frozenset({"fTRAP", "fTMPVDATA", "READ_EXT_VREG", "WRITE_EXT_VREG", "
                       "mem_store_conditional", "fcirc_add", "fRAISEFLAGS", "fFPCANCELFLAGS", "fFPSETROUND_CHOP",
                       "fFPSETROUND_NEAREST", "_item", "fGATHER_INIT", "fSCATTER_INIT", "fGATHER_FINISH",
                       "fSCATTER_FINISH", "fLOG_SCATTER_OP"})
+_CORE = frozenset({"READ_RREG", "WRITE_RREG", "READ_PREG", "WRITE_PREG", "fLSBNEW0", "fLSBNEW1", "GET_USR_FIELD",
+                   "SET_USR_FIELD", "fREAD_GP", "fREAD_NPC", "fBRANCH", "fCALL", "fCALLR", "fLOADMMV", "fLOADMMVU",
+                   "fSTOREMMV", "fSTOREMMVU", "fSTOREMMVQ", "fSTOREMMVNQ", *(f"MEM_LOAD{n}" for n in (1, 2, 4, 8)),
+                   *(f"MEM_STORE{n}" for n in (1, 2, 4, 8))})  # what _Packet.prim emits
 _M32 = 0xFFFFFFFF
 
 
@@ -127,8 +132,8 @@ class _Packet:
         self.b.store(ll.Constant(I1, 1), flag)
 
     def log_vec(self, key: tuple, src: ll.Value) -> None:
-        slot, flag = self.slot(key, ll.ArrayType(I8, 128))
-        self.b.store(self.b.load(src, typ=ll.ArrayType(I8, 128)), slot)
+        slot, flag = self.slot(key, ll.VectorType(I8, 128))
+        self.b.store(self.b.load(src, typ=ll.VectorType(I8, 128), align=1), slot)
         self.b.store(ll.Constant(I1, 1), flag)
 
     def write_c(self, n: int, value: ll.Value) -> None:
@@ -184,12 +189,12 @@ class _Packet:
         addr = self.host(ea, size, True)
         slot = self.blk.alloca(PTR)
         b.store(addr, slot)
-        dslot = self.blk.alloca(data.type if size < 128 else ll.ArrayType(I8, 128))
-        b.store(data if size < 128 else b.load(data, typ=ll.ArrayType(I8, 128)), dslot)
+        dslot = self.blk.alloca(data.type if size < 128 else ll.VectorType(I8, 128))
+        b.store(data if size < 128 else b.load(data, typ=ll.VectorType(I8, 128), align=1), dslot)
         mslot = None
         if mask is not None:
             mslot = self.blk.alloca(ll.IntType(128))
-            b.store(b.load(mask, typ=ll.IntType(128)), mslot)
+            b.store(b.load(mask, typ=ll.IntType(128), align=1), mslot)
         flag = self.blk.alloca(I1)
         self.blk.init(flag, ll.Constant(I1, 0))
         b.store(ll.Constant(I1, 1), flag)
@@ -253,7 +258,7 @@ class _Packet:
             if n == "fLOADMMV":
                 ea = b.and_(ea, _const(~127))
             out = g.vector("vec")
-            b.store(b.load(self.host(ea, 128, False), typ=ll.ArrayType(I8, 128), align=1), out)
+            b.store(b.load(self.host(ea, 128, False), typ=ll.VectorType(I8, 128), align=1), out)
             if self.stores:
                 raise Unsupported("a load after a store in one packet")
             return out
@@ -268,7 +273,7 @@ class _Packet:
                 mask = args[2]
                 if n == "fSTOREMMVNQ":
                     mask = g.vector("qreg")
-                    b.store(b.not_(b.load(args[2], typ=ll.IntType(128))), mask)
+                    b.store(b.not_(b.load(args[2], typ=ll.IntType(128), align=1)), mask)
             return self.store(g, ea, 128, args[1], mask)
         if n == "fBRANCH":
             return self.branch(args[0])
@@ -308,9 +313,9 @@ class _Packet:
         if o.cls == "V":
             if not o.pair:
                 return self.vreg(value)
-            pair = self.blk.alloca(ll.ArrayType(I8, 256))
+            pair = self.blk.alloca(ll.VectorType(I8, 256))
             for k in (0, 1):
-                src = b.load(self.vreg(value + k), typ=ll.ArrayType(I8, 128))
+                src = b.load(self.vreg(value + k), typ=ll.VectorType(I8, 128), align=1)
                 b.store(src, b.gep(pair, [_const(128 * k, 64)], source_etype=I8))
             return pair
         if o.cls == "Q":
@@ -385,16 +390,34 @@ class _Packet:
                         v = slot if t.kind in lb.VEC_BYTES else b.load(slot, typ=slot.allocated_type)
                 inputs[name] = v
             else:
-                g = Emitter(b, blk.alloca, self, sem)
-                outs = g.run(inputs)
-                b.position_at_end(g.done)
+                done = self.run(sem, inputs, after)
+                b.position_at_end(done[0])
                 for name, t in sem.outputs:
-                    self.writer(ops[index[name]], inst.ops[index[name]], outs[name], t)
-                b.branch(after)
-                b.position_at_end(g.cancel)
+                    self.writer(ops[index[name]], inst.ops[index[name]], done[1][name], t)
                 b.branch(after)
             b.position_at_start(after)
         self.commit()
+
+    def run(self, sem, inputs: dict, after: ll.Block) -> tuple[ll.Block, dict]:
+        """Emit one instruction: inline, or a call of its helper. The block where it completed (a cancelled slot
+        goes on at `after`), and its outputs' storage."""
+        b, blk = self.b, self.blk
+        symbol = blk.helpers.get(sem.tag)
+        if symbol is None:
+            g = Emitter(b, blk.alloca, self, sem)
+            outs = g.run(inputs)
+            b.position_at_end(g.cancel)
+            b.branch(after)
+            return g.done, outs
+        ftype = _helper_type(sem)
+        fn = b.module.globals.get(symbol) or ll.Function(b.module, ftype, symbol)
+        outs = {n: blk.alloca(ll.VectorType(I8, lb.VEC_BYTES[t.kind]) if t.kind in lb.VEC_BYTES else lb.int_type(t))
+                for n, t in sem.outputs}
+        args = [inputs[n] if t.kind in lb.VEC_BYTES else resize(b, inputs[n], t.signed, t.bits) for n, t in sem.inputs]
+        status = b.call(fn, args + [outs[n] for n, _ in sem.outputs])
+        done = b.append_basic_block("done")
+        b.cbranch(b.icmp_unsigned("==", status, _const(0)), done, after)
+        return done, outs
 
     def commit(self) -> None:
         b = self.b
@@ -409,7 +432,7 @@ class _Packet:
                       "vtmp": VTMP}[f]
             dst = self.state_ptr(offset)
             ty = slot.allocated_type
-            b.store(b.select(b.load(flag, typ=I1), b.load(slot, typ=ty), b.load(dst, typ=ty)), dst)
+            b.store(b.select(b.load(flag, typ=I1), b.load(slot, typ=ty), b.load(dst, typ=ty, align=1)), dst, align=1)
         b.store(usr, self.state_ptr(C + 4 * C_USR))
         for addr, data, size, mask, flag in self.stores:
             yes, no = b.append_basic_block("store"), b.append_basic_block("stored")
@@ -435,11 +458,53 @@ class _Packet:
         self.after_commit = b.block
 
 
+class _Pure:
+    """The core of a helper: an instruction reaching no state but its operands (HVX arithmetic)."""
+
+    def prim(self, g: Emitter, x, args: list):
+        if x.name in _CORE or x.name in _EFFECTS or x.name.startswith("fVLOG_VTCM"):
+            raise Unsupported(f"{x.name} reaches the core")
+        return NotImplemented
+
+
+def _helper_type(sem) -> ll.FunctionType:
+    ins = [PTR if t.kind in lb.VEC_BYTES else lb.int_type(t) for _, t in sem.inputs]
+    return ll.FunctionType(I32, ins + [PTR] * len(sem.outputs))
+
+
+def helper(sem, name: str) -> ll.Module:
+    """`i32 name(inputs..., output pointers...)`: an operand-only instruction as a function of its own (compiled
+    once per instruction, not per block): 0 with the outputs stored, 1 when the slot is cancelled."""
+    m = ll.Module(name)
+    fn = ll.Function(m, _helper_type(sem), name)
+    entry = fn.append_basic_block("entry")
+    ab = ll.IRBuilder(entry)
+    b = ll.IRBuilder(fn.append_basic_block("start"))
+    ab.branch(b.block)
+
+    def alloca(ty: ll.Type) -> ll.Value:
+        ab.position_at_start(entry)
+        return lb.alloca(ab, ty)
+    g = Emitter(b, alloca, _Pure(), sem)
+    outs = g.run({n: a for (n, _), a in zip(sem.inputs, fn.args)})
+    b.position_at_end(g.done)
+    for (n, t), ptr in zip(sem.outputs, fn.args[len(sem.inputs):]):
+        if t.kind in lb.VEC_BYTES:
+            g.copy(ptr, outs[n], t.kind)
+        else:
+            b.store(b.load(outs[n], typ=lb.int_type(t)), ptr)
+    b.ret(_const(0))
+    b.position_at_end(g.cancel)
+    b.ret(_const(1))
+    return m
+
+
 class _Block:
     """One block function `i32 f(state, rtab, wtab, limit)`: it returns with the state's PC at the next packet to
     run: 0 when it ran its packets or reached the packet limit, 1 when that packet must run on the interpreter."""
 
-    def __init__(self, module: ll.Module, name: str):
+    def __init__(self, module: ll.Module, name: str, helpers: dict[str, str]):
+        self.helpers = helpers  # instruction tag -> the symbol of its helper function
         fn = self.fn = ll.Function(module, ll.FunctionType(I32, [PTR, PTR, PTR, I64]), name)
         self.state, self.rtab, self.wtab, self.limit = fn.args
         self.entry = fn.append_basic_block("entry")
@@ -514,10 +579,11 @@ def _extent(t: Thread, pc: int) -> list:
     return plans
 
 
-def build(isa: ISA, plans: list, name: str) -> tuple[ll.Module, int]:
-    """The module of a block function `name` over `plans`, and how many packets it runs natively (0: none)."""
+def build(isa: ISA, plans: list, name: str, helpers: dict[str, str]) -> tuple[ll.Module, int]:
+    """The module of a block function `name` over `plans`, and how many packets it runs natively (0: none); the
+    instructions in `helpers` are calls of those functions."""
     m = ll.Module(name)
-    blk = _Block(m, name)
+    blk = _Block(m, name, helpers)
     n = 0
     for plan in plans:
         if not blk.packet(isa, plan):
@@ -588,6 +654,7 @@ class Tier:
         self.table = np.zeros((1 << TABLE_BITS, 2), np.uint64)
         self.table[:, 0] = ~np.uint64(0)
         self.blocks: dict[int, int] = {}  # pc -> block function address (0: none at that pc)
+        self.helpers: dict[str, str | None] = {}  # tag -> its helper's symbol (None: emitted inline)
         self.hits: dict[int, int] = {}
         self.dispatch = _FN(self.engine.compile(dispatcher("run"), "run", key=f"dsp-dispatch/{self.digest}"))
         self.ptrs = [a.ctypes.data for a in (self.state, self.rtab, self.wtab, self.table)]
@@ -613,6 +680,31 @@ class Tier:
         self.pinned, self.generation = pinned, mem.generation
 
     # ---- blocks ----
+    def _helper(self, tag: str) -> str | None:
+        """The symbol of an HVX instruction's helper function, loaded (None: it reaches the core, so inline)."""
+        if tag in self.helpers:
+            return self.helpers[tag]
+        symbol = None
+        if tag.startswith("V6_"):
+            key = f"dsp-helper/{self.digest}/{tag}"
+            addr = self.engine.load(key)
+            if addr is None:
+                try:
+                    addr = self.engine.compile(self._module(helper(_semantics(self.t.isa, tag), "helper")), "helper",
+                                               key=key)
+                    self.stats["compiled"] += 1
+                except Unsupported:
+                    addr = None
+            if addr is not None:
+                symbol = f"hwemu_dsp_{tag}_{self.digest}"
+                llvm.add_symbol(symbol, addr)
+        self.helpers[tag] = symbol
+        return symbol
+
+    def _module(self, m: ll.Module) -> ll.Module:
+        m.triple, m.data_layout = self.engine.triple, self.engine.data_layout
+        return m
+
     def _compile(self, pc: int) -> int:
         from emu.pcode.llvmjit import Closed
         plans = _extent(self.t, pc)
@@ -621,13 +713,13 @@ class Tier:
         words = ",".join(" ".join(f"{w:08x}" for w in p[0].words) for p in plans)
         key = f"dsp-block/{self.digest}/{pc:x}/{words}"
         try:
+            helpers = {i.tag: self._helper(i.tag) for p in plans for i in p[0].insts}
             addr = self.engine.load(key)
             if addr is None:
-                m, n = build(self.t.isa, plans, "block")
+                m, n = build(self.t.isa, plans, "block", {k: v for k, v in helpers.items() if v})
                 if not n:
                     return 0
-                m.triple, m.data_layout = self.engine.triple, self.engine.data_layout
-                addr = self.engine.compile(m, "block", key=key)
+                addr = self.engine.compile(self._module(m), "block", key=key)
                 self.stats["compiled"] += 1
         except Closed:
             return 0
