@@ -29,7 +29,7 @@ class Unsupported(Exception):
 
 class Core(Protocol):
     """What the emitted semantics ask of the core model: each method emits code at the builder's position."""
-    def prim(self, g: "Emitter", x: ir.Prim, args: list) -> ll.Value | None: ...
+    def prim(self, g: Emitter, x: ir.Prim, args: list) -> ll.Value | None: ...
 
 
 def int_type(t: ir.Type) -> ll.IntType:

@@ -35,6 +35,7 @@ from emu.dsp.lower import CompileError, lower
 from emu.dsp.memory import PAGE, MemoryFault
 from emu.dsp.pyback import _cache_file as _semantics_file
 
+BLOCK_OPT = 0  # LLVM optimization level of blocks (register moves and calls of helpers: compile time matters more)
 HOT = 8  # interpreted entries of a block's first packet before it is compiled
 MAX_PACKETS = 48  # packets of one block at most
 TABLE_BITS = 14  # the dispatcher's pc -> block table (direct-mapped; a miss returns to Python)
@@ -54,10 +55,7 @@ _M32 = 0xFFFFFFFF
 
 def enabled() -> bool:
     """HWEMU_DSP_TIER=interp|native (default native when llvmlite's LLVM loads)."""
-    tier = os.environ.get("HWEMU_DSP_TIER", "native")
-    if tier not in ("interp", "native"):
-        raise ValueError(f"HWEMU_DSP_TIER must be interp or native, not {tier!r}")
-    return tier == "native"
+    return os.environ.get("HWEMU_DSP_TIER", "native") != "interp"
 
 
 def _digest() -> str:
@@ -90,7 +88,7 @@ def _const(v: int, bits: int = 32) -> ll.Constant:
 class _Packet:
     """Emits one packet into a block function (the Core of llvmback.Emitter for its instructions)."""
 
-    def __init__(self, blk: "_Block", pkt, steps, tail, counted: int):
+    def __init__(self, blk: _Block, pkt, steps, tail, counted: int):
         self.blk, self.b, self.pkt, self.counted = blk, blk.b, pkt, counted
         self.steps = steps + tail
         self.log: dict[tuple, tuple[ll.Value, ll.Value]] = {}  # key -> (value slot, written flag)
@@ -178,14 +176,38 @@ class _Packet:
         return b.inttoptr(b.add(entry, b.zext(off, I64)), PTR)
 
     def load(self, ea: ll.Value, size: int) -> ll.Value:
-        if self.stores:
-            raise Unsupported("a load after a store in one packet")
-        return self.b.load(self.host(ea, size, False), typ=ll.IntType(8 * size), align=1)
+        """A scalar load; it sees the bytes the packet's earlier scalar stores wrote (as Thread._read)."""
+        b = self.b
+        ea = resize(b, ea, False, 32)
+        value = b.load(self.host(ea, size, False), typ=ll.IntType(8 * size), align=1)
+        if not self.stores:
+            return value
+        out = []
+        for i in range(size):
+            byte = b.trunc(b.lshr(value, ll.Constant(value.type, 8 * i)), I8)
+            at = b.add(ea, _const(i))
+            for _, data, n, mask, flag, sea in self.stores:
+                if mask is not None or n == 128:
+                    raise Unsupported("a load after a vector store in one packet")
+                k = b.sub(at, b.load(sea, typ=I32))
+                hit = b.and_(b.load(flag, typ=I1), b.icmp_unsigned("<", k, _const(n)))
+                word = b.load(data, typ=ll.IntType(8 * n))
+                stored = b.trunc(b.lshr(word, b.zext(b.mul(k, _const(8)), word.type) if n > 4 else
+                                        resize(b, b.mul(k, _const(8)), False, 8 * n)), I8)
+                byte = b.select(hit, stored, byte)
+            out.append(b.shl(b.zext(byte, value.type), ll.Constant(value.type, 8 * i)))
+        merged = out[0]
+        for part in out[1:]:
+            merged = b.or_(merged, part)
+        return merged
 
     def store(self, g: Emitter, ea: ll.Value, size: int, data: ll.Value, mask: ll.Value | None) -> None:
         if g.loops:
             raise Unsupported("a store in a loop")
         b = self.b
+        ea = resize(b, ea, False, 32)
+        sea = self.blk.alloca(I32)
+        b.store(ea, sea)
         addr = self.host(ea, size, True)
         slot = self.blk.alloca(PTR)
         b.store(addr, slot)
@@ -198,7 +220,7 @@ class _Packet:
         flag = self.blk.alloca(I1)
         self.blk.init(flag, ll.Constant(I1, 0))
         b.store(ll.Constant(I1, 1), flag)
-        self.stores.append((slot, dslot, size, mslot, flag))
+        self.stores.append((slot, dslot, size, mslot, flag, sea))
 
     def branch(self, target: ll.Value) -> None:
         b = self.b
@@ -257,10 +279,10 @@ class _Packet:
             ea = resize(b, args[0], x.args[0].t.signed, 32)
             if n == "fLOADMMV":
                 ea = b.and_(ea, _const(~127))
+            if self.stores:
+                raise Unsupported("a vector load after a store in one packet")
             out = g.vector("vec")
             b.store(b.load(self.host(ea, 128, False), typ=ll.VectorType(I8, 128), align=1), out)
-            if self.stores:
-                raise Unsupported("a load after a store in one packet")
             return out
         if n in ("fSTOREMMV", "fSTOREMMVU", "fSTOREMMVQ", "fSTOREMMVNQ"):
             if self.current.new_cls == "T":
@@ -434,7 +456,7 @@ class _Packet:
             ty = slot.allocated_type
             b.store(b.select(b.load(flag, typ=I1), b.load(slot, typ=ty), b.load(dst, typ=ty, align=1)), dst, align=1)
         b.store(usr, self.state_ptr(C + 4 * C_USR))
-        for addr, data, size, mask, flag in self.stores:
+        for addr, data, _, mask, flag, _ in self.stores:
             yes, no = b.append_basic_block("store"), b.append_basic_block("stored")
             b.cbranch(b.load(flag, typ=I1), yes, no)
             b.position_at_start(yes)
@@ -486,9 +508,9 @@ def helper(sem, name: str) -> ll.Module:
         ab.position_at_start(entry)
         return lb.alloca(ab, ty)
     g = Emitter(b, alloca, _Pure(), sem)
-    outs = g.run({n: a for (n, _), a in zip(sem.inputs, fn.args)})
+    outs = g.run({n: a for (n, _), a in zip(sem.inputs, fn.args, strict=False)})
     b.position_at_end(g.done)
-    for (n, t), ptr in zip(sem.outputs, fn.args[len(sem.inputs):]):
+    for (n, t), ptr in zip(sem.outputs, fn.args[len(sem.inputs):], strict=True):
         if t.kind in lb.VEC_BYTES:
             g.copy(ptr, outs[n], t.kind)
         else:
@@ -640,7 +662,8 @@ class Tier:
 
     def __init__(self, thread: Thread):
         from emu.pcode.llvmjit import GATE, engine
-        self.t, self.gate, self.engine = thread, GATE, engine("dsp")
+        self.t, self.gate = thread, GATE
+        self.engine, self.blocks_engine = engine("dsp"), engine("dsp-blocks", opt=BLOCK_OPT)
         self.digest = _digest()
         self.state = np.zeros(STATE_BYTES, np.uint8)
         self.r32, self.c32 = self.state[R:R + 128].view(np.uint32), self.state[C:C + 128].view(np.uint32)
@@ -658,7 +681,7 @@ class Tier:
         self.hits: dict[int, int] = {}
         self.dispatch = _FN(self.engine.compile(dispatcher("run"), "run", key=f"dsp-dispatch/{self.digest}"))
         self.ptrs = [a.ctypes.data for a in (self.state, self.rtab, self.wtab, self.table)]
-        self.stats = {"compiled": 0, "native_calls": 0}
+        self.stats = {"compiled": 0, "failed": 0, "native_calls": 0, "native_packets": 0}
 
     # ---- page tables ----
     def _pages(self) -> None:
@@ -681,23 +704,22 @@ class Tier:
 
     # ---- blocks ----
     def _helper(self, tag: str) -> str | None:
-        """The symbol of an HVX instruction's helper function, loaded (None: it reaches the core, so inline)."""
+        """The symbol of an instruction's helper function, loaded (None: it reaches the core, so it is inline)."""
         if tag in self.helpers:
             return self.helpers[tag]
+        key = f"dsp-helper/{self.digest}/{tag}"
+        addr = self.engine.load(key)
+        if addr is None:
+            try:
+                module = self._module(helper(_semantics(self.t.isa, tag), "helper"))
+                addr = self.engine.compile(module, "helper", key=key)
+                self.stats["compiled"] += 1
+            except Unsupported:
+                addr = None
         symbol = None
-        if tag.startswith("V6_"):
-            key = f"dsp-helper/{self.digest}/{tag}"
-            addr = self.engine.load(key)
-            if addr is None:
-                try:
-                    addr = self.engine.compile(self._module(helper(_semantics(self.t.isa, tag), "helper")), "helper",
-                                               key=key)
-                    self.stats["compiled"] += 1
-                except Unsupported:
-                    addr = None
-            if addr is not None:
-                symbol = f"hwemu_dsp_{tag}_{self.digest}"
-                llvm.add_symbol(symbol, addr)
+        if addr is not None:
+            symbol = f"hwemu_dsp_{tag}_{self.digest}"
+            llvm.add_symbol(symbol, addr)
         self.helpers[tag] = symbol
         return symbol
 
@@ -714,14 +736,17 @@ class Tier:
         key = f"dsp-block/{self.digest}/{pc:x}/{words}"
         try:
             helpers = {i.tag: self._helper(i.tag) for p in plans for i in p[0].insts}
-            addr = self.engine.load(key)
+            addr = self.blocks_engine.load(key)
             if addr is None:
                 m, n = build(self.t.isa, plans, "block", {k: v for k, v in helpers.items() if v})
                 if not n:
                     return 0
-                addr = self.engine.compile(self._module(m), "block", key=key)
+                addr = self.blocks_engine.compile(self._module(m), "block", key=key)
                 self.stats["compiled"] += 1
         except Closed:
+            return 0
+        except (RuntimeError, TypeError, ValueError, KeyError):  # a bug of this tier: the block stays interpreted
+            self.stats["failed"] += 1
             return 0
         return addr
 
@@ -749,6 +774,7 @@ class Tier:
         t.c[:] = self.c32.tolist()
         t.p[:] = self.p8.tolist()
         t.pc = int(self.pc32[0])
+        self.stats["native_packets"] += int(self.counts[0]) - t.packets
         t.packets, t.insns = (int(x) for x in self.counts)
         t.v[:] = self.v
         t.q[:] = self.q
