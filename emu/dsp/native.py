@@ -60,7 +60,7 @@ def enabled() -> bool:
 
 def _digest() -> str:
     h = hashlib.sha256(_semantics_file().name.encode())
-    for m in ("llvmback", "native", "core"):
+    for m in ("llvmback", "native", "core", "decode"):
         h.update((Path(__file__).parent / f"{m}.py").read_bytes())
     return h.hexdigest()[:16]
 
