@@ -46,6 +46,7 @@ class Process:
     argv: list[str] = field(default_factory=list)
     isa: ISA | None = None
     strace: io.TextIOBase | None = None
+    native: bool | None = None  # run hot blocks natively (emu.dsp.native); None: as HWEMU_DSP_TIER says
 
     def __post_init__(self) -> None:
         self.mem = Memory()
@@ -97,18 +98,32 @@ class Process:
         t = self.thread
         limit = t.packets + max_packets if max_packets else None
         deadline = time.monotonic() + timeout if timeout else None
-        step = t.step
+        tier = self._tier()
         try:
             while True:
                 n = _CHECK_EVERY if limit is None else min(_CHECK_EVERY, limit - t.packets)
                 if n <= 0:
                     raise Runaway(f"no exit within the packet limit ({max_packets})", t.pc, t.packets)
-                for _ in range(n):
-                    step()
+                tier(n)
                 if deadline is not None and time.monotonic() > deadline:
                     raise Runaway(f"no exit within the time limit ({timeout:g} s)", t.pc, t.packets)
         except ProcessExit as e:
             return e.code
+
+    def _tier(self):
+        """A function running n packets: the native tier's, or the interpreter's."""
+        if self.native is not False:
+            from emu.dsp import native
+            if self.native or native.enabled():
+                tier = native.make(self.thread)
+                if tier is not None:
+                    return tier.run
+        step = self.thread.step
+
+        def interpret(n: int) -> None:
+            for _ in range(n):
+                step()
+        return interpret
 
     # ---- syscalls ----
     def _trap(self, t: Thread, kind: int, imm: int) -> None:

@@ -26,9 +26,11 @@ class _Page:
 class Memory:
     def __init__(self) -> None:
         self.pages: dict[int, _Page] = {}
+        self.generation = 0  # changes whenever a page is mapped, unmapped or gains permissions
 
     def map(self, addr: int, size: int, perms: str = "rw") -> None:
         """Map [addr, addr+size) (page-rounded), zero-filled; pages already mapped keep their contents."""
+        self.generation += 1
         for n in range(addr // PAGE, (addr + size + PAGE - 1) // PAGE):
             page = self.pages.get(n)
             if page is None:
@@ -37,6 +39,7 @@ class Memory:
                 page.perms = "".join(sorted(set(page.perms) | set(perms)))
 
     def unmap(self, addr: int, size: int) -> None:
+        self.generation += 1
         for n in range(addr // PAGE, (addr + size + PAGE - 1) // PAGE):
             self.pages.pop(n, None)
 

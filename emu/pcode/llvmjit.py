@@ -18,7 +18,9 @@ by the key's hash), and the later ones load what the first one wrote. A cache fi
 a magic, the SHA-256 of the object and the object; a file that does not check out (truncated, corrupted, another
 format) is ignored and replaced. Without a key nothing is cached.
 
-The pipeline (`OPT`): LLVM's O2 module pipeline on the new pass manager, code generation at CodeGenOpt::Default.
+The pipeline (`OPT`): LLVM's O2 module pipeline on the new pass manager, code generation at CodeGenOpt::Default;
+`engine(name, opt=0)` makes an engine for code compiled in bulk, where compile time counts: only SROA, instcombine
+and simplifycfg, then code generation at CodeGenOpt::None.
 No fast-math flags are ever set: LLVM keeps every float operation as written (no reassociation, no contraction).
 
 At process exit (atexit, registered when the engine is made) the engine closes: the GATE waits for the calls
@@ -96,17 +98,18 @@ CLOSE_TIMEOUT = 30.0  # seconds the exit waits for native calls in flight
 class Engine:
     """One MCJIT engine for the host CPU: modules are optimized, compiled to objects and loaded into it."""
 
-    def __init__(self) -> None:
+    def __init__(self, opt: int = OPT) -> None:
+        self.opt = opt
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         target = llvm.Target.from_default_triple()
         cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-        self.tm = target.create_target_machine(cpu=cpu, features=features, opt=OPT)
+        self.tm = target.create_target_machine(cpu=cpu, features=features, opt=opt)
         self.triple, self.data_layout = self.tm.triple, str(self.tm.target_data)
         self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
         FL.register_symbols(llvm.add_symbol)
         self._target_id = "\0".join((VERSION, ".".join(map(str, llvm.llvm_version_info)), self.triple, cpu,
-                                     features, str(OPT)))
+                                     features, str(opt)))
         self._lock = threading.RLock()
         self._count = 0
         self._loaded: dict[str, bool] = {}  # keys whose object is in the engine
@@ -156,8 +159,17 @@ class Engine:
                     g.linkage = llvm.Linkage.internal
             if m.get_function(symbol).is_declaration:
                 raise KeyError(f"module defines no function {name!r}")
-            pb = llvm.create_pass_builder(self.tm, llvm.PipelineTuningOptions(speed_level=OPT))
-            pb.getModulePassManager().run(m, pb)
+            pb = llvm.create_pass_builder(self.tm, llvm.PipelineTuningOptions(speed_level=self.opt))
+            if self.opt:
+                pb.getModulePassManager().run(m, pb)
+            else:
+                fpm = llvm.create_new_function_pass_manager()
+                fpm.add_sroa_pass()
+                fpm.add_instruction_combine_pass()
+                fpm.add_simplify_cfg_pass()
+                for fn in m.functions:
+                    if not fn.is_declaration:
+                        fpm.run(fn, pb)
             obj = self.tm.emit_object(m)
             self._add(obj)
             self.stats["compiled"] += 1
@@ -260,13 +272,13 @@ _ENGINES: dict[str, Engine] = {}
 _ENGINE_LOCK = threading.Lock()
 
 
-def engine(name: str = "main") -> Engine:
+def engine(name: str = "main", opt: int = OPT) -> Engine:
     """The process's engine `name` (created on first use). Each has its own lock: a long compile on one (a region)
-    does not hold up loads from the cache on another (the threaded tier's handlers)."""
+    does not hold up loads from the cache on another (the threaded tier's handlers). `opt` applies when it is made."""
     e = _ENGINES.get(name)
     if e is None:
         with _ENGINE_LOCK:
             e = _ENGINES.get(name)
             if e is None:
-                e = _ENGINES[name] = Engine()
+                e = _ENGINES[name] = Engine(opt)
     return e

@@ -1,0 +1,152 @@
+"""The native tier (emu.dsp.native) against the interpreter: the same registers, memory, counters, PC and fault
+after the same packets, on the corpus programs and on random packet streams (loops, faults mid-block)."""
+import random
+
+import numpy as np
+import pytest
+from dsp_support import vendor_isa
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emu.dsp import native
+from emu.dsp.core import IllegalPacket, Thread
+from emu.dsp.decode import Decoder
+from emu.dsp.linux import Process
+from emu.dsp.memory import Memory, MemoryFault
+from emu.dsp.strategies import random_packet
+from tools import dsp_llvm_agreement as la
+
+PROGRAMS = sorted(p.stem for p in la.PROGRAMS.glob("*.c"))
+STDIN = bytes(range(256)) * 20 + b"tail"
+CODE, DATA_SIZE, READ_ONLY = 0x100000, 0x80000, 0x81000  # data from 0; then a gap, a read-only page
+ENDLOOP0 = [0x7F008000, 0x7F00C000]  # { nop; nop }:endloop0
+
+
+def stream(dec: Decoder, rng: random.Random, count: int) -> list[int]:
+    """count random packets (mostly without jumps, which leave the code) and a last one ending hardware loop 0."""
+    words = []
+    while len(words) < 4 * count:
+        pkt = random_packet(dec, rng)
+        try:
+            tags = [i.tag for i in dec.packet(pkt + [0] * (4 - len(pkt)), CODE).insts]
+        except ValueError:
+            tags = []
+        if rng.random() < 0.1 or not any(t.startswith(("J", "SL2_j", "SL2_r", "L4_r")) for t in tags):
+            words += pkt
+    return words + ENDLOOP0
+
+
+@pytest.fixture(scope="module")
+def isa():
+    return vendor_isa()
+
+
+@pytest.fixture(autouse=True)
+def compile_at_once(monkeypatch, tmp_path_factory):
+    """Every block is compiled the first time it is reached (cached objects in a cache of the test session)."""
+    monkeypatch.setattr(native, "HOT", 1)
+    monkeypatch.setenv("HWEMU_CACHE", str(tmp_path_factory.getbasetemp() / "hwemu-cache"))
+
+
+def state(t: Thread, mem: Memory) -> tuple:
+    pages = {n: (bytes(p.data), p.perms) for n, p in mem.pages.items()}
+    return (list(t.r), list(t.c), list(t.p), t.v.tobytes(), t.q.tobytes(), t.pc, t.packets, t.insns, pages)
+
+
+@pytest.mark.skipif(not la.corpus_available(), reason="clang-19 / ld.lld-19 not installed (./dev)")
+@pytest.mark.parametrize("opt", ["-O0", "-O2"])
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_corpus_program_same_on_both_tiers(isa, tmp_path, name, opt):
+    exe = tmp_path / name
+    la.compile_program(la.PROGRAMS / f"{name}.c", opt, exe)
+    runs = []
+    for tier in (False, True):
+        p = Process(str(exe), stdin=STDIN, isa=isa, native=tier)
+        try:
+            out = p.run(max_packets=5_000_000)
+        except (MemoryFault, IllegalPacket) as e:
+            out = (type(e), str(e))
+        runs.append((bytes(p.stdout), out, state(p.thread, p.mem)))
+    assert runs[1] == runs[0]
+
+
+def machine(isa, words: list[int], seed: int) -> tuple[Thread, Memory]:
+    """Code at CODE (a hardware loop over it: SA0 = CODE, LC0 small), random registers, most of them pointers into
+    a random data region, so that loads and stores mostly hit mapped memory and sometimes fault."""
+    rng = random.Random(seed)
+    mem = Memory()
+    mem.map(0, DATA_SIZE, "rw")
+    mem.write(0, rng.randbytes(DATA_SIZE))
+    mem.map(READ_ONLY, 0x1000, "r")
+    mem.map(CODE, 0x1000, "rx")
+    for k, w in enumerate(words):
+        mem.pages[CODE // 0x1000].data[4 * k:4 * k + 4] = w.to_bytes(4, "little")
+    t = Thread(isa, mem)
+    t.pc = CODE
+    for n in range(32):
+        t.r[n] = rng.choice([rng.randrange(DATA_SIZE)] * 17 + [READ_ONLY + rng.randrange(0x1000), rng.getrandbits(32),
+                                                               rng.randrange(16)])
+    t.c[0], t.c[1], t.c[2], t.c[3] = CODE, rng.randrange(1, 5), CODE, rng.randrange(3)
+    t.p = [rng.getrandbits(8) for _ in range(4)]
+    t.v[:] = np.frombuffer(rng.randbytes(32 * 128), np.uint8).reshape(32, 128)
+    t.q[:] = np.frombuffer(rng.randbytes(64), np.uint8).reshape(4, 16)
+    return t, mem
+
+
+def run(t: Thread, n: int, tier: bool):
+    """Run n packets on one tier; the exception that stopped them (type and message), or None."""
+    native_tier = native.Tier(t) if tier else None
+    try:
+        if native_tier:
+            native_tier.run(n)
+        else:
+            for _ in range(n):
+                t.step()
+    except (MemoryFault, IllegalPacket) as e:
+        return type(e), str(e)
+    finally:
+        assert native_tier is None or native_tier.stats["failed"] == 0  # no block the tier failed to compile
+    return None
+
+
+@settings(max_examples=40)
+@given(st.integers(1, 8), st.integers(0, 2**32 - 1))
+def test_random_packet_streams_same_on_both_tiers(isa, count, seed):
+    """Straight-line packets ending in a hardware loop back to the start; whatever they do (branch away, fault,
+    trap), both tiers end in the same state with the same exception."""
+    words = stream(Decoder.of(isa), random.Random(seed), count)
+    outcomes = []
+    for tier in (False, True):
+        t, mem = machine(isa, words, seed)
+        outcomes.append((run(t, 64, tier), state(t, mem)))
+    assert outcomes[1] == outcomes[0]
+
+
+def test_fault_mid_block_leaves_the_state_before_the_packet(isa):
+    """A block of three packets whose second stores to unmapped memory: the first commits, then the same fault as
+    the interpreter's, naming the second packet, with nothing of it committed."""
+    words = [0xB000C021, 0xA180C000, 0xB000C022]  # { r1 = add(r0,#1) }  { memw(r0+#0) = r0 }  { r2 = add(r0,#1) }
+    outcomes = []
+    for tier in (False, True):
+        t, mem = machine(isa, words, 1)
+        t.r[0] = 0xDEAD0000  # unmapped
+        outcomes.append((run(t, 3, tier), state(t, mem)))
+    (err, st0), (err1, st1) = outcomes
+    assert err == err1 and err[0] is MemoryFault and "0xdead0000" in err[1]
+    assert st1 == st0 and st0[5] == CODE + 4 and st0[0][1] == 0xDEAD0001
+
+
+def test_watchdog_packet_limit_is_exact(isa):
+    """A tight native loop stops at exactly the packet limit (as the interpreter's watchdog counts)."""
+    from emu.dsp.linux import Runaway
+    loop = [0xB001C021, 0x59FFFFFE]  # { r1 = add(r1,#1) }  { jump .-4 }  (parse bits 11: one-word packets)
+    results = []
+    for tier in (False, True):
+        t, mem = machine(isa, loop, 2)
+        t.r[1] = 0
+        p = Process.__new__(Process)
+        p.thread, p.mem, p.native = t, mem, tier
+        with pytest.raises(Runaway):
+            p.run(max_packets=10_001)
+        results.append(state(t, mem))
+    assert results[1] == results[0] and results[0][6] == 10_001
