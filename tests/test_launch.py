@@ -190,3 +190,51 @@ def test_auto_launches_on_the_threaded_loop_before_a_region_pays_back(monkeypatc
     assert not python_runs and last.native == last.wave_instructions > 0, "no wave of the last dispatch ran in Python"
     assert (last.waves, last.wave_instructions, last.lane_instructions) == \
         (runs[0].waves, runs[0].wave_instructions, runs[0].lane_instructions)
+
+
+WALK = r"""
+constant int table[8] = {3, 1, 4, 1, 5, 9, 2, 6};
+kernel void walk(global int *out, int n) {
+  int i = get_global_id(0), acc = %d;
+  for (int k = 0; k < n + (i & 3); k++) acc = acc * 7 + table[(i + k) & 7];
+  out[i] = acc;
+}
+"""
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_region_compiled_at_one_address_runs_at_another(monkeypatch, arch):
+    """Regions are position-independent: the same code object loaded at another address (another buffer here;
+    another process or client in practice) runs the region compiled for the first address, found under the same
+    cache key and not compiled again, with its loop, its taken branches and its s_getpc-relative table right."""
+    from emu.amd import GPU
+    from emu.amd.exec import jit
+    from emu.pcode.llvmjit import engine
+    monkeypatch.setenv("HWEMU_TIER", "jit")
+    monkeypatch.setenv("HWEMU_STATS", "1")  # counts the instructions run natively
+    seed = int.from_bytes(os.urandom(3), "little")  # code that no other test or run has compiled
+    code_object = opencl.compile_cl(WALK % seed, arch)
+    table = [3, 1, 4, 1, 5, 9, 2, 6]
+    want = []
+    for i in range(64):
+        acc = seed
+        for k in range(5 + (i & 3)):
+            acc = (acc * 7 + table[(i + k) & 7]) & 0xFFFFFFFF
+        want.append(acc)
+    gpu = GPU(arch)
+    loads = [gpu.load(code_object), gpu.load(code_object)]
+    assert loads[0].base != loads[1].base
+    stats = engine().stats
+    for n, prog in enumerate(loads):
+        if n:
+            jit._cache.clear()  # as in a new process: only the disk cache knows the region
+        compiled, hits = stats["compiled"], stats["disk_hits"] + stats["memory_hits"]
+        out = gpu.alloc(4 * 64)
+        run = gpu.launch(prog, "walk", grid=(2,), block=(32,), args=[out, np.int32(5)])
+        np.testing.assert_array_equal(np.frombuffer(gpu.read(out), np.uint32), np.array(want, np.uint32))
+        assert run.native == run.wave_instructions > 0
+        if n:
+            assert (stats["compiled"], stats["disk_hits"] + stats["memory_hits"]) == (compiled, hits + 1), \
+                "the region compiled for the first address is looked up by the same key, not compiled again"
+        else:
+            assert stats["compiled"] == compiled + 1

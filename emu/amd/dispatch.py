@@ -138,14 +138,14 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
             wg += 1
             continue
         end = total if on_workgroup is None else wg + 1
-        fn, arm = slots.region()
+        fn, arm, looped = slots.region()
         t0 = time.thread_time()
         try:
             mapped = vm.index  # held during the call: the host buffers its table points into stay alive
             wg = launch.run(fn, arm, mapped.table, wg, end, deadline)
         finally:
             GATE.leave()
-            if arm is not None:  # the threaded loop's time counts for the entry's region (its cost model)
+            if looped:  # the threaded loop's time counts for the entry's region (its cost model)
                 d.program.ahead = (total - wg) / max(wg, 1)  # what is left of this dispatch: mostly nothing
                 d.program.launched(d.entry, time.thread_time() - t0, slots.mode)
             waves, executed, lane_ops = launch.totals()
@@ -285,16 +285,16 @@ class _WaveSlots:
                 w.trace = self.trace.wave(ids, w.wave_id)
         return self.waves
 
-    def region(self) -> tuple[int, Callable | None] | None:
-        """The native function the launcher runs the waves with, for their initial MODE: the region holding the
-        entry once compiled, else the threaded loop once the entry's handler is installed (with how to arm its
-        counters)."""
+    def region(self) -> tuple[int, Callable, bool] | None:
+        """The native function the launcher runs the waves with, for their initial MODE, how to arm its counters,
+        and whether it is the threaded loop: the region holding the entry once compiled, else the threaded loop once
+        the entry's handler is installed."""
         prog = self.d.program
         c = prog.compiled.get((self.d.entry, self.mode))
         if c is not None:
-            return c.addr, None
+            return c.addr, c.arm, False
         loop = prog.threaded.loop_from(self.d.entry) if prog.threaded is not None else None
-        return (loop, prog.threaded.arm) if loop is not None else None
+        return (loop, prog.threaded.arm, True) if loop is not None else None
 
     def launch(self) -> Launch | None:
         """The native launcher, once the entry has native code (never while waves of the dispatch are traced)."""

@@ -23,7 +23,8 @@ Whatever a region cannot take runs on the lean interpreter (whose own gaps are r
 every program.
 
 Compiled regions are cached in the process and on disk (emu.pcode.llvmjit: $HWEMU_CACHE/llvm), keyed by the
-region's code bytes, processor, wave size, MODE and whether it tallies categories (HWEMU_STATS), and by the source
+region's code bytes at their offsets from its entry (the code is position-independent: one compile serves every
+process and every address a client loads the program at), processor, wave size, MODE and whether it tallies categories (HWEMU_STATS), and by the source
 of the translator and the pcode compiler (a change to either compiles anew).
 """
 from __future__ import annotations
@@ -42,13 +43,13 @@ import numpy as np
 
 from emu.amd.exec import TIERS, access, category, translate
 from emu.amd.exec.state import WaveState
-from emu.amd.exec.translate import CTR_WORDS, LDS_SIZE, Exit, Region
+from emu.amd.exec.translate import BASE, CTR_WORDS, LDS_SIZE, Exit, Region
 from emu.pcode.llvmjit import Closed, engine
 
 BUDGET = 1 << 20  # instructions per native call before the host gets control back
 NO_MAPPINGS = np.zeros(1, np.uint64)  # the VM table of a wave without a VM
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
-_cache: dict[tuple, object] = {}
+_cache: dict[tuple, int] = {}  # a region's key (code by offsets from its entry) -> its address
 _lock = threading.Lock()
 COMPILE_PRIOR = (32, 0.02)  # (instructions, seconds each) assumed before this process has compiled anything
 _compiling = [0.0]  # seconds spent compiling regions in this process (compiles that ended)
@@ -126,10 +127,14 @@ def counters(w: WaveState) -> Counters:
 
 
 class Compiled:
-    """A compiled region: `fn` (ctypes), its address, and the PCs it can start at."""
+    """A compiled region where it is in a program: `fn` (ctypes), its address, its entry's PC and the PCs it can
+    start at. The code is position-independent: a call's counters must hold the entry (`arm`)."""
 
-    def __init__(self, addr: int, pcs: frozenset[int]):
-        self.addr, self.pcs, self.fn = addr, pcs, _SIG(addr)
+    def __init__(self, addr: int, entry: int, pcs: frozenset[int]):
+        self.addr, self.entry, self.pcs, self.fn = addr, entry, pcs, _SIG(addr)
+
+    def arm(self, ctr: np.ndarray) -> None:
+        ctr[BASE] = self.entry
 
 
 LATER = object()  # native(): the region does not pay back its compile yet
@@ -199,11 +204,11 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
             insts = region.discover(exits)
         except Exit:
             return None
-        key = (prog.planner.target, prog.lanes, mode, tuple((p, i.raw) for p, i in insts.items()), prog.stats)
+        key = (prog.planner.target, prog.lanes, mode, tuple((p - pc, i.raw) for p, i in insts.items()), prog.stats)
         with _lock:
-            done = _cache.get(key)
-            if done is not None:
-                return done
+            addr = _cache.get(key)
+            if addr is not None:
+                return Compiled(addr, pc, frozenset(insts))
             disk_key = f"region {_SOURCES} {key!r}"
             access.ensure(prog.lanes, _SOURCES)
             addr = engine().load(disk_key)
@@ -221,7 +226,7 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
                     exits.add(bad)
                     continue
                 _learn(len(insts), time.monotonic() - t0)
-            done = _cache[key] = Compiled(addr, frozenset(insts))
-            return done
+            _cache[key] = addr
+            return Compiled(addr, pc, frozenset(insts))
     return None
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,16 +97,16 @@ class Launch:
     def _record(self, i: int) -> np.ndarray:
         return self.d[HEADER + i * WAVE_WORDS:HEADER + (i + 1) * WAVE_WORDS]
 
-    def run(self, region: int, arm, table: np.ndarray, first: int, end: int, deadline: Deadline | None) -> int:
+    def run(self, region: int, arm: Callable[[np.ndarray], None], table: np.ndarray, first: int, end: int,
+            deadline: Deadline | None) -> int:
         """Run workgroups first..end-1 (linear indices) with the native function at address `region` (a region's
-        signature: the compiled region holding the entry, or the threaded loop, whose counters' words `arm(ctr)`
-        fills in); returns `end`, or the index of the workgroup it left in the middle for `hand_over`. The counts
+        signature: the compiled region holding the entry, or the threaded loop), whose counters' words `arm(ctr)`
+        fills in; returns `end`, or the index of the workgroup it left in the middle for `hand_over`. The counts
         of the workgroups it finished are in `totals`."""
         d = self.d
         d[WG], d[WG_END], d[PHASE], d[REGION] = first, end, 0, region
         self.ctr[VM_TABLE] = table.ctypes.data  # `table` stays alive in the caller during the call
-        if arm is not None:
-            arm(self.ctr)
+        arm(self.ctr)
         fn = launcher()
         while True:
             d[CHUNK] = CHUNK_SIZE

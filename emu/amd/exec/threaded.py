@@ -41,6 +41,7 @@ from emu.amd.exec.translate import (
     EXECUTED,
     I32,
     I64,
+    PC_MASK,
     PTR,
     START,
     STATUS,
@@ -56,7 +57,6 @@ from emu.pcode.llvmemit import emit
 from emu.pcode.llvmjit import Closed, engine
 
 ENGINE = "threaded"  # the LLVM engine of handlers (emu.pcode.llvmjit.engine): regions compile on another
-PC_MASK = (1 << 48) - 1
 HEAD = 2  # entry words before the Sym words: handler address, PC
 MAX_SPAN = 1 << 22  # bytes of code one program's index covers
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
@@ -206,6 +206,9 @@ class Handler(Region):
             if o is not None and not offs <= set(range(o.count)):
                 raise Exit(f"{fld} reaches registers {sorted(offs)} of {o.count}")
         return m
+
+    def _base(self, b):
+        return I64(0)  # the canonical instruction is at 0: the handler's PCs are relative to its own
 
     def _start(self, b, wrong) -> None:
         b.branch(self.blocks[0])

@@ -51,9 +51,11 @@ SINK = 7  # ctr[7..9]: where inactive lanes' loads and stores go
 BRANCHES = 10  # ctr[10]: taken branches counted up (never reset by the region); the PC of the n-th is in
 BRANCH_RING = 11  # ctr[BRANCH_RING + n % RING]: the wave's history for fault reports (emu.amd.trace)
 RING = 64
+PC_MASK = (1 << 48) - 1  # the PC is 48 bits
 TALLY = BRANCH_RING + RING  # ctr[TALLY + c]: instructions of category c run (HWEMU_STATS; never reset by the region)
 THREADED = TALLY + len(CATEGORIES)  # ctr[THREADED..+4]: the threaded tier's tables (emu.amd.exec.threaded)
-CTR_WORDS = THREADED + 4
+BASE = THREADED + 4  # ctr[BASE]: the PC of the region's entry (its code holds PCs as offsets from it)
+CTR_WORDS = BASE + 1
 MAX_INSTS = 4000  # instructions per region
 OUTLINE_FROM = 80  # LLVM instructions of a VALU's semantics from which its uses call one outlined copy
 OUT_SLOT = 32 * 16  # bytes per output of outlined semantics: 32 lanes of up to 128 bits (64 of 64)
@@ -167,13 +169,14 @@ class Region:
         self.tally = [b.alloca(I64, name=f"tally_{c}") for c in CATEGORIES] if self.prog.stats else []
         for slot in (self.n, self.lane_ops, *self.tally):
             b.store(I64(0), slot)
+        self.base = self._base(b)
         self.leave = fn.append_basic_block("leave")  # every way out: add the counters, return the next PC
         lb = ir.IRBuilder(self.leave)
-        self.leave_pc = lb.phi(I64, name="next_pc")
+        self.leave_pc = lb.phi(I64, name="next_pc")  # relative to the entry
         for i, slot in ((EXECUTED, self.n), (LANE_OPS, self.lane_ops), *enumerate(self.tally, TALLY)):
             p = self._gep(lb, self.ctr, i, I64)
             lb.store(lb.add(lb.load(p, typ=I64), lb.load(slot, typ=I64)), p)
-        lb.ret(self.leave_pc)
+        lb.ret(lb.add(self.base, self.leave_pc))
         self.budget = b.load(self._gep(b, self.ctr, BUDGET, I64), typ=I64)
         self.lds_size = b.load(self._gep(b, self.ctr, LDS_SIZE, I64), typ=I64)
         same = b.icmp_unsigned("==", b.load(self._slot(b, MODE), typ=I32), I32(self.mode))
@@ -197,11 +200,21 @@ class Region:
         it at run time)."""
         return value
 
+    def _base(self, b):
+        """The entry's PC at run time: the code is the same wherever the program was loaded, so one compiled
+        region serves every process and load address (the disk cache's key holds offsets only)."""
+        return b.load(self._gep(b, self.ctr, BASE, I64), typ=I64)
+
+    def _rel(self, pc: int) -> ir.Constant:
+        """PC `pc` as the code holds it: its offset from the entry."""
+        return I64(pc - self.entry)
+
     def _start(self, b, wrong) -> None:
         """Branch to the instruction at ctr[START] (`wrong`: none of the region's)."""
-        sw = b.switch(b.load(self._gep(b, self.ctr, START, I64), typ=I64), wrong)
+        start = b.load(self._gep(b, self.ctr, START, I64), typ=I64)
+        sw = b.switch(b.sub(start, self.base), wrong)
         for pc, block in self.blocks.items():
-            sw.add_case(I64(pc), block)
+            sw.add_case(self._rel(pc), block)
 
     def discover(self, exits: set[int]) -> dict:
         """The region's instructions by PC: reachable from the entry, stopping at `exits` and untaken ones."""
@@ -251,7 +264,7 @@ class Region:
     @staticmethod
     def _target(inst) -> int:
         simm = inst.fields.get("simm16", 0)
-        return (inst.pc + 4 + (simm - (1 << 16) if simm >> 15 else simm) * 4) & 0xFFFFFFFFFFFF  # the PC is 48 bits
+        return (inst.pc + 4 + (simm - (1 << 16) if simm >> 15 else simm) * 4) & PC_MASK
 
     # -- state access ----------------------------------------------------------------------------------------------
     def vec(self, t: ir.Type) -> ir.VectorType:
@@ -366,7 +379,7 @@ class Region:
     def _budget(self, b, pc: int):
         """Leave before the instruction at pc when the call's budget is spent (the watchdog counts exactly)."""
         go = self.fn.append_basic_block(f"run_{pc:x}")
-        self.leave_pc.add_incoming(I64(pc), b.block)
+        self.leave_pc.add_incoming(self._rel(pc), b.block)
         b.cbranch(b.icmp_signed(">=", b.load(self.n, typ=I64), self.budget), self.leave, go)
         return ir.IRBuilder(go)
 
@@ -375,18 +388,19 @@ class Region:
             b.store(b.add(b.load(slot, typ=I64), I64(1)), slot)
 
     def _leave(self, b, pc, uncount=None) -> None:
-        """Return `pc` (an i64 value) after adding the counters (less the instruction `uncount`, which did not run)."""
+        """Return `pc` (a PC, or an i64 value relative to the entry) after adding the counters (less the instruction
+        `uncount`, which did not run)."""
         if uncount is not None:
             for slot in [self.n] + ([self.tally[category(uncount)]] if self.tally else []):
                 b.store(b.sub(b.load(slot, typ=I64), I64(1)), slot)
-        self.leave_pc.add_incoming(pc, b.block)
+        self.leave_pc.add_incoming(self._rel(pc) if isinstance(pc, int) else pc, b.block)
         b.branch(self.leave)
 
     def _goto(self, b, pc: int) -> None:
         if pc in self.blocks:
             b.branch(self.blocks[pc])
         else:
-            self._leave(b, I64(pc))
+            self._leave(b, pc)
 
     def _inst(self, b, inst) -> None:
         name, base = inst.op.name, inst.base
@@ -395,7 +409,7 @@ class Region:
             return self._branch(b, inst)
         if name in _ENDS or name in _BARRIERS:  # the wave stops here (END: at s_endpgm) or after the barrier
             b.store(I64(END if name in _ENDS else BARRIER), self._gep(b, self.ctr, STATUS, I64))
-            return self._leave(b, I64(inst.pc if name in _ENDS else nxt))
+            return self._leave(b, inst.pc if name in _ENDS else nxt)
         if base == "SOPP" or name in _ENGINE_NOPS:  # waits, hints and cache controls
             return self._goto(b, nxt)
         if base in _SALU:
@@ -418,25 +432,25 @@ class Region:
         out = emit(b, sem.ir, self.lanes, ins, _Hooks())
         pc = out["PC"]
         pc = b.zext(pc, I64) if pc.type.width < 64 else pc
-        pc = b.and_(pc, I64(0xFFFFFFFFFFFF))
+        pc = b.and_(pc, I64(PC_MASK))  # relative to the entry, as the pcode's PC input (_common)
         target, nxt = self._target(inst), inst.pc + inst.size
         if inst.op.name == "S_BRANCH":
             self._taken(b, inst.pc)
             return self._goto(b, target)
         taken = self.fn.append_basic_block(f"taken_{inst.pc:x}")
         fall = self.fn.append_basic_block(f"fall_{inst.pc:x}")
-        b.cbranch(b.icmp_unsigned("==", pc, I64(target)), taken, fall)
+        b.cbranch(b.icmp_unsigned("==", pc, I64((target - self.entry) & PC_MASK)), taken, fall)
         tb = ir.IRBuilder(taken)
         self._taken(tb, inst.pc)
         self._goto(tb, target)
         self._goto(ir.IRBuilder(fall), nxt)
 
     def _taken(self, b, pc) -> None:
-        """Record a taken branch at `pc` (an int, or an i64 value) in the ring."""
+        """Record a taken branch at `pc` (a PC, or an i64 value) in the ring."""
         p = self._gep(b, self.ctr, BRANCHES, I64)
         n = b.load(p, typ=I64)
         slot = b.add(b.and_(n, I64(RING - 1)), I64(BRANCH_RING))
-        b.store(I64(pc) if isinstance(pc, int) else pc, b.gep(self.ctr, [slot], source_etype=I64))
+        b.store(b.add(self.base, self._rel(pc)) if isinstance(pc, int) else pc, b.gep(self.ctr, [slot], source_etype=I64))
         b.store(b.add(n, I64(1)), p)
 
     def _common(self, b, n: str, inst):
@@ -452,8 +466,8 @@ class Region:
             return b.load(self._slot(b, self.m0), typ=I32)
         if n == "MODE":
             return self.mode
-        if n == "PC":
-            return inst.pc
+        if n == "PC":  # a branch's pcode computes its target relative to the entry (_branch)
+            return inst.pc - self.entry if inst.op.name in _BRANCHES else b.add(self.base, self._rel(inst.pc))
         if n == "SIMM16":
             return f.get("simm16", 0)
         if n in ("SIMM32", "LITERAL"):
@@ -594,7 +608,7 @@ class Region:
         out = self.fn.append_basic_block(f"miss_{inst.pc:x}")
         go = self.fn.append_basic_block(f"placed_{inst.pc:x}")
         b.cbranch(bad, out, go)
-        self._leave(ir.IRBuilder(out), I64(inst.pc), uncount=inst)
+        self._leave(ir.IRBuilder(out), inst.pc, uncount=inst)
         return ir.IRBuilder(go), hosts
 
     def _global(self, b, inst):

@@ -155,7 +155,7 @@ class Program:
 
     def _native(self, pc: int, step, mode: int, spent=None):
         region = self._region(pc, mode, spent)
-        return region if region is None or region is jit.LATER else self._call(pc, region.fn, step)
+        return region if region is None or region is jit.LATER else self._call(pc, region.fn, step, region.arm)
 
     def _region(self, pc: int, mode: int, spent=None):
         """The compiled region from pc (jit.native: None, or LATER while it does not pay back), installed."""
@@ -170,7 +170,7 @@ class Program:
 
     def _call(self, pc: int, fn, step, arm=None):
         """The step that runs native `fn` (a region's signature) from pc, and `step` where it runs nothing;
-        `arm(ctr)` fills in the counters' words of the threaded tier."""
+        `arm(ctr)` fills in the counters' words that `fn` needs (a region's entry, the threaded tier's tables)."""
         def run_native(w):
             if w.gpr_idx:  # CDNA VGPR indexing mode: the interpreter's (regions never turn it on)
                 return step(w)
