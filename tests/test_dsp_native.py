@@ -150,3 +150,25 @@ def test_watchdog_packet_limit_is_exact(isa):
             p.run(max_packets=10_001)
         results.append(state(t, mem))
     assert results[1] == results[0] and results[0][6] == 10_001
+
+
+def test_a_run_that_stops_mid_block_resumes_in_that_block(isa):
+    """Slices of the run (the watchdog's) end at arbitrary packets of a loop body; each resumes inside the block
+    already compiled for the body instead of compiling a block from every packet it stopped at (which once made a
+    tinygrad kernel compile 750 blocks for its 766 packets), and ends in the interpreter's state."""
+    body = [0xB001C021, 0xB002C042, 0xB003C063, 0xB004C084, 0xB005C0A5]  # { rN = add(rN,#1) } for N = 1..5
+    words = body + ENDLOOP0[:1] + [0x7F00C000]  # then { nop; nop }:endloop0 back to the start
+    results = []
+    for tier in (False, True):
+        t, mem = machine(isa, words, 3)
+        t.c[0], t.c[1] = CODE, 1000  # loop 0: start, count
+        if tier:
+            tiered = native.Tier(t)
+            for n in [7, 11, 13] * 30:  # slices of lengths prime to the body's 6 packets
+                tiered.run(n)
+            assert len(set(tiered.blocks.values())) == 1, "one block for the loop body, entered at each packet"
+        else:
+            for _ in range(31 * 30):
+                t.step()
+        results.append(state(t, mem))
+    assert results[1] == results[0]

@@ -13,8 +13,10 @@ the block return with the state as before that packet, so the interpreter runs i
 Packets the backend cannot compile (traps, floats, gather/scatter, counters, ...) end the block before them.
 
 `Tier(thread).run(n)` runs n packets: compiled blocks through a native dispatcher (a table of pc -> block),
-the rest on the interpreter, compiling a block once its start has been interpreted HOT times. Objects are
-cached on disk (emu.pcode.llvmjit), keyed by the block's address, words and the compiler's sources.
+the rest on the interpreter, compiling a block once its start has been interpreted HOT times. A block can be
+entered at any of its packets, so a run that stopped in its middle (at the packet limit of a slice) resumes there
+instead of making that packet the start of another block. Objects are cached on disk (emu.pcode.llvmjit), keyed by
+the block's address, words and the compiler's sources.
 """
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from emu.dsp.pyback import _cache_file as _semantics_file
 BLOCK_OPT = 0  # LLVM optimization level of blocks (register moves and calls of helpers: compile time matters more)
 HOT = 8  # interpreted entries of a block's first packet before it is compiled
 MAX_PACKETS = 48  # packets of one block at most
+ELSEWHERE = 3  # a block's status: it holds no packet at the PC it was called for
 TABLE_BITS = 14  # the dispatcher's pc -> block table (direct-mapped; a miss returns to Python)
 # the state buffer: byte offsets
 R, C, P, PC, PACKETS, INSNS, VTMP, Q, V, STATE_BYTES = 0, 128, 256, 264, 272, 280, 320, 448, 512, 512 + 4096
@@ -522,8 +525,10 @@ def helper(sem, name: str) -> ll.Module:
 
 
 class _Block:
-    """One block function `i32 f(state, rtab, wtab, limit)`: it returns with the state's PC at the next packet to
-    run: 0 when it ran its packets or reached the packet limit, 1 when that packet must run on the interpreter."""
+    """One block function `i32 f(state, rtab, wtab, limit)`: it starts at the packet at the state's PC (any of its
+    packets: a run that stopped at the packet limit resumes in the middle) and returns with the state's PC at the
+    next packet to run: 0 when it ran its packets or reached the packet limit, 1 when that packet must run on the
+    interpreter, ELSEWHERE when it holds no packet at the PC it was called for."""
 
     def __init__(self, module: ll.Module, name: str, helpers: dict[str, str]):
         self.helpers = helpers  # instruction tag -> the symbol of its helper function
@@ -531,8 +536,8 @@ class _Block:
         self.state, self.rtab, self.wtab, self.limit = fn.args
         self.entry = fn.append_basic_block("entry")
         self.ab = ll.IRBuilder(self.entry)
-        self.b = ll.IRBuilder(fn.append_basic_block("start"))
-        self.ab.branch(self.b.block)
+        self.b = ll.IRBuilder(fn.append_basic_block("start"))  # into the first packet; unreachable after finish()
+        self.heads: dict[int, ll.Block] = {}  # packet address -> its first LLVM block
         self.usr = self.alloca(I32)
         self.head: ll.IRBuilder | None = None
         self.bail: ll.Block | None = None
@@ -551,6 +556,16 @@ class _Block:
         b.store(_const(pc), b.gep(self.state, [_const(PC, 64)], source_etype=I8))
         b.ret(_const(status))
         return bb
+
+    def finish(self) -> None:
+        """Enter at the packet at the state's PC."""
+        self.ab.position_at_end(self.entry)
+        pc = self.ab.load(self.ab.gep(self.state, [_const(PC, 64)], source_etype=I8), typ=I32)
+        elsewhere = self.fn.append_basic_block("elsewhere")
+        ll.IRBuilder(elsewhere).ret(_const(ELSEWHERE))
+        sw = self.ab.switch(pc, elsewhere)
+        for addr, head in self.heads.items():
+            sw.add_case(_const(addr), head)
 
     def packet(self, isa: ISA, plan) -> bool:
         """Emit one packet after the ones before; False (and nothing emitted) when it cannot run natively. True:
@@ -572,11 +587,12 @@ class _Block:
             p.emit(isa)
         except Unsupported:
             for bb in self.fn.blocks:
-                if not bb.is_terminated and bb is not cont:
+                if not bb.is_terminated and bb not in (cont, self.entry):  # entry: finish() ends it
                     ll.IRBuilder(bb).unreachable()
             b.position_at_end(cont)
             return False
         self.head.branch(body)
+        self.heads[pkt.addr] = head_bb
         b.position_at_end(cont)
         b.branch(head_bb)
         b.position_at_end(p.after_commit)
@@ -617,12 +633,13 @@ def build(isa: ISA, plans: list, name: str, helpers: dict[str, str]) -> tuple[ll
             break
     else:
         blk.b.ret(_const(0))
+    blk.finish()
     return m, n
 
 
 def dispatcher(name: str) -> ll.Module:
     """`i32 run(state, rtab, wtab, table, limit)`: runs the blocks the table has for the PC until the packet
-    limit (0), a block returning 1 (its packet must be interpreted), or a PC without a block (2)."""
+    limit (0), a block returning 1 (its packet must be interpreted) or ELSEWHERE, or a PC without a block (2)."""
     m = ll.Module(name)
     fn = ll.Function(m, ll.FunctionType(I32, [PTR, PTR, PTR, PTR, I64]), name)
     state, rtab, wtab, table, limit = fn.args
@@ -728,10 +745,18 @@ class Tier:
         return m
 
     def _compile(self, pc: int) -> int:
-        from emu.pcode.llvmjit import Closed
+        """The block at pc (0: none), its packets entered in the tables: a run that resumes at one of them (after
+        the packet limit, or a branch into the block) enters the block there instead of compiling another."""
         plans = _extent(self.t, pc)
-        if not plans:
-            return 0
+        addr = self._build(pc, plans) if plans else 0
+        self.blocks[pc] = addr
+        if addr:  # packets it turns out not to hold (from one it cannot compile on) answer ELSEWHERE: _forget
+            for plan in plans:
+                self._enter(plan[0].addr, addr)
+        return addr
+
+    def _build(self, pc: int, plans: list) -> int:
+        from emu.pcode.llvmjit import Closed
         words = ",".join(" ".join(f"{w:08x}" for w in p[0].words) for p in plans)
         key = f"dsp-block/{self.digest}/{pc:x}/{words}"
         try:
@@ -749,6 +774,19 @@ class Tier:
             self.stats["failed"] += 1
             return 0
         return addr
+
+    def _enter(self, pc: int, fn: int) -> None:
+        """Block `fn` (not 0) runs from pc unless pc has been decided before."""
+        if pc not in self.blocks:
+            self.blocks[pc] = fn
+            self.table[(pc >> 2) & ((1 << TABLE_BITS) - 1)] = (pc, fn)
+
+    def _forget(self, pc: int) -> None:
+        """pc has no block (yet): it is interpreted, counted, and compiled once hot."""
+        self.blocks.pop(pc, None)
+        slot = (pc >> 2) & ((1 << TABLE_BITS) - 1)
+        if self.table[slot, 0] == pc:
+            self.table[slot] = (~np.uint64(0), 0)
 
     def _native(self, pc: int, fn: int, end: int) -> int:
         t = self.t
@@ -792,9 +830,13 @@ class Tier:
             if fn is None:
                 h = hits[pc] = hits.get(pc, 0) + 1
                 if h >= HOT:
-                    fn = blocks[pc] = self._compile(pc)
-            if fn and self._native(pc, fn, end) != 1:
-                continue
+                    fn = self._compile(pc)
+            if fn:
+                status = self._native(pc, fn, end)
+                if status == ELSEWHERE:
+                    self._forget(t.pc)
+                if status != 1:
+                    continue
             if t.packets < end:
                 t.step()
 
