@@ -202,6 +202,20 @@ def device_share(raw: str, pat: re.Pattern) -> tuple[float, float] | None:
     return (dev / total, (dev - idle) / (total - idle)) if total > idle else None
 
 
+def _qemu_hexagon_static(workdir: str) -> str | None:
+    """A folder with `qemu-hexagon-static` for tinygrad's MOCKDSP mode when only qemu-user's dynamic
+    `qemu-hexagon` is installed (tinygrad's CI installs qemu-user-static; either runs its programs), else None."""
+    dynamic = shutil.which("qemu-hexagon")
+    if shutil.which("qemu-hexagon-static") or dynamic is None:
+        return None
+    folder = os.path.join(workdir, "qemu")
+    os.makedirs(folder, exist_ok=True)
+    link = os.path.join(folder, "qemu-hexagon-static")
+    if not os.path.lexists(link):
+        os.symlink(dynamic, link)
+    return folder
+
+
 def run_step(step: Step, mock: str, root: str, files: str | None, profile: bool, timeout: float,
              workdir: str) -> Result | None:
     env_over, argv = _split(step.run)
@@ -228,6 +242,7 @@ def run_step(step: Step, mock: str, root: str, files: str | None, profile: bool,
             return Result(0.0, 2, collections.Counter(), {}, {}, "hwemu cannot serve this DEV")
     else:
         env["HWEMU"] = "0"
+        env["PATH"] = os.pathsep.join(p for p in (_qemu_hexagon_static(workdir), env.get("PATH")) if p)
     raw = os.path.join(workdir, f"{tag}.raw")
     if profile:
         argv = [_py_spy(), "record", "--threads", "--subprocesses", "--nonblocking",
