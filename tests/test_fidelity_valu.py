@@ -46,11 +46,12 @@ def test_clang_sqrt_of_fabs(arch):
 
 @pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
-@pytest.mark.parametrize("ty", [np.float32, np.float64])
-def test_clang_division_with_tiny_numerators_and_subnormal_quotients(arch, ty):
+@pytest.mark.parametrize("ty, flushed", [(np.float32, False), (np.float32, True), (np.float64, False)])
+def test_clang_division_with_tiny_numerators_and_subnormal_quotients(arch, ty, flushed):
     """clang's correctly rounded division (v_div_scale, v_rcp, fma refinement, v_div_fmas, v_div_fixup) run as a
     kernel gives numpy's quotient: tiny numerators (V_DIV_SCALE scales them and sets VCC), subnormal and underflowing
-    quotients included (V_DIV_FMAS undoes the scaling and rounds its scaled result once)."""
+    quotients, denominators whose reciprocal is subnormal (V_DIV_SCALE scales them down) included (V_DIV_FMAS undoes
+    the scaling and rounds its scaled result once); also built with f32 denormals flushed (-cl-denorms-are-zero)."""
     from test_kernels import launch, result
     c = "double" if ty is np.float64 else "float"
     src = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
@@ -64,13 +65,19 @@ def test_clang_division_with_tiny_numerators_and_subnormal_quotients(arch, ty):
     d[:64] = r.standard_normal(64) * 10.0 ** r.integers(1, 30, 64)
     n[64:96] = info.tiny * r.uniform(1, 2 ** 20, 32)  # tiny numerators over ordinary denominators
     d[64:96] = r.standard_normal(32)
+    n[96:128] = np.ldexp(r.uniform(-1, 1, 32), r.integers(-40, 90, 32))  # denominators with a subnormal reciprocal
+    d[96:128] = np.ldexp(r.uniform(0.5, 1, 32), info.maxexp - r.integers(0, 3, 32))
+    n[128:144] = info.tiny * r.uniform(1, 2 ** 20, 16)  # tiny over small: ordinary quotients
+    d[128:144] = np.ldexp(r.uniform(0.5, 1, 16), info.minexp + r.integers(1, 60, 16))
+    n[144:146], d[144:146] = (1.0, info.tiny), (np.ldexp(1.0, info.maxexp - 1), 1.0)
     if ty is np.float64:
-        n[96], d[96] = float.fromhex("0x1.d7d0110bba107p-139"), float.fromhex("-0x1.2578ec18e36f0p+884")
-    gpu, bufs = launch(arch, opencl.compile_cl(src, arch, "-O3", ("-cl-fp32-correctly-rounded-divide-sqrt",)), "k",
-                       (4,), (64,), np.zeros(256, ty), n, d)
+        n[146], d[146] = float.fromhex("0x1.d7d0110bba107p-139"), float.fromhex("-0x1.2578ec18e36f0p+884")
+    flags = ("-cl-fp32-correctly-rounded-divide-sqrt",) + (("-cl-denorms-are-zero",) if flushed else ())
+    gpu, bufs = launch(arch, opencl.compile_cl(src, arch, "-O3", flags), "k", (4,), (64,), np.zeros(256, ty), n, d)
+    flush = (lambda x: np.where(np.abs(x) < info.tiny, x * 0, x)) if flushed else (lambda x: x)  # to a signed 0
     with np.errstate(all="ignore"):
-        want = n / d
-    assert np.count_nonzero((np.abs(want) < info.tiny) & (want != 0)) > 20
+        assert np.count_nonzero((np.abs(n / d) < info.tiny) & (n / d != 0)) > 20
+        want = flush(flush(n) / flush(d))
     bits = np.uint64 if ty is np.float64 else np.uint32
     np.testing.assert_array_equal(result(gpu, bufs[0], want).view(bits), want.view(bits))
 
