@@ -276,8 +276,9 @@ def test_gfx942_returning_atomic_with_vdst_equal_vaddr():
 
 
 def _div_scale_rule(n: float, d: float, numerator: bool) -> tuple[float, int]:
-    """The ISA manual's V_DIV_SCALE_F32 case list (D0 for the numerator or denominator instance, VCC), but for a zero
-    operand, where the hardware sets VCC (tests/test_fidelity_div_scale.py)."""
+    """The ISA manual's V_DIV_SCALE_F32 case list (D0 for the numerator or denominator instance, VCC) with the
+    hardware's corrections (emu/pcode/fixups.py, tests/test_fidelity_div_scale.py): a zero operand sets VCC; whether
+    1 / S1 and S2 / S1 may be subnormal is read from the exponents; when both may be, the denominator scales down."""
     e = lambda x: np.frexp(np.float32(x))[1] + 126 if x != 0 else 0  # noqa: E731 - biased exponent
     s0 = n if numerator else d
     tiny = np.finfo(F32).tiny
@@ -287,7 +288,12 @@ def _div_scale_rule(n: float, d: float, numerator: bool) -> tuple[float, int]:
         return (s0 if numerator else s0 * 2.0 ** 64), 1
     if abs(d) < tiny:
         return s0 * 2.0 ** 64, 0
-    if abs(np.float32(n) / np.float32(d)) < tiny:
+    rcp, quot = e(d) >= 253, e(n) + 126 <= e(d)
+    if rcp and quot:
+        return (s0 if numerator else s0 * 2.0 ** -64), 1
+    if rcp:
+        return s0 * 2.0 ** -64, 0
+    if quot:
         return (s0 * 2.0 ** 64 if numerator else s0), 1
     if e(n) <= 23:
         return s0 * 2.0 ** 64, 0
@@ -315,13 +321,13 @@ def test_div_scale_cases_of_the_manual():
 
 def _div_scale_f64_rule(s0: float, s1: float, s2: float) -> tuple[float, int]:
     """V_DIV_SCALE_F64 as the ISA manual's formula gives it (D0, VCC) for sources S0 (the instance's value), S1 the
-    denominator and S2 the numerator: numpy f64 arithmetic; a denormal is nonzero with a zero exponent field. A zero
-    operand sets VCC, as the hardware does (tests/test_fidelity_div_scale.py)."""
+    denominator and S2 the numerator: numpy f64 arithmetic; a denormal is nonzero with a zero exponent field. With
+    the hardware's corrections, as _div_scale_rule's."""
     f = np.float64
     ex = lambda x: int(np.array(x, f).view(np.uint64)) >> 52 & 0x7FF  # noqa: E731 - exponent field
     den = lambda x: x != 0 and ex(x) == 0  # noqa: E731
+    rcp, quot = ex(s1) >= 2045, ex(s2) + 1022 <= ex(s1)
     with np.errstate(all="ignore"):
-        rcp, q = f(1.0) / f(s1), f(s2) / f(s1)
         up, down = float(np.ldexp(f(s0), 128)), float(np.ldexp(f(s0), -128))
     if s2 == 0 or s1 == 0:
         return float("nan"), 1
@@ -329,11 +335,11 @@ def _div_scale_f64_rule(s0: float, s1: float, s2: float) -> tuple[float, int]:
         return (up if s0 == s1 else s0), 1
     if den(s1):
         return up, 0
-    if den(rcp) and den(q):
-        return (up if s0 == s1 else s0), 1
-    if den(rcp):
+    if rcp and quot:
+        return (down if s0 == s1 else s0), 1
+    if rcp:
         return down, 0
-    if den(q):
+    if quot:
         return (up if s0 == s2 else s0), 1
     return (up if ex(s2) <= 53 else s0), 0
 
@@ -353,7 +359,8 @@ DIV_SCALE_F64_CASES = [
 
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
 def test_div_scale_f64_cases_of_the_manual(arch):
-    """Both instances clang emits (S0 = numerator, S0 = denominator) per lane against the manual's formula."""
+    """Both instances clang emits (S0 = numerator, S0 = denominator) per lane against the manual's formula with the
+    hardware's corrections."""
     w = wave(arch)
     k = len(DIV_SCALE_F64_CASES)
     w.exec = (1 << k) - 1
