@@ -10,6 +10,5 @@ settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True
 settings.register_profile("dev", deadline=None, print_blob=True, suppress_health_check=_SLOW)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
-# The dispatch watchdog's default (10 s of wall time) judges the machine when every tier and a loaded CI machine run
-# the corpus: tests get 10 minutes per dispatch; the watchdog's own tests set their timeouts explicitly.
-os.environ.setdefault("HWEMU_TIMEOUT", "600")
+# The dispatch watchdog runs with its default (60 s of engine CPU time, which waiting on a loaded machine does not
+# spend): a correct kernel of the corpora never reaches it; the watchdog's own tests set their budgets explicitly.

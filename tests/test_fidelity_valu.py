@@ -46,11 +46,12 @@ def test_clang_sqrt_of_fabs(arch):
 
 @pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
-@pytest.mark.parametrize("ty", [np.float32, np.float64])
-def test_clang_division_with_tiny_numerators_and_subnormal_quotients(arch, ty):
+@pytest.mark.parametrize("ty, flushed", [(np.float32, False), (np.float32, True), (np.float64, False)])
+def test_clang_division_with_tiny_numerators_and_subnormal_quotients(arch, ty, flushed):
     """clang's correctly rounded division (v_div_scale, v_rcp, fma refinement, v_div_fmas, v_div_fixup) run as a
     kernel gives numpy's quotient: tiny numerators (V_DIV_SCALE scales them and sets VCC), subnormal and underflowing
-    quotients included (V_DIV_FMAS undoes the scaling and rounds its scaled result once)."""
+    quotients, denominators whose reciprocal is subnormal (V_DIV_SCALE scales them down) included (V_DIV_FMAS undoes
+    the scaling and rounds its scaled result once); also built with f32 denormals flushed (-cl-denorms-are-zero)."""
     from test_kernels import launch, result
     c = "double" if ty is np.float64 else "float"
     src = ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n"
@@ -64,13 +65,19 @@ def test_clang_division_with_tiny_numerators_and_subnormal_quotients(arch, ty):
     d[:64] = r.standard_normal(64) * 10.0 ** r.integers(1, 30, 64)
     n[64:96] = info.tiny * r.uniform(1, 2 ** 20, 32)  # tiny numerators over ordinary denominators
     d[64:96] = r.standard_normal(32)
+    n[96:128] = np.ldexp(r.uniform(-1, 1, 32), r.integers(-40, 90, 32))  # denominators with a subnormal reciprocal
+    d[96:128] = np.ldexp(r.uniform(0.5, 1, 32), info.maxexp - r.integers(0, 3, 32))
+    n[128:144] = info.tiny * r.uniform(1, 2 ** 20, 16)  # tiny over small: ordinary quotients
+    d[128:144] = np.ldexp(r.uniform(0.5, 1, 16), info.minexp + r.integers(1, 60, 16))
+    n[144:146], d[144:146] = (1.0, info.tiny), (np.ldexp(1.0, info.maxexp - 1), 1.0)
     if ty is np.float64:
-        n[96], d[96] = float.fromhex("0x1.d7d0110bba107p-139"), float.fromhex("-0x1.2578ec18e36f0p+884")
-    gpu, bufs = launch(arch, opencl.compile_cl(src, arch, "-O3", ("-cl-fp32-correctly-rounded-divide-sqrt",)), "k",
-                       (4,), (64,), np.zeros(256, ty), n, d)
+        n[146], d[146] = float.fromhex("0x1.d7d0110bba107p-139"), float.fromhex("-0x1.2578ec18e36f0p+884")
+    flags = ("-cl-fp32-correctly-rounded-divide-sqrt",) + (("-cl-denorms-are-zero",) if flushed else ())
+    gpu, bufs = launch(arch, opencl.compile_cl(src, arch, "-O3", flags), "k", (4,), (64,), np.zeros(256, ty), n, d)
+    flush = (lambda x: np.where(np.abs(x) < info.tiny, x * 0, x)) if flushed else (lambda x: x)  # to a signed 0
     with np.errstate(all="ignore"):
-        want = n / d
-    assert np.count_nonzero((np.abs(want) < info.tiny) & (want != 0)) > 20
+        assert np.count_nonzero((np.abs(n / d) < info.tiny) & (n / d != 0)) > 20
+        want = flush(flush(n) / flush(d))
     bits = np.uint64 if ty is np.float64 else np.uint32
     np.testing.assert_array_equal(result(gpu, bufs[0], want).view(bits), want.view(bits))
 
@@ -269,8 +276,9 @@ def test_gfx942_returning_atomic_with_vdst_equal_vaddr():
 
 
 def _div_scale_rule(n: float, d: float, numerator: bool) -> tuple[float, int]:
-    """The ISA manual's V_DIV_SCALE_F32 case list (D0 for the numerator or denominator instance, VCC), but for a zero
-    operand, where the hardware sets VCC (tests/test_fidelity_div_scale.py)."""
+    """The ISA manual's V_DIV_SCALE_F32 case list (D0 for the numerator or denominator instance, VCC) with the
+    hardware's corrections (emu/pcode/fixups.py, tests/test_fidelity_div_scale.py): a zero operand sets VCC; whether
+    1 / S1 and S2 / S1 may be subnormal is read from the exponents; when both may be, the denominator scales down."""
     e = lambda x: np.frexp(np.float32(x))[1] + 126 if x != 0 else 0  # noqa: E731 - biased exponent
     s0 = n if numerator else d
     tiny = np.finfo(F32).tiny
@@ -280,7 +288,12 @@ def _div_scale_rule(n: float, d: float, numerator: bool) -> tuple[float, int]:
         return (s0 if numerator else s0 * 2.0 ** 64), 1
     if abs(d) < tiny:
         return s0 * 2.0 ** 64, 0
-    if abs(np.float32(n) / np.float32(d)) < tiny:
+    rcp, quot = e(d) >= 253, e(n) + 126 <= e(d)
+    if rcp and quot:
+        return (s0 if numerator else s0 * 2.0 ** -64), 1
+    if rcp:
+        return s0 * 2.0 ** -64, 0
+    if quot:
         return (s0 * 2.0 ** 64 if numerator else s0), 1
     if e(n) <= 23:
         return s0 * 2.0 ** 64, 0
@@ -308,13 +321,13 @@ def test_div_scale_cases_of_the_manual():
 
 def _div_scale_f64_rule(s0: float, s1: float, s2: float) -> tuple[float, int]:
     """V_DIV_SCALE_F64 as the ISA manual's formula gives it (D0, VCC) for sources S0 (the instance's value), S1 the
-    denominator and S2 the numerator: numpy f64 arithmetic; a denormal is nonzero with a zero exponent field. A zero
-    operand sets VCC, as the hardware does (tests/test_fidelity_div_scale.py)."""
+    denominator and S2 the numerator: numpy f64 arithmetic; a denormal is nonzero with a zero exponent field. With
+    the hardware's corrections, as _div_scale_rule's."""
     f = np.float64
     ex = lambda x: int(np.array(x, f).view(np.uint64)) >> 52 & 0x7FF  # noqa: E731 - exponent field
     den = lambda x: x != 0 and ex(x) == 0  # noqa: E731
+    rcp, quot = ex(s1) >= 2045, ex(s2) + 1022 <= ex(s1)
     with np.errstate(all="ignore"):
-        rcp, q = f(1.0) / f(s1), f(s2) / f(s1)
         up, down = float(np.ldexp(f(s0), 128)), float(np.ldexp(f(s0), -128))
     if s2 == 0 or s1 == 0:
         return float("nan"), 1
@@ -322,11 +335,11 @@ def _div_scale_f64_rule(s0: float, s1: float, s2: float) -> tuple[float, int]:
         return (up if s0 == s1 else s0), 1
     if den(s1):
         return up, 0
-    if den(rcp) and den(q):
-        return (up if s0 == s1 else s0), 1
-    if den(rcp):
+    if rcp and quot:
+        return (down if s0 == s1 else s0), 1
+    if rcp:
         return down, 0
-    if den(q):
+    if quot:
         return (up if s0 == s2 else s0), 1
     return (up if ex(s2) <= 53 else s0), 0
 
@@ -346,7 +359,8 @@ DIV_SCALE_F64_CASES = [
 
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
 def test_div_scale_f64_cases_of_the_manual(arch):
-    """Both instances clang emits (S0 = numerator, S0 = denominator) per lane against the manual's formula."""
+    """Both instances clang emits (S0 = numerator, S0 = denominator) per lane against the manual's formula with the
+    hardware's corrections."""
     w = wave(arch)
     k = len(DIV_SCALE_F64_CASES)
     w.exec = (1 << k) - 1

@@ -51,6 +51,8 @@ def _destinations(inst, arch: str, m0: int) -> set[tuple[str, int]]:
     VOPD: of each half), plus what the definition writes implicitly."""
     out = set()
     ndst = 1 if inst.base == "VOPD" else sum(f in inst.fields for f in DST_FIELDS)
+    if inst.op.name.startswith("V_SWAP"):  # v_swap_b32 v1, v2 (and v_swaprel): LLVM's definition has both as results
+        ndst = 2
     for half in str(inst).split("::"):
         ops = half.split(None, 1)[1].split(",") if " " in half.strip() else []
         for tok in ops[:ndst]:

@@ -32,14 +32,23 @@ def _div_scale(text: str) -> str:
     # VCC is written per lane (the vendor text assigns the whole mask inside per-lane conditions), and a lane
     # that needs no scaling returns S0 unchanged (the text leaves D0 unassigned there).
     ty = "f64" if "f64" in text.split("\n", 2)[1] else "f32"
+    bias, k = (1023, 128) if ty == "f64" else (127, 64)
     text = re.sub(r"\bVCC = 0x([01])LL", r"VCC.u64[laneId] = 1'\1U", text)
     # hardware over the manual (tinygrad's hardware-confirmed vectors, tests/test_fidelity_div_scale.py): a zero
-    # numerator or denominator (D0 NaN) sets VCC, which the text leaves 0. Two more hardware results are not
-    # followed (strict xfails there): VCC for a tiny numerator, and no scaling of 1.0 / 2**127 (the hardware tests
-    # 1 / S1 as an f32 denormal). V_DIV_FMAS's vectors scale up for S2 >= 2 and down below: with VCC set for a
-    # tiny numerator, clang's f32 division of one by a small denominator (quotient >= 2) scales the wrong way
-    # (tests/test_fidelity_valu.py's division test fails so), so the rest of the hardware's rule is not known
+    # numerator or denominator (D0 NaN) sets VCC, which the text leaves 0
     text = text.replace(f"D0.{ty} = NAN.{ty}", f"VCC.u64[laneId] = 1'1U;\nD0.{ty} = NAN.{ty}")
+    # and "1 / S1 is subnormal", "S2 / S1 is subnormal" are tests of the exponents (whether the result may be
+    # subnormal) in the format itself, where the text divides exactly, 1 / S1 in f64 (never subnormal for an f32):
+    # hardware sets VCC and scales the numerator for 2**-126 / 1.0, and leaves 1.0 / 2**127's numerator unscaled
+    s1 = "S1.f64" if ty == "f64" else "64'F(S1.f32)"
+    rcp, quot = f"exponent(S1.{ty}) >= {2 * bias - 1}", f"exponent(S2.{ty}) + {bias - 1} <= exponent(S1.{ty})"
+    for was, now in ((f"1.0 / {s1} == DENORM.f64", rcp), (f"S2.{ty} / S1.{ty} == DENORM.{ty}", quot)):
+        assert was in text, f"V_DIV_SCALE_{ty.upper()}: {was!r} not in the vendor text"
+        text = text.replace(was, now)
+    # when both may be subnormal the text scales the denominator up, to infinity (it is >= 2**(bias - 1)); V_DIV_FMAS
+    # then scales the quotient down (S2 < 2), so the denominator is scaled down (clang's f64 1.0 / 2**1023 is inf else)
+    head, tail = text.split(f"(({rcp}) && ({quot}))")
+    text = head + f"(({rcp}) && ({quot}))" + tail.replace(f"ldexp(S0.{ty}, {k})", f"ldexp(S0.{ty}, -{k})", 1)
     return f"D0.{ty} = S0.{ty};\n" + text
 
 
@@ -184,7 +193,9 @@ FIXUPS: dict[str, Fixup] = {
                          "S_PREFETCH_DATA_PC_REL")},
     "V_DIV_SCALE_F32": Fixup(_div_scale, "VCC assigned as a whole inside per-lane conditions; D0 unassigned when "
                                          "no scaling is needed (hardware returns S0); hardware sets VCC for a zero "
-                                         "operand (tests/test_fidelity_div_scale.py)"),
+                                         "operand, tests subnormal results by exponents in the format itself, "
+                                         "scales the denominator down when both 1 / S1 and S2 / S1 may be "
+                                         "subnormal (tests/test_fidelity_div_scale.py)"),
     "V_DIV_FMAS_F32": Fixup(_div_fmas, "with VCC it scales by 2**32 only upward; undoing V_DIV_SCALE needs 2**64 "
                                        "up (scaled denominator) or down (scaled numerator, S2 below 1)"),
     "V_DIV_FMAS_F64": Fixup(_div_fmas, "with VCC it scales by 2**64 only upward; undoing V_DIV_SCALE needs 2**128 "
@@ -195,7 +206,9 @@ FIXUPS: dict[str, Fixup] = {
        for n in ("V_DIV_FIXUP_F32", "V_DIV_FIXUP_F64")},
     "V_DIV_SCALE_F64": Fixup(_div_scale, "VCC assigned as a whole inside per-lane conditions; D0 unassigned when "
                                          "no scaling is needed (hardware returns S0); hardware sets VCC for a zero "
-                                         "operand (tests/test_fidelity_div_scale.py)"),
+                                         "operand, tests subnormal results by exponents in the format itself, "
+                                         "scales the denominator down when both 1 / S1 and S2 / S1 may be "
+                                         "subnormal (tests/test_fidelity_div_scale.py)"),
     **{n: Fixup(_fma_mix, "array S[] of the three sources is read but never filled")
        for n in ("V_FMA_MIXLO_F16", "V_FMA_MIXHI_F16")},
     "V_FMA_MIX_F32": Fixup(_fma_mix, "array S[] of the three sources is read but never filled"),
