@@ -775,23 +775,27 @@ class Tier:
             return 0
         return addr
 
+    @staticmethod
+    def _slot(pc: int) -> int:
+        """pc's entry in the dispatcher's table."""
+        return (pc >> 2) & ((1 << TABLE_BITS) - 1)
+
     def _enter(self, pc: int, fn: int) -> None:
         """Block `fn` (not 0) runs from pc unless pc has been decided before."""
         if pc not in self.blocks:
             self.blocks[pc] = fn
-            self.table[(pc >> 2) & ((1 << TABLE_BITS) - 1)] = (pc, fn)
+            self.table[self._slot(pc)] = (pc, fn)
 
     def _forget(self, pc: int) -> None:
         """pc has no block (yet): it is interpreted, counted, and compiled once hot."""
         self.blocks.pop(pc, None)
-        slot = (pc >> 2) & ((1 << TABLE_BITS) - 1)
+        slot = self._slot(pc)
         if self.table[slot, 0] == pc:
             self.table[slot] = (~np.uint64(0), 0)
 
     def _native(self, pc: int, fn: int, end: int) -> int:
         t = self.t
-        slot = (pc >> 2) & ((1 << TABLE_BITS) - 1)
-        self.table[slot] = (pc, fn)
+        self.table[self._slot(pc)] = (pc, fn)
         if not self.gate.enter():
             return 1
         try:

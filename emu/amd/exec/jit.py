@@ -24,8 +24,9 @@ every program.
 
 Compiled regions are cached in the process and on disk (emu.pcode.llvmjit: $HWEMU_CACHE/llvm), keyed by the
 region's code bytes at their offsets from its entry (the code is position-independent: one compile serves every
-process and every address a client loads the program at), processor, wave size, MODE and whether it tallies categories (HWEMU_STATS), and by the source
-of the translator and the pcode compiler (a change to either compiles anew).
+process and every address a client loads the program at), processor, wave size, MODE and whether it tallies
+categories (HWEMU_STATS), and by the source of the translator and the pcode compiler (a change to either compiles
+anew).
 """
 from __future__ import annotations
 

@@ -450,7 +450,8 @@ class Region:
         p = self._gep(b, self.ctr, BRANCHES, I64)
         n = b.load(p, typ=I64)
         slot = b.add(b.and_(n, I64(RING - 1)), I64(BRANCH_RING))
-        b.store(b.add(self.base, self._rel(pc)) if isinstance(pc, int) else pc, b.gep(self.ctr, [slot], source_etype=I64))
+        at = b.add(self.base, self._rel(pc)) if isinstance(pc, int) else pc
+        b.store(at, b.gep(self.ctr, [slot], source_etype=I64))
         b.store(b.add(n, I64(1)), p)
 
     def _common(self, b, n: str, inst):

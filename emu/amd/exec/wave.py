@@ -17,6 +17,7 @@ Under HWEMU_STATS a program's steps are built tallying their instructions by cat
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -168,7 +169,7 @@ class Program:
                 self.compiled.setdefault((p, mode), region)
         return region
 
-    def _call(self, pc: int, fn, step, arm=None):
+    def _call(self, pc: int, fn, step, arm: Callable[[np.ndarray], None]):
         """The step that runs native `fn` (a region's signature) from pc, and `step` where it runs nothing;
         `arm(ctr)` fills in the counters' words that `fn` needs (a region's entry, the threaded tier's tables)."""
         def run_native(w):
@@ -179,8 +180,7 @@ class Program:
             ix = w.vm.index if w.vm is not None else None  # held during the call: the mapped buffers stay alive
             table = jit.NO_MAPPINGS if ix is None else ix.table
             ctr[:STATUS + 1] = (min(jit.BUDGET, w.left), 0, 0, ctr[LDS_SIZE], table.ctypes.data, pc, 0)
-            if arm is not None:
-                arm(ctr)
+            arm(ctr)
             branches = int(ctr[BRANCHES])
             if not GATE.enter():  # the process is exiting
                 return step(w)
