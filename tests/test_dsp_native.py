@@ -172,3 +172,116 @@ def test_a_run_that_stops_mid_block_resumes_in_that_block(isa):
                 t.step()
         results.append(state(t, mem))
     assert results[1] == results[0]
+
+
+# binary32 / binary64 operands at the edges: zeros, subnormals, the normal range's ends, infinities, quiet and
+# signaling NaNs, integers at the conversion limits, values whose products or sums round, underflow or overflow
+F32_EDGES = [0, 0x80000000, 1, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000,
+             0x7FA00000, 0xFFA00001, 0xFFFFFFFF, 0x3F800000, 0xBF800001, 0x3F000000, 0x4B000001, 0x4EFFFFFF,
+             0x4F000000, 0xCF000000, 0xCF000001, 0x4F800000, 0x5F000000, 0xDF000000, 0x5F800000, 0x1F800001,
+             0x20000000, 0x7FFFFFFF, 0x01000001, 0x00FFFFFF, 0x3FC00000, 0xBFC00000, 0x40200000]
+F64_EDGES = [0, 1 << 63, 1, 0x000FFFFFFFFFFFFF, 0x0010000000000000, 0x7FEFFFFFFFFFFFFF, 0x7FF0000000000000,
+             0xFFF0000000000000, 0x7FF8000000000000, 0x7FF4000000000000, 0x3FF0000000000000, 0x41E0000000000000,
+             0xC1E0000000000000, 0x43E0000000000000, 0x47EFFFFFE0000000, 0x47EFFFFFF0000000, 0x3810000000000000,
+             0x380FFFFFF0000000, 0x36A0000000000000, 0x3FF0000000000001]
+
+
+def float_forms(isa) -> list:
+    """The instruction forms whose semantics compute with floats (floats come only from these macros and types,
+    so the others need not be lowered to tell)."""
+    from emu.dsp.llvmback import Unsupported, uses_float
+    hints = ("FLOAT", "DOUBLE", "fFPSETROUND", "fRAISEFLAGS", "conv_", "fSF", "fDF", "float", "double", "isnan")
+    forms = []
+    for fs in Decoder.of(isa).by_iclass:
+        for f in fs:
+            if any(h in isa.insns[f.tag].semantics for h in hints):
+                try:
+                    if uses_float(native._semantics(isa, f.tag)):
+                        forms.append(f)
+                except Unsupported:
+                    pass
+    return forms
+
+
+# the scalar float instructions compilers emit: the native tier must run them (in round-to-nearest)
+NATIVE_FLOATS = {"F2_sfadd", "F2_sfsub", "F2_sfmpy", "F2_sffma", "F2_sffms", "F2_sfcmpeq", "F2_sfcmpgt",
+                 "F2_sfcmpge", "F2_sfcmpuo", "F2_sfmax", "F2_sfmin", "F2_dfadd", "F2_dfsub", "F2_conv_w2sf",
+                 "F2_conv_uw2sf", "F2_conv_sf2w_chop", "F2_conv_sf2uw_chop", "F2_conv_sf2w", "F2_conv_sf2df",
+                 "F2_conv_df2sf", "F2_conv_d2df", "F2_conv_df2d_chop", "F2_conv_w2df", "F2_conv_df2w_chop"}
+
+
+def _bits32(x: float) -> int:
+    return int(np.float32(x).view(np.uint32))
+
+
+# a binary32 operand: an edge, any float (hypothesis favours its own edges), one whose products underflow, any bits
+F32_VALUES = st.one_of(st.sampled_from(F32_EDGES), st.floats(width=32).map(_bits32),
+                       st.tuples(st.booleans(), st.floats(2.0 ** -72, 2.0 ** -54, width=32)).map(
+                           lambda sx: _bits32(-sx[1] if sx[0] else sx[1])),
+                       st.integers(0, 2**32 - 1))
+
+
+FLOAT_TAGS = ("F2_conv_d2df", "F2_conv_d2sf", "F2_conv_df2d", "F2_conv_df2d_chop", "F2_conv_df2sf", "F2_conv_df2ud",
+              "F2_conv_df2ud_chop", "F2_conv_df2uw", "F2_conv_df2uw_chop", "F2_conv_df2w", "F2_conv_df2w_chop",
+              "F2_conv_sf2d", "F2_conv_sf2d_chop", "F2_conv_sf2df", "F2_conv_sf2ud", "F2_conv_sf2ud_chop",
+              "F2_conv_sf2uw", "F2_conv_sf2uw_chop", "F2_conv_sf2w", "F2_conv_sf2w_chop", "F2_conv_ud2df",
+              "F2_conv_ud2sf", "F2_conv_uw2df", "F2_conv_uw2sf", "F2_conv_w2df", "F2_conv_w2sf", "F2_dfadd",
+              "F2_dfclass", "F2_dfcmpeq", "F2_dfcmpge", "F2_dfcmpgt", "F2_dfcmpuo", "F2_dfmax", "F2_dfmin",
+              "F2_dfmpyfix", "F2_dfmpyhh", "F2_dfsub", "F2_sfadd", "F2_sfclass", "F2_sfcmpeq", "F2_sfcmpge",
+              "F2_sfcmpgt", "F2_sfcmpuo", "F2_sffma", "F2_sffma_lib", "F2_sffma_sc", "F2_sffms", "F2_sffms_lib",
+              "F2_sfmax", "F2_sfmin", "F2_sfmpy", "F2_sfsub")
+F64_VALUES = st.sampled_from(F64_EDGES) | st.floats().map(lambda x: int(np.float64(x).view(np.uint64)))
+
+
+def test_float_tags_are_every_float_instruction(isa):
+    assert {f.tag for f in float_forms(isa)} == set(FLOAT_TAGS)
+    assert NATIVE_FLOATS <= set(FLOAT_TAGS)
+
+
+@settings(max_examples=8)
+@given(data=st.data())
+@pytest.mark.parametrize("tag", FLOAT_TAGS)
+def test_float_instruction_same_on_both_tiers(isa, tag, data):
+    """A float instruction, compiled once, on edge-case operands (binary32 in registers, binary64 in pairs) in
+    each rounding mode: the native tier computes what the interpreter (ieee's exact model) does, results and
+    USR's sticky flags (other rounding modes go to the interpreter)."""
+    from emu.dsp.strategies import _fill
+    form = next(f for fs in Decoder.of(isa).by_iclass for f in fs if f.tag == tag)
+    word = (_fill(random.Random(tag), form, 32) & ~0xC000) | 0xC000  # a packet of one instruction
+    inst = Decoder.of(isa).packet([word], CODE).insts[0]
+    sources = [(n, o.pair) for o, n in zip(inst.form.operands, inst.ops, strict=True) if o.cls == "R"]
+    operands = []
+    for _ in range(8):
+        regs = data.draw(st.lists(st.integers(0, 2**32 - 1), min_size=32, max_size=32), label="registers")
+        for n, pair in sources:
+            if pair:
+                d = data.draw(F64_VALUES, label=f"r{n + 1}:{n}")
+                regs[n], regs[(n + 1) % 32] = d & 0xFFFFFFFF, d >> 32
+            else:
+                regs[n] = data.draw(F32_VALUES, label=f"r{n}")
+        rounding = data.draw(st.sampled_from([0, 0, 0, 1, 2, 3]), label="USR.FPRND")
+        operands.append((regs, rounding << 22 | data.draw(st.integers(0, 0x1F), label="USR's sticky flags") << 1))
+    outcomes = []
+    for tier in (False, True):
+        t, mem = machine(isa, [word], 0)
+        tiered = native.Tier(t) if tier else None
+        results = []
+        for regs, usr in operands:
+            t.r[:], t.c[8], t.pc = regs, usr, CODE
+            tiered.run(1) if tiered else t.step()
+            results.append(state(t, mem)[:6])
+        outcomes.append(results)
+    assert outcomes[1] == outcomes[0]
+
+
+def test_common_float_instructions_run_natively(isa):
+    """The scalar float instructions compilers emit compile to native blocks (in round-to-nearest)."""
+    from emu.dsp.strategies import _fill
+    forms = {f.tag: f for fs in Decoder.of(isa).by_iclass for f in fs}
+    for tag in sorted(NATIVE_FLOATS):
+        word = (_fill(random.Random(1), forms[tag], 32) & ~0xC000) | 0xC000
+        t, _ = machine(isa, [word], 1)
+        t.c[8] = 0
+        tiered = native.Tier(t)
+        tiered.run(1)
+        assert tiered.stats["native_packets"] == 1, tag

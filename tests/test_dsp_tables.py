@@ -62,6 +62,7 @@ def _tarball(path, files):
 def test_cache_without_arch_c_is_refreshed(tmp_path, monkeypatch):
     """A cache made before arch.c was needed gets it from the tarball; imported/ is left as it was."""
     monkeypatch.setenv("HWEMU_CACHE", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user cache to take the definitions from
     (tmp_path / "hexagon/src").mkdir(parents=True)
     _tarball(tmp_path / "hexagon/src/qemu_7.2+dfsg.orig.tar.xz", {
         "target/hexagon/imported/encode_pp.def": b"new", "target/hexagon/arch.c": b"const uint8_t t[1] = {1};",
@@ -83,6 +84,7 @@ def test_unreadable_tables_make_cabac_uncompilable(tmp_path, monkeypatch):
     S2_cabacdecbin does not compile (an instruction without semantics), instead of crashing the compiler."""
     isa = vendor_isa()
     monkeypatch.setenv("HWEMU_CACHE", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no user cache to take the definitions from
     monkeypatch.setattr(vendor, "_download", _offline)
     tables._source.cache_clear(), tables._table.cache_clear()
     try:

@@ -5,15 +5,20 @@ signedness picks sext/zext, ashr/lshr, sdiv/udiv); HVX vectors, pairs and vector
 alloca of 128, 256 or 16 bytes, handled by pointer) and lanes are loads and stores at `index mod lanes`, so no
 index reaches outside its vector. Everything an instruction does to the core (registers outside its operands,
 predicates, memory, the branch) goes through a `Core` the caller provides, which emits the code for it.
-Instructions that use what this backend does not do (floats, gather/scatter, ...) raise Unsupported.
+Floats are LLVM floats and doubles (emu.dsp.llvmfloat): an instruction that uses them keeps its IEEE exception
+flags in an i32 the caller gives (`flags`, emu.dsp.ieee's bits) and rounds to nearest, so the caller runs it only
+while USR's rounding mode is nearest; the `:chop` forms' conversions truncate. Instructions that use what this
+backend does not do (other rounding, binary64 products, gather/scatter, ...) raise Unsupported.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Protocol
 
 from llvmlite import ir as ll
 
-from emu.dsp import ir
+from emu.dsp import ieee, ir
+from emu.dsp.llvmfloat import F, float_type
 from emu.dsp.lower import Semantics
 
 PTR = ll.PointerType()
@@ -38,6 +43,33 @@ def int_type(t: ir.Type) -> ll.IntType:
     return ll.IntType(t.bits)
 
 
+def value_type(t: ir.Type) -> ll.Type:
+    """The LLVM type of a scalar (integer or float) value of type t."""
+    return float_type(t.bits) if t.kind == "float" else int_type(t)
+
+
+_FENV = frozenset({"fRAISEFLAGS", "fFPCANCELFLAGS", "fFPSETROUND_CHOP", "fFPSETROUND_NEAREST"})
+_USES_FLOAT: dict[str, bool] = {}
+
+
+def uses_float(sem: Semantics) -> bool:
+    """Whether an instruction's semantics compute with floats or touch the floating-point environment."""
+    found = _USES_FLOAT.get(sem.tag)
+    if found is None:
+        def visit(x) -> bool:
+            if isinstance(x, tuple):
+                return any(visit(y) for y in x)
+            if not dataclasses.is_dataclass(x):
+                return False
+            if isinstance(x, ir.Type):
+                return x.kind == "float"
+            if isinstance(x, ir.Prim) and x.name in _FENV:
+                return True
+            return any(visit(getattr(x, f.name)) for f in dataclasses.fields(x))
+        found = _USES_FLOAT[sem.tag] = visit(sem.body)
+    return found
+
+
 def alloca(b: ll.IRBuilder, ty: ll.Type) -> ll.Value:
     """An alloca handled through an untyped pointer (a lane or half of a vector is reached at any element type)."""
     a = b.alloca(ty)
@@ -58,8 +90,9 @@ def resize(b: ll.IRBuilder, v: ll.Value, signed: bool, bits: int) -> ll.Value:
 class Emitter:
     """Emits one instruction's semantics into `b`'s function. `alloca(type)` must give entry-block storage."""
 
-    def __init__(self, b: ll.IRBuilder, alloca, core: Core, sem: Semantics):
-        self.b, self.alloca, self.core, self.sem = b, alloca, core, sem
+    def __init__(self, b: ll.IRBuilder, alloca, core: Core, sem: Semantics, flags: ll.Value | None = None):
+        self.b, self.alloca, self.core, self.sem, self.flags = b, alloca, core, sem, flags
+        self.chop = False  # fFPSETROUND_CHOP ran: conversions truncate (no other rounding is done here)
         self.vars: dict[tuple[str, ir.Type], ll.Value] = {}
         self.loops: list[tuple[ll.Block, ll.Block]] = []  # (break target, continue target)
         self.done = self.b.append_basic_block("done")
@@ -73,7 +106,7 @@ class Emitter:
         key = (v.name, v.t)
         slot = self.vars.get(key)
         if slot is None:
-            slot = self.vars[key] = self.vector(v.t.kind) if v.t.kind in VEC_BYTES else self.alloca(int_type(v.t))
+            slot = self.vars[key] = self.vector(v.t.kind) if v.t.kind in VEC_BYTES else self.alloca(value_type(v.t))
         return slot
 
     def copy(self, dst: ll.Value, src: ll.Value, kind: str) -> None:
@@ -106,6 +139,7 @@ class Emitter:
                 slot = self.var(ir.Var(t, n))
                 b.store(ll.Constant(slot.allocated_type, None), slot)
         self.b.store(ll.Constant(I32, 0), self.var(ir.Var(ir.U32, "EA")))
+        self.first = b.block
         self.stmts(sem.body)
         if not b.block.is_terminated:
             b.branch(self.done)
@@ -172,7 +206,11 @@ class Emitter:
             raise Unsupported(f"statement {type(s).__name__}")
 
     def assign(self, target, value) -> None:
-        if isinstance(target, ir.Var) and target.t.kind not in VEC_BYTES:
+        if isinstance(target, ir.Var) and target.t.kind == "float":
+            if value.t != target.t:
+                raise Unsupported(f"{value.t} assigned to {target.t}")
+            self.b.store(self.expr(value), self.var(target))
+        elif isinstance(target, ir.Var) and target.t.kind not in VEC_BYTES:
             v = self.expr(value)
             self.b.store(resize(self.b, v, value.t.signed, target.t.bits), self.var(target))
         elif isinstance(target, ir.Var) or isinstance(target, ir.Half):
@@ -188,6 +226,8 @@ class Emitter:
     # ---- expressions: integers as LLVM values of their type's width, vectors as pointers ----
     def truth(self, x) -> ll.Value:
         v = self.expr(x)
+        if x.t.kind == "float":  # C: nonzero (a NaN is true)
+            return self.b.fcmp_unordered("!=", v, ll.Constant(v.type, 0.0))
         return self.b.icmp_unsigned("!=", v, ll.Constant(v.type, 0))
 
     def vector_ptr(self, x) -> ll.Value:
@@ -207,24 +247,28 @@ class Emitter:
     def expr(self, x) -> ll.Value:
         b = self.b
         if isinstance(x, ir.Const):
-            if isinstance(x.value, float):
-                raise Unsupported("float constant")
+            if x.t.kind == "float":
+                return ll.Constant(float_type(x.t.bits), float(x.value))
             return ll.Constant(int_type(x.t), x.value & ((1 << x.t.bits) - 1))
         if isinstance(x, ir.Var):
             slot = self.var(x)
-            return slot if x.t.kind in VEC_BYTES else b.load(slot, typ=int_type(x.t))
+            return slot if x.t.kind in VEC_BYTES else b.load(slot, typ=value_type(x.t))
         if isinstance(x, ir.Bin):
             return self.binary(x)
         if isinstance(x, ir.Un):
-            v = self.expr(x.x)
             if x.op == "!":
-                return b.zext(b.icmp_unsigned("==", v, ll.Constant(v.type, 0)), int_type(x.t))
+                return b.zext(b.not_(self.truth(x.x)), int_type(x.t))
+            v = self.expr(x.x)
+            if x.t.kind == "float":
+                if x.op != "-" or x.x.t != x.t:
+                    raise Unsupported(f"float {x.op}")
+                return self.floats().quiet(b.fneg(v))  # as ieee's -x: an SNaN operand gives a plain NaN
             v = resize(b, v, x.x.t.signed, x.t.bits)
             return b.neg(v) if x.op == "-" else b.not_(v)
         if isinstance(x, ir.Conv):
-            if x.t.kind != "int" or x.x.t.kind != "int":
-                raise Unsupported(f"conversion {x.x.t} to {x.t}")
-            return resize(b, self.expr(x.x), x.x.t.signed, x.t.bits)
+            if x.t.kind == "int" and x.x.t.kind == "int":
+                return resize(b, self.expr(x.x), x.x.t.signed, x.t.bits)
+            return self.convert(x.t, x.x)
         if isinstance(x, ir.Select):
             return self.choose(x.c, lambda: self.expr(x.a), lambda: self.expr(x.b), x.t)
         if isinstance(x, ir.Lane):
@@ -263,6 +307,8 @@ class Emitter:
             if op == "&&":
                 return self.choose(x.a, then, lambda: short, t)
             return self.choose(x.a, lambda: short, then, t)
+        if x.a.t.kind == "float" and x.b.t == x.a.t:
+            return self.float_binary(x)
         if x.a.t.kind != "int" or x.b.t.kind != "int":
             raise Unsupported(f"{x.a.t} {op} {x.b.t}")
         if op in _CMP:
@@ -285,6 +331,93 @@ class Emitter:
         if op in ("/", "%"):
             return self.divide(op, a, c, t)
         raise Unsupported(f"operator {op}")
+
+    # ---- floats ----
+    def floats(self, rounds: bool = False) -> F:
+        """The float operations; `rounds`: the caller's operation rounds (only to nearest here)."""
+        if self.flags is None:
+            raise Unsupported("floats outside a core that keeps USR's flags")
+        if rounds and self.chop:
+            raise Unsupported("rounding toward zero")
+        return F(self.b, self.flag)
+
+    def flag(self, cond: ll.Value, bits: int) -> None:
+        b = self.b
+        old = b.load(self.flags, typ=ll.IntType(32))
+        b.store(b.or_(old, b.select(cond, ll.Constant(ll.IntType(32), bits), ll.Constant(ll.IntType(32), 0))),
+                self.flags)
+
+    def float_binary(self, x: ir.Bin) -> ll.Value:
+        a, c = self.expr(x.a), self.expr(x.b)
+        if x.op in _CMP:
+            return self.b.zext(self.floats().compare(x.op, a, c), int_type(x.t))
+        if x.op not in ("+", "-", "*") or (x.op == "*" and x.t.bits == 64):
+            raise Unsupported(f"{x.t} {x.op}")
+        return self.floats(rounds=True).arith(x.op, a, c)
+
+    def convert(self, t: ir.Type, x) -> ll.Value:
+        """A C conversion involving a float (as pyback's): casts to integers truncate whatever the rounding."""
+        v, f = self.expr(x), x.t
+        if t.kind == "int" and f.kind == "float":
+            return self.floats().to_int(v, t.bits, t.signed, nearest=False)
+        if t.kind == "float" and f.kind == "int":
+            return self.floats(rounds=True).from_int(v, f.signed, float_type(t.bits))
+        if t.kind == "float" and f.kind == "float":
+            if t.bits == f.bits:
+                return v
+            return self.floats().widen(v) if t.bits > f.bits else self.floats(rounds=True).narrow(v)
+        raise Unsupported(f"conversion {f} to {t}")
+
+    def float_prim(self, x: ir.Prim, args: list) -> ll.Value | None:
+        """The float primitives (emu.dsp.ieee), or NotImplemented."""
+        b, n = self.b, x.name
+        if n in ("fFLOAT", "fDOUBLE"):
+            bits = 32 if n == "fFLOAT" else 64
+            return b.bitcast(self.arg(x, args, 0, bits), float_type(bits))
+        if n in ("fUNFLOAT", "fUNDOUBLE"):
+            ity = ll.IntType(32 if n == "fUNFLOAT" else 64)
+            return b.select(self.floats().isnan(args[0]), ll.Constant(ity, -1), b.bitcast(args[0], ity))
+        if n in ("fRAISEFLAGS", "fFPCANCELFLAGS"):
+            if self.flags is None:
+                raise Unsupported(n)
+            if n == "fFPCANCELFLAGS":
+                b.store(ll.Constant(ll.IntType(32), 0), self.flags)
+            else:
+                self.flag(ll.Constant(ll.IntType(1), 1), ieee.FLAGS[x.args[0]])
+            return None
+        if n in ("fFPSETROUND_CHOP", "fFPSETROUND_NEAREST"):
+            if len(self.loops) or b.block is not self.first:
+                raise Unsupported(f"{n} under a condition")
+            self.chop = n == "fFPSETROUND_CHOP"
+            return None
+        if n == "internal_mpyf":
+            return self.floats(rounds=True).arith("*", args[0], args[1])
+        if n == "internal_fmafx":
+            if not (isinstance(x.args[3], ir.Const) and x.args[3].value == 0):
+                raise Unsupported("a scaled fused multiply-add")
+            return self.floats(rounds=True).fma32(*args[:3])
+        if n in ("fmax", "fmaxf", "fmin", "fminf"):
+            return self.floats().minmax(n[1:4], args[0], args[1])
+        if n.startswith("conv_"):
+            src, dst = n[5:].split("_to_")
+            if dst in ("sf", "df"):
+                ty = float_type(32 if dst == "sf" else 64)
+                if x.args[0].t.kind == "int":
+                    return self.floats(rounds=True).from_int(args[0], x.args[0].t.signed, ty)
+                return self.floats().extend(args[0]) if dst == "df" else self.floats(rounds=True).narrow(args[0])
+            return self.floats().to_int(args[0], 8 * int(dst[0]), dst[1] == "s", nearest=not self.chop)
+        if n in ("isnan", "isinf", "isfinite", "isunordered"):
+            fo = self.floats()
+            r = {"isnan": fo.isnan, "isinf": fo.isinf, "isfinite": fo.finite}[n](args[0]) if n != "isunordered" \
+                else b.or_(fo.isnan(args[0]), fo.isnan(args[1]))
+            return b.zext(r, int_type(x.t))
+        if n == "fpclassify":
+            return resize(b, self.floats().fpclassify(args[0]), True, int_type(x.t).width)
+        if n in ("fDF_ISNORMAL", "fDF_ISDENORM"):
+            c = self.floats().fpclassify(b.bitcast(self.arg(x, args, 0, 64), float_type(64)))
+            return b.zext(b.icmp_unsigned("==", c, ll.Constant(ll.IntType(32), 4 if n == "fDF_ISNORMAL" else 3)),
+                          int_type(x.t))
+        return NotImplemented
 
     def divide(self, op: str, a: ll.Value, c: ll.Value, t: ir.Type) -> ll.Value:
         """C division (toward zero) without LLVM's undefined cases: x/0 is 0 and x%0 is x (as pyback's cdiv);
@@ -322,6 +455,9 @@ class Emitter:
         """The stateless primitives (emu.dsp.runtime); a void primitive unknown here has no effect on this model's
         state (as in pyback)."""
         b, n = self.b, x.name
+        out = self.float_prim(x, args)
+        if out is not NotImplemented:
+            return out
         for stem, fn in (("count_leading_ones_", "ctlz"), ("fCL1_", "ctlz"), ("count_ones_", "ctpop"),
                          ("fCOUNTONES_", "ctpop"), ("reverse_bits_", "bitreverse"), ("fBREV_", "bitreverse")):
             if n.startswith(stem):

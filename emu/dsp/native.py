@@ -30,7 +30,18 @@ import numpy as np
 from llvmlite import ir as ll
 
 from emu.dsp import llvmback as lb
-from emu.dsp.core import C_P30, C_PC, C_QEMU_INSN, C_QEMU_PKT, C_USR, REGS, USR_FIELDS, IllegalPacket, Thread
+from emu.dsp.core import (
+    C_P30,
+    C_PC,
+    C_QEMU_INSN,
+    C_QEMU_PKT,
+    C_USR,
+    REGS,
+    USR_FIELDS,
+    USR_FP_SHIFT,
+    IllegalPacket,
+    Thread,
+)
 from emu.dsp.isa import ISA
 from emu.dsp.llvmback import I1, I8, I32, I64, PTR, Emitter, Unsupported, resize
 from emu.dsp.lower import CompileError, lower
@@ -46,8 +57,7 @@ TABLE_BITS = 14  # the dispatcher's pc -> block table (direct-mapped; a miss ret
 R, C, P, PC, PACKETS, INSNS, VTMP, Q, V, STATE_BYTES = 0, 128, 256, 264, 272, 280, 320, 448, 512, 512 + 4096
 _NATIVE_C = frozenset(range(32)) - {C_P30, C_PC, 14, 15, 18, 19, C_QEMU_PKT, C_QEMU_INSN, 30, 31}  # c reads/writes
 _EFFECTS = frozenset({"fTRAP", "fTMPVDATA", "READ_EXT_VREG", "WRITE_EXT_VREG", "mem_load_locked",
-                      "mem_store_conditional", "fcirc_add", "fRAISEFLAGS", "fFPCANCELFLAGS", "fFPSETROUND_CHOP",
-                      "fFPSETROUND_NEAREST", "_item", "fGATHER_INIT", "fSCATTER_INIT", "fGATHER_FINISH",
+                      "mem_store_conditional", "fcirc_add", "_item", "fGATHER_INIT", "fSCATTER_INIT", "fGATHER_FINISH",
                       "fSCATTER_FINISH", "fLOG_SCATTER_OP"})
 _CORE = frozenset({"READ_RREG", "WRITE_RREG", "READ_PREG", "WRITE_PREG", "fLSBNEW0", "fLSBNEW1", "GET_USR_FIELD",
                    "SET_USR_FIELD", "fREAD_GP", "fREAD_NPC", "fBRANCH", "fCALL", "fCALLR", "fLOADMMV", "fLOADMMVU",
@@ -63,7 +73,7 @@ def enabled() -> bool:
 
 def _digest() -> str:
     h = hashlib.sha256(_semantics_file().name.encode())
-    for m in ("llvmback", "native", "core", "decode"):
+    for m in ("llvmback", "llvmfloat", "native", "core", "decode"):
         h.update((Path(__file__).parent / f"{m}.py").read_bytes())
     return h.hexdigest()[:16]
 
@@ -236,8 +246,8 @@ class _Packet:
     # ---- llvmback.Core ----
     def prim(self, g: Emitter, x, args: list):
         n, b = x.name, self.b
-        if n in _EFFECTS or n.startswith("fVLOG_VTCM") or x.t.kind == "float" or any(
-                not isinstance(a, str) and a.t.kind == "float" for a in x.args):
+        if n in _EFFECTS or n.startswith("fVLOG_VTCM") or n in _CORE and (x.t.kind == "float" or any(
+                not isinstance(a, str) and a.t.kind == "float" for a in x.args)):
             raise Unsupported(f"primitive {n}")
         if n in ("READ_RREG", "WRITE_RREG"):
             f, k = REGS[args[0]]
@@ -429,10 +439,16 @@ class _Packet:
         b, blk = self.b, self.blk
         symbol = blk.helpers.get(sem.tag)
         if symbol is None:
-            g = Emitter(b, blk.alloca, self, sem)
+            flags = self.float_env() if lb.uses_float(sem) else None
+            g = Emitter(b, blk.alloca, self, sem, flags)
             outs = g.run(inputs)
             b.position_at_end(g.cancel)
+            if flags is not None:
+                self.raise_flags(flags)
             b.branch(after)
+            if flags is not None:
+                b.position_at_end(g.done)
+                self.raise_flags(flags)
             return g.done, outs
         ftype = _helper_type(sem)
         fn = b.module.globals.get(symbol) or ll.Function(b.module, ftype, symbol)
@@ -443,6 +459,25 @@ class _Packet:
         done = b.append_basic_block("done")
         b.cbranch(b.icmp_unsigned("==", status, _const(0)), done, after)
         return done, outs
+
+    def float_env(self) -> ll.Value:
+        """An instruction computes with floats: it runs only in USR's round-to-nearest mode (others bail to the
+        interpreter); its exception flags (emu.dsp.ieee's bits), zero now, in the slot returned."""
+        b = self.b
+        rnd_lo, rnd_width = USR_FIELDS["USR_FPRND"]
+        rnd = b.and_(b.load(self.blk.usr, typ=I32), _const(((1 << rnd_width) - 1) << rnd_lo))
+        ok = b.append_basic_block("nearest")
+        b.cbranch(b.icmp_unsigned("!=", rnd, _const(0)), self.blk.bail, ok)
+        b.position_at_start(ok)
+        flags = self.blk.alloca(I32)
+        b.store(_const(0), flags)
+        return flags
+
+    def raise_flags(self, flags: ll.Value) -> None:
+        """OR an instruction's exception flags into USR's sticky bits (as Thread.step)."""
+        b = self.b
+        usr = b.load(self.blk.usr, typ=I32)
+        b.store(b.or_(usr, b.shl(b.load(flags, typ=I32), _const(USR_FP_SHIFT))), self.blk.usr)
 
     def commit(self) -> None:
         b = self.b
@@ -500,6 +535,8 @@ def _helper_type(sem) -> ll.FunctionType:
 def helper(sem, name: str) -> ll.Module:
     """`i32 name(inputs..., output pointers...)`: an operand-only instruction as a function of its own (compiled
     once per instruction, not per block): 0 with the outputs stored, 1 when the slot is cancelled."""
+    if lb.uses_float(sem):
+        raise Unsupported("floats: USR's rounding mode and flags are the core's")
     m = ll.Module(name)
     fn = ll.Function(m, _helper_type(sem), name)
     entry = fn.append_basic_block("entry")

@@ -24,14 +24,17 @@ class VendorMissing(RuntimeError):
     """The vendor definitions are not in the cache and could not be fetched."""
 
 
-def cache_root() -> Path:
-    base = os.environ.get("HWEMU_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hwemu")
+def cache_root(env=os.environ) -> Path:
+    base = env.get("HWEMU_CACHE") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hwemu")
     return Path(base) / "hexagon"
 
 
 def _version_dir() -> Path:
-    return cache_root() / f"qemu-{QEMU_VERSION}"
+    """Where the definitions are: this cache's folder, or else the user's default cache's if that one has them
+    (a run with its own HWEMU_CACHE, a test's, needs no second download); fetched into this cache's."""
+    dirs = [cache_root() / f"qemu-{QEMU_VERSION}", cache_root({}) / f"qemu-{QEMU_VERSION}"]
+    return next((d for d in dirs if (d / "imported" / "encode_pp.def").is_file() and (d / "arch.c").is_file()),
+                dirs[0])
 
 
 def imported_dir() -> Path:
@@ -53,7 +56,7 @@ def arch_c() -> Path:
 def _fetch() -> None:
     src = cache_root() / "src"
     tarball = _orig_tarball(src) or _download(src)
-    _extract(tarball, _version_dir())
+    _extract(tarball, cache_root() / f"qemu-{QEMU_VERSION}")
     shutil.rmtree(src, ignore_errors=True)  # the 23 MB tarball is no longer needed
 
 
