@@ -285,3 +285,21 @@ def test_common_float_instructions_run_natively(isa):
         tiered = native.Tier(t)
         tiered.run(1)
         assert tiered.stats["native_packets"] == 1, tag
+
+
+def test_a_block_that_fails_to_compile_is_reported_and_interpreted(isa, monkeypatch):
+    """A bug of the tier (here: the block builder raising) is a RuntimeWarning naming the block, not a silent
+    slowdown, and the program still runs right on the interpreter."""
+    words = [0xB001C021, 0xB002C042]  # { r1 = add(r1,#1) }  { r2 = add(r2,#2) }
+    t, mem = machine(isa, words, 4)
+    t.step(), t.step()
+    expected = state(t, mem)
+
+    def broken(*_):
+        raise ValueError("an emitted operand of the wrong type")
+    monkeypatch.setattr(native, "build", broken)
+    t, mem = machine(isa, words, 4)
+    with pytest.warns(RuntimeWarning, match=r"block at 0x100000 \(ValueError: an emitted operand"):
+        tier = native.Tier(t)
+        tier.run(2)
+    assert tier.stats["failed"] == 2 and state(t, mem) == expected  # a block tried at each packet

@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import warnings
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -807,8 +808,10 @@ class Tier:
                 self.stats["compiled"] += 1
         except Closed:
             return 0
-        except (RuntimeError, TypeError, ValueError, KeyError):  # a bug of this tier: the block stays interpreted
+        except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as e:  # a bug of this tier
             self.stats["failed"] += 1
+            warnings.warn(f"hwemu: the Hexagon native tier failed to compile the block at {pc:#x} ({type(e).__name__}: "
+                          f"{e}); it runs on the interpreter", RuntimeWarning, stacklevel=2)
             return 0
         return addr
 
