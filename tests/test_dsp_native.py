@@ -45,6 +45,7 @@ def isa():
 def compile_at_once(monkeypatch, tmp_path_factory):
     """Every block is compiled the first time it is reached (cached objects in a cache of the test session)."""
     monkeypatch.setattr(native, "HOT", 1)
+    monkeypatch.setattr(native, "HOT_COMPILE", 1)
     monkeypatch.setenv("HWEMU_CACHE", str(tmp_path_factory.getbasetemp() / "hwemu-cache"))
 
 

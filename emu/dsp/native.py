@@ -10,10 +10,11 @@ The native code works on one state buffer (STATE: registers, PC, counters) and r
 through two page tables (host address of each 4 KiB page, 0 where reading / writing is not permitted). Before
 a packet commits, anything it cannot do natively (a fault, an access crossing a page, the packet limit) makes
 the block return with the state as before that packet, so the interpreter runs it (and raises the same fault).
-Packets the backend cannot compile (traps, floats, gather/scatter, counters, ...) end the block before them.
+Packets the backend cannot compile (traps, gather/scatter, counters, ...) end the block before them.
 
 `Tier(thread).run(n)` runs n packets: compiled blocks through a native dispatcher (a table of pc -> block),
-the rest on the interpreter, compiling a block once its start has been interpreted HOT times. A block can be
+the rest on the interpreter, loading a block from the disk cache once its start has been interpreted HOT times and
+compiling it after HOT_COMPILE. A block can be
 entered at any of its packets, so a run that stopped in its middle (at the packet limit of a slice) resumes there
 instead of making that packet the start of another block. Objects are cached on disk (emu.pcode.llvmjit), keyed by
 the block's address, words and the compiler's sources.
@@ -50,7 +51,11 @@ from emu.dsp.memory import PAGE, MemoryFault
 from emu.dsp.pyback import _cache_file as _semantics_file
 
 BLOCK_OPT = 0  # LLVM optimization level of blocks (register moves and calls of helpers: compile time matters more)
-HOT = 8  # interpreted entries of a block's first packet before it is compiled
+# what pays back: interpreting a packet costs about 60 us, compiling it about 4 ms (tinygrad's kernels, cold), so a
+# block is compiled once its first packet has been entered HOT_COMPILE times (about the break-even count, if it runs
+# as often again as it has); a block in the disk cache costs next to nothing, so it is loaded after HOT entries
+HOT = 8
+HOT_COMPILE = 64
 MAX_PACKETS = 48  # packets of one block at most
 ELSEWHERE = 3  # a block's status: it holds no packet at the PC it was called for
 TABLE_BITS = 14  # the dispatcher's pc -> block table (direct-mapped; a miss returns to Python)
@@ -782,10 +787,15 @@ class Tier:
         m.triple, m.data_layout = self.engine.triple, self.engine.data_layout
         return m
 
-    def _compile(self, pc: int) -> int:
+    def _compile(self, pc: int, cached: bool = False) -> int | None:
         """The block at pc (0: none), its packets entered in the tables: a run that resumes at one of them (after
-        the packet limit, or a branch into the block) enters the block there instead of compiling another."""
+        the packet limit, or a branch into the block) enters the block there instead of compiling another. With
+        `cached`, only a block in the disk cache (None: it is not, nothing is decided)."""
         plans = _extent(self.t, pc)
+        if cached and not (plans and self.blocks_engine.path(self._key(pc, plans)).is_file()):
+            for plan in plans[1:]:  # its packets are not looked up again: they wait for HOT_COMPILE too
+                self.hits[plan[0].addr] = max(self.hits.get(plan[0].addr, 0), HOT)
+            return None
         addr = self._build(pc, plans) if plans else 0
         self.blocks[pc] = addr
         if addr:  # packets it turns out not to hold (from one it cannot compile on) answer ELSEWHERE: _forget
@@ -793,10 +803,13 @@ class Tier:
                 self._enter(plan[0].addr, addr)
         return addr
 
+    def _key(self, pc: int, plans: list) -> str:
+        words = ",".join(" ".join(f"{w:08x}" for w in p[0].words) for p in plans)
+        return f"dsp-block/{self.digest}/{pc:x}/{words}"
+
     def _build(self, pc: int, plans: list) -> int:
         from emu.pcode.llvmjit import Closed
-        words = ",".join(" ".join(f"{w:08x}" for w in p[0].words) for p in plans)
-        key = f"dsp-block/{self.digest}/{pc:x}/{words}"
+        key = self._key(pc, plans)
         try:
             helpers = {i.tag: self._helper(i.tag) for p in plans for i in p[0].insts}
             addr = self.blocks_engine.load(key)
@@ -873,8 +886,8 @@ class Tier:
             fn = blocks.get(pc)
             if fn is None:
                 h = hits[pc] = hits.get(pc, 0) + 1
-                if h >= HOT:
-                    fn = self._compile(pc)
+                if h >= HOT_COMPILE or h == HOT:
+                    fn = self._compile(pc, cached=h < HOT_COMPILE)
             if fn:
                 status = self._native(pc, fn, end)
                 if status == ELSEWHERE:
