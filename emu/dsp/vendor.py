@@ -5,7 +5,8 @@ Obtained at first use from Debian's qemu 7.2 source package (`apt-get source --d
 needs a `deb-src` entry for bookworm main; `./dev`, as root, adds one made from the machine's own sources for
 that download), then only imported/ and arch.c are extracted from the orig tarball into the cache,
 `$HWEMU_CACHE/hexagon/qemu-7.2` (default ~/.cache/hwemu/...; where HWEMU_CACHE names another cache without them,
-the default cache's are used if it has them). A cache that lacks one of them (one made before arch.c was needed) is refreshed from the tarball on first use.
+the default cache's are used if it has them). A cache that lacks one of them (one made before arch.c was
+needed) is refreshed from the tarball on first use.
 `python -m emu.dsp.vendor` fetches both and prints their paths.
 """
 from __future__ import annotations
