@@ -7,6 +7,7 @@ The `dev` and `ci` hypothesis profiles draw a modest number per family and tier 
 compiles native code), the `explore` profile 2,000 (tests/conftest.py)."""
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -132,10 +133,16 @@ _CARRIES = {  # carry chains (the lean interpreter computes their sums in 32 bit
 @settings(max_examples=EXAMPLES["interp"], deadline=None, suppress_health_check=list(HealthCheck))
 @given(**_EXTRA)
 def test_carry_chains_match_reference(request, arch, lanes, fuse, seed, exec_mask, mode_bits):
-    from test_wave import asm
     if fuse:  # the chains through VCC pass their lanes in arrays (interp._carries)
         request.getfixturevalue("fused")
-    _compare("interp", arch, lanes, [asm(_CARRIES[arch, lanes], arch)], seed, exec_mask, mode_bits)
+    _compare("interp", arch, lanes, [_carry_code(arch, lanes)], seed, exec_mask, mode_bits)
+
+
+@functools.cache
+def _carry_code(arch: str, lanes: int | None) -> bytes:
+    """The chains assembled once (llvm-mc-19), not per example."""
+    from test_wave import asm
+    return asm(_CARRIES[arch, lanes], arch)
 
 
 @pytest.mark.parametrize("tier", ["interp", "threaded", "jit"])
