@@ -1,14 +1,18 @@
-"""Hypothesis profiles: CI (CI=true) runs a fixed, derandomized set of examples so that a submission's
-result is reproducible; local runs explore new random examples every time. Whole-wave examples are large and
-the machines are shared, so the timing and size health checks are off (they judge the machine, not the code)."""
+"""Hypothesis profiles: `dev` (the default) draws new random examples on every run, `ci` (CI=true) a fixed,
+derandomized set, so that a submission's result is reproducible; both draw the modest counts the tests name.
+`explore` (`./dev test --hypothesis-profile=explore`) draws new random examples, in the thousands where a test names
+a deeper count (depth.examples). Whole-wave examples are large and the machines are shared, so the timing and size
+health checks are off (they judge the machine, not the code)."""
 import os
 
 from hypothesis import HealthCheck, settings
 
-_SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
-settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True, suppress_health_check=_SLOW)
-settings.register_profile("dev", deadline=None, print_blob=True, suppress_health_check=_SLOW)
-settings.load_profile("ci" if os.environ.get("CI") else "dev")
+_COMMON = dict(deadline=None, print_blob=True,
+               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])
+settings.register_profile("ci", derandomize=True, **_COMMON)
+settings.register_profile("dev", **_COMMON)
+settings.register_profile("explore", **_COMMON)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")  # pytest's --hypothesis-profile loads another
 
 # The dispatch watchdog runs with its default (60 s of engine CPU time, which waiting on a loaded machine does not
 # spend): a correct kernel of the corpora never reaches it; the watchdog's own tests set their budgets explicitly.

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
+from depth import examples
 from hypothesis import settings
 from hypothesis import strategies as st
 
 LANES = 32
-# examples per property: 200 in CI; PCODE_PROPS_EXAMPLES=5000 for a deeper local search
-PROPS = settings(max_examples=int(os.environ.get("PCODE_PROPS_EXAMPLES", "200")), deadline=None)
+# examples per property: 100, 200 under the exploring profile; PCODE_PROPS_EXAMPLES=5000 for a deeper local search
+EXAMPLES = int(os.environ.get("PCODE_PROPS_EXAMPLES") or examples(100, 200))
+PROPS = settings(max_examples=EXAMPLES, deadline=None)
 ALL_LANES = (1 << LANES) - 1
 
 

@@ -8,7 +8,7 @@ from dsp_support import vendor_isa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emu.dsp import native
+from emu.dsp import native, tables
 from emu.dsp.core import IllegalPacket, Thread
 from emu.dsp.decode import Decoder
 from emu.dsp.linux import Process
@@ -38,6 +38,8 @@ def stream(dec: Decoder, rng: random.Random, count: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def isa():
+    for name in tables.TABLES:  # read now, where the vendor definitions are: compile_at_once moves HWEMU_CACHE
+        tables.TABLES.get(name)
     return vendor_isa()
 
 

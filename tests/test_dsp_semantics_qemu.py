@@ -2,6 +2,7 @@
 qemu-hexagon: every register-to-register form (scalar and HVX) with random operands, and packets that
 exercise memory addressing modes, new values, .cur/.tmp vector loads, predicated stores, hardware loops and
 compare-jumps (tools/dsp_qemu_insn_diff; the full run takes --per-form 2 and more)."""
+import functools
 import shutil
 
 import pytest
@@ -13,14 +14,23 @@ from tools import dsp_qemu_insn_diff as qd
 pytestmark = pytest.mark.skipif(
     not (shutil.which("qemu-hexagon") and shutil.which("llvm-mc-19") and shutil.which("ld.lld-19")),
     reason="qemu-hexagon (qemu-user), llvm-mc-19 and ld.lld-19 needed (./dev installs them)")
+PARTS = 4  # the forms' cases run as four programs (tests xdist can spread), every fourth case in each
 
 
-def test_forms_agree_with_qemu():
+@functools.cache
+def _form_cases() -> tuple:
+    """(the ISA, the testable forms, a case per form): the same cases for every part."""
     isa = vendor_isa()
     decoder = Decoder(isa)
     forms = qd.forms(decoder)
+    return isa, forms, qd.cases_for(decoder, forms, 1, seed=20261130)
+
+
+@pytest.mark.parametrize("part", range(PARTS))
+def test_forms_agree_with_qemu(part):
+    isa, forms, cases = _form_cases()
     assert len(forms) > 1200
-    cases = qd.cases_for(decoder, forms, 1, seed=20261130)
+    cases = cases[part::PARTS]
     theirs, mine = qd.run_both(cases, isa)
     assert len(theirs) == len(mine) == len(cases) * (qd.SLOT + qd.VSLOT)
     diffs = qd.differences(cases, theirs, mine)

@@ -12,14 +12,13 @@ import time
 
 import numpy as np
 import pytest
+from depth import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stack.hcq import kfd_ioctl as k
 from stack.hcq import pm4, sdma
 from tools.kfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
-
-EXPLORE = not os.environ.get("CI")
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +216,7 @@ def _ioctl_args(draw, c: RawClient, safe: int):
     return name, a
 
 
-@settings(max_examples=2000 if EXPLORE else 300, suppress_health_check=list(HealthCheck), deadline=None)
+@settings(max_examples=examples(300, 2000), suppress_health_check=list(HealthCheck), deadline=None)
 @given(data=st.data())
 def test_random_ioctls_are_errno_or_success(data):
     c = RawClient("gfx1201")
@@ -240,7 +239,7 @@ _EDGE_SIZES = (0, 1, 4095, 4096, 4097, 1 << 20, (1 << 32) - 1, 1 << 32, 1 << 40,
                (1 << 64) - 1)
 
 
-@settings(max_examples=600 if EXPLORE else 120, suppress_health_check=list(HealthCheck), deadline=None)
+@settings(max_examples=examples(120, 600), suppress_health_check=list(HealthCheck), deadline=None)
 @given(size=st.one_of(st.sampled_from(_EDGE_SIZES), st.integers(0, (1 << 64) - 1)),
        placement=st.sampled_from([VRAM_FLAGS, k.ALLOC_GTT | k.ALLOC_WRITABLE, k.ALLOC_USERPTR | k.ALLOC_WRITABLE,
                                   k.ALLOC_DOORBELL, k.ALLOC_MMIO_REMAP]),
@@ -263,7 +262,7 @@ def test_alloc_sizes_are_checked_before_anything_is_allocated(client, size, plac
     assert snapshot(c) == before
 
 
-@settings(max_examples=300 if EXPLORE else 80, suppress_health_check=list(HealthCheck), deadline=None)
+@settings(max_examples=examples(80, 300), suppress_health_check=list(HealthCheck), deadline=None)
 @given(ring_size=st.one_of(st.sampled_from([0, 1, 255, 256, 1024, 3000, 4096, 1 << 16, 1 << 17, 1 << 31,
                                             (1 << 32) - 1]), st.integers(0, (1 << 32) - 1)),
        offset=st.sampled_from([0, 256, 4096, (1 << 16) - 256]))
@@ -336,7 +335,7 @@ def _pm4_program(draw, base: int, nwords: int):
     return out, expect
 
 
-@settings(max_examples=200 if EXPLORE else 80, suppress_health_check=list(HealthCheck), deadline=None)
+@settings(max_examples=examples(80, 200), suppress_health_check=list(HealthCheck), deadline=None)
 @given(data=st.data())
 def test_pm4_streams_match_reference_model(client, data):
     c = client
@@ -375,7 +374,7 @@ def _run_pm4_stream(c, q, mem, ib, data):
         assert words[i] == v, (i, hex(v))
 
 
-@settings(max_examples=150 if EXPLORE else 60, suppress_health_check=list(HealthCheck), deadline=None)
+@settings(max_examples=examples(60, 150), suppress_health_check=list(HealthCheck), deadline=None)
 @given(data=st.data())
 def test_sdma_streams_match_reference_model(client, data):
     c = client
@@ -421,7 +420,7 @@ def _run_sdma_stream(c, q, src, dst, done, data):
     assert wait_for(lambda: q.rptr == q.put)  # the read pointer is written back after the packets it passed
 
 
-@settings(max_examples=300 if EXPLORE else 100, suppress_health_check=list(HealthCheck), deadline=None)
+@settings(max_examples=examples(100, 300), suppress_health_check=list(HealthCheck), deadline=None)
 @given(words=st.lists(st.integers(0, 0xFFFFFFFF), min_size=1, max_size=64), sdma_queue=st.booleans(),
        typed=st.booleans())
 def test_malformed_streams_never_hang_or_crash(client, words, sdma_queue, typed):

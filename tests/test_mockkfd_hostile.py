@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import os
 import resource
 import shutil
 import struct
 
 import numpy as np
 import pytest
+from depth import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,7 +23,6 @@ from tools import hostile_kfd
 from tools.kfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 GFX = 11
-EXPLORE = not os.environ.get("CI")
 
 
 @pytest.fixture(scope="module")
@@ -362,7 +361,7 @@ def test_watchdog_stop_is_a_hw_exception_with_a_report(client, tmp_path, monkeyp
 
 
 # -- a campaign of hostile AQL packets: after each, the host, a canary and the engine are as they were ----------------
-@settings(max_examples=200 if EXPLORE else 25, derandomize=not EXPLORE, deadline=None,
+@settings(max_examples=examples(25, 200), deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(kind=st.one_of(st.integers(0, 255), st.sampled_from([0, 2, 3, 5])),
        body=st.binary(min_size=54, max_size=54), kobj=st.sampled_from([0, 0x5000_0000_0000, 0xFFFF_FFFF_FFFF_FFF8]),
@@ -395,7 +394,7 @@ def bench() -> hostile_kfd.Bench:
 
 @pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build saxpy")
 @pytest.mark.parametrize("kind", hostile_kfd.KINDS)
-@settings(max_examples=300 if EXPLORE else 40, derandomize=not EXPLORE, deadline=None,
+@settings(max_examples=examples(40, 300), deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, (1 << 64) - 1))
 def test_hostile_client_leaves_host_engine_and_driver_as_they_were(bench, monkeypatch, tmp_path, kind, seed):

@@ -312,7 +312,8 @@ def operands(ty: str, seed: int):
 @PROPS
 @given(seed=SEEDS)
 def test_float_ops(fam: str, ty: str, seed: int):
-    """Every float case of the family and type on one random wave per example (each op sees 200 waves)."""
+    """Every float case of the family and type on one random wave per example (each op sees pcode_refs.EXAMPLES
+    waves)."""
     s0, s1, s2, n = operands(ty, seed)
     ran = 0
     for case, name in cases_of(fam, ty):

@@ -233,7 +233,7 @@ def draw_waves(seed: int) -> dict[int, list[np.ndarray]]:
 @PROPS
 @given(seed=SEEDS, vcc=MASKS)
 def test_vector_int(fam: str, seed: int, vcc: int):
-    """Every case of the family's list on the same random wave (so each op sees 200 waves)."""
+    """Every case of the family's list on the same random wave (so each op sees pcode_refs.EXAMPLES waves)."""
     waves = draw_waves(seed)
     for case in cases_of(fam):
         check_case(fam, case, [waves[b][i] for i, b in enumerate(case.srcs)], vcc)

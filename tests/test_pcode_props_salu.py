@@ -1,7 +1,7 @@
 """Property tests: compiled scalar ALU semantics and SCC against Python-integer references (issue 3, item 5).
 
 Scalar operands and results are Python ints. Each hypothesis example draws DRAWS operand sets from a seeded
-generator and runs every case on each (so each op sees DRAWS * 200 operand sets).
+generator and runs every case on each (so each op sees DRAWS * pcode_refs.EXAMPLES operand sets).
 """
 from __future__ import annotations
 

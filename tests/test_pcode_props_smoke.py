@@ -159,7 +159,8 @@ WINDOW = 16
 @PROPS
 @given(start=st.integers(0, 10**6), seed=SEEDS)
 def test_random_ops_never_raise(fam: str, start: int, seed: int):
-    """200 examples per family, each running WINDOW consecutive ops (from a drawn start) on fresh random inputs."""
+    """pcode_refs.EXAMPLES examples per family, each running WINDOW consecutive ops (from a drawn start) on fresh
+    random inputs."""
     ops = ops_of(fam)
     for k in range(WINDOW):
         space, name, sem = ops[(start + k) % len(ops)]

@@ -3,14 +3,16 @@ run on a free-standing Wave under the lean interpreter (HWEMU_TIER=interp), the 
 every region compiled at its first execution) and the threaded tier (HWEMU_TIER=threaded: every instruction's
 handler compiled at its first execution) and under the reference tier, from the same random register state;
 SGPRs, VGPRs, EXEC / VCC / SCC / M0 / MODE, LDS, fault kinds and instruction counts must match bit for bit.
-Locally (the exploring profile) 2,000 examples per family and tier, in CI a fixed modest set (fewer for jit, whose
-every example compiles native code)."""
+The `dev` and `ci` hypothesis profiles draw a modest number per family and tier (fewer for jit, whose every example
+compiles native code), the `explore` profile 2,000 (tests/conftest.py)."""
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
 import pytest
+from depth import examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -21,8 +23,7 @@ from emu.amd.exec.hwreg import F32_KEEP_IN, F32_KEEP_OUT
 from emu.amd.exec.state import MODE
 from emu.amd.memory import GPUFault
 
-EXPLORE = not os.environ.get("CI")
-EXAMPLES = {"interp": 2000 if EXPLORE else 60, "jit": 2000 if EXPLORE else 12, "threaded": 2000 if EXPLORE else 30}
+EXAMPLES = {"interp": examples(60, 2000), "jit": examples(12, 2000), "threaded": examples(30, 2000)}
 ARCHES = ("gfx1100", "gfx1201", "gfx942")
 BASE = 0x7FFF_F000_0000  # where the snippets run: a high code address, as a loaded code object's (s_getpc reads it)
 _FLOATS = np.array([0x0, 0x80000000, 0x3F800000, 0xBF800000, 0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001,
@@ -132,10 +133,16 @@ _CARRIES = {  # carry chains (the lean interpreter computes their sums in 32 bit
 @settings(max_examples=EXAMPLES["interp"], deadline=None, suppress_health_check=list(HealthCheck))
 @given(**_EXTRA)
 def test_carry_chains_match_reference(request, arch, lanes, fuse, seed, exec_mask, mode_bits):
-    from test_wave import asm
     if fuse:  # the chains through VCC pass their lanes in arrays (interp._carries)
         request.getfixturevalue("fused")
-    _compare("interp", arch, lanes, [asm(_CARRIES[arch, lanes], arch)], seed, exec_mask, mode_bits)
+    _compare("interp", arch, lanes, [_carry_code(arch, lanes)], seed, exec_mask, mode_bits)
+
+
+@functools.cache
+def _carry_code(arch: str, lanes: int | None) -> bytes:
+    """The chains assembled once (llvm-mc-19), not per example."""
+    from test_wave import asm
+    return asm(_CARRIES[arch, lanes], arch)
 
 
 @pytest.mark.parametrize("tier", ["interp", "threaded", "jit"])

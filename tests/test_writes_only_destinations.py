@@ -5,11 +5,11 @@ The class this caught: a destination read wider than written in the vendor pcode
 0` of S_BCNT1_I32_B64) was written back at the read's width, so `s_bcnt1_i32_b64 s3, s[16:17]` zeroed s4."""
 from __future__ import annotations
 
-import os
 import re
 
 import numpy as np
 import pytest
+from depth import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +19,7 @@ from emu.amd.exec.state import ACC, EXEC, VCC
 from emu.pcode import compile_op
 from emu.pcode.typed import Unsupported
 
-EXAMPLES = 25 if os.environ.get("CI") else 150
+EXAMPLES = examples(25, 150)
 ENDPGM = {"rdna3": "0000b0bf", "rdna4": "0000b0bf", "cdna": "000081bf"}
 ALU = ("SOP1", "SOP2", "SOPK", "SOPC", "VOP1", "VOP2", "VOP3", "VOP3P", "VOP3SD", "VOPC", "VOPD", "VINTERP")
 DST_FIELDS = ("vdst", "sdst")
@@ -73,7 +73,7 @@ def _encodings(arch: str) -> list[str]:
 
 @pytest.mark.parametrize("tier", ["ref", "interp", "threaded", "jit"])
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=bool(os.environ.get("CI")),
+@settings(max_examples=EXAMPLES, deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(data=st.data(), seed=st.integers(0, 1 << 30))
 def test_one_instruction_writes_only_its_destinations(monkeypatch, tier, arch, data, seed):
@@ -160,7 +160,7 @@ LOAD_BASE = (1 << 16) + (2 << 20)  # where every aligned register pair points: 2
 @pytest.mark.parametrize("tier", ["ref", "interp", "jit"])
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
 @pytest.mark.parametrize("kind", ["SMEM", "GLOBAL", "DS"])
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=bool(os.environ.get("CI")),
+@settings(max_examples=EXAMPLES, deadline=None,
           suppress_health_check=list(HealthCheck))
 @given(data=st.data(), seed=st.integers(0, 1 << 30))
 def test_one_load_writes_only_its_destination(monkeypatch, tier, arch, kind, data, seed):

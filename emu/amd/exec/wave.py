@@ -216,10 +216,12 @@ class Deadline:
         self.end = time.thread_time() + seconds
         self.compiled = jit.compile_seconds()
         self.asked = 0
+        self.over = False  # passed() has said so (the native launcher asks, the waves it hands over then know)
 
     def passed(self) -> bool:
-        return bool(self.cancel and self.cancel.why) or \
+        self.over = self.over or bool(self.cancel and self.cancel.why) or \
             time.thread_time() - (jit.compile_seconds() - self.compiled) > self.end
+        return self.over
 
     def reason(self) -> str:
         """Why the watchdog stops the dispatch."""
@@ -232,7 +234,7 @@ class Deadline:
         """`passed`, the clocks looked at every 16th time asked (each wave's start asks: they cost more than a short
         wave), the cancel each time."""
         self.asked += 1
-        return bool(self.cancel and self.cancel.why) or not self.asked & 15 and self.passed()
+        return self.over or bool(self.cancel and self.cancel.why) or not self.asked & 15 and self.passed()
 
 
 def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | None = None,
@@ -255,7 +257,9 @@ def run(w: WaveState, prog: Program, limit: int = DEFAULT_LIMIT, left: int | Non
                 if rest <= 0:
                     raise _watchdog(w, prog, f"wave ran {limit} instructions without ending or reaching a barrier "
                                              "(HWEMU_WAVE_LIMIT=N raises the budget)")
-                if deadline is not None and deadline.passed_lately():
+                # at a wave's start the clocks are looked at lately, after each slice every time (16 slices of
+                # the reference tier are half a minute)
+                if deadline is not None and (deadline.passed() if rest < allowed else deadline.passed_lately()):
                     raise _watchdog(w, prog, deadline.reason())
                 w.left = min(rest, SLICE)
                 rest -= w.left
