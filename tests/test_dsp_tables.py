@@ -5,7 +5,7 @@ import tarfile
 import pytest
 from dsp_support import vendor_isa
 
-from emu.dsp import tables, vendor
+from emu.dsp import pyback, tables, vendor
 from emu.dsp.lower import CompileError, lower
 
 
@@ -94,5 +94,10 @@ def test_unreadable_tables_make_cabac_uncompilable(tmp_path, monkeypatch):
             tables.fSF_RECIP_LOOKUP(0)
         with pytest.raises(CompileError, match="rLPS_table_64x4"):
             lower(isa, isa.insns["S2_cabacdecbin"])
+        for name in ("_SOURCES", "_NEW", "_COMPILED"):  # a fresh semantics cache; the error is not added to it
+            monkeypatch.setattr(pyback, name, {})
+        with pytest.raises(CompileError, match="rLPS_table_64x4"):
+            pyback.semantics(isa, "S2_cabacdecbin")
+        assert "S2_cabacdecbin" not in pyback._NEW
     finally:
-        tables._source.cache_clear(), tables._table.cache_clear()
+        tables._source.cache_clear(), tables._table.cache_clear(), tables._missed.clear()

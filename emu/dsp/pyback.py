@@ -456,9 +456,10 @@ def semantics(isa: ISA, tag: str) -> Compiled:
                 entry = (c.source, c.inputs, c.outputs)
             except CompileError as e:
                 c, entry = e, str(e)
-            if not _NEW:
-                atexit.register(_save_sources)
-            _NEW[tag] = entry
+            if not (isinstance(c, CompileError) and tables.missed()):  # else perhaps for want of a table here
+                if not _NEW:
+                    atexit.register(_save_sources)
+                _NEW[tag] = entry
         else:
             c = CompileError(entry) if isinstance(entry, str) else _from_source(tag, entry)
         _COMPILED[key] = c

@@ -98,6 +98,14 @@ def _source() -> tuple[Path, str] | str:
         return f"the vendor's target/hexagon/arch.c is unavailable ({e})"
 
 
+_missed: list[str] = []  # the tables this process could not read
+
+
+def missed() -> bool:
+    """Whether a table read failed in this process (then compile errors may be this machine's, not the code's)."""
+    return bool(_missed)
+
+
 @functools.cache
 def _table(name: str) -> tuple[bytes, tuple[int, ...]] | str:
     src = _source()
@@ -112,6 +120,7 @@ def _table(name: str) -> tuple[bytes, tuple[int, ...]] | str:
         except ValueError as e:
             problem = f"{src[0]}: array {name}: {e}"
     warnings.warn(problem, RuntimeWarning, stacklevel=3)
+    _missed.append(name)
     return problem
 
 
