@@ -20,6 +20,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from emu import cache
+
 _WITH_ARG = {"-L", "-cpu", "-d", "-E", "-U", "-D", "-R", "-s"}  # qemu options that take a value (ignored)
 QEMU_NAMES = ("qemu-hexagon-static", "qemu-hexagon")
 MAX_PACKETS, TIMEOUT = 2_000_000_000, 600.0  # the watchdog's defaults
@@ -49,7 +51,7 @@ def write_shims(folder: str | os.PathLike) -> list[Path]:
 def shim_dir() -> Path:
     """hwemu's cache folder of qemu-hexagon shims (write_shims) for this interpreter and this hwemu, written now."""
     key = hashlib.sha1(f"{sys.executable}\0{Path(__file__).resolve()}".encode()).hexdigest()[:12]
-    folder = Path(os.environ.get("HWEMU_CACHE") or Path.home() / ".cache" / "hwemu") / "bin" / key
+    folder = cache.root() / "bin" / key
     folder.mkdir(parents=True, exist_ok=True)
     write_shims(folder)
     return folder

@@ -47,7 +47,7 @@ class F:
     def snan(self, x: ll.Value) -> ll.Value:
         """x is a signaling NaN (exponent all ones, mantissa nonzero, quiet bit clear)."""
         b = self.b
-        ty, ity, mant = _BITS[64 if x.type == F64 else 32]
+        _, ity, mant = _BITS[64 if x.type == F64 else 32]
         v = b.and_(self.bits_of(x), ll.Constant(ity, (1 << (ity.width - 1)) - 1))  # without the sign
         inf = ll.Constant(ity, ((1 << (ity.width - 1 - mant)) - 1) << mant)
         quiet = ll.Constant(ity, 1 << (mant - 1))

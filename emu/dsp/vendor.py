@@ -15,7 +15,10 @@ import os
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
+
+from emu import cache
 
 QEMU_VERSION = "7.2"
 _IMPORTED = "target/hexagon/imported/"
@@ -26,9 +29,8 @@ class VendorMissing(RuntimeError):
     """The vendor definitions are not in the cache and could not be fetched."""
 
 
-def cache_root(env=os.environ) -> Path:
-    base = env.get("HWEMU_CACHE") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hwemu")
-    return Path(base) / "hexagon"
+def cache_root(env: Mapping[str, str] = os.environ) -> Path:
+    return cache.root(env) / "hexagon"
 
 
 def _version_dir() -> Path:

@@ -43,6 +43,7 @@ from pathlib import Path
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from emu import cache
 from emu.pcode import llvmfloats as FL
 
 __all__ = ["Engine", "engine", "VERSION", "cache_dir", "GATE", "Closed"]
@@ -54,9 +55,7 @@ _MAGIC = b"HWEMUOB1"
 
 def cache_dir() -> Path:
     """Where compiled objects are kept: $HWEMU_CACHE/llvm (default ~/.cache/hwemu/llvm)."""
-    base = os.environ.get("HWEMU_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hwemu")
-    return Path(base) / "llvm"
+    return cache.root() / "llvm"
 
 
 class Closed(RuntimeError):

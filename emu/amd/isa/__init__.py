@@ -12,6 +12,7 @@ import os
 import pickle
 from pathlib import Path
 
+from emu import cache
 from emu.amd.isa.tables import ISA, Encoding, Field, Op, Operand
 
 FAMILIES = ("rdna3", "rdna4", "cdna")
@@ -38,15 +39,9 @@ def family(arch: str) -> str:
     raise UnknownArch(f"unknown arch {arch!r}; known: {', '.join([*ARCHES, *FAMILIES])}")
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("HWEMU_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "hwemu")
-    return Path(base)
-
-
 def _cache_path(fam: str) -> Path:
     from importlib.metadata import version  # cheap: reads dist-info, does not import tinygrad
-    return _cache_dir() / f"isa-{fam}-tinygrad{version('tinygrad')}-v{SCHEMA}.pickle"
+    return cache.root() / f"isa-{fam}-tinygrad{version('tinygrad')}-v{SCHEMA}.pickle"
 
 
 @functools.cache
