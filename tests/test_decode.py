@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emu.amd import Inst, decode, isa
-from emu.amd.decode import Decoder, decoder
 from emu.amd.asm.disasm import main as disasm_main
+from emu.amd.decode import Decoder, decoder
 
 # (arch, hex bytes, llvm-mc-19 text)
 LLVM_TEXTS = [

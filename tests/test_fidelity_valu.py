@@ -101,7 +101,8 @@ def test_clang_fma_of_half_and_float_is_fused(arch):
     b = (r.standard_normal(64) * 8).astype(F32)
     c = (-a.astype(np.float64) * b + r.standard_normal(64) * 2.0 ** -30).astype(F32)  # cancellation: fused shows
     gpu, bufs = launch(arch, code, "k", (1,), (64,), np.zeros(64, F32), a, b, c)
-    want = [_to(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)), 0, F32) for x, y, z in zip(a, b, c)]
+    want = [_to(Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z)), 0, F32)
+            for x, y, z in zip(a, b, c, strict=True)]
     np.testing.assert_array_equal(result(gpu, bufs[0], np.zeros(64, F32)), np.array(want, F32))
 
 

@@ -4,6 +4,7 @@ and the stack never imports emu."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -90,3 +91,28 @@ def test_stack_never_imports_emu():
     bad = {m: sorted(d for d in deps if d.split(".")[0] == "emu") for m, deps in _graph().items()
            if m.split(".")[0] == "stack"}
     assert {m: d for m, d in bad.items() if d} == {}
+
+
+ARCH_NAME = re.compile(r"(rdna\d|cdna\d?|gfx\d+)", re.I)
+# where chips are told apart by name: the descriptor, and the conversion of the vendor tables and pseudocode
+NAMES_ALLOWED = ("emu/amd/target.py", "emu/amd/isa/", "emu/pcode/")
+
+
+def _names_an_arch(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return ARCH_NAME.fullmatch(node.value) is not None
+    return isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(_names_an_arch(e) for e in node.elts)
+
+
+def test_only_the_target_descriptor_tells_chips_apart_by_name():
+    """emu.amd.target describes every chip; other modules ask it (a generation's facts, a chip's capabilities) and
+    never compare an arch or family name (`family == "cdna"`, `arch in ("gfx90a", ...)`)."""
+    found = []
+    for f in sorted((ROOT / "emu").rglob("*.py")):
+        rel = f.relative_to(ROOT).as_posix()
+        if rel.startswith(NAMES_ALLOWED):
+            continue
+        for node in ast.walk(ast.parse(f.read_text(), rel)):
+            if isinstance(node, ast.Compare) and any(_names_an_arch(x) for x in (node.left, *node.comparators)):
+                found.append(f"{rel}:{node.lineno}")
+    assert not found, f"arch or family names compared outside emu/amd/target.py: {found}"

@@ -116,7 +116,8 @@ test_threaded_streams_match_reference = _streams("threaded")
 _CARRIES = {  # carry chains (the lean interpreter computes their sums in 32 bits, the carries by comparisons)
     ("gfx1100", None): "v_add_co_u32 v2, vcc_lo, v0, v1\nv_add_co_ci_u32_e32 v3, vcc_lo, v4, v5, vcc_lo\n"
                        "v_add_co_u32 v17, vcc_lo, s4, v18\ns_delay_alu instid0(VALU_DEP_1)\n"
-                       "v_add_co_ci_u32_e32 v19, vcc_lo, s5, v20, vcc_lo\nv_add_co_ci_u32_e32 v21, vcc_lo, 0, v22, vcc_lo\n"
+                       "v_add_co_ci_u32_e32 v19, vcc_lo, s5, v20, vcc_lo\n"
+                       "v_add_co_ci_u32_e32 v21, vcc_lo, 0, v22, vcc_lo\n"
                        "v_add_co_u32 v23, vcc_lo, v24, 7 clamp\nv_add_co_ci_u32_e32 v25, vcc_lo, v26, v27, vcc_lo\n"
                        "v_add_co_u32 v6, s10, s3, v7\nv_add_co_ci_u32_e64 v8, s11, v9, -1, s10\n"
                        "v_add_co_ci_u32_e64 v9, null, s2, v11, s11\nv_add_co_u32 v12, s12, 0x80000000, v13 clamp\n"

@@ -144,7 +144,7 @@ class AQLQueue(ComputeQueue):
         entry = kobj + kd.kernel_code_entry_byte_offset
         pre = kd.kernarg_preload
         kernargs = None
-        if pre.length and self.gpu.family == "cdna":  # CDNA3/4 firmware preloads; elsewhere the field is reserved
+        if pre.length and self.gpu.chip.kernarg_preload:  # elsewhere the field is reserved
             kernargs = self.gpu.vm.read(kernarg, 4 * (pre.offset + pre.length))
             entry += PRELOAD_PROLOGUE_BYTES
         elif pre.length:

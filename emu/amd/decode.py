@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from emu.amd import isa
+from emu.amd import isa, target
 from emu.amd.asm.operands import DPP8, DPP8FI, DPP16, LITERAL, SDWA, Operand, mnemonic, operands
 from emu.amd.isa import Encoding, Op
 
@@ -111,7 +111,7 @@ class Decoder:
     """Precomputed matchers for one family."""
 
     def __init__(self, fam: str):
-        self.family = fam
+        self.family, self.gen = fam, target.generation(fam)
         self.isa = isa.load(fam)
         encs = self.isa.encodings
         by_key: dict[tuple[int, int], list[Encoding]] = {}
@@ -198,7 +198,7 @@ class Decoder:
         # Not in the tables: RDNA3 MIMG NSA keeps vaddr1..4 in a third dword; an RDNA3 buffer soffset of 255
         # names a literal that follows the instruction.
         nsa = enc.field("nsa")
-        soffset = enc.field("soffset") if enc.base in ("MUBUF", "MTBUF") and self.family == "rdna3" else None
+        soffset = enc.field("soffset") if enc.base in ("MUBUF", "MTBUF") and self.gen.buffer_soffset_literal else None
         buffer_literal = soffset is not None and soffset.get(word) == LITERAL
         size = enc.size + (4 if nsa is not None and nsa.get(word) or buffer_literal else 0)
         if size > avail:
@@ -230,9 +230,9 @@ class Decoder:
             s = src0.get(word)
             if s == DPP16:
                 mod = "DPP16"
-            elif s in (DPP8, DPP8FI) and self.family != "cdna":
+            elif s in (DPP8, DPP8FI) and self.gen.dpp8:
                 mod = "DPP8"
-            elif s == SDWA and self.family == "cdna":
+            elif s == SDWA and self.gen.sdwa:
                 mod = "SDWA"
         if not mod:
             lit = opv in g.literal_ops.get(form.name, ()) or (form.base == "VOPD" and self._vopd_literal(form, word))

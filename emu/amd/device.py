@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emu.amd import isa, kernel_stats, topology
+from emu.amd import kernel_stats, topology
 from emu.amd.aql import AQLQueue
 from emu.amd.bo import BufferObject, Heap
 from emu.amd.cp import ComputeQueue
@@ -42,8 +42,7 @@ class _Code:
 class GPUDevice:
     def __init__(self, arch: str, node: int, render_minor: int, engine):
         self.chip = topology.chip(arch)
-        self.arch, self.family = self.chip.arch, isa.family(arch)
-        self.gfx = int(self.arch[3:-2])
+        self.arch, self.family, self.gfx = self.chip.arch, self.chip.isa, self.chip.gen.gfx
         self.node, self.render_minor, self.engine = node, render_minor, engine
         self.gpu_id = topology.gpu_id(self.chip, node)
         self.name = f"{self.arch} (node {node}, gpu_id {self.gpu_id})"

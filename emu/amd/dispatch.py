@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emu.amd import timeline
+from emu.amd import target, timeline
 from emu.amd.debug import fault, wavetrace
 from emu.amd.exec.hwreg import gpr_alloc, initial_mode
 from emu.amd.exec.launch import Launch
@@ -36,7 +36,6 @@ from emu.pcode.llvmjit import GATE
 from stack.hcq.codeobj import MAX_WORKGROUP_SIZE, Kernel, LimitError, Rsrc1, Rsrc2
 from stack.hcq.program import check_grid, check_private
 
-PACKED_IDS = ("gfx90a", "gfx940", "gfx941", "gfx942", "gfx950")
 DISPATCH_PACKET_SIZE = 64
 TTMP = 108  # operand code of ttmp0
 DEFAULT_TIMEOUT = 60.0  # seconds of engine CPU time per dispatch before the watchdog stops it (amdgpu's compute
@@ -312,7 +311,7 @@ def _initial_wave(d: Dispatch, index: int, nitems: int, arch: str) -> WaveState:
     """Wave `index` of a workgroup at its start, but for the workgroup ids (_set_workgroup)."""
     fam = d.program.family
     lanes = d.lanes
-    w = WaveState(fam, lanes, agprs=256 if fam == "cdna" else 0)
+    w = WaveState(fam, lanes, agprs=target.generation(fam).agprs)
     w.mode = initial_mode(fam, d.rsrc1)  # FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE from COMPUTE_PGM_RSRC1
     w.gpr_alloc = gpr_alloc(fam, lanes, d.rsrc1)
     n = d.rsrc2.user_sgpr_count
@@ -323,7 +322,7 @@ def _initial_wave(d: Dispatch, index: int, nitems: int, arch: str) -> WaveState:
     x, y, z = t % bx, (t // bx) % by, t // (bx * by)
     ndims = d.rsrc2.enable_vgpr_workitem_id
     ids = [x, y if ndims >= 1 else 0 * y, z if ndims >= 2 else 0 * z]
-    if arch in PACKED_IDS or fam in ("rdna3", "rdna4"):
+    if target.get(arch).packed_work_item_ids:
         w.vgpr[0] = (ids[0] | ids[1] << 10 | ids[2] << 20).astype(np.uint32)
     else:
         for dim in range(ndims + 1):
@@ -352,7 +351,7 @@ def _set_workgroup(w: WaveState, id_slots: tuple[int, int, int, int], wg: tuple[
             w.sgpr[slot] = value
     if info >= 0:
         w.sgpr[info] = 0
-    if w.family == "rdna4":  # architected SGPRs: workgroup ids in ttmp9 (x) and ttmp7 (y | z << 16)
+    if w.gen.architected_ids:  # architected SGPRs: workgroup ids in ttmp9 (x) and ttmp7 (y | z << 16)
         w.sgpr[TTMP + 9] = wg[0]
         w.sgpr[TTMP + 7] = wg[1] | wg[2] << 16
     w.workgroup = wg

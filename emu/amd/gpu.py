@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emu.amd import isa, kernel_stats
+from emu.amd import kernel_stats, target
 from emu.amd.debug import fault
 from emu.amd.dispatch import (
     DISPATCH_PACKET_SIZE,
@@ -44,7 +44,6 @@ from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
 from stack.hcq.codeobj import MAX_BUFFER, CodeObject, LimitError, check_limit, pack_kernargs
 from stack.hcq.program import PRELOAD_PROLOGUE_BYTES, dispatch_packet, grid_dims, user_sgprs
 
-DEFAULT_ARCH = {"rdna3": "gfx1100", "rdna4": "gfx1201", "cdna": "gfx942"}
 SCRATCH_GRANULE = 256  # bytes: TMPRING_SIZE.WAVESIZE unit (gfx10+; gfx9 uses 1 KiB, a multiple)
 
 
@@ -101,11 +100,8 @@ class GPU:
     _serials = itertools.count(1)
 
     def __init__(self, arch: str = "gfx1100"):
-        if not isinstance(arch, str):
-            raise ValueError(f"arch must be a gfx name or a family name, not {arch!r}")
-        fam = isa.family(arch)
-        self.arch = DEFAULT_ARCH.get(arch.lower(), arch.lower())
-        self.family = fam
+        self.chip = target.get(arch)
+        self.arch, self.family = self.chip.arch, self.chip.isa
         self.vm = VM()
         self.dispatches = 0
         self.last_stats: Stats | None = None
@@ -165,7 +161,7 @@ class GPU:
     # -- code --------------------------------------------------------------------------------------------------
     def load(self, code_object: bytes) -> Loaded:
         co = CodeObject.parse(code_object)
-        if isa.family(co.arch) != self.family:
+        if target.generation(co.arch) is not self.chip.gen:
             raise ValueError(f"code object is for {co.arch}, this GPU is {self.arch} ({self.family})")
         return Loaded(self, co, bytes(memoryview(code_object)))
 

@@ -378,7 +378,7 @@ class KFD:
             return
         if self.proc.queues:
             raise OSError(errno.EBUSY, "SET_XNACK_MODE: the process has queues")
-        if a.xnack_enabled and not all(g.family == "cdna" for g in self.gpus.values()):
+        if a.xnack_enabled and not all(g.chip.xnack for g in self.gpus.values()):
             raise OSError(errno.EPERM, "SET_XNACK_MODE: XNACK (recoverable page faults) needs gfx9 GPUs")
         self.proc.xnack = bool(a.xnack_enabled)
 

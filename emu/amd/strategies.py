@@ -33,7 +33,8 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from emu.amd import isa
+from emu.amd import isa, target
+from emu.amd.exec.state import EXEC, VCC
 
 LITERAL = 255  # source-field value that selects the 32-bit literal after the instruction
 VGPR_BASE = 256  # 9-bit source fields: 256 + n selects vN
@@ -41,25 +42,6 @@ INLINE_INT = tuple(range(128, 209))  # inline integers 0..64, -1..-16
 INLINE = (*INLINE_INT, *range(240, 249))  # and the float constants 0.5 .. 1/(2*pi)
 DPP16, DPP8, DPP8_FI, SDWA = 250, 233, 234, 249  # src0 values that announce the DPP / SDWA dword
 
-
-@dataclass(frozen=True)
-class _Regs:
-    """Scalar register file of a family: SGPR count and the special registers a source may name."""
-    sgprs: int
-    vcc: int
-    exec: int
-    m0: int
-    null: int | None
-    vgpr_align64: bool  # VGPR tuples of 64 bits and more start at an even register (gfx90a+)
-    saddr_off: int  # GLOBAL/SCRATCH saddr value for "no scalar address"
-    saddr_none: int  # saddr value of opcodes without a scalar address (FLAT)
-
-
-_REGS = {
-    "rdna3": _Regs(106, 106, 126, 125, 124, False, 124, 124),
-    "rdna4": _Regs(106, 106, 126, 125, 124, False, 124, 124),
-    "cdna": _Regs(102, 106, 126, 124, None, True, 127, 0),
-}
 
 # Opcodes the vendor tables admit that LLVM 19 does not decode: (arch, encoding, opcode) regexes and why.
 _LLVM_LACKS = (
@@ -180,26 +162,31 @@ class _Gen:
     """Draws one instruction of one encoding for one family."""
 
     def __init__(self, fam: str, t: isa.ISA, e: _Enc):
-        self.fam, self.t, self.e, self.regs = fam, t, e, _REGS[fam]
+        self.fam, self.t, self.e, self.gen = fam, t, e, target.generation(fam)
         self.short = e.enc.base in ("VOP1", "VOP2", "VOPC")  # 32-bit encodings: 16-bit VGPR operands are v0..v127
         self.dpp = e.enc.variant.startswith("DPP")
         self.promoted = e.enc.base in ("VOP3", "VOP3SD") and not self.dpp  # VOP3 forms of 32-bit opcodes
 
     # -- registers ----------------------------------------------------------------------------------------
+    @property
+    def saddr_none(self) -> int:
+        """The saddr of opcodes without a scalar address: NULL, or 0 where there is none."""
+        return 0 if self.gen.null is None else self.gen.null
+
     def sgpr(self, draw, n: int) -> int:
         align = 1 if n == 1 else 2 if n == 2 else 4
-        return draw(st.integers(0, (self.regs.sgprs - n) // align)) * align
+        return draw(st.integers(0, (self.gen.sgprs - n) // align)) * align
 
     def vgpr(self, draw, n: int, limit: int = 256) -> int:
-        align = 2 if n > 1 and self.regs.vgpr_align64 else 1
+        align = 2 if n > 1 and self.gen.vgpr_align64 else 1
         return draw(st.integers(0, (limit - n) // align)) * align
 
     def scalar(self, draw, n: int, accepts: str) -> int:
         """An SGPR (tuple) or, where `accepts` allows ('s'), a special register."""
-        r = self.regs
-        specials = [] if "S" in accepts else [x for x in (r.vcc, r.exec, r.null) if x is not None]
+        g = self.gen
+        specials = [] if "S" in accepts else [x for x in (VCC, EXEC, g.null) if x is not None]
         if n == 1 and "S" not in accepts:
-            specials.append(r.m0)
+            specials.append(g.m0)
         if specials and draw(st.integers(0, 3)) == 0:
             return draw(st.sampled_from(specials))
         return self.sgpr(draw, n)
@@ -207,9 +194,9 @@ class _Gen:
     def source(self, draw, operand: isa.Operand, field: isa.Field, literal: bool) -> int:
         """A value for a register/source field that the operand kind accepts."""
         if operand.kind == "EXEC":
-            return self.regs.exec
+            return EXEC
         if operand.kind == "SDST_NULL":
-            return self.regs.null
+            return self.gen.null
         accepts = _ACCEPTS.get(operand.kind, "")
         n = _width(operand.bits)
         limit = 128 if self.short and operand.bits == 16 else 256
@@ -280,7 +267,7 @@ class _Gen:
 
     def field(self, draw, op: isa.Op | None, operand: isa.Operand | None, f: isa.Field, lit: bool) -> int:
         if op is not None and not op.operands:  # e.g. S_DCACHE_INV, GLOBAL_WB
-            return self.regs.saddr_none if f.name == "saddr" else 0
+            return self.saddr_none if f.name == "saddr" else 0
         if operand is not None and operand.kind.startswith("SIMM") and f.kind != "bits":  # an immediate in a
             bits = min(5, int(operand.kind[4:]))  # register field; LLVM 19 decodes 5 bits of RDNA4's SIMM8
             return draw(st.integers(0, (1 << bits) - 1))
@@ -288,8 +275,8 @@ class _Gen:
             return VGPR_BASE + self.vgpr(draw, _width(operand.bits))
         if f.name == "saddr":
             if operand is None:
-                return self.regs.saddr_none
-            return self.sgpr(draw, _width(operand.bits)) if draw(st.booleans()) else self.regs.saddr_off
+                return self.saddr_none
+            return self.sgpr(draw, _width(operand.bits)) if draw(st.booleans()) else self.gen.saddr_off
         if f.kind in ("vgpr", "src", "ssrc", "sgpr"):
             return self.source(draw, operand, f, lit) if operand else (f.value or 0)
         if f.name in ("rsrc", "samp") and operand is not None:  # RDNA4: SGPR numbers in plain fields
@@ -427,7 +414,7 @@ class _Gen:
         """A VALU instruction reads at most 2 scalar values (1 on GFX9, and for 64-bit shifts): distinct SGPRs,
         special registers, the literal, and VCC where the 32-bit form reads it implicitly. Sources over the
         limit that may be VGPRs become VGPRs."""
-        limit = 1 if self.fam == "cdna" or any(_SHIFT64.fullmatch(op.name) for op in ops.values()) else 2
+        limit = 1 if self.gen.constant_bus == 1 or any(_SHIFT64.fullmatch(op.name) for op in ops.values()) else 2
         used: set = set()
         if any(self.reads_vcc(op) for op in ops.values()):
             used.add("vcc")
@@ -439,7 +426,7 @@ class _Gen:
             if f.kind != "src" or x is None or x >= VGPR_BASE or x in (DPP16, DPP8, DPP8_FI, SDWA):
                 continue
             operand = self.operand(ops, f.name)[1]
-            if operand is None or (x != LITERAL and (x >= 128 or x == self.regs.null)):
+            if operand is None or (x != LITERAL and (x >= 128 or x == self.gen.null)):
                 continue  # unused, inline constant, null
             takes_v = "v" in _ACCEPTS.get(operand.kind, "")
             fields.append((takes_v, x != LITERAL, f.name, operand, "lit" if x == LITERAL else x))
@@ -497,7 +484,7 @@ class _Gen:
         isrc = mask(lambda o: bool(re.match(r"NUM_[IU]\d", o.fmt)))
         base = self.e.enc.base
         packed = mask(lambda o: o.fmt.startswith("NUM_PK2"))
-        if base == "VOP3P" and self.fam == "cdna" and not re.match(r"V_PK_|V_(FMA|MAD)_MIX", op.name):
+        if base == "VOP3P" and self.gen.gfx == 9 and not re.match(r"V_PK_|V_(FMA|MAD)_MIX", op.name):
             packed = 0  # GFX9 dot products take no op_sel / neg
         if base == "VOP3P":
             for name in ("neg", "neg_hi"):
@@ -578,7 +565,7 @@ def _plan(arch: str, name: str) -> _Enc:
     if lit:  # keep opcodes that can carry a literal at all, and on GFX9 next to an implicit VCC read
         g = _Gen(fam, t, e)
         ops = [o for o in ops if (o.name in literal_only or g.literal_fields({"op": o}))
-               and not (fam == "cdna" and g.reads_vcc(o))]
+               and not (g.gen.constant_bus == 1 and g.reads_vcc(o))]
         e = _Enc(enc, tuple(ops), (), literal_only)
     return e
 

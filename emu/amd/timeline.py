@@ -17,7 +17,7 @@ Tracks, one tree per GPU ("gfx1100 (node 1, gpu_id ...)" for a MOCKKFD GPU, "run
 
 The emulated-time model (from the engine's instruction counts; no latencies, stalls, dual issue or barriers):
 - a wave-instruction takes lanes / SIMD width cycles (RDNA: 32-lane SIMDs, so 1 for wave32 and 2 for wave64; CDNA:
-  16-lane SIMDs, 4 for wave64) at the chip's engine clock (emu.amd.topology, max_engine_clk_fcompute);
+  16-lane SIMDs, 4 for wave64) at the chip's engine clock (emu.amd.target, max_engine_clk_fcompute);
 - workgroup n (linear index, x fastest) runs on CU n % CUs once the workgroup before it there has ended; its waves
   are dealt to that CU's SIMDs (wave w on SIMD w % SIMDs per CU), one after another on each SIMD;
 - a dispatch starts when it starts in host time or when the GPU's previous dispatch ends in emulated time, whichever
@@ -36,7 +36,7 @@ import threading
 import time
 import weakref
 
-from emu.amd import isa, topology
+from emu.amd import target
 from emu.amd.memory import GPUFault
 from emu.amd.queue import CPError, Wait
 from emu.amd.symbols import dispatch_name
@@ -44,8 +44,6 @@ from emu.amd.symbols import dispatch_name
 ENV = "HWEMU_TIMELINE"
 SEQUENCE = 1  # trusted_packet_sequence_id of every packet
 MAX_SLICES = 4096  # workgroups and waves drawn per dispatch
-SIMD_WIDTH = {"rdna3": 32, "rdna4": 32, "cdna": 16}
-FALLBACK_CHIP = {"gfx11": "gfx1100", "gfx12": "gfx1201", "gfx9": "gfx942"}
 
 
 class _Noop:
@@ -72,8 +70,8 @@ class _Local(threading.local):
 class _Gpu:
     """One GPU's tracks and its emulated clock."""
 
-    def __init__(self, tl: Timeline, name: str, chip: topology.Chip, family: str):
-        self.tl, self.chip, self.family = tl, chip, family
+    def __init__(self, tl: Timeline, name: str, chip: target.Target):
+        self.tl, self.chip = tl, chip
         self.root = tl.track(name)
         self.units = tl.track("compute units (emulated time)", self.root, rank=1 << 20)
         self.dispatches = tl.track("dispatches", self.units, rank=-1)
@@ -149,7 +147,7 @@ class _Dispatch:
             self.gpu = tl.runner(vm, arch)
             self.track = self.gpu.runner
         g = self.gpu
-        self.ns = d.lanes // SIMD_WIDTH[g.family] * 1e3 / g.chip.engine_clock  # ns per wave-instruction
+        self.ns = d.lanes // g.chip.gen.simd_width * 1e3 / g.chip.engine_clock  # ns per wave-instruction
         self.t0 = time.monotonic_ns()
         self.start = max(self.t0, g.busy_until)
         self.cu_free: dict[int, float] = {}  # CU -> ns after `start` when its last workgroup ends
@@ -351,7 +349,7 @@ class Timeline:
         with self.lock:
             g = self._gpus.get(gpu.vm)
             if g is None:
-                g = self._gpus[gpu.vm] = _Gpu(self, gpu.name, gpu.chip, gpu.family)
+                g = self._gpus[gpu.vm] = _Gpu(self, gpu.name, gpu.chip)
             return g
 
     def runner(self, vm, arch: str) -> _Gpu:
@@ -360,8 +358,7 @@ class Timeline:
             g = self._gpus.get(vm)
             if g is None:
                 self._runners += 1
-                chip = topology.CHIPS.get(arch) or topology.CHIPS[FALLBACK_CHIP[arch[:-2]]]
-                g = self._gpus[vm] = _Gpu(self, f"runner {arch} #{self._runners}", chip, isa.family(arch))
+                g = self._gpus[vm] = _Gpu(self, f"runner {arch} #{self._runners}", target.get(arch))
             if not g.runner:
                 g.runner = self.track("runner", g.root, rank=0)
             return g

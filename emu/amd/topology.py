@@ -1,78 +1,26 @@
-"""What the KFD topology says about each emulated chip: the figures of a real product of that arch, and the
-sysfs text amdkfd writes for them (`/sys/devices/virtual/kfd/kfd/topology/...`, the render node's ip_discovery).
-
-gfx942 and gfx950 are modelled as one XCC of an MI300X / MI355X in CPX compute partition mode, which the
-driver exposes as separate one-XCC GPU nodes (so queues are PM4 compute queues, as on the RDNA parts).
-"""
+"""What the KFD topology says about each emulated chip (emu.amd.target's figures of a real product of that arch): the
+sysfs text amdkfd writes for them (`/sys/devices/virtual/kfd/kfd/topology/...`, the render node's ip_discovery)."""
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
 
-GIB = 1 << 30
+from emu.amd import target
+from emu.amd.target import Target
+
 GC_HWID, SDMA0_HWID, NBIF_HWID = 11, 42, 108  # hardware ids of the IP blocks in the discovery table
 HEAP_FB_PUBLIC = 1  # mem_banks heap_type
 CACHE_DATA, CACHE_INSTRUCTION, CACHE_HSACU = 1, 2, 4  # caches type bits
 
 
-@dataclass(frozen=True)
-class Chip:
-    arch: str
-    product: str
-    device_id: int
-    gfx_target_version: int
-    cus: int
-    shader_engines: int
-    arrays_per_engine: int  # shader arrays per engine
-    simd_per_cu: int
-    wave_size: int
-    waves_per_simd: int
-    vram: int  # bytes
-    engine_clock: int  # MHz
-    memory_clock: int  # MHz
-    gc: tuple[int, int, int]  # IP versions
-    sdma: tuple[int, int, int]
-    nbio: tuple[int, int, int]
-    l2_kb: int
-    sdma_engines: int = 2
-    lds_kb: int = 64
-    scratch_slots_per_cu: int = 32
-
-    @property
-    def simd_count(self) -> int:
-        return self.cus * self.simd_per_cu
-
-    @property
-    def arrays(self) -> int:
-        return self.shader_engines * self.arrays_per_engine
+def chip(arch: str) -> Target:
+    """The chip whose figures the topology reports (a ValueError names the known ones)."""
+    try:
+        return target.get(arch)
+    except target.UnknownArch:
+        raise ValueError(f"no KFD topology for {arch!r}; emulated chips: {', '.join(target.TARGETS)}") from None
 
 
-CHIPS = {c.arch: c for c in (
-    Chip("gfx1100", "AMD Radeon RX 7900 XTX", 0x744C, 110000, 96, 6, 2, 2, 32, 16, 24 * GIB, 2500, 1250,
-         (11, 0, 0), (6, 0, 0), (4, 3, 0), 6144),
-    Chip("gfx1101", "AMD Radeon RX 7800 XT", 0x747E, 110001, 60, 3, 2, 2, 32, 16, 16 * GIB, 2430, 1219,
-         (11, 0, 3), (6, 0, 3), (4, 3, 0), 4096),
-    Chip("gfx1102", "AMD Radeon RX 7600", 0x7480, 110002, 32, 2, 2, 2, 32, 16, 8 * GIB, 2655, 1125,
-         (11, 0, 2), (6, 0, 2), (4, 3, 0), 2048),
-    Chip("gfx1200", "AMD Radeon RX 9060 XT", 0x7590, 120000, 32, 2, 2, 2, 32, 16, 16 * GIB, 3130, 1250,
-         (12, 0, 0), (7, 0, 0), (6, 3, 1), 4096),
-    Chip("gfx1201", "AMD Radeon RX 9070 XT", 0x7550, 120001, 64, 4, 2, 2, 32, 16, 16 * GIB, 2970, 1258,
-         (12, 0, 1), (7, 0, 1), (6, 3, 1), 8192),
-    Chip("gfx942", "AMD Instinct MI300X (CPX partition)", 0x74A1, 90402, 38, 4, 1, 4, 64, 8, 24 * GIB, 2100, 1300,
-         (9, 4, 3), (4, 4, 2), (7, 9, 0), 4096),
-    Chip("gfx950", "AMD Instinct MI355X (CPX partition)", 0x75A3, 90500, 32, 4, 1, 4, 64, 8, 36 * GIB, 2400, 2000,
-         (9, 5, 0), (4, 4, 5), (7, 9, 1), 4096),
-)}
-
-
-def chip(arch: str) -> Chip:
-    c = CHIPS.get(arch.lower())
-    if c is None:
-        raise ValueError(f"no KFD topology for {arch!r}; emulated chips: {', '.join(CHIPS)}")
-    return c
-
-
-def gpu_id(c: Chip, node: int) -> int:
+def gpu_id(c: Target, node: int) -> int:
     """A stable non-zero 16-bit id, as amdkfd derives one by hashing the device's properties."""
     return (zlib.crc32(f"{c.device_id}:{c.arch}:{node}".encode()) & 0xFFFF) or 1
 
@@ -81,7 +29,7 @@ def _text(props: dict[str, int]) -> str:
     return "".join(f"{k} {v}\n" for k, v in props.items())
 
 
-def gpu_properties(c: Chip, node: int, render_minor: int) -> str:
+def gpu_properties(c: Target, node: int, render_minor: int) -> str:
     return _text({
         "cpu_cores_count": 0, "simd_count": c.simd_count, "mem_banks_count": 1, "caches_count": 3,
         "io_links_count": 1, "p2p_links_count": 0, "cpu_core_id_base": 0, "simd_id_base": 0x80000000 + node * 0x1000,
@@ -108,12 +56,12 @@ def cpu_properties(cpu_cores: int) -> str:
         "num_sdma_queues_per_engine": 0, "num_cp_queues": 0, "max_engine_clk_ccompute": 3000})
 
 
-def gpu_mem_bank(c: Chip) -> str:
+def gpu_mem_bank(c: Target) -> str:
     return _text({"heap_type": HEAP_FB_PUBLIC, "size_in_bytes": c.vram, "flags": 0, "width": 256,
                   "mem_clk_max": c.memory_clock})
 
 
-def gpu_caches(c: Chip) -> list[str]:
+def gpu_caches(c: Target) -> list[str]:
     """L1 data, L1 instruction and L2 of one CU's view (processor_id_low is the node's simd_id_base)."""
     def cache(level: int, kb: int, kind: int, line: int) -> str:
         return _text({"processor_id_low": 0, "level": level, "size": kb, "cache_line_size": line,
@@ -128,5 +76,5 @@ def io_link(node_from: int, node_to: int) -> str:
                   "recommended_transfer_size": 0, "flags": 1})
 
 
-def ip_versions(c: Chip) -> dict[int, tuple[int, int, int]]:
+def ip_versions(c: Target) -> dict[int, tuple[int, int, int]]:
     return {GC_HWID: c.gc, SDMA0_HWID: c.sdma, NBIF_HWID: c.nbio}

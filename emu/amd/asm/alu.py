@@ -2,6 +2,7 @@
 MFMA, VOPD, VINTERP."""
 from __future__ import annotations
 
+from emu.amd import target
 from emu.amd.asm import syntax as syn
 from emu.amd.asm.operands import Operand, op_info, scalar
 from emu.amd.asm.spell import bits_text, join, literal_text, operand_text, src_text
@@ -41,7 +42,7 @@ def _sopp(inst: Inst, d) -> str:
 def _vop_dst_vcc(inst: Inst, d) -> list[str | None]:
     """VOP2/VOPC e32 forms: operands their VOP3 twin has but the short encoding implies (vcc)."""
     twin = d.isa.by_name.get(("VOP3SD", inst.op.name)) or d.isa.by_name.get(("VOP3", inst.op.name))
-    vcc = "vcc_lo" if d.family != "cdna" else "vcc"
+    vcc = "vcc_lo" if d.gen.wave_size == 32 else "vcc"
     return twin, vcc
 
 def _vop1(inst: Inst, d) -> str:
@@ -63,7 +64,7 @@ def _vop2(inst: Inst, d) -> str:
     else:
         ops += [src0, src_text(inst, d, "vsrc1")]
     if twin is not None and "src2" in twin.operands and twin.operands["src2"].kind == "SREG":
-        if d.family == "rdna4" and ops[-1].endswith("|"):  # LLVM 19 closes gfx12's src1 abs after the carry-in
+        if d.gen.gfx >= 12 and ops[-1].endswith("|"):  # LLVM 19 closes gfx12's src1 abs after the carry-in
             ops[-1], vcc = ops[-1][:-1], f"{vcc}|"  # (v_cndmask_b32_dpp v1, v2, |v3, vcc_lo|)
         ops.append(vcc)
     return join(inst.name, ops, _vop_mods(inst))
@@ -88,7 +89,7 @@ def _vop_mods(inst: Inst) -> list[str]:
     if "SDWA" in inst.enc:
         return syn.sdwa(inst)
     if "DPP16" in inst.enc:
-        mods += syn.dpp16(f, inst.family)
+        mods += syn.dpp16(f, target.generation(inst.family).dpp_broadcasts)
     elif "DPP8" in inst.enc:
         mods += syn.dpp8(f, inst.fields.get("src0", inst.fields.get("srcx0")))
     return mods

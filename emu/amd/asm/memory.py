@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from emu.amd import target
 from emu.amd.asm import names
 from emu.amd.asm import syntax as syn
 from emu.amd.asm.operands import scalar
@@ -16,23 +17,19 @@ def returns(inst: Inst) -> bool:
     f = inst.fields
     if "_ATOMIC" not in inst.op.name:
         return "vdst" in inst.op.operands
-    if inst.family == "rdna4":
-        return bool(f.get("th", 0) & 1)
-    return bool(f.get("sc0" if inst.family == "cdna" else "glc"))
+    policy = target.generation(inst.family).cache_policy
+    return bool(f.get("th", 0) & 1) if policy == "th" else bool(f.get("sc0" if policy == "sc" else "glc"))
 
 def cache_bits(inst: Inst) -> list[str]:
-    f = inst.fields
-    if inst.family == "rdna4":
+    policy = target.generation(inst.family).cache_policy
+    if policy == "th":
         return syn.th_scope(inst)
-    if inst.family == "cdna":
-        return [n for n in ("sc0", "nt", "sc1") if f.get(n)]
-    return [n for n in ("glc", "slc", "dlc") if f.get(n)]
+    return [n for n in (("sc0", "nt", "sc1") if policy == "sc" else ("glc", "slc", "dlc")) if inst.fields.get(n)]
 
 def _flat(inst: Inst, d) -> str:
     f = inst.fields
     seg = inst.base.removeprefix("V")
-    null = 124 if inst.family != "cdna" else 0x7F
-    saddr_on = f.get("saddr", null) != null and seg != "FLAT"
+    saddr_on = not d.gen.no_saddr(f.get("saddr", d.gen.saddr_off)) and seg != "FLAT"
     addr_name = "vaddr" if "vaddr" in f else "addr"
     data_name = "vsrc" if "vsrc" in f else "data"
     ops = []
@@ -40,7 +37,7 @@ def _flat(inst: Inst, d) -> str:
         return join(inst.name, [], cache_bits(inst))
     if returns(inst) and "_LOAD_LDS_" not in inst.op.name:
         ops.append(src_text(inst, d, "vdst", False))
-    if seg == "SCRATCH" and not f.get("sve", 1 if inst.family == "cdna" and f.get("addr") is not None else 0):
+    if seg == "SCRATCH" and not f.get("sve"):
         ops.append("off")
     else:
         a = inst.operands.get(addr_name)
@@ -57,10 +54,8 @@ def _flat(inst: Inst, d) -> str:
         else:
             ops.append("off")
     off = f.get("offset", f.get("ioffset", 0))
-    bits = 24 if "ioffset" in f else 13 if seg != "FLAT" or inst.family == "cdna" else 12
-    if seg == "FLAT" and inst.family == "cdna":
-        bits = 12
-    if off >> (bits - 1) and (seg != "FLAT" or inst.family == "rdna4"):
+    bits = 24 if "ioffset" in f else 12 if seg == "FLAT" else 13
+    if off >> (bits - 1) and (seg != "FLAT" or d.gen.gfx >= 12):
         off -= 1 << bits
     mods = [f"offset:{off}" if off else ""] + cache_bits(inst)
     return join(inst.name, ops, mods)
@@ -90,13 +85,13 @@ def _smem(inst: Inst, d) -> str:
     if sdata is not None and sdata.name in ("m0", "exec_lo", "exec"):  # not a valid destination
         ops[0] += "/*Invalid register, operand has 'SReg_32_XM0_XEXEC' register class*/" if sdata.count == 1 else \
             "/*Invalid register, operand has 'SReg_64_XEXEC' register class*/" if sdata.count == 2 else ""
-    null = 124 if inst.family != "cdna" else 0x7F
-    if inst.family == "cdna":
+    null = d.gen.saddr_off
+    if d.gen.smem_imm_bit:
         off = f["offset"] - (f["offset"] >> 20 << 21)
         hexoff = f"0x{off:x}" if off >= 0 else f"-0x{-off:x}"
         soff = src_text(inst, d, "soffset", False) if f.get("soffset_en") else None
         if not f.get("imm"):  # the offset field names an SGPR
-            soff = soff or operand_text(inst, scalar("cdna", f["offset"] & 0xFF, 1))
+            soff = soff or operand_text(inst, scalar(inst.family, f["offset"] & 0xFF, 1))
             ops.append(soff)
             mods = []
         else:
@@ -111,13 +106,13 @@ def _smem(inst: Inst, d) -> str:
         off = f[key] - (1 << bits) if f[key] >> (bits - 1) else f[key]
         so = f.get("soffset", null)
         hexoff = f"0x{off:x}" if off >= 0 else f"-0x{-off:x}"
-        if so != null or (not off and inst.family == "rdna3"):
+        if so != null or (not off and d.gen.buffer_soffset_literal):
             ops.append(operand_text(inst, inst.operands["soffset"]) if "soffset" in inst.operands else f"s{so}")
-            mods = [f"offset:{hexoff}" if off or (so != null and inst.family == "rdna4") else ""]
+            mods = [f"offset:{hexoff}" if off or (so != null and d.gen.gfx >= 12) else ""]
         else:
             ops.append(hexoff)
             mods = []
-        mods += syn.th_scope(inst) if inst.family == "rdna4" else [n for n in ("glc", "dlc") if f.get(n)]
+        mods += syn.th_scope(inst) if d.gen.cache_policy == "th" else [n for n in ("glc", "dlc") if f.get(n)]
     return join(inst.name, ops, mods)
 
 def _exp(inst: Inst, d) -> str:

@@ -10,6 +10,7 @@ import struct
 from dataclasses import dataclass
 from typing import Protocol
 
+from emu.amd import target
 from emu.amd.isa import ISA, Encoding, Op
 from emu.amd.isa import Operand as IsaOperand
 
@@ -44,7 +45,6 @@ SPECIALS = {
              104: ("xnack_mask_lo", "xnack_mask"), 105: ("xnack_mask_hi", None), 124: ("m0", None),
              125: ("null", "null")},
 }
-NUM_SGPRS = {"rdna3": 106, "rdna4": 106, "cdna": 102}
 TTMP = range(108, 124)
 # inline float constants: encoded value -> value
 INLINE_FLOAT = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0,
@@ -73,7 +73,7 @@ def inline_bits(v: int, bits: int) -> int | None:
 
 def scalar(fam: str, v: int, count: int, fmt_bits: int = 32) -> Operand:
     """Operand for a value in the SGPR space (0..255)."""
-    if v < NUM_SGPRS[fam]:
+    if v < target.generation(fam).sgprs:
         return Operand("sgpr", v, count)
     if v in TTMP:
         return Operand("ttmp", v - 108, count)
@@ -128,7 +128,7 @@ def width(d: Decoder, info) -> int:
     """Number of 32-bit registers of an operand; lane masks are one register in wave32."""
     if info is None:
         return 1
-    if info.fmt.startswith("NUM_M") and d.family != "cdna":
+    if info.fmt.startswith("NUM_M") and d.gen.wave_size == 32:
         return 1
     return max(1, (info.bits + 31) // 32)
 
@@ -168,7 +168,7 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
         elif f.kind == "vdsty":
             o = Operand("vgpr", (v << 1) | ((fields["vdstx"] & 1) ^ 1), n)
         elif f.kind == "sbase":
-            o = Operand("sgpr", v * 2, n) if v * 2 < NUM_SGPRS[fam] else scalar(fam, v * 2, n)
+            o = Operand("sgpr", v * 2, n) if v * 2 < d.gen.sgprs else scalar(fam, v * 2, n)
         elif f.kind == "srsrc":
             o = scalar(fam, v * 4, n)
         elif f.kind == "src" and v >= 256:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import struct
 
+from emu.amd import target
 from emu.amd.asm import syntax as syn
 from emu.amd.asm.operands import INLINE_FLOAT, Operand, op_info
 from emu.amd.decode import Inst
@@ -81,8 +82,9 @@ def src_text(inst: Inst, d, name: str, mods: bool = True) -> str | None:
     t = operand_text(inst, o, info)
     if o.kind == "vgpr" and inst.op.name in _TRUE16 and inst.base == "VOP1":
         t = f"v{o.index & 127}.{'h' if o.index >= 128 else 'l'}"  # the high bit of the number picks the half
-    elif o.kind == "vgpr" and o.index >= 128 and info is not None and info.bits == 16 and inst.family != "cdna" \
-            and inst.base in ("VOP1", "VOP2", "VOPC") and inst.op.name not in _WHOLE_VGPR:
+    elif o.kind == "vgpr" and o.index >= 128 and info is not None and info.bits == 16 \
+            and target.generation(inst.family).vgpr_halves and inst.base in ("VOP1", "VOP2", "VOPC") \
+            and inst.op.name not in _WHOLE_VGPR:
         # 16-bit VALU e32/DPP operands reach only v0..v127
         cls = "VS_32_Lo128" if name == "src0" and "vsrc0" not in inst.fields else "VGPR_32_Lo128"
         t += f"/*Invalid register, operand has '{cls}' register class*/"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from emu.amd import target
 from emu.amd.asm import names
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ def simm16(inst: Inst, kind: str) -> str:
         return waitcnt(inst.family, v)
     if kind == "DELAY":
         return delay_alu(v)
-    if kind in ("WAITCNT_DEPCTR", "WAIT_ALU") and inst.family != "cdna":
+    if kind in ("WAITCNT_DEPCTR", "WAIT_ALU") and target.generation(inst.family).gfx >= 10:
         return depctr(v)
     if kind == "SENDMSG":
         return sendmsg(inst, v)
@@ -119,7 +120,8 @@ _DPP_WAVE = {0x130: "wave_shl:1", 0x134: "wave_rol:1", 0x138: "wave_shr:1", 0x13
 _INVALID_DPP = "/* Invalid dpp_ctrl value */"  # what LLVM 19 prints in place of a reserved control
 
 
-def dpp16(f: dict[str, int], family: str) -> list[str]:
+def dpp16(f: dict[str, int], broadcasts: bool) -> list[str]:
+    """DPP16 modifiers; `broadcasts`: gfx9's wave shifts and row broadcasts in place of row_share / row_xmask."""
     c = f["dpp"]
     if c <= 0xFF:
         ctl = _QUAD.format(c & 3, (c >> 2) & 3, (c >> 4) & 3, (c >> 6) & 3)
@@ -134,12 +136,12 @@ def dpp16(f: dict[str, int], family: str) -> list[str]:
     elif c == 0x141:
         ctl = "row_half_mirror"
     elif 0x150 <= c <= 0x15F:  # gfx90a+ name the same codes row_newbcast
-        ctl = f"{'row_newbcast' if family == 'cdna' else 'row_share'}:{c & 0xF}"
+        ctl = f"{'row_newbcast' if broadcasts else 'row_share'}:{c & 0xF}"
     elif 0x160 <= c <= 0x16F:
-        ctl = "/* row_xmask is not supported on ASICs earlier than GFX10 */" if family == "cdna" else \
+        ctl = "/* row_xmask is not supported on ASICs earlier than GFX10 */" if broadcasts else \
             f"row_xmask:{c & 0xF}"
     elif c in _DPP_WAVE:
-        ctl = _DPP_WAVE[c] if family == "cdna" else \
+        ctl = _DPP_WAVE[c] if broadcasts else \
             f"/* {_DPP_WAVE[c].split(':')[0]} is not supported starting from GFX10 */"
     else:
         ctl = _INVALID_DPP

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from emu.amd import target
 from stack.hcq.pm4 import LDS_SIZE_GRANULE
 
 # MODE fields
@@ -50,7 +51,7 @@ def initial_mode(family: str, rsrc1) -> int:
     """MODE at wave start from COMPUTE_PGM_RSRC1 (FLOAT_MODE [19:12] -> MODE [7:0]; DX10_CLAMP, IEEE_MODE, which
     RDNA4 no longer has: its RSRC1 bits 21 and 23 mean other things)."""
     mode = (rsrc1.value >> 12) & 0xFF
-    if family != "rdna4":
+    if target.generation(family).ieee_mode:
         mode |= rsrc1.enable_dx10_clamp << DX10_CLAMP | rsrc1.enable_ieee_mode << IEEE
     return mode
 
@@ -58,7 +59,7 @@ def initial_mode(family: str, rsrc1) -> int:
 def default_mode(family: str) -> int:
     """MODE of a free-standing wave: what a clang-19 kernel's descriptor asks for (denormals kept, IEEE and
     DX10_CLAMP on where they exist)."""
-    return DENORM_ALL if family == "rdna4" else DENORM_ALL | 1 << DX10_CLAMP | 1 << IEEE
+    return DENORM_ALL | (1 << DX10_CLAMP | 1 << IEEE if target.generation(family).ieee_mode else 0)
 
 
 def clock() -> int:
@@ -66,11 +67,17 @@ def clock() -> int:
     return time.monotonic_ns() & 0xFFFFFFFFFFFFFFFF
 
 
+def _zeros(w) -> int:
+    return STATUS_EXECZ * (w.exec == 0) | STATUS_VCCZ * ((w.vcc & w.full) == 0) | STATUS_VALID
+
+
 def _status(w) -> int:
-    zeros = STATUS_EXECZ * (w.exec == 0) | STATUS_VCCZ * ((w.vcc & w.full) == 0) | STATUS_VALID
-    if w.family == "rdna4":
-        return zeros | STATUS_WAVE64_GFX12 * (w.lanes == 64)
-    return zeros | (w.scc & 1)
+    return _zeros(w) | (w.scc & 1)
+
+
+def _status_gfx12(w) -> int:
+    """gfx12 STATUS: SCC moved to STATE_PRIV; bit 13 says the wave runs 64 lanes."""
+    return _zeros(w) | STATUS_WAVE64_GFX12 * (w.lanes == 64)
 
 
 def _set_mode(w, v: int) -> None:
@@ -119,21 +126,20 @@ TRAPSTS_FIELDS = {"cdna": 0xF7FF7DFF, "rdna3": 0x101FFDFF}
 # [19:12] (gfx11, gfx12: (VGPR_SIZE + 1) * 4 VGPRs); CDNA's SGPR_SIZE [27:24]: (SGPR_SIZE + 1) * 16 SGPRs.
 # LDS_ALLOC.LDS_SIZE [20:12] counts 256-byte units (gfx12: 512). Bases are 0: one workgroup at a time has the CU,
 # its LDS and registers from the start; CDNA's ACCV_OFFSET [17:12] (where the ACC VGPRs start) reads 0.
-VGPR_SIZE_SHIFT = {"cdna": 6, "rdna3": 12, "rdna4": 12}
 LDS_SIZE_SHIFT = 12
-LDS_GRANULE = {"cdna": 256, "rdna3": 256, "rdna4": 512}
 IB_STS2_WAVE64 = 1 << 11  # RDNA3 HW_REG_IB_STS2 (id 28): the wave runs 64 lanes
 
 
 def gpr_alloc(family: str, lanes: int, rsrc1) -> int:
     """GPR_ALLOC of a wave COMPUTE_PGM_RSRC1 starts: its VGPRS field counts granules of 4 VGPRs (gfx9, wave64),
     8 (wave32; CDNA3/4: 8 of the unified VGPR + ACC VGPR file), its SGPRS field 8 SGPRs allocated by 16 (gfx9)."""
-    vgprs = (rsrc1.granulated_workitem_vgpr_count + 1) * (8 if family == "cdna" or lanes == 32 else 4)
-    size = vgprs // (8 if family == "cdna" else 4) - 1
-    value = size << VGPR_SIZE_SHIFT[family]
-    if family == "cdna":
+    gen = target.generation(family)
+    unified = gen.agprs > 0  # VGPRs and ACC VGPRs share one file, allocated by 8
+    vgprs = (rsrc1.granulated_workitem_vgpr_count + 1) * (8 if unified or lanes == 32 else 4)
+    value = (vgprs // (8 if unified else 4) - 1) << gen.vgpr_size_shift
+    if gen.sgpr_size_shift is not None:
         sgprs = (rsrc1.granulated_wavefront_sgpr_count + 1) * 8
-        value |= (-(-sgprs // 16) - 1) << 24
+        value |= (-(-sgprs // 16) - 1) << gen.sgpr_size_shift
     return value
 
 
@@ -141,7 +147,7 @@ def lds_alloc(family: str, lds_bytes: int) -> int:
     """LDS_ALLOC of a wave whose workgroup asked for lds_bytes of LDS: the SPI allocates whole COMPUTE_PGM_RSRC2
     LDS_SIZE granules (512 bytes), LDS_SIZE counts them in the SQ's unit."""
     granted = -(-lds_bytes // LDS_SIZE_GRANULE) * LDS_SIZE_GRANULE
-    return granted // LDS_GRANULE[family] << LDS_SIZE_SHIFT
+    return granted // target.generation(family).lds_granule << LDS_SIZE_SHIFT
 
 
 _COMMON = {
@@ -155,7 +161,6 @@ _COMMON = {
 # HW_ID / HW_ID1 / HW_ID2: the placement model of the module docstring
 SIMDS = 4
 HW_ME = 1
-HW_VMID = {"cdna": 3, "rdna3": 8, "rdna4": 8}
 
 
 def _slot(w) -> tuple[int, int]:
@@ -168,7 +173,7 @@ def hw_id(w) -> int:
     """gfx9 HW_ID: WAVE_ID [3:0], SIMD_ID [5:4], PIPE_ID [7:6], CU_ID [11:8], SH_ID [12], SE_ID [15:13],
     TG_ID [19:16], VM_ID [23:20], QUEUE_ID [26:24], STATE_ID [29:27], ME_ID [31:30]."""
     wave, simd = _slot(w)
-    return (wave & 0xF) | simd << 4 | HW_VMID[w.family] << 20 | HW_ME << 30
+    return (wave & 0xF) | simd << 4 | w.gen.hw_vmid << 20 | HW_ME << 30
 
 
 def hw_id1(w) -> int:
@@ -179,7 +184,7 @@ def hw_id1(w) -> int:
 
 def hw_id2(w) -> int:
     """RDNA HW_ID2: QUEUE_ID [3:0], PIPE_ID [5:4], ME_ID [9:8], STATE_ID [14:12], WG_ID [20:16], VM_ID [27:24]."""
-    return HW_ME << 8 | HW_VMID[w.family] << 24
+    return HW_ME << 8 | w.gen.hw_vmid << 24
 
 
 _HW_ID1 = {23: HwReg("HW_ID1", hw_id1), 24: HwReg("HW_ID2", hw_id2)}
@@ -189,7 +194,8 @@ HW_REGISTERS: dict[str, dict[int, HwReg]] = {
               TRAPSTS_ID: _TRAPSTS["rdna3"],
               28: HwReg("IB_STS2", lambda w: IB_STS2_WAVE64 if w.lanes == 64 else 0),
               29: HwReg("SHADER_CYCLES", lambda w: clock() & ((1 << SHADER_CYCLES_BITS) - 1))},
-    "rdna4": {**_COMMON, **_HW_ID1, MODE_ID: HwReg("MODE", lambda w: w.mode, MODE_FIELDS["rdna4"], _set_mode),
+    "rdna4": {**_COMMON, **_HW_ID1, STATUS_ID: HwReg("STATUS", _status_gfx12),
+              MODE_ID: HwReg("MODE", lambda w: w.mode, MODE_FIELDS["rdna4"], _set_mode),
               4: HwReg("STATE_PRIV", lambda w: STATE_PRIV_SCC_GFX12 * (w.scc & 1)),
               18: HwReg("EXCP_FLAG_USER", lambda w: w.trapsts, EXCP_FLAG_USER_FIELDS, _set_trapsts),
               29: HwReg("SHADER_CYCLES_LO", lambda w: clock() & 0xFFFFFFFF),

@@ -119,7 +119,7 @@ class Interp:
         if not inst.valid or inst.op.name in _CONTROL or not (inst.base in _SALU or inst.base == "DS"
                                                               or _fusable_valu(inst, p)):
             return p.plan(inst)
-        key = (inst.raw, p.target, p.lanes)
+        key = (inst.raw, p.arch, p.lanes)
         if key in _cache:
             made = _cache[key]
         else:
@@ -446,7 +446,7 @@ def _generate(p: Planner, inst, carry: tuple[bool, bool] = (False, False)) -> tu
 
 def _carried(p: Planner, inst, carry: tuple[bool, bool]) -> tuple | None:
     """The fragment of a VALU instruction taking and / or giving a carry chain's VCC lanes, or None."""
-    key = (inst.raw, p.target, p.lanes, carry)
+    key = (inst.raw, p.arch, p.lanes, carry)
     if key not in _cache:
         try:
             _cache[key] = _generate(p, inst, carry) if inst.valid and inst.base in _VALU and \
@@ -596,7 +596,7 @@ class _Source:
         self.needs.update(("sg", "vg"))
         if floaty:
             self.guard(f"sg[{MODE}] & {GUARD} != {hwreg.DENORM_ALL}")
-        if p.cdna:
+        if p.gen.gpr_indexing:
             self.guard("w.gpr_idx")
         lanes = p.lanes
         nat: dict[str, str] = {}  # natural-width code of per-lane sources

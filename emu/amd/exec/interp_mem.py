@@ -90,7 +90,7 @@ def global_step(p, inst, ref: Callable) -> Callable:
         raise Decline("registers past the file")
     off = sext(f["ioffset"], 24) if rdna4 else sext(f["offset"], 13)
     saddr = f.get("saddr", p.saddr_off)
-    saddr = None if saddr in (p.saddr_off, 0x7C, 0x7D) and not (p.cdna and saddr < 0x7F) else saddr
+    saddr = None if p.gen.no_saddr(saddr) else saddr
     if saddr is not None and not (saddr < 106 and saddr + 2 <= 106 or 108 <= saddr and saddr + 2 <= 124):
         raise Decline("saddr")
     full_mask = (1 << p.lanes) - 1
@@ -140,7 +140,7 @@ def smem_step(p, inst, ref: Callable) -> Callable:
     """The fused step of a plain scalar load of dwords into SGPRs (S_LOAD_B*, not into VCC); Decline otherwise."""
     op, f = inst.op, inst.fields
     name = op.name
-    if inst.base != "SMEM" or not name.startswith("S_LOAD_") or "sdata" not in op.operands or p.cdna:
+    if inst.base != "SMEM" or not name.startswith("S_LOAD_") or "sdata" not in op.operands or p.gen.smem_imm_bit:
         raise Decline("not a plain scalar load")
     nbits = op.operands["sdata"].bits
     if nbits % 32 or p.smem_access(op) < 4:

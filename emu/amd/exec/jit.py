@@ -205,7 +205,7 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
             insts = region.discover(exits)
         except Exit:
             return None
-        key = (prog.planner.target, prog.lanes, mode, tuple((p - pc, i.raw) for p, i in insts.items()), prog.stats)
+        key = (prog.planner.arch, prog.lanes, mode, tuple((p - pc, i.raw) for p, i in insts.items()), prog.stats)
         with _lock:
             addr = _cache.get(key)
             if addr is not None:

@@ -1,6 +1,6 @@
 """Cross-lane source selection of VALU modifiers: DPP16, DPP8 (source lane per lane) and SDWA (sub-dword selects).
 
-`dpp16(ctrl, lanes, cdna)` / `dpp8(sels, lanes)` return (source lane index array, lanes whose source exists);
+`dpp16(ctrl, lanes, broadcasts)` / `dpp8(sels, lanes)` return (source lane index array, lanes whose source exists);
 the executor gathers the source operand through the index and decides what an invalid lane does
 (bound_ctrl: read 0; otherwise the lane is not written).
 """
@@ -11,8 +11,9 @@ import numpy as np
 U64 = np.uint64
 
 
-def dpp16(ctrl: int, lanes: int, cdna: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """Source lane and validity of each lane for a DPP16 control value; None for a reserved value."""
+def dpp16(ctrl: int, lanes: int, broadcasts: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """Source lane and validity of each lane for a DPP16 control value; None for a reserved value. `broadcasts`:
+    the gfx9 controls (wave shifts, row broadcasts) in place of gfx10+'s row_share and row_xmask."""
     i = np.arange(lanes)
     row, r = i & ~15, i & 15
     n = ctrl & 15
@@ -29,21 +30,21 @@ def dpp16(ctrl: int, lanes: int, cdna: bool) -> tuple[np.ndarray, np.ndarray] | 
         src = row | (15 - r)
     elif ctrl == 0x141:  # row_half_mirror
         src = row | (r & 8) | (7 - (r & 7))
-    elif cdna and ctrl in (0x130, 0x134, 0x138, 0x13C):  # wave_shl1, wave_rol1, wave_shr1, wave_ror1
+    elif broadcasts and ctrl in (0x130, 0x134, 0x138, 0x13C):  # wave_shl1, wave_rol1, wave_shr1, wave_ror1
         step = 1 if ctrl in (0x130, 0x134) else -1
         src = i + step
         ok = (src >= 0) & (src < lanes) if ctrl in (0x130, 0x138) else ok
         src = src % lanes
-    elif cdna and ctrl == 0x142:  # row_bcast15
+    elif broadcasts and ctrl == 0x142:  # row_bcast15
         src, ok = row - 1, i >= 16
-    elif cdna and ctrl == 0x143:  # row_bcast31
+    elif broadcasts and ctrl == 0x143:  # row_bcast31
         src, ok = np.full(lanes, 31), i >= 32
-    elif not cdna and 0x150 <= ctrl <= 0x15F:  # row_share
+    elif not broadcasts and 0x150 <= ctrl <= 0x15F:  # row_share
         src = row | n
-    elif not cdna and ctrl == 0x142:  # reserved on RDNA (CDNA's row_bcast15): hardware reads each row's lane 0
+    elif not broadcasts and ctrl == 0x142:  # reserved from gfx10 (gfx9's row_bcast15): hardware reads each row's lane 0
         src = row  # (tinygrad's hardware-confirmed test_dpp row_bcast15 vector, wave64 gfx11: lanes 0, 16, 32, 48
         # compare equal to it, lanes 1, 15, 31, 47, 63 do not); hwemu follows the hardware over the manual
-    elif not cdna and 0x160 <= ctrl <= 0x16F:  # row_xmask
+    elif not broadcasts and 0x160 <= ctrl <= 0x16F:  # row_xmask
         src = row | (r ^ n)
     else:
         return None

@@ -87,7 +87,7 @@ class Launch:
         d[NWAVES], d[VGPR_BYTES], d[V012_BYTES] = len(waves), waves[0].vgpr.nbytes, initial[0][1].nbytes
         d[LDS_BYTES], d[LDS], d[CTR] = lds.mem.nbytes, lds.mem.ctypes.data, self.ctr.ctypes.data
         d[SLOT_X:SLOT_INFO + 1] = id_slots
-        d[TTMP], d[LIMIT], d[ENTRY] = waves[0].family == "rdna4", limit, entry
+        d[TTMP], d[LIMIT], d[ENTRY] = waves[0].gen.architected_ids, limit, entry
         for i, (w, (sgpr0, v012)) in enumerate(zip(waves, initial, strict=True)):
             rec = self._record(i)
             rec[W_SGPR], rec[W_VGPR] = w.sgpr.ctypes.data, w.vgpr.ctypes.data

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from emu.amd import target
 from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
 
 U64 = np.uint64
@@ -72,7 +73,8 @@ def constant(code: int, bits: int, fmt: str, literal: int | None) -> int | None:
 
 def m0_null(fam: str) -> tuple[int, int | None]:
     """The operand codes of M0 and NULL in a family."""
-    return (124, None) if fam == "cdna" else (125, 124)
+    g = target.generation(fam)
+    return g.m0, g.null
 
 
 def scalar_reader(code: int, bits: int, fmt: str = "", literal: int | None = None, fam: str = "rdna3") -> Callable:

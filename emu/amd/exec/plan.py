@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emu.amd import isa
+from emu.amd import isa, target
 from emu.amd.exec import hwreg
 from emu.amd.exec.operands import (
     OperandError,
@@ -56,15 +56,15 @@ def _operand(op: isa.Op, fld: str | None) -> isa.Operand | None:
     return op.operands.get(fld) or op.operands.get("v" + fld)
 
 
-def smem_offsets(f: dict, cdna: bool, null: int | None) -> tuple[int, int | None]:
+def smem_offsets(f: dict, gen: target.Generation) -> tuple[int, int | None]:
     """A scalar memory instruction's immediate byte offset and its SGPR offset's operand code (None: none)."""
-    if cdna:  # IMM: the offset field is a byte offset, else an SGPR; SOFFSET_EN adds soffset
+    if gen.smem_imm_bit:  # IMM: the offset field is a byte offset, else an SGPR; SOFFSET_EN adds soffset
         imm = f.get("imm", 1)
         soff = f["soffset"] if f.get("soffset_en") else None if imm else f["offset"] & 0x7F
         return (sext(f["offset"], 21) if imm else 0), soff
     key = "ioffset" if "ioffset" in f else "offset"
     soff = f.get("soffset")
-    return sext(f[key], 24 if key == "ioffset" else 21), None if soff in (None, null) else soff
+    return sext(f[key], 24 if key == "ioffset" else 21), None if soff in (None, gen.null) else soff
 
 
 def end_step(w) -> int:
@@ -80,14 +80,14 @@ def _fault_step(kind: str, detail: str) -> Callable:
 class Planner(ValuPlans, MemoryPlans):
     """Builds the step closure of an instruction for one family and wave size."""
 
-    def __init__(self, target: str, lanes: int):
-        """`target`: a processor (gfx942) or a family name (its instructions as the family's tables say)."""
-        family = isa.family(target)
-        self.target, self.fam, self.lanes = target, family, lanes
+    def __init__(self, arch: str, lanes: int):
+        """`arch`: a processor (gfx942) or a family name (its instructions as the family's tables say)."""
+        family = isa.family(arch)
+        self.arch, self.fam, self.lanes = arch, family, lanes
         self.isa = isa.load(family)
-        self.cdna = family == "cdna"
+        self.gen = target.generation(family)
         self.m0, self.null = m0_null(family)
-        self.saddr_off = 0x7F if self.cdna else 124
+        self.saddr_off = self.gen.saddr_off
         self.mask_bits = 64 if lanes == 64 else 32
         self._sems: dict[tuple[str, str], object] = {}
 
@@ -98,7 +98,7 @@ class Planner(ValuPlans, MemoryPlans):
         if s is None:
             try:
                 from emu.pcode import compile_op
-                s = compile_op(self.target, op.enc, op.name)
+                s = compile_op(self.arch, op.enc, op.name)
             except Exception as e:  # Unsupported, or a pcode gap: the instruction faults when executed
                 s = Unsupported(f"{op.enc} {op.name}: no compiled semantics ({type(e).__name__}: {e})")
             self._sems[key] = s
@@ -129,7 +129,7 @@ class Planner(ValuPlans, MemoryPlans):
             if base == "SMEM":
                 return self._smem(inst)
             if base in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P", "VINTERP"):
-                return self._indexable(inst, self._valu(inst)) if self.cdna else self._valu(inst)
+                return self._indexable(inst, self._valu(inst)) if self.gen.gpr_indexing else self._valu(inst)
             if base == "VOPD":
                 return self._vopd(inst)
             if base == "DS":
@@ -320,7 +320,7 @@ class Planner(ValuPlans, MemoryPlans):
         if name.startswith("S_BUFFER"):
             b = base
             base = lambda w: b(w) & 0xFFFFFFFFFFFF  # noqa: E731 - resource dword0-1: base address [47:0]
-        off, soff_code = smem_offsets(f, self.cdna, self.null)
+        off, soff_code = smem_offsets(f, self.gen)
         soff = scalar_reader(soff_code, 32, "", None, self.fam) if soff_code is not None else (lambda w: 0)
         dst = f["sdata"]
         vcc = dst + ndw > VCC_LO and dst <= VCC_HI  # a load into VCC (VCC_LO/VCC_HI are SGPRs 106/107)

@@ -6,6 +6,7 @@ from collections import deque
 
 import numpy as np
 
+from emu.amd import target
 from emu.amd.exec.operands import mask_to_lanes
 from emu.amd.memory import VM
 from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
@@ -63,11 +64,11 @@ class WaveState:
     `set_exec`, which keeps it)."""
 
     def __init__(self, family: str, lanes: int, vgprs: int = 256, agprs: int = 0):
-        self.family, self.lanes = family, lanes
+        self.family, self.gen, self.lanes = family, target.generation(family), lanes
         self.full = (1 << lanes) - 1
         self.sgpr = CONSTANTS.copy()
         self.sgpr64 = self.sgpr.view(np.uint64)  # the file as register pairs: sgpr64[k] is s[2k+1:2k]
-        self.m0_slot = 124 if family == "cdna" else 125
+        self.m0_slot = self.gen.m0
         # ACC VGPRs (CDNA) are rows ACC.. of the same array, so ACC operands are plain register numbers ACC + n
         self.vgpr = np.zeros((ACC + agprs if agprs else vgprs, lanes), np.uint32)
         self.agpr = self.vgpr[ACC:] if agprs else None

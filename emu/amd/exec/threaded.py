@@ -30,7 +30,7 @@ import threading
 import numpy as np
 from llvmlite import ir
 
-from emu.amd.asm.operands import NUM_SGPRS
+from emu.amd import target
 from emu.amd.exec import access, jit
 from emu.amd.exec.operands import constant
 from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, smem_offsets
@@ -121,7 +121,7 @@ DERIVED = {  # Sym words computed from the instruction, by what Region calls the
     "literal": lambda inst: inst.literal,
     "vdsty": lambda inst: Region._vopd_y(inst.fields),  # the VGPR a VOPD's opY writes
     "offset:global": global_offset,
-    "offset:smem": lambda inst: smem_offsets(inst.fields, False, None)[0],
+    "offset:smem": lambda inst: smem_offsets(inst.fields, target.generation(inst.family))[0],
     "offset:ds": ds_offset,
 }
 _OFFSETS = {"offset", "ioffset"}
@@ -164,12 +164,12 @@ def kind(inst) -> Kind | None:
                 continue
             if o.kind not in ("sgpr", "vgpr"):
                 continue
-            if o.index + o.count > (256 if o.kind == "vgpr" else NUM_SGPRS[inst.family]):
+            if o.index + o.count > (256 if o.kind == "vgpr" else target.generation(inst.family).sgprs):
                 return None
             fields[fld] = sym(256 if fields[fld] >= 256 else 0, "vdsty" if fld == "vdsty" else fld)
         if inst.literal is not None:
             literal = sym(1, "literal")  # nonzero: code that reads `literal or 0` keeps it
-        if inst.base in _GLOBAL or inst.base == "SMEM" and inst.family != "cdna":
+        if inst.base in _GLOBAL or inst.base == "SMEM" and not target.generation(inst.family).smem_imm_bit:
             sources.append("offset:global" if inst.base in _GLOBAL else "offset:smem")
             fields.update((k, 0) for k in _OFFSETS & fields.keys())
         elif inst.base == "DS":
@@ -427,7 +427,7 @@ class Table:
             if made is None:
                 continue
             k, ws = made
-            full = (prog.planner.target, prog.lanes, mode, prog.stats, k.key)
+            full = (prog.planner.arch, prog.lanes, mode, prog.stats, k.key)
             self.want[inst.pc] = (full, ws)
             if full in _asked:
                 continue

@@ -3,16 +3,17 @@
 A region starts at a hot PC and takes every instruction reachable from there, by fallthrough and by branches, that the
 tier runs natively: SALU, SOPP branches, waits, s_barrier and s_endpgm, VALU (VOP1/2/3/C/3SD, VOPD) on 32/64-bit
 operands without DPP, SDWA or output modifiers, WMMA on VGPR sources, LDS loads and stores (DS), global/flat loads and
-stores and scalar loads (not atomics). Any other instruction is an exit: the function returns its PC and the interpreter goes on there. Each
-instruction is one LLVM block, branches are native branches (loops run natively), and the semantics are the vendor pcode
-through the LLVM backend (emu.pcode.llvmemit), inlined. A region is specialized to the wave's MODE (float rounding and
-denormal modes fold into the code).
+stores and scalar loads (not atomics). Any other instruction is an exit: the function returns its PC and the interpreter
+goes on there. Each instruction is one LLVM block, branches are native branches (loops run natively), and the semantics
+are the vendor pcode through the LLVM backend (emu.pcode.llvmemit), inlined. A region is specialized to the wave's MODE
+(float rounding and denormal modes fold into the code).
 
 Memory: every lane's access range is placed through the VM's mapping table (emu.amd.memory.VM.index.table, a binary
 search) before the instruction has any effect, by the per-lane functions that all native code shares
-(emu.amd.exec.access: a module that calls them is compiled or loaded after `access.ensure(lanes)`); when a lane falls outside one mapping (unmapped, read-only,
-straddling, or an aperture of the flat space) the region leaves at that instruction and the interpreter performs
-it, faults included. LDS accesses are bounds-checked as emu.amd.memspace.LDS does.
+(emu.amd.exec.access: a module that calls them is compiled or loaded after `access.ensure(lanes)`); when a lane falls
+outside one mapping (unmapped, read-only, straddling, or an aperture of the flat space) the region leaves at that
+instruction and the interpreter performs it, faults included. LDS accesses are bounds-checked as emu.amd.memspace.LDS
+does.
 
 Native signature: `i64 region(i32* sgpr, i32* vgpr, i64* ctr, i8* lds)`: `sgpr` and `vgpr` are WaveState's arrays
 (slots as emu.amd.exec.state lays them out), `ctr` the call's words (BUDGET, EXECUTED, ... below), `lds` the
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from emu.amd import target
 from emu.amd.exec import access, hwreg
 from emu.amd.exec.category import category
 from emu.amd.exec.operands import LITERAL, OperandError, Unsupported, constant, is_float, sext, sign_bit
@@ -77,7 +79,8 @@ class _Hooks:
 
 class _LDSHooks(_Hooks):
     """MEM / LDS of a DS instruction: the workgroup's LDS; lanes whose access ends past its size read 0 and do not
-    write (their store goes to the counters' sink). Each access is a call of a per-lane function (emu.amd.exec.access)."""
+    write (their store goes to the counters' sink). Each access is a call of a per-lane function
+    (emu.amd.exec.access)."""
 
     def __init__(self, region: Region):
         self.r = region
@@ -148,8 +151,8 @@ class Region:
         self.entry = pc
         self.mask_bits = 64 if self.lanes == 64 else 32
         self.full = (1 << self.lanes) - 1
-        self.m0 = 124 if self.fam == "cdna" else 125
-        self.null = None if self.fam == "cdna" else 124
+        self.gen = target.generation(self.fam)
+        self.m0, self.null = self.gen.m0, self.gen.null
 
     # -- discovery and module --------------------------------------------------------------------------------------
     def module(self, name: str, insts: dict) -> ir.Module:
@@ -621,11 +624,10 @@ class Region:
             raise Exit(f"{op.name}: atomic or writes {sorted(sem.writes)}")
         rdna4 = "ioffset" in f
         vaddr, data, vdst = (f["vaddr"], f["vsrc"], f["vdst"]) if rdna4 else (f["addr"], f["data"], f["vdst"])
-        cdna = self.fam == "cdna"
         off = self._imm("offset:global", global_offset(inst))
         saddr = f.get("saddr", pl.saddr_off)
         vec = ir.VectorType(I64, self.lanes)
-        if inst.base.endswith("GLOBAL") and (saddr not in (pl.saddr_off, 0x7C, 0x7D) or cdna and saddr < 0x7F):
+        if inst.base.endswith("GLOBAL") and not self.gen.no_saddr(saddr):
             base = b.add(self._scalar(b, saddr, 64, "", None), self._shape(b, off, 64, False))
             addr = b.add(b.zext(self._vgpr(b, vaddr, 32), vec), self._shape(b, base, 64, True))
         else:
@@ -669,7 +671,7 @@ class Region:
         base = self._scalar(b, f["sbase"] * 2, 64, "", None)
         if op.name.startswith("S_BUFFER"):
             base = b.and_(base, I64(0xFFFFFFFFFFFF))
-        off, soff = smem_offsets(f, self.fam == "cdna", self.null)
+        off, soff = smem_offsets(f, self.gen)
         addr = b.add(base, self._shape(b, self._imm("offset:smem", off), 64, False))
         if soff is not None:
             addr = b.add(addr, b.zext(self._scalar(b, soff, 32, "", None), I64))
@@ -877,7 +879,8 @@ def global_offset(inst) -> int:
     f = inst.fields
     if "ioffset" in f:
         return sext(f["ioffset"], 24)
-    return f["offset"] if inst.family == "cdna" and inst.base == "FLAT" else sext(f["offset"], 13)
+    return f["offset"] if target.generation(inst.family).flat_offset_unsigned and inst.base == "FLAT" \
+        else sext(f["offset"], 13)
 
 
 def ds_offset(inst) -> int:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from emu.amd import target
 from emu.amd.exec import hwreg
 from emu.amd.exec.lanes import dpp8, dpp16, dpp_write_mask, sdwa_extract, sdwa_place
 from emu.amd.exec.operands import (
@@ -113,7 +114,7 @@ class ValuPlans:
         f = fields if fields is not None else inst.fields
         base = base or inst.base
         enc = inst.enc
-        fam, cdna = self.fam, self.cdna
+        fam, halves = self.fam, self.gen.vgpr_halves
         vop3 = base in ("VOP3", "VOP3SD", "VOP3P", "VINTERP")
         dpp16_ = enc.endswith("DPP16")
         dpp8_ = enc.endswith("DPP8")
@@ -144,7 +145,7 @@ class ValuPlans:
             if i == 0 and "SDWA_SRC0_SEL" in sem.reads:
                 sel, sext = 6, False  # the pcode selects itself
             hi = False
-            if bits <= 16 and not cdna:
+            if bits <= 16 and halves:
                 if vop3:
                     hi = bool(opsel >> i & 1)
                 elif code >= 256 + 128:
@@ -176,9 +177,9 @@ class ValuPlans:
             if n == "D0" and scalar_dst:
                 reads.append((n, self._mask_reader(mask_code)))
             elif n == "D0":
-                hi = bool(opsel >> 3 & 1) if vop3 and not cdna else False
+                hi = bool(opsel >> 3 & 1) if vop3 and halves else False
                 reg = f["vdst"] + self._acc(inst, "vdst", fields)
-                if dst_bits <= 16 and not vop3 and not cdna and reg >= 128:
+                if dst_bits <= 16 and not vop3 and halves and reg >= 128:
                     reg, hi = reg - 128, True
                 reads.append((n, vgpr_reader(reg, dst_bits, hi)))
             elif n == "VCC" and vop3 and "S2" not in sem.reads and "src2" in f:
@@ -207,10 +208,11 @@ class ValuPlans:
                         writes.append((n, lambda w, v, act, sw=sw: sw(w, as_int(v))))
                     continue
                 reg = f["vdst"] + self._acc(inst, "vdst", fields)
-                hi = bool(opsel >> 3 & 1) if vop3 and not cdna else False
-                if dst_bits <= 16 and not vop3 and not cdna and reg >= 128:
+                hi = bool(opsel >> 3 & 1) if vop3 and halves else False
+                if dst_bits <= 16 and not vop3 and halves and reg >= 128:
                     reg, hi = reg - 128, True
-                vw = vgpr_writer(reg, dst_bits, hi, zero_hi16=cdna and not _LOW_SLICE.search(op.pcode or ""))
+                zero_hi16 = self.gen.zeroes_hi16 and not _LOW_SLICE.search(op.pcode or "")
+                vw = vgpr_writer(reg, dst_bits, hi, zero_hi16=zero_hi16)
                 if sdwa and f.get("dst_sel", 6) != 6:  # the result goes to a byte or word of the whole dword
                     sel, unused = f["dst_sel"], f.get("dst_unused", 0)
                     vw = _sdwa_writer(vgpr_writer(reg, 32), vgpr_reader(reg, 32), sel, unused)
@@ -312,7 +314,7 @@ class ValuPlans:
     def _dpp16_select(self, f: dict) -> tuple[np.ndarray, Callable, Callable]:
         """(source lane of each lane, valid(w): lanes whose source exists and is readable, write mask(w))."""
         lanes = self.lanes
-        sel = dpp16(f["dpp"], lanes, self.cdna)
+        sel = dpp16(f["dpp"], lanes, self.gen.dpp_broadcasts)
         if sel is None:
             raise OperandError(f"reserved DPP control {f['dpp']:#x}")
         idx, ok = sel
@@ -422,8 +424,9 @@ def _result_modifiers(bits: int, fmt: str, omod: int, clamp: int, fam: str, flus
     ft = {16: np.float16, 32: np.float32, 64: np.float64}[fb]
     ut = {16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]  # a packed pair is two f16 in a dword
     scale = {0: None, 1: 2.0, 2: 4.0, 3: 0.5}[omod]
-    ignore = keep | (0 if fam == "rdna4" else 1 << hwreg.IEEE)  # MODE bits any of which turns omod off
-    dx10 = 0 if fam == "rdna4" else 1 << hwreg.DX10_CLAMP
+    ieee = target.generation(fam).ieee_mode
+    ignore = keep | (1 << hwreg.IEEE if ieee else 0)  # MODE bits any of which turns omod off
+    dx10 = 1 << hwreg.DX10_CLAMP if ieee else 0
 
     def post(w, v):
         scaled = scale is not None and not w.mode & ignore

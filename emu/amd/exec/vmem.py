@@ -83,9 +83,9 @@ class MemoryPlans:
         data = (f["vsrc"] if rdna4 else f["data"]) + acc
         vdst = f["vdst"] + acc
         off = sext(f["ioffset"], 24) if rdna4 else (
-            f["offset"] if self.cdna and base == "FLAT" else sext(f["offset"], 13))
+            f["offset"] if self.gen.flat_offset_unsigned and base == "FLAT" else sext(f["offset"], 13))
         saddr = f.get("saddr", self.saddr_off)
-        saddr = None if saddr in (self.saddr_off, 0x7C, 0x7D) and not (self.cdna and saddr < 0x7F) else saddr
+        saddr = None if self.gen.no_saddr(saddr) else saddr
         returns = self._returns(op, f)
         if base == "SCRATCH":
             sve = f.get("sve", 0)

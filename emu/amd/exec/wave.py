@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emu.amd import isa
+from emu.amd import isa, target
 from emu.amd.debug.history import NATIVE
 from emu.amd.decode import decode, decoder
 from emu.amd.exec import category, jit, threaded
@@ -42,9 +42,9 @@ SLICE = 1 << 16  # instructions between the watchdog's looks at the clock
 class Program:
     """Decoded code with lazily built execution plans, for one processor (or family) and wave size."""
 
-    def __init__(self, target: str, lanes: int, fetch):
+    def __init__(self, arch: str, lanes: int, fetch):
         """`fetch(pc, n) -> bytes` reads up to n bytes of code at pc (raises GPUFault when unmapped)."""
-        self.family, self.lanes = isa.family(target), lanes
+        self.family, self.lanes = isa.family(arch), lanes
         self.fetch = fetch
         self.steps: dict[int, object] = {}
         self.compiled: dict[tuple[int, int], jit.Compiled] = {}  # (pc, MODE) -> the native region holding pc
@@ -52,7 +52,7 @@ class Program:
         self.looks: dict[int, tuple[int, int]] = {}  # entry pc -> (launches, the launch of the next look at it)
         self.ahead = 0.0  # the running dispatch's workgroups still to start, per workgroup started
         self.insts: dict[int, object] = {}
-        self.planner = Planner(target, lanes)
+        self.planner = Planner(arch, lanes)
         self.tier = jit.tier()
         self.hot = None if self.tier in ("interp", "threaded") else jit.hot_threshold(self.tier)
         self.stats = category.enabled()  # steps and native regions tally their instructions by category
@@ -336,13 +336,13 @@ class Wave(WaveState):
     (`.vm`) starts empty, so global memory instructions fault unless something is mapped."""
 
     def __init__(self, arch: str, wave_size: int | None = None):
-        fam = isa.family(arch)
-        lanes = wave_size or isa.WAVE_SIZE[fam]
-        if lanes not in ((64,) if fam == "cdna" else (32, 64)):
-            raise ValueError(f"{arch} runs waves of {'64' if fam == 'cdna' else '32 or 64'} lanes, not {lanes}")
-        super().__init__(fam, lanes, agprs=256 if fam == "cdna" else 0)
+        gen = target.generation(arch)
+        lanes = wave_size or gen.wave_size
+        if lanes not in gen.wave_sizes:
+            raise ValueError(f"{arch} runs waves of {' or '.join(map(str, gen.wave_sizes))} lanes, not {lanes}")
+        super().__init__(gen.isa, lanes, agprs=gen.agprs)
         self.arch = arch
-        self.mode = default_mode(fam)
+        self.mode = default_mode(gen.isa)
         self.vm = VM()
         self.lds = LDS(65536)
         self.scratch = Scratch(self.vm, 0, lanes, 0)  # no private segment: scratch accesses fault

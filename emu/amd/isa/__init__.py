@@ -13,30 +13,18 @@ import pickle
 from pathlib import Path
 
 from emu import cache
+from emu.amd import target
 from emu.amd.isa.tables import ISA, Encoding, Field, Op, Operand
 
-FAMILIES = ("rdna3", "rdna4", "cdna")
-ARCHES = {
-    **{a: "rdna3" for a in ("gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151")},
-    **{a: "rdna4" for a in ("gfx1200", "gfx1201")},
-    **{a: "cdna" for a in ("gfx942", "gfx950")},
-}
-WAVE_SIZE = {"rdna3": 32, "rdna4": 32, "cdna": 64}  # default wave size per family
+FAMILIES = tuple(target.GENERATIONS)
+ARCHES = {a: t.isa for a, t in target.TARGETS.items()}
 SCHEMA = 1  # bump when the cached representation changes
-
-
-class UnknownArch(ValueError):
-    pass
+UnknownArch = target.UnknownArch
 
 
 def family(arch: str) -> str:
-    """Family name ('rdna3', 'rdna4', 'cdna') for a gfx name or a family name."""
-    a = arch.lower()
-    if a in FAMILIES:
-        return a
-    if a in ARCHES:
-        return ARCHES[a]
-    raise UnknownArch(f"unknown arch {arch!r}; known: {', '.join([*ARCHES, *FAMILIES])}")
+    """The instruction tables' name ('rdna3', 'rdna4', 'cdna') for a gfx name or a family name."""
+    return target.generation(arch).isa
 
 
 def _cache_path(fam: str) -> Path:
@@ -67,5 +55,4 @@ def load(arch: str) -> ISA:
     return isa
 
 
-__all__ = ["ISA", "Encoding", "Field", "Op", "Operand", "UnknownArch", "family", "load", "FAMILIES", "ARCHES",
-           "WAVE_SIZE"]
+__all__ = ["ISA", "Encoding", "Field", "Op", "Operand", "UnknownArch", "family", "load", "FAMILIES", "ARCHES"]
