@@ -278,6 +278,9 @@ FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {
     **{("cdna", f"V_{op}_{t}"): Fixup(_signed_zero_tests, "tests signed zeros with IEEE == (x == +0.0 holds for -0.0 "
                                                          "too): min(-0, +0) gave +0")
        for op in ("MIN", "MAX") for t in ("F16", "F32", "F64")},
+    **{("cdna", f"V_BITOP3_{t}"): Fixup(lambda text: re.sub(r"\bD\.", "D0.", text),
+                                        "the text names the destination D (every other definition D0), so "
+                                        "nothing was written") for t in ("B16", "B32")},
 }
 
 

@@ -100,16 +100,20 @@ def _vop3(inst: Inst, d) -> str:
     vinfo = inst.op.operands.get("vdst")
     if vinfo is not None and vinfo.kind == "EXEC":
         names.remove("vdst")
-    ops = [src_text(inst, d, n) for n in names]
+    table = "TTBL" in (inst.op.pcode or "")  # v_bitop3: OMOD, ABS and NEG hold the truth table
+    ops = [src_text(inst, d, n, not table) for n in names]
     mods = []
     if f.get("clmp"):
         mods.append("clamp")
-    if f.get("omod"):
+    if table:
+        t = f["omod"] << 6 | f["abs"] << 3 | f["neg"]
+        mods.append(f"bitop3:{t if t <= 10 else hex(t)}" if t else "")
+    elif f.get("omod"):
         mods.append(syn.OMOD[f["omod"]])
     if f.get("opsel"):
         nsrc = sum(n.startswith("src") for n in names)
         bits = [(f["opsel"] >> i) & 1 for i in range(nsrc)] + [(f["opsel"] >> 3) & 1]
-        mods.insert(0, f"op_sel:[{','.join(map(str, bits))}]")
+        mods.insert(len(mods) if table else 0, f"op_sel:[{','.join(map(str, bits))}]")
     return join(inst.name, ops, mods + _vop_mods(inst))
 
 def _vop3p(inst: Inst, d) -> str:
