@@ -140,7 +140,7 @@ class AQLQueue(ComputeQueue):
         vsharp = struct.unpack_from("<4I", q, SCRATCH_RESOURCE_DESCRIPTOR)
         scratch, = struct.unpack_from("<Q", q, SCRATCH_BACKING_MEMORY_LOCATION)
         gfx = self.gpu.gfx
-        lanes = 32 if gfx >= 10 and kd.wave32 else 64
+        lanes = self.gpu.chip.gen.lanes(kd.wave32)
         entry = kobj + kd.kernel_code_entry_byte_offset
         pre = kd.kernarg_preload
         kernargs = None

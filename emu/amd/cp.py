@@ -297,7 +297,7 @@ class ComputeQueue(Queue):
         check_work(f"DISPATCH at queue {self.id} dword {self.rptr}", math.prod(grid) * math.prod(block),
                    f"(grid {grid} x block {block})", rsrc2.granulated_lds_size * p.LDS_SIZE_GRANULE,
                    "COMPUTE_PGM_RSRC2.LDS_SIZE", self.gpu.arch)
-        lanes = 32 if gfx >= 10 and p.DISPATCH_INITIATOR_CS_W32_EN.get(initiator) else 64
+        lanes = self.gpu.chip.gen.lanes(bool(p.DISPATCH_INITIATOR_CS_W32_EN.get(initiator)))
         entry = (r(p.COMPUTE_PGM_LO, 0) | r(p.COMPUTE_PGM_HI, 0) << 32) << p.PGM_ADDRESS_SHIFT
         tmpring = r(p.COMPUTE_TMPRING_SIZE, 0)
         scratch = (r(p.COMPUTE_DISPATCH_SCRATCH_BASE_LO, 0) | r(p.COMPUTE_DISPATCH_SCRATCH_BASE_HI, 0) << 32) \

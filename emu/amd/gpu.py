@@ -194,7 +194,7 @@ class GPU:
         if k is None:
             raise ValueError(f"no kernel {name!r} in the code object; it has: {', '.join(prog.kernels)}")
         grid, block = _dims(grid, "grid"), _dims(block, "block")
-        lanes = 32 if k.descriptor.wave32 else 64
+        lanes = self.chip.gen.lanes(k.descriptor.wave32)
         private = check_launch(k, grid, block, dynamic_lds)
         hidden = {"hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1], "hidden_block_count_z": grid[2],
                   "hidden_group_size_x": block[0], "hidden_group_size_y": block[1], "hidden_group_size_z": block[2],

@@ -55,6 +55,11 @@ class Generation:
     def wave_size(self) -> int:
         return self.wave_sizes[0]
 
+    def lanes(self, wave32: bool) -> int:
+        """The wave size a dispatch runs with when its descriptor or initiator asks for wave32 (or does not):
+        wave32 where the generation has it, else wave64."""
+        return 32 if wave32 and 32 in self.wave_sizes else 64
+
     def no_saddr(self, code: int) -> bool:
         """Whether a global access's SADDR code means "no scalar base" (gfx9: only 0x7F, an SGPR below it)."""
         return code == 0x7F if self.smem_imm_bit else code in (124, 125)
