@@ -116,3 +116,23 @@ def test_only_the_target_descriptor_tells_chips_apart_by_name():
             if isinstance(node, ast.Compare) and any(_names_an_arch(x) for x in (node.left, *node.comparators)):
                 found.append(f"{rel}:{node.lineno}")
     assert not found, f"arch or family names compared outside emu/amd/target.py: {found}"
+
+
+# the operand codes of VCC, TTMPs, M0/NULL, EXEC, the source markers, apertures and VCCZ..LDS_DIRECT (emu.amd.regs)
+SPECIAL_CODES = {106, 107, 108, 123, 124, 125, 126, 127, 233, 234, *range(235, 240), *range(249, 255)}
+CODE_USERS = ("emu/amd/exec/", "emu/amd/asm/", "emu/amd/debug/", "emu/amd/decode.py", "emu/amd/dispatch.py")
+
+
+def test_operand_codes_come_from_the_register_table():
+    """The executor, disassembler and debugger compare scalar operand codes with emu.amd.regs's names (and M0 /
+    NULL with the generation's), never with the numbers: one table says where each register is."""
+    found = []
+    for f in sorted((ROOT / "emu" / "amd").rglob("*.py")):
+        rel = f.relative_to(ROOT).as_posix()
+        if not rel.startswith(CODE_USERS):
+            continue
+        for node in ast.walk(ast.parse(f.read_text(), rel)):
+            if isinstance(node, ast.Compare):
+                found += [f"{rel}:{node.lineno}: {c.value}" for c in ast.walk(node) if isinstance(c, ast.Constant)
+                          and type(c.value) is int and c.value in SPECIAL_CODES]
+    assert not found, f"operand codes written as numbers: {found}"

@@ -25,3 +25,20 @@ def test_an_unknown_chip_is_named_in_the_error(bad):
         target.get(bad)
     with pytest.raises(ValueError, match="gfx1100"):
         topology.chip(str(bad))
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+def test_m0_and_null_are_what_llvm_and_the_executor_both_say(arch):
+    """s_mov_b32 through M0 and NULL (124 and 125, swapped between gfx9 and gfx11; llvm-mc-19 names both on each):
+    NULL reads 0 and drops writes, M0 holds what is written."""
+    from emu.amd import Wave
+    from emu.amd.decode import decode
+    g = target.generation(arch)
+    mov = lambda dst, src: (0xBE800000 | dst << 16 | src).to_bytes(4, "little")  # noqa: E731 - s_mov_b32 (SOP1 0)
+    code = mov(g.m0, 1) + mov(2, g.m0) + mov(g.null, 1) + mov(3, g.null)
+    assert [str(i) for i in decode(code, arch)] == ["s_mov_b32 m0, s1", "s_mov_b32 s2, m0", "s_mov_b32 null, s1",
+                                                    "s_mov_b32 s3, null"]
+    w = Wave(arch)
+    w.sgpr[1:4] = [7, 9, 9]
+    w.run(code + bytes.fromhex("000081bf" if g.gfx == 9 else "0000b0bf"))
+    assert w.m0 == 7 and list(w.sgpr[1:4]) == [7, 7, 0]

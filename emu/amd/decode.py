@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from emu.amd import isa, target
-from emu.amd.asm.operands import DPP8, DPP8FI, DPP16, LITERAL, SDWA, Operand, mnemonic, operands
+from emu.amd.asm.operands import Operand, mnemonic, operands
 from emu.amd.isa import Encoding, Op
+from emu.amd.regs import DPP8, DPP8FI, DPP16, LITERAL, SDWA
 
 _SRC_FIELDS = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")  # may hold the literal marker 255
 # Encodings whose identifying bits are not in the first dword (CDNA4's 128-bit VOP3PX2, unknown to LLVM 19).

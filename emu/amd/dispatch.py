@@ -31,13 +31,13 @@ from emu.amd.exec.translate import TALLY
 from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Cancel, Deadline, Program, WaveState, run
 from emu.amd.memory import VM, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
+from emu.amd.regs import TTMP0
 from emu.amd.symbols import dispatch_name
 from emu.pcode.llvmjit import GATE
 from stack.hcq.codeobj import MAX_WORKGROUP_SIZE, Kernel, LimitError, Rsrc1, Rsrc2
 from stack.hcq.program import check_grid, check_private
 
 DISPATCH_PACKET_SIZE = 64
-TTMP = 108  # operand code of ttmp0
 DEFAULT_TIMEOUT = 60.0  # seconds of engine CPU time per dispatch before the watchdog stops it (amdgpu's compute
 # lockup timeout; CPU time, not wall time: a loaded machine does not make a correct kernel look hung)
 
@@ -352,8 +352,8 @@ def _set_workgroup(w: WaveState, id_slots: tuple[int, int, int, int], wg: tuple[
     if info >= 0:
         w.sgpr[info] = 0
     if w.gen.architected_ids:  # architected SGPRs: workgroup ids in ttmp9 (x) and ttmp7 (y | z << 16)
-        w.sgpr[TTMP + 9] = wg[0]
-        w.sgpr[TTMP + 7] = wg[1] | wg[2] << 16
+        w.sgpr[TTMP0 + 9] = wg[0]
+        w.sgpr[TTMP0 + 7] = wg[1] | wg[2] << 16
     w.workgroup = wg
 
 

@@ -170,8 +170,8 @@ class _Gen:
     # -- registers ----------------------------------------------------------------------------------------
     @property
     def saddr_none(self) -> int:
-        """The saddr of opcodes without a scalar address: NULL, or 0 where there is none."""
-        return 0 if self.gen.null is None else self.gen.null
+        """The saddr of opcodes without a scalar address, as LLVM encodes them (gfx9: 0)."""
+        return 0 if self.gen.gfx == 9 else self.gen.null
 
     def sgpr(self, draw, n: int) -> int:
         align = 1 if n == 1 else 2 if n == 2 else 4
@@ -184,7 +184,8 @@ class _Gen:
     def scalar(self, draw, n: int, accepts: str) -> int:
         """An SGPR (tuple) or, where `accepts` allows ('s'), a special register."""
         g = self.gen
-        specials = [] if "S" in accepts else [x for x in (VCC, EXEC, g.null) if x is not None]
+        # LLVM 19 decodes gfx9's NULL (125) but does not assemble it: drawn from gfx10 on
+        specials = [] if "S" in accepts else [VCC, EXEC, g.null] if g.gfx > 9 else [VCC, EXEC]
         if n == 1 and "S" not in accepts:
             specials.append(g.m0)
         if specials and draw(st.integers(0, 3)) == 0:

@@ -28,7 +28,7 @@ class Generation:
     wave_sizes: tuple[int, ...]  # the default first
     sgprs: int                   # SGPRs an operand can name (s0..)
     m0: int                      # operand code of M0
-    null: int | None             # operand code of NULL (gfx9 has none)
+    null: int                    # operand code of NULL
     saddr_off: int               # the SADDR code a global access without a scalar base is written with
     agprs: int                   # accumulation VGPRs per lane
     simd_width: int              # lanes a SIMD executes per cycle
@@ -70,7 +70,7 @@ RDNA3 = Generation("rdna3", 11, (32, 64), 106, m0=125, null=124, saddr_off=124, 
 RDNA4 = Generation("rdna4", 12, (32, 64), 106, m0=125, null=124, saddr_off=124, agprs=0, simd_width=32,
                    lds_granule=512, vgpr_size_shift=12, sgpr_size_shift=None, hw_vmid=8,
                    architected_ids=True, ieee_mode=False, cache_policy="th")
-CDNA = Generation("cdna", 9, (64,), 102, m0=124, null=None, saddr_off=0x7F, agprs=256, simd_width=16,
+CDNA = Generation("cdna", 9, (64,), 102, m0=124, null=125, saddr_off=0x7F, agprs=256, simd_width=16,
                   lds_granule=256, vgpr_size_shift=6, sgpr_size_shift=24, hw_vmid=3, smem_imm_bit=True,
                   flat_offset_unsigned=True, vgpr_halves=False, zeroes_hi16=True, dpp8=False, dpp_broadcasts=True,
                   sdwa=True, gpr_indexing=True, vgpr_align64=True, constant_bus=1,

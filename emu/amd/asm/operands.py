@@ -5,6 +5,7 @@ decodes it; the scalar part is shared by 7/8-bit SGPR fields.
 """
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from dataclasses import dataclass
@@ -13,6 +14,22 @@ from typing import Protocol
 from emu.amd import target
 from emu.amd.isa import ISA, Encoding, Op
 from emu.amd.isa import Operand as IsaOperand
+from emu.amd.regs import (
+    EXEC,
+    EXECZ,
+    LDS_DIRECT,
+    LITERAL,
+    POPS_EXITING_WAVE_ID,
+    PRIVATE_BASE,
+    PRIVATE_LIMIT,
+    SCC,
+    SHARED_BASE,
+    SHARED_LIMIT,
+    TTMP0,
+    TTMP_END,
+    VCC,
+    VCCZ,
+)
 
 
 class Decoder(Protocol):
@@ -20,7 +37,6 @@ class Decoder(Protocol):
     family: str
     isa: ISA
 
-LITERAL, DPP16, DPP8, DPP8FI, SDWA = 255, 250, 233, 234, 249
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,19 +49,25 @@ class Operand:
     valid: bool = True
 
 # SGPR-space specials per family: value -> (name, name when the operand is 64 bits wide)
-_SPECIAL_COMMON = {106: ("vcc_lo", "vcc"), 107: ("vcc_hi", None), 126: ("exec_lo", "exec"), 127: ("exec_hi", None),
-                   235: ("src_shared_base", "src_shared_base"), 236: ("src_shared_limit", "src_shared_limit"),
-                   237: ("src_private_base", "src_private_base"), 238: ("src_private_limit", "src_private_limit"),
-                   251: ("src_vccz", "src_vccz"), 252: ("src_execz", "src_execz"), 253: ("src_scc", "src_scc"),
-                   239: ("src_pops_exiting_wave_id", "src_pops_exiting_wave_id"), 254: ("src_lds_direct", None)}
-SPECIALS = {
-    "rdna3": {**_SPECIAL_COMMON, 124: ("null", "null"), 125: ("m0", None)},
-    "rdna4": {**_SPECIAL_COMMON, 124: ("null", "null"), 125: ("m0", None)},
-    "cdna": {**_SPECIAL_COMMON, 102: ("flat_scratch_lo", "flat_scratch"), 103: ("flat_scratch_hi", None),
-             104: ("xnack_mask_lo", "xnack_mask"), 105: ("xnack_mask_hi", None), 124: ("m0", None),
-             125: ("null", "null")},
-}
-TTMP = range(108, 124)
+_SPECIAL_COMMON = {
+    VCC: ("vcc_lo", "vcc"), VCC + 1: ("vcc_hi", None), EXEC: ("exec_lo", "exec"), EXEC + 1: ("exec_hi", None),
+    SHARED_BASE: ("src_shared_base", "src_shared_base"), SHARED_LIMIT: ("src_shared_limit", "src_shared_limit"),
+    PRIVATE_BASE: ("src_private_base", "src_private_base"), PRIVATE_LIMIT: ("src_private_limit", "src_private_limit"),
+    VCCZ: ("src_vccz", "src_vccz"), EXECZ: ("src_execz", "src_execz"), SCC: ("src_scc", "src_scc"),
+    POPS_EXITING_WAVE_ID: ("src_pops_exiting_wave_id", "src_pops_exiting_wave_id"),
+    LDS_DIRECT: ("src_lds_direct", None)}
+# gfx9's SGPR-space registers between its 102 SGPRs and VCC
+_GFX9_SPECIALS = {102: ("flat_scratch_lo", "flat_scratch"), 103: ("flat_scratch_hi", None),
+                  104: ("xnack_mask_lo", "xnack_mask"), 105: ("xnack_mask_hi", None)}
+
+
+@functools.cache
+def specials(fam: str) -> dict[int, tuple[str, str | None]]:
+    """SGPR-space special registers of a family: code -> (name, name when the operand is 64 bits wide)."""
+    g = target.generation(fam)
+    return {**_SPECIAL_COMMON, **(_GFX9_SPECIALS if g.sgprs < VCC else {}), g.m0: ("m0", None),
+            g.null: ("null", "null")}
+TTMP = range(TTMP0, TTMP_END)
 # inline float constants: encoded value -> value
 INLINE_FLOAT = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0,
                 248: 1 / (2 * math.pi)}
@@ -76,8 +98,8 @@ def scalar(fam: str, v: int, count: int, fmt_bits: int = 32) -> Operand:
     if v < target.generation(fam).sgprs:
         return Operand("sgpr", v, count)
     if v in TTMP:
-        return Operand("ttmp", v - 108, count)
-    sp = SPECIALS[fam].get(v)
+        return Operand("ttmp", v - TTMP0, count)
+    sp = specials(fam).get(v)
     if sp is not None:
         name = sp[1] if count > 1 else sp[0]
         return Operand("special", v, count, name=name or sp[0], valid=name is not None)

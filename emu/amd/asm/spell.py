@@ -9,6 +9,7 @@ from emu.amd import target
 from emu.amd.asm import syntax as syn
 from emu.amd.asm.operands import INLINE_FLOAT, Operand, op_info
 from emu.amd.decode import Inst
+from emu.amd.regs import LDS_DIRECT, TTMP0
 
 
 def reg(prefix: str, i: int, n: int) -> str:
@@ -48,7 +49,7 @@ def operand_text(inst: Inst, o: Operand, info=None) -> str:
     if k in ("sgpr", "ttmp") and o.count > 1 and (o.index % (2 if o.count == 2 else 4) or k == "ttmp" and o.count == 3):
         # a misaligned tuple (LLVM has no 96-bit trap-temporary tuples)
         if inst.base.startswith("SOP"):
-            return f"{o.index + (108 if k == 'ttmp' else 0)}/*Invalid immediate*/"
+            return f"{o.index + (TTMP0 if k == 'ttmp' else 0)}/*Invalid immediate*/"
         return f"{'s' if k == 'sgpr' else 'ttmp'}{o.index}" + bad_class(o.count)
     if k == "sgpr":
         return reg("s", o.index, o.count)
@@ -96,7 +97,7 @@ def src_text(inst: Inst, d, name: str, mods: bool = True) -> str | None:
         t += "/*Invalid register, operand has 'VGPR_32' register class*/"
     elif inst.base == "VINTERP" and o.kind in ("inline", "literal"):
         t += "/*Invalid immediate*/"
-    elif o.kind == "special" and o.index == 254 and not inst.base.startswith("V"):
+    elif o.kind == "special" and o.index == LDS_DIRECT and not inst.base.startswith("V"):
         t += "/*Invalid register, operand has 'SReg_32' register class*/"
     i = {"src0": 0, "src1": 1, "vsrc1": 1, "src2": 2}.get(name)
     if mods and i is not None and inst.fields.get(f"src{i}_sext"):
@@ -117,7 +118,6 @@ _TRUE16 = {"V_MOV_B16"}
 _WHOLE_VGPR = {"V_CVT_PK_F32_FP8", "V_CVT_PK_F32_BF8"}
 # VOP1 sources the tables type VGPR-only: operand kind -> LLVM's register class
 _VGPR_ONLY = {"SRC_VGPR": "VGPR_32", "VGPR": "VRegOrLds_32"}
-LDS_DIRECT = 254  # src_lds_direct's source operand code
 
 
 def scalar_register(o: Operand) -> bool:

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 
 from emu.amd import target
 from emu.amd.asm import names
+from emu.amd.regs import DPP8FI
 
 if TYPE_CHECKING:
     from emu.amd.decode import Inst
@@ -156,7 +157,7 @@ def dpp16(f: dict[str, int], broadcasts: bool) -> list[str]:
 def dpp8(f: dict[str, int], src0: int) -> list[str]:
     sel = [f[f"lane_sel_{i}"] for i in range(8)]
     out = [f"dpp8:[{','.join(map(str, sel))}]"]
-    if src0 == 234:
+    if src0 == DPP8FI:
         out.append("fi:1")
     return out
 

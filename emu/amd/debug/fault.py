@@ -18,6 +18,7 @@ import numpy as np
 
 from emu.amd.debug import dwarf, history
 from emu.amd.memory import FaultRecord, GPUFault
+from emu.amd.regs import VCC
 from stack.hcq.codeobj import CodeObject
 
 WINDOW = 32  # instructions of history a report shows
@@ -211,7 +212,7 @@ def _address_operands(inst, w, lane: int) -> list[tuple[str, int]]:
     f, base = inst.fields, inst.base
     out: list[tuple[str, int]] = []
     saddr = f.get("saddr")
-    scalar_base = saddr is not None and saddr < 106  # an SGPR pair (otherwise off / null)
+    scalar_base = saddr is not None and saddr < VCC  # an SGPR pair (otherwise off / null)
     for key in ("addr", "vaddr"):
         if key in f and base != "SMEM":
             r = f[key]
@@ -229,7 +230,7 @@ def _address_operands(inst, w, lane: int) -> list[tuple[str, int]]:
         r = f["srsrc"] * 4
         out.append((f"s[{r}:{r + 3}]", _sgprs(w, r, 4)))
     so = f.get("soffset")
-    if so is not None and so < 106:
+    if so is not None and so < VCC:
         out.append((f"s{so}", _sgprs(w, so, 1)))
     for key in ("offset", "ioffset", "offset0", "offset1"):
         if f.get(key):

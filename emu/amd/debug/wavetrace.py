@@ -192,7 +192,7 @@ def changes(sgpr: np.ndarray, vgpr: np.ndarray, w) -> str:
         s = int(s)
         if s in (EXEC, EXEC + 1, VCC, VCC + 1, SCC):
             continue
-        out.append(f"s{s}={int(w.sgpr[s]):#x}" if s < 106 else f"[{s}]={int(w.sgpr[s]):#x}")
+        out.append(f"s{s}={int(w.sgpr[s]):#x}" if s < VCC else f"[{s}]={int(w.sgpr[s]):#x}")
     for name, slot in (("vcc", VCC), ("exec", EXEC)):
         old = int(sgpr[slot]) | int(sgpr[slot + 1]) << 32
         new = int(w.sgpr[slot]) | int(w.sgpr[slot + 1]) << 32

@@ -30,6 +30,7 @@ from emu.amd.exec.operands import constant, is_float
 from emu.amd.exec.plan import _BARRIERS, _CLOCKS, _ENDS, _ENGINE_NOPS, Planner
 from emu.amd.exec.state import ACC, MODE, SCC
 from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT
+from emu.amd.regs import EXEC, VCC, storage
 from emu.pcode import floats, pyback, runtime
 from emu.pcode.llvmjit import cache_dir
 from emu.pcode.npback import Decline, Natural, lane_bits, pack_lanes
@@ -539,7 +540,7 @@ class _Source:
             return f"int(sg[{SCC}])"
         if n == "SIMM16" and "simm16" in f:  # the planner's constant reader
             return str(f["simm16"])
-        mask = self._mask_read(106) if n in ("VCC", "VCCZ") else "w.active_mask" if n in ("EXEC", "EXECZ") else None
+        mask = self._mask_read(VCC) if n in ("VCC", "VCCZ") else "w.active_mask" if n in ("EXEC", "EXECZ") else None
         if mask is not None:  # the planner's readers: VCC & the wave's lanes, EXEC, and whether they are zero
             return f"int({mask} == 0)" if n.endswith("Z") else mask
         if fld is not None and fld in f and bits <= 64:
@@ -557,13 +558,13 @@ class _Source:
         code = self.inst.fields.get(fld) if fld else None
         if n == "SCC":
             self.emit(f"sg[{SCC}] = {v} & 1")
-        elif n == "D0" and code in (126, 127) and _slots(code, self.p._width(sem, n, self.inst.op, fld)):
+        elif n == "D0" and code in (EXEC, EXEC + 1) and _slots(code, self.p._width(sem, n, self.inst.op, fld)):
             if self.p._width(sem, n, self.inst.op, fld) == 64:
                 self.emit(f"w.set_exec({v} & 0xFFFFFFFFFFFFFFFF)")
-            elif code == 126:  # EXEC_LO; the other half kept
-                self.emit(f"w.set_exec(int(sg[127]) << 32 | ({v} & 0xFFFFFFFF))")
+            elif code == EXEC:  # EXEC_LO; the other half kept
+                self.emit(f"w.set_exec(int(sg[{EXEC + 1}]) << 32 | ({v} & 0xFFFFFFFF))")
             else:
-                self.emit(f"w.set_exec(int(sg[126]) | ({v} & 0xFFFFFFFF) << 32)")
+                self.emit(f"w.set_exec(int(sg[{EXEC}]) | ({v} & 0xFFFFFFFF) << 32)")
         elif n == "D0" and code is not None and _slots(code, self.p._width(sem, n, self.inst.op, fld)):
             if self.p._width(sem, n, self.inst.op, fld) == 64:
                 self.emit(f"d = {v}")
@@ -615,7 +616,7 @@ class _Source:
                 consts[n] = r(None) & ((1 << bits) - 1)
                 continue
             if n == "VCC":  # the planner's reader: src2's mask in VOP3 forms without S2, else VCC
-                wide[n] = self._mask_read(f["src2"] if vop3 and "S2" not in sem.reads and "src2" in f else 106)
+                wide[n] = self._mask_read(f["src2"] if vop3 and "S2" not in sem.reads and "src2" in f else VCC)
             elif n == "EXEC":
                 wide[n] = "w.active_mask"
             else:
@@ -626,10 +627,10 @@ class _Source:
         unused = frozenset(n for n, _ in writes if n in ir.outputs and p.null is not None
                            and self._mask_dest(n, sem, vop3) == p.null)  # masks for NULL
         takes, gives = self.carry
-        if takes and wide.get("VCC") != self._mask_read(106):
+        if takes and wide.get("VCC") != self._mask_read(VCC):
             raise Decline("carry-in not from VCC")
         if gives:
-            if "VCC" not in ir.outputs or self._mask_dest("VCC", sem, vop3) not in ("VCC", 106):
+            if "VCC" not in ir.outputs or self._mask_dest("VCC", sem, vop3) not in ("VCC", VCC):
                 raise Decline("carry-out not to VCC")
             unused |= {"VCC"}  # the next instruction takes the lanes, and writes VCC itself
         try:
@@ -676,9 +677,9 @@ class _Source:
     def _mask_read(self, code: int) -> str | None:
         """Code of a wave mask read from an SGPR, VCC or EXEC (the planner's mask reader), or None."""
         wide = self.p.mask_bits == 64
-        if code == 126:
+        if code == EXEC:
             return "w.active_mask"
-        if code < 106 or 108 <= code < 124 or code == 106 or (code == 107 and not wide):
+        if storage(code) or code == VCC or (code == VCC + 1 and not wide):
             return f"(int(sg[{code}]) | int(sg[{code + 1}]) << 32)" if wide else f"int(sg[{code}])"
         return None
 
@@ -688,7 +689,7 @@ class _Source:
         op, f = inst.op, inst.fields
         if n == "D0" and not self._plain_vdst(sem, op) and (
                 inst.base == "VOPC" or p._fmt(op, "vdst") == MASK_FMT or "CMP" in op.name):
-            return 106 if inst.base == "VOPC" else f.get("vdst")
+            return VCC if inst.base == "VOPC" else f.get("vdst")
         if n in ("VCC", "D1") and inst.base == "VOP3SD":
             return f.get("sdst")
         return n if n in ("VCC", "EXEC") else None
@@ -698,12 +699,12 @@ class _Source:
         wide = self.p.mask_bits == 64
         self.emit(f"m = {v} & w.active_mask")
         if dest == "VCC":  # the whole 64-bit VCC
-            self.emit("sg[106] = m & 0xFFFFFFFF; sg[107] = m >> 32")
-        elif dest == "EXEC" or dest == 126:
+            self.emit(f"sg[{VCC}] = m & 0xFFFFFFFF; sg[{VCC + 1}] = m >> 32")
+        elif dest == "EXEC" or dest == EXEC:
             self.emit("w.set_exec(m)")
         elif dest == self.p.null:
             pass
-        elif isinstance(dest, int) and (dest < 106 or 108 <= dest < 124 or dest == 106 or (dest == 107 and not wide)):
+        elif isinstance(dest, int) and (storage(dest) or dest == VCC or (dest == VCC + 1 and not wide)):
             self.emit(f"sg[{dest}] = m & 0xFFFFFFFF; sg[{dest + 1}] = m >> 32" if wide else f"sg[{dest}] = m")
         else:
             raise Decline(f"mask destination {dest}")
@@ -768,7 +769,7 @@ class _Source:
             arr.flags.writeable = False
             self.exact.add(n)
             return self.arg(arr)
-        if width == 32 and (code < 106 or 108 <= code < 124):  # an array, as the reference's reader gives (numpy
+        if width == 32 and storage(code):  # an array, as the reference's reader gives (numpy
             return f"sg.take({self.arg(np.full(p.lanes, code, np.intp))})"  # picks NaN payloads unlike for scalars)
         return None
 
@@ -800,9 +801,7 @@ class _Source:
 
 def _slots(code: int, width: int) -> bool:
     """Whether a scalar operand of `width` bits is held in SGPR-file slots at its code as a plain register."""
-    if code < 106 or 108 <= code < 124:
-        return True
-    return code in (106, 126) or (width == 32 and code in (107, 127))
+    return storage(code) or code in (VCC, EXEC) or (width == 32 and code in (VCC + 1, EXEC + 1))
 
 
 def _rounds_floats(f) -> bool:

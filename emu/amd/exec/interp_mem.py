@@ -15,6 +15,7 @@ import numpy as np
 
 from emu.amd.exec.operands import sext
 from emu.amd.exec.state import ACC
+from emu.amd.regs import VCC, storage
 from emu.pcode.ir import Assign, Const, Op, Store, Var
 from emu.pcode.npback import Decline
 
@@ -91,7 +92,7 @@ def global_step(p, inst, ref: Callable) -> Callable:
     off = sext(f["ioffset"], 24) if rdna4 else sext(f["offset"], 13)
     saddr = f.get("saddr", p.saddr_off)
     saddr = None if p.gen.no_saddr(saddr) else saddr
-    if saddr is not None and not (saddr < 106 and saddr + 2 <= 106 or 108 <= saddr and saddr + 2 <= 124):
+    if saddr is not None and not storage(saddr, 2):
         raise Decline("saddr")
     full_mask = (1 << p.lanes) - 1
     nxt = inst.pc + inst.size
@@ -151,7 +152,7 @@ def smem_step(p, inst, ref: Callable) -> Callable:
     off = sext(f[key], 24 if key == "ioffset" else 21)
     soff = f.get("soffset")
     soff = None if soff in (None, p.null) else soff
-    if not (base + 2 <= 106 and dst + n <= 106) or (soff is not None and soff >= 106):
+    if not (base + 2 <= VCC and dst + n <= VCC) or (soff is not None and soff >= VCC):
         raise Decline("registers outside the SGPRs")
     nxt = inst.pc + inst.size
     last: list[tuple] = [_NONE]

@@ -1,11 +1,8 @@
 """Operand access for the wave executor: scalar/vector source fetchers and destination writers.
 
 Each builder runs once per instruction (plan time) and returns a small closure taking the `WaveState`; the
-closures do no decoding. Scalar operand codes follow the ISA's SSRC/SRC encoding: 0..105 SGPRs,
-106/107 VCC, 108..123 TTMP, M0 (125 on RDNA, 124 on CDNA), NULL (124, RDNA), 126/127 EXEC, 128..208 integer
-inline constants, 235..238 aperture bases/limits, 240..248 float inline constants, 251 VCCZ, 252 EXECZ, 253 SCC,
-255 literal; 256..511 (9-bit source fields) VGPRs. VCC, EXEC, M0 and SCC are held as Python ints on the state,
-the other scalar registers in `state.sgpr` indexed by their code.
+closures do no decoding. Scalar operand codes are emu.amd.regs's. VCC, EXEC, M0 and SCC are read and written as
+Python ints through the state, the other scalar registers in `state.sgpr` indexed by their code.
 """
 from __future__ import annotations
 
@@ -15,11 +12,21 @@ import numpy as np
 
 from emu.amd import target
 from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
+from emu.amd.regs import (
+    EXEC,
+    EXECZ,
+    LITERAL,
+    PRIVATE_BASE,
+    PRIVATE_LIMIT,
+    SCC,
+    SHARED_BASE,
+    SHARED_LIMIT,
+    VCC,
+    VCCZ,
+    storage,
+)
 
 U64 = np.uint64
-VCC, EXEC = 106, 126
-LITERAL, VCCZ, EXECZ, SCC = 255, 251, 252, 253
-SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT = 235, 236, 237, 238
 
 _F32 = {240: 0x3F000000, 241: 0xBF000000, 242: 0x3F800000, 243: 0xBF800000, 244: 0x40000000, 245: 0xC0000000,
         246: 0x40800000, 247: 0xC0800000, 248: 0x3E22F983}
@@ -84,8 +91,8 @@ def scalar_reader(code: int, bits: int, fmt: str = "", literal: int | None = Non
     if c is not None:
         return lambda w, c=c: c
     n = 2 if bits == 64 else 1
-    if code < 106 or 108 <= code < 124:
-        if code + n > 124 or (code < 106 and code + n > 106):
+    if storage(code):
+        if not storage(code, n):
             raise OperandError(f"scalar register {code}+{n} out of range")
         if n == 1:
             return lambda w: int(w.sgpr[code])
@@ -111,7 +118,7 @@ def scalar_reader(code: int, bits: int, fmt: str = "", literal: int | None = Non
 def scalar_writer(code: int, bits: int, fam: str = "rdna3") -> Callable:
     """Writer of a scalar destination (`bits` 32 or 64) taking (state, int)."""
     M0, NULL = m0_null(fam)
-    if code < 106 or 108 <= code < 124:
+    if storage(code):
         if bits == 64:
             def w64(w, v):
                 w.sgpr[code] = v & 0xFFFFFFFF

@@ -28,6 +28,7 @@ from emu.amd.exec.state import BARRIER, END
 from emu.amd.exec.valu import ValuPlans, opsel_hi
 from emu.amd.exec.vmem import MemoryPlans
 from emu.amd.memory import FaultRecord, GPUFault
+from emu.amd.regs import EXEC, TTMP0, TTMP_END, VCC
 
 _ENGINE_NOPS = {"S_NOP", "S_WAITCNT", "S_WAITCNT_DEPCTR", "S_WAIT_IDLE", "S_CLAUSE", "S_DELAY_ALU", "S_SLEEP",
                 "S_SET_INST_PREFETCH_DISTANCE", "S_SETPRIO", "S_ICACHE_INV", "S_WAIT_ALU", "S_WAIT_LOADCNT",
@@ -44,7 +45,6 @@ _MEM_BASES = {"GLOBAL", "FLAT", "SCRATCH", "VGLOBAL", "VFLAT", "VSCRATCH"}
 _INST_FIELDS = {"INST.OMOD": "omod", "INST.ABS": "abs", "INST.NEG": "neg"}  # encoding fields named as such
 _SDWA_SELECTS = {"BYTE0": 0, "BYTE1": 1, "BYTE2": 2, "BYTE3": 3, "WORD0": 4, "WORD1": 5, "DWORD": 6}
 _CLOCKS = {"S_MEMTIME", "S_MEMREALTIME", "S_SENDMSG_RTN_B32", "S_SENDMSG_RTN_B64"}
-VCC_LO, VCC_HI = 106, 107  # operand codes
 MSG_RTN_GET_REALTIME = 0x83  # s_sendmsg_rtn message that returns the clock (LLVM's sendmsg(MSG_RTN_GET_REALTIME))
 _MODIFIER_FIELDS = {"OPSEL": "opsel", "OPSEL_HI": "opsel_hi", "NEG": "neg", "NEG_HI": "neg_hi", "CLAMP": "clmp"}
 
@@ -189,7 +189,7 @@ class Planner(ValuPlans, MemoryPlans):
         if n == "VGPR":
             return lambda w: RegisterFileView(w.vgpr.T)  # the pcode indexes VGPR[lane][register]
         if n == "SGPR":
-            return lambda w: RegisterFileView(w.sgpr[:128])  # the registers scalar operand codes 0..127 name
+            return lambda w: RegisterFileView(w.sgpr[:EXEC + 2])  # the registers scalar operand codes name
         if n in _SDWA_SELECTS:
             return lambda w, v=_SDWA_SELECTS[n]: v
         if n == "SDWA_SRC0_SEL":  # the SDWA source select (fp8 conversions pick their byte); other forms: byte 0
@@ -323,8 +323,8 @@ class Planner(ValuPlans, MemoryPlans):
         off, soff_code = smem_offsets(f, self.gen)
         soff = scalar_reader(soff_code, 32, "", None, self.fam) if soff_code is not None else (lambda w: 0)
         dst = f["sdata"]
-        vcc = dst + ndw > VCC_LO and dst <= VCC_HI  # a load into VCC (VCC_LO/VCC_HI are SGPRs 106/107)
-        if not (dst + ndw <= VCC_HI + 1 or 108 <= dst and dst + ndw <= 124):
+        vcc = dst + ndw > VCC and dst <= VCC + 1  # a load into VCC (its halves are the codes after the SGPRs)
+        if not (dst + ndw <= VCC + 2 or TTMP0 <= dst and dst + ndw <= TTMP_END):
             raise OperandError(f"s_load destination s{dst}+{ndw} out of range")
         nxt = inst.pc + inst.size
 
@@ -343,9 +343,9 @@ class Planner(ValuPlans, MemoryPlans):
             else:
                 data = np.frombuffer(w.vm.read(addr, 4 * ndw), np.uint32)
             w.sgpr[dst:dst + ndw] = data
-            if vcc:  # VCC lives beside the SGPR file: its halves take the dwords that land on 106 / 107
-                for k in range(max(dst, VCC_LO), dst + ndw):
-                    half = (k - VCC_LO) * 32
+            if vcc:  # VCC lives beside the SGPR file: its halves take the dwords that land on its codes
+                for k in range(max(dst, VCC), dst + ndw):
+                    half = (k - VCC) * 32
                     w.vcc = (w.vcc & ~(0xFFFFFFFF << half)) | int(data[k - dst]) << half
             w.pc = nxt
             return 0

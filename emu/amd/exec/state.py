@@ -10,15 +10,17 @@ from emu.amd import target
 from emu.amd.exec.operands import mask_to_lanes
 from emu.amd.memory import VM
 from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
+from emu.amd.regs import EXEC, INLINE_FLOAT, INLINE_INT, PRIVATE_LIMIT, SCC, SHARED_BASE, TTMP0, VCC, VGPR0
 
 END, BARRIER = 1, 2  # a step's result: the wave finished / waits at a barrier (0: go on)
 ACC = 256  # first row of the ACC VGPRs in WaveState.vgpr
 
 
-# Slots of the scalar register file WaveState.sgpr: scalar operand codes index it directly.
-VCC, TTMP, EXEC = 106, 108, 126  # VCC_LO/HI 106/107, TTMP0..15 108..123, EXEC_LO/HI 126/127; M0 at its code
-SCC, MODE, TRAPSTS = 253, 256, 257  # SCC at its operand code; MODE and TRAPSTS past the codes
-SLOTS = 258
+# Slots of the scalar register file WaveState.sgpr: scalar operand codes (emu.amd.regs) index it directly; MODE
+# and TRAPSTS come after the codes.
+TTMP = TTMP0
+MODE, TRAPSTS = VGPR0, VGPR0 + 1
+SLOTS = TRAPSTS + 1
 HISTORY = 64  # steps a wave's history keeps (emu.amd.debug.history)
 CATEGORIES = ("SALU", "VALU", "VMEM", "SMEM", "LDS", "branch", "other")  # of WaveState.tally (emu.amd.exec.category)
 
@@ -26,11 +28,11 @@ CATEGORIES = ("SALU", "VALU", "VMEM", "SMEM", "LDS", "branch", "other")  # of Wa
 def _constants() -> np.ndarray:
     """The slots of the inline constants and aperture registers, as a 32-bit source reads them."""
     c = np.zeros(SLOTS, np.uint32)
-    c[128:193] = np.arange(65)
-    c[193:209] = (-np.arange(1, 17)).astype(np.uint32)
-    c[240:249] = [0x3F000000, 0xBF000000, 0x3F800000, 0xBF800000, 0x40000000, 0xC0000000, 0x40800000, 0xC0800000,
-                  0x3E22F983]  # 0.5 -0.5 1 -1 2 -2 4 -4 1/(2*pi)
-    c[235:239] = [SHARED_APERTURE >> 32, SHARED_APERTURE >> 32, PRIVATE_APERTURE >> 32, PRIVATE_APERTURE >> 32]
+    c[INLINE_INT] = np.r_[np.arange(65), -np.arange(1, 17)].astype(np.uint32)
+    c[INLINE_FLOAT] = [0x3F000000, 0xBF000000, 0x3F800000, 0xBF800000, 0x40000000, 0xC0000000, 0x40800000,
+                       0xC0800000, 0x3E22F983]  # 0.5 -0.5 1 -1 2 -2 4 -4 1/(2*pi)
+    shared, private = SHARED_APERTURE >> 32, PRIVATE_APERTURE >> 32
+    c[SHARED_BASE:PRIVATE_LIMIT + 1] = [shared, shared, private, private]
     return c
 
 

@@ -36,6 +36,7 @@ from emu.amd.exec.operands import LITERAL, OperandError, Unsupported, constant, 
 from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, _INST_FIELDS, _MODIFIER_FIELDS, smem_offsets
 from emu.amd.exec.state import BARRIER, CATEGORIES, CONSTANTS, END, EXEC, MODE, SCC, VCC
 from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT, _float_bits, _keeps_denormals, opsel_hi
+from emu.amd.regs import EXECZ, PRIVATE_BASE, PRIVATE_LIMIT, SHARED_BASE, TTMP0, TTMP_END, VCCZ, storage
 from emu.pcode.llvmemit import emit
 from emu.pcode.llvmfloats import entry_alloca
 from emu.pcode.typed import Unsupported as PcodeUnsupported
@@ -333,22 +334,22 @@ class Region:
         wide = bits == 64
         if code == self.null:
             return ir.IntType(bits)(0)
-        if code in (251, 252):  # VCCZ, EXECZ
-            v = b.and_(self._pair(b, VCC if code == 251 else EXEC), I64(self.full))
+        if code in (VCCZ, EXECZ):
+            v = b.and_(self._pair(b, VCC if code == VCCZ else EXEC), I64(self.full))
             z = b.zext(b.icmp_unsigned("==", v, I64(0)), ir.IntType(bits))
             return z
         if code == SCC:
             v = b.load(self._slot(b, SCC), typ=I32)
             return b.zext(v, I64) if wide else v
-        if code in (235, 237) and wide:  # src_shared_base / src_private_base as 64 bits: the aperture base
+        if code in (SHARED_BASE, PRIVATE_BASE) and wide:  # an aperture base as 64 bits: the base address
             return I64(int(CONSTANTS[code]) << 32)
-        if code < 128 and code not in (self.m0, VCC, VCC + 1, EXEC, EXEC + 1) and (code < 106 or 108 <= code < 124):
-            if code + (2 if wide else 1) > (106 if code < 106 else 124):
+        if storage(code):
+            if not storage(code, 2 if wide else 1):
                 raise Exit("scalar register tuple out of range")
             return self._pair(b, code) if wide else b.load(self._slot(b, code), typ=I32)
         if code in (VCC, EXEC) and wide:
             return self._pair(b, code)
-        if code in (self.m0, VCC, VCC + 1, EXEC, EXEC + 1) or 235 <= code <= 238:
+        if code in (self.m0, VCC, VCC + 1, EXEC, EXEC + 1) or SHARED_BASE <= code <= PRIVATE_LIMIT:
             v = b.load(self._slot(b, code), typ=I32)
             return b.zext(v, I64) if wide else v
         raise Exit(f"scalar operand code {code}")
@@ -368,8 +369,9 @@ class Region:
         if code == self.m0 and not wide:
             b.store(v, self._slot(b, code))
             return
-        if code < 106 or 108 <= code < 124 or code in (VCC, VCC + 1):
-            if code + (2 if wide else 1) > (106 if code < 106 else 124 if code >= 108 else VCC + 2):
+        if storage(code) or code in (VCC, VCC + 1):
+            n = 2 if wide else 1
+            if not (storage(code, n) or VCC <= code and code + n <= VCC + 2):
                 raise Exit("scalar destination tuple out of range")
             if wide:
                 self._set_pair(b, code, v)
@@ -465,7 +467,7 @@ class Region:
         if n in ("EXEC", "VCC"):
             return b.and_(self._pair(b, EXEC if n == "EXEC" else VCC), I64(self.full))
         if n in ("EXECZ", "VCCZ"):
-            return self._scalar(b, 252 if n == "EXECZ" else 251, 32, "", None)
+            return self._scalar(b, EXECZ if n == "EXECZ" else VCCZ, 32, "", None)
         if n == "M0":
             return b.load(self._slot(b, self.m0), typ=I32)
         if n == "MODE":
@@ -666,7 +668,7 @@ class Region:
         if not nbits or nbits % 32 or self.planner.smem_access(op) < 4:
             raise Exit("sub-dword scalar load")
         ndw, dst = nbits // 32, f["sdata"]
-        if not (dst + ndw <= VCC + 2 or 108 <= dst and dst + ndw <= 124):
+        if not (dst + ndw <= VCC + 2 or TTMP0 <= dst and dst + ndw <= TTMP_END):
             raise Exit("scalar load destination out of range")
         base = self._scalar(b, f["sbase"] * 2, 64, "", None)
         if op.name.startswith("S_BUFFER"):
@@ -739,7 +741,7 @@ class Region:
         negs, abss = f.get("neg", 0), f.get("abs", 0)
         dst_fmt = pl._fmt(op, "vdst")
         scalar_dst = self._scalar_dst(inst, op, base, f, dst_fmt)
-        mask_code = 106 if base == "VOPC" else f.get("vdst")
+        mask_code = VCC if base == "VOPC" else f.get("vdst")
         if any(o.kind == "agpr" for o in inst.operands.values()):
             raise Exit("ACC VGPR operand")
 
@@ -846,7 +848,7 @@ class Region:
         pl = self.planner
         dst_fmt = pl._fmt(op, "vdst")
         scalar_dst = self._scalar_dst(inst, op, base, f, dst_fmt)
-        mask_code = 106 if base == "VOPC" else f.get("vdst")
+        mask_code = VCC if base == "VOPC" else f.get("vdst")
         active = self._lanes(b, exe)
         for n, v in out.items():
             if n == "D0":

@@ -24,6 +24,7 @@ from emu.amd.exec.operands import (
     vgpr_writer,
 )
 from emu.amd.exec.state import ACC
+from emu.amd.regs import VCC
 
 U64 = np.uint64
 DPP8_FI = 234  # src0 value of a DPP8 form with fetch-inactive set (233 without)
@@ -172,7 +173,7 @@ class ValuPlans:
                 idx = dpp8([f[f"lane_sel_{k}"] for k in range(8)], self.lanes)
                 r = _dpp8_fetch(r, idx, inst.fields.get("src0", 0) == DPP8_FI)
             reads.append((n, r))
-        mask_code = 106 if base == "VOPC" and not (sdwa and f.get("sd")) else f.get("sdst" if sdwa else "vdst")
+        mask_code = VCC if base == "VOPC" and not (sdwa and f.get("sd")) else f.get("sdst" if sdwa else "vdst")
         for n in sorted(sem.reads - {"S0", "S1", "S2"}):
             if n == "D0" and scalar_dst:
                 reads.append((n, self._mask_reader(mask_code)))
