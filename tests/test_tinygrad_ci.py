@@ -31,3 +31,16 @@ def test_report_gives_the_floor_and_both_shares():
     line = ci.report(step, res)[0]
     assert "client    20.0s  vs floor  1.50x" in line
     assert "hwemu dev 40.0% (busy 20.0%)" in line and "tinygrad dev 60.0%" in line
+
+
+def test_a_chip_llvm_19_does_not_know_gets_a_newer_libllvm(tmp_path):
+    for name in ("libLLVM.so.19.1", "libLLVM.so.22.1", "libLLVM-22.so", "libLLVM.so.21", "libLLVMfoo.so.30"):
+        (tmp_path / name).write_bytes(b"")
+    assert ci.libllvm(20, (str(tmp_path),)) == str(tmp_path / "libLLVM.so.22.1")
+    assert ci.libllvm(23, (str(tmp_path),)) is None
+    env = {"DEV": "MOCKKFD+AMD:LLVM:gfx1100"}
+    ci._llvm_for(env)
+    assert "LLVM_PATH" not in env
+    env = {"DEV": "MOCKKFD+AMD::gfx950", "LLVM_PATH": "/x"}
+    ci._llvm_for(env)
+    assert env["LLVM_PATH"] == "/x"

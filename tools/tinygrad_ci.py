@@ -27,6 +27,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import xml.etree.ElementTree as ET
@@ -216,6 +217,34 @@ def _qemu_hexagon_static(workdir: str) -> str | None:
     return folder
 
 
+FIRST_LLVM = {"gfx950": 20}  # the first LLVM that knows a chip (tinygrad's renderers compile through libLLVM)
+
+
+def libllvm(major: int, dirs: tuple[str, ...] | None = None) -> str | None:
+    """The newest libLLVM.so.N[.M] of LLVM `major` or later in the system's library directories."""
+    dirs = dirs or tuple(os.path.join(d, sysconfig.get_config_var("MULTIARCH") or "") for d in ("/usr/lib", "/lib"))
+    found = []
+    for d in dirs:
+        for name in os.listdir(d) if os.path.isdir(d) else ():
+            m = re.fullmatch(r"libLLVM\.so\.(\d+)(?:\.\d+)*", name)
+            if m and int(m[1]) >= major:
+                found.append((int(m[1]), os.path.join(d, name)))
+    return max(found)[1] if found else None
+
+
+def _llvm_for(env: dict[str, str]) -> None:
+    """Points tinygrad at a libLLVM that knows DEV's chip when LLVM 19 (its first choice here) does not."""
+    arch = env.get("DEV", "").rsplit(":", 1)[-1]
+    if arch not in FIRST_LLVM or "LLVM_PATH" in env:
+        return
+    lib = libllvm(FIRST_LLVM[arch])
+    if lib:
+        env["LLVM_PATH"] = lib
+    else:
+        print(f"tinygrad_ci: note: {arch} needs LLVM {FIRST_LLVM[arch]} or later (tinygrad's renderers compile "
+              f"through libLLVM) and none is installed: its steps fail on both mocks", file=sys.stderr)
+
+
 def run_step(step: Step, mock: str, root: str, files: str | None, profile: bool, timeout: float,
              workdir: str) -> Result | None:
     env_over, argv = _split(step.run)
@@ -226,6 +255,7 @@ def run_step(step: Step, mock: str, root: str, files: str | None, profile: bool,
     env.update(dict(step.env))
     env.update(env_over)
     env.setdefault("CC", "clang-19" if shutil.which("clang") is None and shutil.which("clang-19") else "clang")
+    _llvm_for(env)
     # tinygrad's CI installs the checkout (pip install -e .): its tinygrad/ and test/ are importable from any script
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), root) if p)
     py = sys.executable
