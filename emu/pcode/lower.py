@@ -256,8 +256,9 @@ class Lowerer(ExpressionLowering):
             if not isinstance(base, S.Name):
                 raise Unsupported(f"slice assignment to {show(target.x)}")
             hi = const_value(target.hi)
-            var, _ = self.target_var(base.id, uint(hi + 1 if hi is not None else 32),
-                                     typed.bits if typed else hi + 1 if hi is not None else None)
+            reach = hi + 1 if hi is not None else None  # D0.u32[63 : 32] writes bits up to 63 whatever its type
+            written = max(typed.bits, reach or 0) if typed else reach
+            var, _ = self.target_var(base.id, uint(reach or 32), written)
             return self.set_bits(var, lo, width, convert_bits(bitcast_to_int(v), uint(width)))
         if isinstance(target, S.Index):
             if isinstance(target.x, S.Name) and target.x.id in MEMORIES:
