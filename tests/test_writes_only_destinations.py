@@ -6,12 +6,14 @@ The class this caught first: a destination read wider than written in the vendor
 != 0` of S_BCNT1_I32_B64) was written back at the read's width, so `s_bcnt1_i32_b64 s3, s[16:17]` zeroed s4."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from depth import examples
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from emu.amd import Wave, isa, strategies, writes
+from emu.amd.exec.state import ACC
 from emu.amd.writes import ENDPGM, MEMORY
 from emu.pcode import compile_op
 from tools import llvm_agreement, writes_campaign
@@ -101,3 +103,22 @@ def test_campaign_slice(monkeypatch, arch, tier):
     assert not rep.violations, rep.violations
     assert rep.covered >= 0.7 * rep.opcodes, writes_campaign.show(rep, 10)
 
+
+@pytest.mark.parametrize("tier", ["ref", "interp", "jit"])
+def test_buffer_data_in_acc_vgprs(monkeypatch, tier):
+    """gfx942 MUBUF with the acc bit: data and result are ACC VGPRs (llvm-mc-19 -show-encoding below). The class the
+    campaign found: the buffer path dropped the acc bit, so buffer_load_dword a5 wrote v5 and stores sent v6."""
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    w = Wave("gfx942")
+    mem = np.arange(1024, dtype=np.uint32) + 100
+    w.vm.map(1 << 16, mem)
+    w.sgpr[0:4] = (1 << 16, 0, 256, 0)
+    w.vgpr[5:8], w.vgpr[ACC + 5:ACC + 8] = 11, 22
+    code = ("000050e0 00058080"  # buffer_load_dword a5, off, s[0:3], 0
+            "040070e0 00068080"  # buffer_store_dword a6, off, s[0:3], 0 offset:4
+            "004008e1 00078080")  # buffer_atomic_add a7, off, s[0:3], 0 sc0
+    w.run(bytes.fromhex(code + ENDPGM["cdna"]))
+    assert (w.vgpr[ACC + 5] == 100).all() and (w.vgpr[5] == 11).all()
+    assert mem[1] == 22  # a6's value, stored from every lane
+    assert (w.vgpr[ACC + 7] >= 100).all() and (w.vgpr[7] == 11).all()  # the old values, returned into a7
+    assert mem[0] == 100 + 64 * 22
