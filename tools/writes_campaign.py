@@ -33,6 +33,7 @@ from emu.amd import isa, strategies
 from emu.amd.exec import threaded
 from emu.amd.exec.translate import Region
 from emu.amd.writes import Outcome, check
+from emu.pcode.llvmjit import engine
 
 ARCHES = ("gfx1100", "gfx1201", "gfx942", "gfx950")
 TIERS = ("ref", "interp", "threaded", "jit")
@@ -58,6 +59,7 @@ class Report:
     declined: int = 0  # covered opcodes the tier ran on a lower tier (jit, threaded: no native code for them)
     draws: Counter = field(default_factory=Counter)  # outcome -> draws
     seconds: float = 0.0
+    llvm: Counter = field(default_factory=Counter)  # LLVM compiles and disk-cache loads while it ran
 
 
 def _sample(strategy, n: int, seed: int) -> list[bytes]:
@@ -115,6 +117,11 @@ def draws(arch: str, draws_each: int, every: int, seed: int) -> tuple[list[Draw]
     return [Draw(d.opcode, d.encoding, d.code, t) for d, t in zip(out, texts, strict=True)], why
 
 
+def _llvm_stats() -> Counter:
+    """Compiles and cache loads so far of the regions' and the threaded handlers' LLVM engines."""
+    return Counter(engine().stats) + Counter(engine(threaded.ENGINE).stats)
+
+
 def _native(tier: str, inst) -> bool:
     if tier == "jit":
         return Region.takeable(inst)
@@ -129,6 +136,7 @@ def run(arch: str, tier: str, draws_each: int = 2, every: int = 1, seed: int = 0
     ds, why = draws(arch, draws_each, every, seed)
     os.environ["HWEMU_TIER"] = tier
     rep = Report(arch, tier)
+    before = _llvm_stats()
     by_op: dict[tuple[str, str], list[tuple[Draw, Outcome | None]]] = defaultdict(list)
     for i, d in enumerate(ds):
         by_op[d.opcode].append((d, None if d.text is None else check(d.code, arch, seed + i, d.text)))
@@ -156,6 +164,7 @@ def run(arch: str, tier: str, draws_each: int = 2, every: int = 1, seed: int = 0
             kinds = sorted({o.detail.split(":")[0] for o in outs if o.status == "fault"})
             rep.skipped[f"every draw faulted ({', '.join(kinds)})"].append(" ".join(op))
     rep.seconds = time.monotonic() - t0
+    rep.llvm = _llvm_stats() - before
     return rep
 
 
@@ -163,7 +172,9 @@ def show(rep: Report, n: int) -> str:
     lines = [f"{rep.arch} {rep.tier}: {rep.opcodes} opcodes, {rep.covered} covered"
              + (f" ({rep.declined} of them run by a lower tier)" if rep.tier in ("jit", "threaded") else "")
              + f", {sum(map(len, rep.skipped.values()))} skipped, {len(rep.violations)} violations; "
-             f"{sum(rep.draws.values())} draws in {rep.seconds:.0f} s"]
+             f"{sum(rep.draws.values())} draws in {rep.seconds:.0f} s"
+             + (f" ({rep.llvm['compiled']} LLVM compiles, {rep.llvm['disk_hits']} loaded from the disk cache)"
+                if rep.tier in ("jit", "threaded") else "")]
     for k, ops in sorted(rep.skipped.items(), key=lambda kv: -len(kv[1])):
         lines.append(f"  skipped, {k}: {len(ops)} ({', '.join(ops[:n])}{', ...' if len(ops) > n else ''})")
     lines += [f"  violation: {v}" for v in rep.violations[:n]]
