@@ -31,6 +31,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 
@@ -277,6 +278,19 @@ def _worker(conn, memory: int) -> None:
         conn.send(out)
 
 
+WALL_FACTOR = 10  # a worker that spends no CPU time is hung after this many times the limit of wall time
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (its threads included); 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
+
+
 class Pool:
     def __init__(self, timeout: float, memory: int):
         self.timeout, self.memory = timeout, memory
@@ -289,14 +303,18 @@ class Pool:
         self.proc.start()
 
     def run(self, fn: Callable, *args, extra_time: float = 0) -> str:
-        """fn(*args) in the worker: its outcome, or `hang` after the time limit (+ extra_time seconds)."""
+        """fn(*args) in the worker: its outcome, or `hang` once the worker has spent the time limit (+ extra_time
+        seconds) of CPU time, or waited WALL_FACTOR times as long (a deadlock spends none): time it waits for a core
+        on a loaded machine does not count, so the verdict does not depend on the load."""
         if self.proc is None or not self.proc.is_alive():
             self._start()
+        limit, start, cpu0 = self.timeout + extra_time, time.monotonic(), _cpu_seconds(self.proc.pid)
         self.conn.send((fn, args))
-        if not self.conn.poll(self.timeout + extra_time):
-            self.proc.kill()
-            self.proc = None
-            return "hang"
+        while not self.conn.poll(min(1.0, limit)):
+            if _cpu_seconds(self.proc.pid) - cpu0 > limit or time.monotonic() - start > WALL_FACTOR * limit:
+                self.proc.kill()
+                self.proc = None
+                return "hang"
         try:
             return self.conn.recv()
         except EOFError:
