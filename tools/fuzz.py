@@ -12,7 +12,7 @@ each outcome is counted by class.
 Outcome classes: `completed`, `fault:KIND` (a GPU fault the emulated code caused), `rejected:ERROR` (bad input
 named by a clean error), `exit:N` (a CLI's status); the bad ones are `fault:emulator-error` (a bug in hwemu),
 `uncaught:ERROR` (an exception that is neither), `traceback` (a CLI printed one, or one escaped its main()), `hang`
-(over the time limit), `memory` (over the memory limit), `over-limit` (a VM allocation beyond the documented
+(over the CPU time limit), `memory` (over the memory limit), `over-limit` (a VM allocation beyond the documented
 limits of stack.hcq.codeobj), `leak` (mappings left after free and unload), `crash` (the worker died), and those of
 tools.hostile_kfd (`internal`, `changed-on-error`, `dead-engine`, `canary`, `saxpy`, `stuck`). Corrupted code
 objects are flipped bytes, extreme values written into ELF, program and section header fields, kernel descriptor
@@ -499,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", type=int, default=None, help="inputs per arch (streams) or in all (code objects)")
     ap.add_argument("--arch", default=",".join(ARCHES))
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeout", type=float, default=30.0, help="seconds per input")
+    ap.add_argument("--timeout", type=float, default=30.0, help="CPU seconds per input")
     ap.add_argument("--memory", type=int, default=4096,
                     help="MiB of address space per worker (kfd: no limit; a blowup is its growth of the peak RSS)")
     a = ap.parse_args(argv)
