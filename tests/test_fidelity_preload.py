@@ -21,7 +21,7 @@ from stack import Device
 from stack.codegen import opencl
 from stack.hcq import kfd_ioctl as k
 from stack.hcq.codeobj import CodeObject, KernargPreload, hidden_args, pack_kernargs
-from tools.kfd_client import VRAM_FLAGS, RawClient, aql_packet, wait_for
+from tools.kfd_client import HANG_MS, VRAM_FLAGS, RawClient, aql_packet, wait_for
 
 pytestmark = pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")
 SRC = """#pragma OPENCL FP_CONTRACT OFF
@@ -103,7 +103,7 @@ def test_without_preloading_firmware_the_prologue_traps():
              + pm4.set_regs(pm4.COMPUTE_START_X, 0, 0, 0, BLOCK, 1, 1)
              + pm4.dispatch_direct((1, 1, 1), pm4.dispatch_initiator(9, False)))
     data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
-    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=20000))
+    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=HANG_MS))
     assert w.wait_result == k.WAIT_COMPLETE
     rec = c.system.gpus[0].faults[-1]
     assert rec.kind == "trap" and rec.pc == entry

@@ -4,6 +4,8 @@ a GPU fault or a clean, named error, never in an emulator error, an uncaught exc
 crash, an allocation beyond the documented limits, a leaked mapping or one beyond the memory limit."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from stack.codegen import opencl
@@ -42,3 +44,13 @@ def test_api_misuse(pool):
     counts = fuzz.campaign("misuse", 60, fuzz.ARCHES, 1, pool)
     assert_clean(counts)
     assert sum(v for k, v in counts.items() if k.startswith("rejected:")) > 40
+
+
+def test_a_spinning_input_is_a_hang_and_the_pool_goes_on():
+    """The time limit counts the worker's CPU time (waiting for a core on a loaded machine is not a hang)."""
+    p = fuzz.Pool(timeout=1, memory=0)
+    try:
+        assert p.run(sum, itertools.repeat(0)) == "hang"  # spins for ever
+        assert p.run(sum, [1, 2]) == 3  # a fresh worker
+    finally:
+        p.close()

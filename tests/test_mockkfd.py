@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from stack.hcq import kfd_ioctl as k
 from stack.hcq import pm4, sdma
-from tools.kfd_client import STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
+from tools.kfd_client import HANG_MS, STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -433,7 +433,7 @@ def test_malformed_streams_never_hang_or_crash(client, words, sdma_queue, typed)
     try:
         bad.submit(words)
         good.submit(pm4.release_mem(11, sig.va, 5, pm4.DATA_SEL_SEND_32_BIT_LOW))
-        assert wait_for(lambda: sig.mem.view(np.uint32)[0] == 5, 20)
+        assert wait_for(lambda: sig.mem.view(np.uint32)[0] == 5)
         q = c.system.gpus[0].queues[bad.args.queue_id]
         assert q.state in ("running", "halted", "stopped")
         if q.state == "stopped":
@@ -450,7 +450,7 @@ def test_cp_error_raises_hw_exception_event(client):
     q = c.queue()
     q.submit([pm4.HEADER_TYPE.put(3) | pm4.HEADER_OPCODE.put(0xEE), 0])  # an opcode the CP does not know
     data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
-    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=5000))
+    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=HANG_MS))
     assert w.wait_result == k.WAIT_COMPLETE
     assert data[0].hw_exception_data.gpu_id == c.gpu_id
     assert "unknown PM4 opcode 0xee" in c.system.gpus[0].queues[q.args.queue_id].error
@@ -470,7 +470,7 @@ def test_fault_injection_raises_memory_exception_event(client):
         assert e.value.errno == errno.EINVAL and len(gpu.faults) == before
     c.system.inject_fault(0x7000_0000_1234, gpu=1, write=True)
     data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
-    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=5000))
+    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=HANG_MS))
     m = data[0].memory_exception_data
     assert w.wait_result == k.WAIT_COMPLETE and (m.va, m.gpu_id, m.failure.NotPresent) == (0x7000_0000_1000,
                                                                                            c.gpu_ids[1], 1)
@@ -502,7 +502,7 @@ def test_signal_event_from_release_mem_interrupt(client):
                                 pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM, ev.event_id) if slot_va else
                 pm4.release_mem(11, 0, 0, pm4.DATA_SEL_NONE, pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM,
                                 ev.event_id)))
-    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=5000))
+    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=HANG_MS))
     assert w.wait_result == k.WAIT_COMPLETE and sig.mem.view(np.uint32)[0] == 9
     assert slots[ev.event_slot_index] == 0xFFFFFFFFFFFFFFFF  # acknowledged: the slot is unsignaled again
     w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=0))
@@ -529,7 +529,7 @@ def test_dispatch_fault_is_reported_and_queue_resumes(arch, tmp_path):
     q.submit(dispatch_words(gfx, code.va, [bad & 0xFFFFFFFF, bad >> 32], lanes, wave32)
              + pm4.release_mem(gfx, sig.va, 2, pm4.DATA_SEL_SEND_32_BIT_LOW))
     data = (k.EventData * 1)(k.EventData(event_id=mem_ev.event_id))
-    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=10000))
+    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=HANG_MS))
     assert w.wait_result == k.WAIT_COMPLETE
     m = data[0].memory_exception_data
     assert (m.va, m.gpu_id, m.failure.NotPresent, m.failure.ReadOnly) == (bad, c.gpu_id, 1, 0)
@@ -595,7 +595,7 @@ def test_aql_dispatch_barrier_and_pm4_ib(arch):
     sigs.mem.view(np.int64)[1] = 0  # release the gate
     q.doorbell[0] = len(packets) - 1
     data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
-    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=20000))
+    w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=HANG_MS))
     assert w.wait_result == k.WAIT_COMPLETE and sigs.mem.view(np.int64)[9] == 0  # completion signal decremented
     assert sigs.mem.view(np.uint64)[32] == ev.event_id  # the mailbox got the event id
     assert wait_for(lambda: flag.mem.view(np.uint32)[0] == 7 and q.rptr == 3)
@@ -612,7 +612,7 @@ def test_indirect_buffer_at_unmapped_address_is_a_cp_error(client):
     try:
         q.submit(pm4.indirect_buffer(0x5000_0000_0000, 16))
         data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
-        w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=5000))
+        w = c.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1, timeout=HANG_MS))
         assert w.wait_result == k.WAIT_COMPLETE and data[0].hw_exception_data.gpu_id == c.gpu_id
         q_model = c.system.gpus[0].queues[q.args.queue_id]
         assert q_model.state == "stopped" and "0x500000000000" in q_model.error and "not mapped" in q_model.error

@@ -35,7 +35,7 @@ def engine_alive(c: RawClient) -> bool:
     q, sig = c.queue(), c.alloc(4096)
     try:
         q.submit(pm4.release_mem(GFX, sig.va, 0x600D, pm4.DATA_SEL_SEND_32_BIT_LOW))
-        return wait_for(lambda: sig.mem.view(np.uint32)[0] == 0x600D, 20)
+        return wait_for(lambda: sig.mem.view(np.uint32)[0] == 0x600D)
     finally:
         c.destroy(q)
         c.free(sig)

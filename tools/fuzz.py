@@ -12,7 +12,7 @@ each outcome is counted by class.
 Outcome classes: `completed`, `fault:KIND` (a GPU fault the emulated code caused), `rejected:ERROR` (bad input
 named by a clean error), `exit:N` (a CLI's status); the bad ones are `fault:emulator-error` (a bug in hwemu),
 `uncaught:ERROR` (an exception that is neither), `traceback` (a CLI printed one, or one escaped its main()), `hang`
-(over the time limit), `memory` (over the memory limit), `over-limit` (a VM allocation beyond the documented
+(over the CPU time limit), `memory` (over the memory limit), `over-limit` (a VM allocation beyond the documented
 limits of stack.hcq.codeobj), `leak` (mappings left after free and unload), `crash` (the worker died), and those of
 tools.hostile_kfd (`internal`, `changed-on-error`, `dead-engine`, `canary`, `saxpy`, `stuck`). Corrupted code
 objects are flipped bytes, extreme values written into ELF, program and section header fields, kernel descriptor
@@ -31,6 +31,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 
@@ -45,7 +46,7 @@ SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float
   uint i = get_global_id(0);
   if (i < n) y[i] = a * x[i] + y[i];
 }"""
-PROCESS_TIMEOUT = 60  # seconds for one CLI process (its start-up alone can take seconds on a loaded machine)
+PROCESS_TIMEOUT = 300  # seconds of wall time for one CLI process: a bound against hangs on a loaded machine
 S_ENDPGM = {"rdna3": bytes.fromhex("0000b0bf"), "rdna4": bytes.fromhex("0000b0bf"), "cdna": bytes.fromhex("000081bf")}
 
 
@@ -277,6 +278,19 @@ def _worker(conn, memory: int) -> None:
         conn.send(out)
 
 
+WALL_FACTOR = 10  # a worker that spends no CPU time is hung after this many times the limit of wall time
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` (its threads included); 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
+
+
 class Pool:
     def __init__(self, timeout: float, memory: int):
         self.timeout, self.memory = timeout, memory
@@ -289,14 +303,18 @@ class Pool:
         self.proc.start()
 
     def run(self, fn: Callable, *args, extra_time: float = 0) -> str:
-        """fn(*args) in the worker: its outcome, or `hang` after the time limit (+ extra_time seconds)."""
+        """fn(*args) in the worker: its outcome, or `hang` once the worker has spent the time limit (+ extra_time
+        seconds) of CPU time, or waited WALL_FACTOR times as long (a deadlock spends none): time it waits for a core
+        on a loaded machine does not count, so the verdict does not depend on the load."""
         if self.proc is None or not self.proc.is_alive():
             self._start()
+        limit, start, cpu0 = self.timeout + extra_time, time.monotonic(), _cpu_seconds(self.proc.pid)
         self.conn.send((fn, args))
-        if not self.conn.poll(self.timeout + extra_time):
-            self.proc.kill()
-            self.proc = None
-            return "hang"
+        while not self.conn.poll(min(1.0, limit)):
+            if _cpu_seconds(self.proc.pid) - cpu0 > limit or time.monotonic() - start > WALL_FACTOR * limit:
+                self.proc.kill()
+                self.proc = None
+                return "hang"
         try:
             return self.conn.recv()
         except EOFError:
@@ -481,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-n", type=int, default=None, help="inputs per arch (streams) or in all (code objects)")
     ap.add_argument("--arch", default=",".join(ARCHES))
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--timeout", type=float, default=30.0, help="seconds per input")
+    ap.add_argument("--timeout", type=float, default=30.0, help="CPU seconds per input")
     ap.add_argument("--memory", type=int, default=4096,
                     help="MiB of address space per worker (kfd: no limit; a blowup is its growth of the peak RSS)")
     a = ap.parse_args(argv)

@@ -87,7 +87,7 @@ class Bench:
         q, sig = self.c.queue(), self.c.alloc(4096)
         try:
             q.submit(pm4.release_mem(GFX, sig.va, 0x600D, pm4.DATA_SEL_SEND_32_BIT_LOW))
-            return wait_for(lambda: sig.mem.view(np.uint32)[0] == 0x600D, 20)
+            return wait_for(lambda: sig.mem.view(np.uint32)[0] == 0x600D)
         finally:
             self.c.destroy(q)
             self.c.free(sig)
@@ -111,7 +111,7 @@ class Bench:
                 sig.va), np.uint8)
             q.gart.mem[56:64].view(np.uint64)[0] = 1
             q.doorbell[0] = 0
-            if not wait_for(lambda: sig.mem.view(np.int64)[1] == 0, 30):
+            if not wait_for(lambda: sig.mem.view(np.int64)[1] == 0):
                 model = c.system.gpus[0].queues[q.args.queue_id]
                 return f"saxpy: not done in 30 s (queue {model.state} {model.error[:80]!r})"
             wrong = int(np.count_nonzero(yb.mem[:4 * n].view(np.float32) != 3 * x + 1))
@@ -358,6 +358,6 @@ def run_queue(b: Bench, kind: str, rng: random.Random) -> str:
     c.destroy(q)
     if "emulator error" in error:
         return f"internal:{error[:120]}"
-    if not wait_for(lambda: q.args.queue_id not in c.system.gpus[0].queues, 5):
+    if not wait_for(lambda: q.args.queue_id not in c.system.gpus[0].queues):
         return "stuck"
     return f"ok:{state}"

@@ -19,7 +19,10 @@ GTT_FLAGS = k.ALLOC_GTT | k.ALLOC_WRITABLE | k.ALLOC_EXECUTABLE | k.ALLOC_COHERE
 VRAM_FLAGS = k.ALLOC_VRAM | k.ALLOC_WRITABLE | k.ALLOC_EXECUTABLE | k.ALLOC_PUBLIC
 
 
-def wait_for(cond, timeout: float = 10.0) -> bool:
+HANG_MS = 120_000  # how long a wait for the GPU may take: a bound against hangs (on a loaded machine), no timing check
+
+
+def wait_for(cond, timeout: float = HANG_MS / 1000) -> bool:
     end = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > end:
@@ -96,7 +99,7 @@ class RawClient:
     def event(self, event_type: int):
         return self.ioctl("CREATE_EVENT", k.CreateEvent(event_type=event_type))
 
-    def wait_event(self, ev, timeout_ms: int = 10000):
+    def wait_event(self, ev, timeout_ms: int = HANG_MS):
         """WAIT_EVENTS on one event: (completed, its kfd_event_data)."""
         data = (k.EventData * 1)(k.EventData(event_id=ev.event_id))
         w = self.ioctl("WAIT_EVENTS", k.WaitEvents(events_ptr=ctypes.addressof(data), num_events=1,

@@ -1,7 +1,8 @@
 """Hypothesis strategies that produce valid encoded AMD GPU instructions, built from the vendor tables.
 
     from emu.amd import strategies
-    instructions(arch, encoding=None) -> SearchStrategy[bytes]   one valid instruction, little-endian bytes
+    instructions(arch, encoding=None, opcode=None) -> SearchStrategy[bytes]   one valid instruction, little-endian
+    opcodes(arch, encoding) -> list[str]                           the opcodes an encoding draws
     encodings(arch) -> list[str]                                   the encoding names instructions() supports
     programs(arch, max_size=16) -> SearchStrategy[list[bytes]]     1..max_size instructions of mixed encodings
 
@@ -26,6 +27,7 @@ name, so family names draw from the whole table); gfx950 cannot be checked (LLVM
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import struct
@@ -581,14 +583,33 @@ def _usable(arch: str, name: str) -> bool:
     return bool(e.ops) or not e.enc.space and e.enc.base != "VOPD"  # EXP has no opcode field
 
 
+def opcodes(arch: str, encoding: str) -> list[str]:
+    """Names of the opcodes instructions(arch, encoding) draws (VOPD: of either half)."""
+    e = _plan(arch, encoding)
+    return sorted({o.name for o in (*e.ops, *e.xops)})
+
+
+def llvm_lacks(arch: str, encoding: str, opcode: str) -> str | None:
+    """Why instructions() does not draw `opcode` in `encoding` because LLVM 19 does not decode it (None: not so)."""
+    return next((why for a, en, op, why in _LLVM_LACKS
+                 if re.fullmatch(a, arch) and re.fullmatch(en, encoding) and re.fullmatch(op, opcode)), None)
+
+
 @functools.cache
-def instructions(arch: str, encoding: str | None = None) -> st.SearchStrategy[bytes]:
-    """One valid instruction of `arch` (little-endian bytes) in `encoding`, or in any supported encoding."""
+def instructions(arch: str, encoding: str | None = None, opcode: str | None = None) -> st.SearchStrategy[bytes]:
+    """One valid instruction of `arch` (little-endian bytes) in `encoding`, or in any supported encoding; with
+    `opcode` (one of opcodes(arch, encoding)), of that opcode (VOPD: in the X half where it can be, else in Y)."""
     if encoding is None:
         return st.one_of([instructions(arch, n) for n in encodings(arch)])
     e = _plan(arch, encoding)
     if not _usable(arch, encoding):
         raise ValueError(f"{arch}: no opcodes of encoding {encoding!r} can be generated")
+    if opcode is not None:
+        if opcode not in opcodes(arch, encoding):
+            raise ValueError(f"{arch}: {encoding} does not draw {opcode!r}")
+        xops = tuple(o for o in e.xops if o.name == opcode)
+        ops = e.ops if xops else tuple(o for o in e.ops if o.name == opcode)
+        e = dataclasses.replace(e, ops=ops, xops=xops or e.xops)
     g = _Gen(isa.family(arch), isa.load(arch), e)
     return st.composite(lambda draw: g.draw(draw))()
 

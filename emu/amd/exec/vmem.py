@@ -152,7 +152,7 @@ class MemoryPlans:
             return U64(base + soff(w)) + index * U64(stride) + offset, ok
 
         reads = [("ADDR_RANGE", addr_range)]
-        vdata = f["vdata"]
+        vdata = f["vdata"] + (ACC if f.get("acc") else 0)  # CDNA: data and destination are ACC VGPRs
         for n in sorted(sem.reads - {"MEM", "ADDR"}):
             if n in ("DATA", "VDATA"):
                 reads.append((n, _wide_reader(vdata, self._width(sem, n, op, "vdata"))))
