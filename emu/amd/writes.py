@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from emu.amd import isa
+from emu.amd import isa, target
 from emu.amd.asm.memory import returns
 from emu.amd.decode import Inst, decode
 from emu.amd.exec.state import ACC, EXEC, VCC
@@ -100,7 +100,7 @@ def _named(inst: Inst, writes: frozenset[str] | None) -> int:
 def allowed(inst: Inst, arch: str, text: str | None = None) -> set[Reg]:
     """The registers `inst` may write: the destinations its disassembly `text` (default: hwemu's, LLVM syntax) names,
     widths included, plus what its definition writes implicitly (SCC aside: it is no register of these files)."""
-    m0 = 124 if isa.family(arch) == "cdna" else 125
+    m0 = target.generation(arch).m0
     n = _named(inst, definition(arch, inst))
     writes = implicit(arch, inst)
     out: set[Reg] = set()
@@ -138,7 +138,7 @@ def prepare(inst: Inst, arch: str, seed: int) -> Wave:
     w = Wave(arch)
     rng = np.random.default_rng(seed)
     w.vgpr[:] = rng.integers(0, 1 << 32, w.vgpr.shape, dtype=np.uint64).astype(np.uint32)
-    w.sgpr[:106] = rng.integers(0, 1 << 32, 106, dtype=np.uint64).astype(np.uint32)
+    w.sgpr[:VCC] = rng.integers(0, 1 << 32, VCC, dtype=np.uint64).astype(np.uint32)
     if is_memory(inst):
         w.vm.map(MAPPED, rng.integers(0, 1 << 32, WORDS, dtype=np.uint64).astype(np.uint32))
         w.vm.map(SCRATCH_BASE, np.zeros(SCRATCH_LANE * w.lanes // 4, np.uint32))
