@@ -115,9 +115,9 @@ def ops_of(fam: str) -> list:
 
 
 def smoke(fam: str, space: str, name: str, sem, seed: int):
-    from emu.amd import isa
+    from emu.amd import target
     from emu.pcode import Unsupported
-    lanes = isa.WAVE_SIZE[fam]
+    lanes = target.generation(fam).wave_size
     st_ = inputs(fam, space, sem, np.random.default_rng(seed), lanes)
     try:
         out = sem(st_, lanes)
