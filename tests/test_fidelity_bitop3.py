@@ -45,26 +45,15 @@ def test_the_words_are_llvms():
 
 
 @pytest.mark.parametrize("tier", ["ref", "interp", "jit"])
+@pytest.mark.parametrize("opcode, mask", [(564, 0xFFFFFFFF), (563, 0xFFFF)], ids=["b32", "b16"])
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(table=st.integers(0, 255), seed=st.integers(0, 1 << 30))
-def test_bitop3_b32_is_its_truth_table(monkeypatch, tier, table, seed):
+def test_bitop3_is_its_truth_table(monkeypatch, tier, opcode, mask, table, seed):
+    """b32 over whole registers, b16 over their low halves."""
     monkeypatch.setenv("HWEMU_TIER", tier)
     rng = np.random.default_rng(seed)
     w = Wave("gfx950")
     w.vgpr[1:5] = rng.integers(0, 1 << 32, (4, 64), dtype=np.uint64).astype(np.uint32)
-    a, b, c = w.vgpr[2].copy(), w.vgpr[3].copy(), w.vgpr[4].copy()
-    w.run(_word(564, table) + ENDPGM)
-    np.testing.assert_array_equal(w.vgpr[1], _table(table, a, b, c))
-
-
-@pytest.mark.parametrize("tier", ["ref", "interp", "jit"])
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(table=st.integers(0, 255), seed=st.integers(0, 1 << 30))
-def test_bitop3_b16_is_its_truth_table_in_the_low_half(monkeypatch, tier, table, seed):
-    monkeypatch.setenv("HWEMU_TIER", tier)
-    rng = np.random.default_rng(seed)
-    w = Wave("gfx950")
-    w.vgpr[1:5] = rng.integers(0, 1 << 32, (4, 64), dtype=np.uint64).astype(np.uint32)
-    lo = [w.vgpr[r] & 0xFFFF for r in (2, 3, 4)]
-    w.run(_word(563, table) + ENDPGM)
-    np.testing.assert_array_equal(w.vgpr[1] & 0xFFFF, _table(table, *lo) & 0xFFFF)
+    srcs = [w.vgpr[r] & mask for r in (2, 3, 4)]
+    w.run(_word(opcode, table) + ENDPGM)
+    np.testing.assert_array_equal(w.vgpr[1] & mask, _table(table, *srcs) & mask)

@@ -242,8 +242,9 @@ class _WaveSlots:
         self.limit = wave_limit()  # the watchdog's instructions per wave between barriers
         self.lds = LDS(d.lds_size)
         self.waves, self.initial = [], []
+        packed = target.get(arch).packed_work_item_ids
         for i in range(nwaves):
-            w = _initial_wave(d, i, nitems, arch)
+            w = _initial_wave(d, i, nitems, packed)
             w.vm, w.lds = vm, self.lds
             slot = i % d.scratch_waves if d.scratch_waves else 0  # the scratch wave slot the wave is given
             w.scratch = Scratch(vm, d.scratch_base + slot * d.scratch_wave_bytes, d.lanes,
@@ -307,7 +308,7 @@ class _WaveSlots:
         return self._launch
 
 
-def _initial_wave(d: Dispatch, index: int, nitems: int, arch: str) -> WaveState:
+def _initial_wave(d: Dispatch, index: int, nitems: int, packed: bool) -> WaveState:
     """Wave `index` of a workgroup at its start, but for the workgroup ids (_set_workgroup)."""
     fam = d.program.family
     lanes = d.lanes
@@ -322,7 +323,7 @@ def _initial_wave(d: Dispatch, index: int, nitems: int, arch: str) -> WaveState:
     x, y, z = t % bx, (t // bx) % by, t // (bx * by)
     ndims = d.rsrc2.enable_vgpr_workitem_id
     ids = [x, y if ndims >= 1 else 0 * y, z if ndims >= 2 else 0 * z]
-    if target.get(arch).packed_work_item_ids:
+    if packed:  # work-item ids packed 10:10:10 in v0
         w.vgpr[0] = (ids[0] | ids[1] << 10 | ids[2] << 20).astype(np.uint32)
     else:
         for dim in range(ndims + 1):
