@@ -12,6 +12,7 @@ and its vendor tables.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 GIB = 1 << 30
@@ -50,6 +51,8 @@ class Generation:
     constant_bus: int = 2        # scalar values (SGPRs, literal) one VALU instruction may read
     cache_policy: str = "glc"    # memory instructions' cache bits: glc/slc/dlc, sc0/nt/sc1 (sc), th/scope (th)
     buffer_soffset_literal: bool = False  # a MUBUF/MTBUF SOFFSET of 255 names a literal after the instruction
+    architected_scratch: bool = True  # the CP gives each wave its scratch; else the kernel sets FLAT_SCRATCH from the
+    # flat scratch init SGPRs and reaches buffer scratch through the private segment buffer and wave offset (gfx90a)
 
     @property
     def wave_size(self) -> int:
@@ -75,7 +78,8 @@ CDNA = Generation("cdna", 9, (64,), 102, m0=124, null=125, saddr_off=0x7F, agprs
                   flat_offset_unsigned=True, vgpr_halves=False, zeroes_hi16=True, dpp8=False, dpp_broadcasts=True,
                   sdwa=True, gpr_indexing=True, vgpr_align64=True, constant_bus=1,
                   cache_policy="sc")
-GENERATIONS = {g.isa: g for g in (RDNA3, RDNA4, CDNA)}
+CDNA2 = dataclasses.replace(CDNA, cache_policy="glc", architected_scratch=False)
+GENERATIONS = {g.isa: g for g in (RDNA3, RDNA4, CDNA)}  # the generation a family name stands for
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,8 @@ TARGETS = {t.arch: t for t in (
            (12, 0, 0), (7, 0, 0), (6, 3, 1), 4096),
     Target("gfx1201", RDNA4, "AMD Radeon RX 9070 XT", 0x7550, 120001, 64, 4, 2, 2, 16, 16 * GIB, 2970, 1258,
            (12, 0, 1), (7, 0, 1), (6, 3, 1), 8192),
+    Target("gfx90a", CDNA2, "AMD Instinct MI210", 0x740F, 90010, 104, 8, 1, 4, 8, 64 * GIB, 1700, 1600,
+           (9, 4, 2), (4, 4, 0), (7, 4, 0), 8192, xnack=True),
     Target("gfx942", CDNA, "AMD Instinct MI300X (CPX partition)", 0x74A1, 90402, 38, 4, 1, 4, 8, 24 * GIB, 2100,
            1300, (9, 4, 3), (4, 4, 2), (7, 9, 0), 4096, **_CDNA3),
     Target("gfx950", CDNA, "AMD Instinct MI355X (CPX partition)", 0x75A3, 90500, 32, 4, 1, 4, 8, 36 * GIB, 2400,
