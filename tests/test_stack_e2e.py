@@ -18,7 +18,7 @@ from stack.hcq.codeobj import CodeObject
 pytestmark = [pytest.mark.llvm,
               pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")]
 
-ARCHS = ["gfx1100", "gfx1201", "gfx942"]
+ARCHS = ["gfx1100", "gfx1201", "gfx942", "gfx90a"]
 WAIT = 120.0  # seconds a wait may take here before GPUError (a bound against hangs, not a timing check)
 RESUME_WAIT = 30.0  # the same for a two-workgroup kernel after a fault
 

@@ -150,7 +150,7 @@ class AQLQueue(ComputeQueue):
         elif pre.length:
             kd = dataclasses.replace(kd, kernarg_preload=KernargPreload.decode(0))
         prog = self.gpu.program(entry, lanes)
-        sgprs = tuple(user_sgprs(kd, kernarg, addr, self.amd_queue, self.rptr, vsharp, 0,
+        sgprs = tuple(user_sgprs(kd, kernarg, addr, self.amd_queue, self.rptr, vsharp, scratch,
                                  kd.private_segment_fixed_size, kernargs))
         # whole workgroups, then the partial ones at the far edge of each dimension
         spans = [[(0, g // b, b)] + ([(g // b, 1, g % b)] if g % b else []) for g, b in zip(grid, block, strict=True)]

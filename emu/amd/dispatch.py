@@ -5,9 +5,11 @@ The initial state follows LLVM AMDGPUUsage "Initial Kernel Execution State": ena
 segment size), then from `user_sgpr_count` the system SGPRs (workgroup id x/y/z, workgroup info, private
 segment wave offset without architected flat scratch; on gfx12 the workgroup ids are also in ttmp9 and
 ttmp7, its architected SGPRs); work-item ids packed 10:10:10 in v0 (gfx90a+, gfx11+) or
-in v0..v2. All three families here have architected flat scratch: each wave's private memory is its slot of the scratch
-buffer (COMPUTE_DISPATCH_SCRATCH_BASE + slot * TMPRING_SIZE.WAVESIZE), which scratch instructions (and flat
-accesses to the private aperture) reach through the VM (emu.amd.memspace).
+in v0..v2. Each wave is given a slot of the scratch buffer (COMPUTE_DISPATCH_SCRATCH_BASE + slot *
+TMPRING_SIZE.WAVESIZE). With architected flat scratch (gfx942+, gfx11+) scratch instructions (and flat accesses to the
+private aperture) reach that slot through the VM (emu.amd.memspace); without it (gfx90a) the wave is told its slot's
+offset in the private segment wave offset SGPR, and reaches its scratch through the FLAT_SCRATCH base the kernel
+computes from it, or through the private segment buffer resource.
 
 Workgroups run one after another; the waves of a workgroup run round-robin, each until it reaches s_barrier
 or s_endpgm; a barrier releases when every wave still running has reached it.
@@ -242,13 +244,16 @@ class _WaveSlots:
         self.limit = wave_limit()  # the watchdog's instructions per wave between barriers
         self.lds = LDS(d.lds_size)
         self.waves, self.initial = [], []
-        packed = target.get(arch).packed_work_item_ids
+        chip = target.get(arch)
+        offset_slot = -1 if chip.gen.architected_scratch else _wave_offset_slot(d.rsrc2)
         for i in range(nwaves):
-            w = _initial_wave(d, i, nitems, packed)
+            w = _initial_wave(d, i, nitems, chip)
             w.vm, w.lds = vm, self.lds
             slot = i % d.scratch_waves if d.scratch_waves else 0  # the scratch wave slot the wave is given
+            if offset_slot >= 0:  # the kernel adds it to the flat scratch init and to buffer scratch offsets
+                w.sgpr[offset_slot] = slot * d.scratch_wave_bytes
             w.scratch = Scratch(vm, d.scratch_base + slot * d.scratch_wave_bytes, d.lanes,
-                                d.scratch_wave_bytes // d.lanes)
+                                d.scratch_wave_bytes // d.lanes, None if chip.gen.architected_scratch else w.sgpr)
             w.flat = Flat(vm, self.lds, w.scratch)
             w.dispatch, w.wave_id = d.dispatch_id, i
             self.waves.append(w)
@@ -308,11 +313,11 @@ class _WaveSlots:
         return self._launch
 
 
-def _initial_wave(d: Dispatch, index: int, nitems: int, packed: bool) -> WaveState:
+def _initial_wave(d: Dispatch, index: int, nitems: int, chip: target.Target) -> WaveState:
     """Wave `index` of a workgroup at its start, but for the workgroup ids (_set_workgroup)."""
     fam = d.program.family
     lanes = d.lanes
-    w = WaveState(fam, lanes, agprs=target.generation(fam).agprs)
+    w = WaveState(chip.arch, lanes, agprs=chip.gen.agprs)
     w.mode = initial_mode(fam, d.rsrc1)  # FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE from COMPUTE_PGM_RSRC1
     w.gpr_alloc = gpr_alloc(fam, lanes, d.rsrc1)
     n = d.rsrc2.user_sgpr_count
@@ -323,7 +328,7 @@ def _initial_wave(d: Dispatch, index: int, nitems: int, packed: bool) -> WaveSta
     x, y, z = t % bx, (t // bx) % by, t // (bx * by)
     ndims = d.rsrc2.enable_vgpr_workitem_id
     ids = [x, y if ndims >= 1 else 0 * y, z if ndims >= 2 else 0 * z]
-    if packed:  # work-item ids packed 10:10:10 in v0
+    if chip.packed_work_item_ids:  # work-item ids packed 10:10:10 in v0
         w.vgpr[0] = (ids[0] | ids[1] << 10 | ids[2] << 20).astype(np.uint32)
     else:
         for dim in range(ndims + 1):
@@ -342,6 +347,14 @@ def _id_slots(r2: Rsrc2) -> tuple[int, int, int, int]:
         out.append(s if on else -1)
         s += bool(on)
     return tuple(out)
+
+
+def _wave_offset_slot(r2: Rsrc2) -> int:
+    """The SGPR of the private segment wave byte offset, after the workgroup ids and info (-1: not enabled)."""
+    if not r2.enable_private_segment:
+        return -1
+    return r2.user_sgpr_count + sum(bool(getattr(r2, f"enable_sgpr_{n}")) for n in
+                                    ("workgroup_id_x", "workgroup_id_y", "workgroup_id_z", "workgroup_info"))
 
 
 def _set_workgroup(w: WaveState, id_slots: tuple[int, int, int, int], wg: tuple[int, int, int]) -> None:

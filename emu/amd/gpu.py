@@ -41,6 +41,7 @@ from emu.amd.dispatch import (
 from emu.amd.exec.wave import Program
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
+from emu.amd.rsrc import private_segment
 from stack.hcq.codeobj import MAX_BUFFER, CodeObject, LimitError, check_limit, pack_kernargs
 from stack.hcq.program import PRELOAD_PROLOGUE_BYTES, dispatch_packet, grid_dims, user_sgprs
 
@@ -215,7 +216,10 @@ class GPU:
             # what a runtime programs into the compute registers (workgroups run one at a time: one scratch slot
             # per wave of a workgroup); as firmware that preloads kernargs: their dwords follow the user SGPRs and
             # the code starts past its prologue
-            sgprs = user_sgprs(kd, ka, pkt, self._queue, self.dispatches, (0, 0, 0, 0), 0,
+            # scratch that is not architected: the private segment buffer and the flat scratch init address it
+            vsharp, flat = ((0, 0, 0, 0), 0) if self.chip.gen.architected_scratch else \
+                (private_segment(scratch).words(), scratch)
+            sgprs = user_sgprs(kd, ka, pkt, self._queue, self.dispatches, vsharp, flat,
                                kd.private_segment_fixed_size, kernargs)
             entry = prog.base + k.entry + (PRELOAD_PROLOGUE_BYTES if kd.kernarg_preload.length else 0)
             d = Dispatch(prog.program(lanes), entry, grid, block, lanes, kd.rsrc2, tuple(sgprs), lds, scratch,

@@ -6,12 +6,14 @@
   dword d of lane l lives at base + (d * lanes + l) * 4).
 - `Flat`: the flat address space: the shared and private apertures route to LDS and scratch, the rest to the VM.
 - `Buffer`: lanes outside a buffer resource's range read 0 and drop their writes.
+- `Swizzled`: a swizzled buffer resource's elements, interleaved with those of other lanes (emu.amd.rsrc).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from emu.amd.memory import FaultRecord, GPUFault
+from emu.amd.regs import FLAT_SCRATCH
 
 # Apertures of the flat address space (their bases' high 32 bits are what the aperture registers report).
 SHARED_APERTURE = 0x0001_0000_0000_0000
@@ -51,14 +53,17 @@ class LDS:
 
 class Scratch:
     """Private memory of one wave through the VM, lane-interleaved per dword. A wave given no scratch
-    (TMPRING_SIZE.WAVESIZE 0, or a free-standing Wave) faults on every access, naming the private aperture."""
+    (TMPRING_SIZE.WAVESIZE 0, or a free-standing Wave) faults on every access, naming the private aperture.
+    Where scratch is not architected (gfx90a) the base is what the kernel wrote to FLAT_SCRATCH, read from the wave's
+    scalar registers `sgpr` at each access; else it is `base`, the wave's slot that the CP assigned."""
 
-    def __init__(self, vm, base: int, lanes: int, size_per_lane: int):
-        self.vm, self.base, self.lanes, self.size = vm, base, lanes, size_per_lane
+    def __init__(self, vm, base: int, lanes: int, size_per_lane: int, sgpr: np.ndarray | None = None):
+        self.vm, self.base, self.lanes, self.size, self.sgpr = vm, base, lanes, size_per_lane, sgpr
         self.lane = np.arange(lanes, dtype=U64)
 
     def _phys(self, off: np.ndarray) -> np.ndarray:
-        return U64(self.base) + ((off >> U64(2)) * U64(self.lanes) + self.lane[:off.size]) * U64(4) + (off & U64(3))
+        base = self.base if self.sgpr is None else int(self.sgpr[FLAT_SCRATCH]) | int(self.sgpr[FLAT_SCRATCH + 1]) << 32
+        return U64(base) + ((off >> U64(2)) * U64(self.lanes) + self.lane[:off.size]) * U64(4) + (off & U64(3))
 
     def _none(self, off: np.ndarray, bits: int, active, write: bool) -> None:
         lanes = np.flatnonzero(np.ones(off.size, bool) if active is None else np.asarray(active, bool))
@@ -138,3 +143,35 @@ class Buffer:
         act = self.in_range if active is None else self.in_range & active
         self.space.store(addr, bits, value, act)
 
+
+
+class Swizzled:
+    """A swizzled buffer as each lane sees it: byte `o` of the lane's records is at `lane + o // element_size *
+    element_size * index_stride + o % element_size` in `space` (`lane`: each lane's first byte). An access that spans
+    elements is split at their boundaries."""
+
+    def __init__(self, space, lane: np.ndarray, element_size: int, index_stride: int):
+        self.space, self.lane, self.es, self.step = space, lane, element_size, element_size * index_stride
+
+    def _at(self, off: np.ndarray) -> np.ndarray:
+        es = U64(self.es)
+        return self.lane + off // es * U64(self.step) + off % es
+
+    def _pieces(self, addr, bits: int):
+        off = np.asarray(addr, U64).reshape(-1)
+        n = min(bits // 8, self.es)
+        return off, n, range(0, bits // 8, n)
+
+    def load(self, addr, bits: int, active=None) -> np.ndarray:
+        off, n, starts = self._pieces(addr, bits)
+        out = np.zeros(off.size, U64)
+        for k in starts:
+            out |= self.space.load(self._at(off + U64(k)), 8 * n, active) << U64(8 * k)
+        return out
+
+    def store(self, addr, bits: int, value, active=None) -> None:
+        off, n, starts = self._pieces(addr, bits)
+        value = np.broadcast_to(np.asarray(value, U64), off.shape)
+        mask = U64((1 << 8 * n) - 1) if n < 8 else U64(0xFFFFFFFFFFFFFFFF)
+        for k in starts:
+            self.space.store(self._at(off + U64(k)), 8 * n, (value >> U64(8 * k)) & mask, active)

@@ -20,6 +20,7 @@ In a 32-bit VALU encoding, src0 values 233/234, 249 and 250 select DPP8 (FI), SD
 from __future__ import annotations
 
 VCC, EXEC = 106, 126  # VCC_LO and EXEC_LO; their high halves are the next codes
+FLAT_SCRATCH = 102  # gfx9: FLAT_SCRATCH_LO, _HI: the wave's scratch base where scratch is not architected
 TTMP0, TTMP_END = 108, 124
 INLINE_INT = range(128, 209)
 SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE, PRIVATE_LIMIT = 235, 236, 237, 238

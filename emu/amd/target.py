@@ -51,6 +51,8 @@ class Generation:
     constant_bus: int = 2        # scalar values (SGPRs, literal) one VALU instruction may read
     cache_policy: str = "glc"    # memory instructions' cache bits: glc/slc/dlc, sc0/nt/sc1 (sc), th/scope (th)
     buffer_soffset_literal: bool = False  # a MUBUF/MTBUF SOFFSET of 255 names a literal after the instruction
+    buffer_swizzle: bool = False  # buffer resources have the gfx9 swizzle fields (emu.amd.rsrc)
+    scratch_sve: bool = True  # SCRATCH's SVE bit says whether VADDR is used; else VADDR is used when SADDR is off
     architected_scratch: bool = True  # the CP gives each wave its scratch; else the kernel sets FLAT_SCRATCH from the
     # flat scratch init SGPRs and reaches buffer scratch through the private segment buffer and wave offset (gfx90a)
 
@@ -77,8 +79,8 @@ CDNA = Generation("cdna", 9, (64,), 102, m0=124, null=125, saddr_off=0x7F, agprs
                   lds_granule=256, vgpr_size_shift=6, sgpr_size_shift=24, hw_vmid=3, smem_imm_bit=True,
                   flat_offset_unsigned=True, vgpr_halves=False, zeroes_hi16=True, dpp8=False, dpp_broadcasts=True,
                   sdwa=True, gpr_indexing=True, vgpr_align64=True, constant_bus=1,
-                  cache_policy="sc")
-CDNA2 = dataclasses.replace(CDNA, cache_policy="glc", architected_scratch=False)
+                  cache_policy="sc", buffer_swizzle=True)
+CDNA2 = dataclasses.replace(CDNA, cache_policy="glc", scratch_sve=False, architected_scratch=False)
 GENERATIONS = {g.isa: g for g in (RDNA3, RDNA4, CDNA)}  # the generation a family name stands for
 
 
@@ -125,7 +127,7 @@ class Target:
         return self.shader_engines * self.arrays_per_engine
 
 
-_CDNA3 = dict(kernarg_preload=True, xnack=True)
+_CDNA = dict(kernarg_preload=True, xnack=True)  # llc-19 preloads kernargs for gfx90a and gfx942
 TARGETS = {t.arch: t for t in (
     Target("gfx1100", RDNA3, "AMD Radeon RX 7900 XTX", 0x744C, 110000, 96, 6, 2, 2, 16, 24 * GIB, 2500, 1250,
            (11, 0, 0), (6, 0, 0), (4, 3, 0), 6144),
@@ -144,11 +146,11 @@ TARGETS = {t.arch: t for t in (
     Target("gfx1201", RDNA4, "AMD Radeon RX 9070 XT", 0x7550, 120001, 64, 4, 2, 2, 16, 16 * GIB, 2970, 1258,
            (12, 0, 1), (7, 0, 1), (6, 3, 1), 8192),
     Target("gfx90a", CDNA2, "AMD Instinct MI210", 0x740F, 90010, 104, 8, 1, 4, 8, 64 * GIB, 1700, 1600,
-           (9, 4, 2), (4, 4, 0), (7, 4, 0), 8192, xnack=True),
+           (9, 4, 2), (4, 4, 0), (7, 4, 0), 8192, **_CDNA),
     Target("gfx942", CDNA, "AMD Instinct MI300X (CPX partition)", 0x74A1, 90402, 38, 4, 1, 4, 8, 24 * GIB, 2100,
-           1300, (9, 4, 3), (4, 4, 2), (7, 9, 0), 4096, **_CDNA3),
+           1300, (9, 4, 3), (4, 4, 2), (7, 9, 0), 4096, **_CDNA),
     Target("gfx950", CDNA, "AMD Instinct MI355X (CPX partition)", 0x75A3, 90500, 32, 4, 1, 4, 8, 36 * GIB, 2400,
-           2000, (9, 5, 0), (4, 4, 5), (7, 9, 1), 4096, **_CDNA3),
+           2000, (9, 5, 0), (4, 4, 5), (7, 9, 1), 4096, **_CDNA),
 )}
 DEFAULT = {"rdna3": "gfx1100", "rdna4": "gfx1201", "cdna": "gfx942"}  # the chip a family name stands for
 

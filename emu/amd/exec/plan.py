@@ -85,7 +85,7 @@ class Planner(ValuPlans, MemoryPlans):
         family = isa.family(arch)
         self.arch, self.fam, self.lanes = arch, family, lanes
         self.isa = isa.load(family)
-        self.gen = target.generation(family)
+        self.gen = target.generation(arch)
         self.m0, self.null = m0_null(family)
         self.saddr_off = self.gen.saddr_off
         self.mask_bits = 64 if lanes == 64 else 32

@@ -65,8 +65,10 @@ class WaveState:
     views of their slots as ints; `active` caches EXEC as a bool array over lanes (every EXEC write goes through
     `set_exec`, which keeps it)."""
 
-    def __init__(self, family: str, lanes: int, vgprs: int = 256, agprs: int = 0):
-        self.family, self.gen, self.lanes = family, target.generation(family), lanes
+    def __init__(self, arch: str, lanes: int, vgprs: int = 256, agprs: int = 0):
+        """`arch`: a gfx name, or a family name for its default generation."""
+        self.gen, self.lanes = target.generation(arch), lanes
+        self.family = self.gen.isa
         self.full = (1 << lanes) - 1
         self.sgpr = CONSTANTS.copy()
         self.sgpr64 = self.sgpr.view(np.uint64)  # the file as register pairs: sgpr64[k] is s[2k+1:2k]

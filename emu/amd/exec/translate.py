@@ -152,7 +152,7 @@ class Region:
         self.entry = pc
         self.mask_bits = 64 if self.lanes == 64 else 32
         self.full = (1 << self.lanes) - 1
-        self.gen = target.generation(self.fam)
+        self.gen = self.planner.gen
         self.m0, self.null = self.gen.m0, self.gen.null
 
     # -- discovery and module --------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ import numpy as np
 
 from emu.amd.exec.operands import Unsupported, scalar_reader, sext, vgpr_reader, vgpr_writer
 from emu.amd.exec.state import ACC
-from emu.amd.memspace import Buffer
+from emu.amd.memspace import Buffer, Swizzled
+from emu.amd.rsrc import BufferResource
 
 U64 = np.uint64
 
@@ -88,7 +89,7 @@ class MemoryPlans:
         saddr = None if self.gen.no_saddr(saddr) else saddr
         returns = self._returns(op, f)
         if base == "SCRATCH":
-            sve = f.get("sve", 0)
+            sve = f.get("sve", 0) if self.gen.scratch_sve else saddr is None
             vr = vgpr_reader(vaddr, 32) if sve else (lambda w: U64(0))
             sr = scalar_reader(saddr, 32, "", None, self.fam) if saddr is not None else (lambda w: 0)
             addr = lambda w: (vr(w) + U64((sr(w) + off) & 0xFFFFFFFF)) & U64(0xFFFFFFFF)  # noqa: E731
@@ -137,21 +138,25 @@ class MemoryPlans:
         access = sem.access_bits  # a sub-dword access is range-checked with its own size
         nbytes = access // 8 if 0 < access < 32 else max(4, self._width(sem, "VDATA", op, "vdata") // 8)
 
-        def addr_range(w):
-            d = [r(w) for r in rr]
-            base = d[0] | (d[1] & 0xFFFF) << 32
-            stride = (d[1] >> 16) & 0x3FFF
-            num = d[2]
+        swizzle_fields, tid = self.gen.buffer_swizzle, np.arange(self.lanes, dtype=U64)
+
+        def space(w):
+            """(ADDR, MEM): each lane's address, and the VM as the resource shows it (range-checked, swizzled)."""
+            r = BufferResource.read(tuple(int(f(w)) for f in rr), swizzle_fields)
             index = vr(w) if idxen else np.zeros(self.lanes, U64)
+            if r.add_tid:
+                index = index + tid
             offset = (vr2(w) if idxen else vr(w)) if offen else np.zeros(self.lanes, U64)
             offset = offset + U64(ioff)
-            if stride:
-                ok = index < U64(num)
-            else:
-                ok = offset + U64(nbytes) <= U64(num)
-            return U64(base + soff(w)) + index * U64(stride) + offset, ok
+            ok = index < U64(r.num_records) if r.stride else offset + U64(nbytes) <= U64(r.num_records)
+            base = U64((r.base + soff(w)) & 0xFFFFFFFFFFFFFFFF)
+            if not r.swizzle:
+                return base + index * U64(r.stride) + offset, Buffer(w.vm, ok)
+            n = U64(r.index_stride)
+            lane = base + (index // n) * U64(r.stride) * n + index % n * U64(r.element_size)
+            return offset, Swizzled(Buffer(w.vm, ok), lane, r.element_size, r.index_stride)
 
-        reads = [("ADDR_RANGE", addr_range)]
+        reads = []
         vdata = f["vdata"] + (ACC if f.get("acc") else 0)  # CDNA: data and destination are ACC VGPRs
         for n in sorted(sem.reads - {"MEM", "ADDR"}):
             if n in ("DATA", "VDATA"):
@@ -159,11 +164,11 @@ class MemoryPlans:
             else:
                 reads.append((n, self._common_read(n, inst)))
         writes = self._vmem_writes(sem, op, vdata, self._returns(op, f))
-        inner = _mem_step(sem, reads[1:], writes, inst.pc + inst.size, self.lanes)
+        inner = _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
 
         def step(w):
-            a, ok = addr_range(w)
-            return inner(w, {"ADDR": a, "MEM": Buffer(w.vm, ok)})
+            a, mem = space(w)
+            return inner(w, {"ADDR": a, "MEM": mem})
         return step
 
 

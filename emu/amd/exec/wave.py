@@ -340,7 +340,7 @@ class Wave(WaveState):
         lanes = wave_size or gen.wave_size
         if lanes not in gen.wave_sizes:
             raise ValueError(f"{arch} runs waves of {' or '.join(map(str, gen.wave_sizes))} lanes, not {lanes}")
-        super().__init__(gen.isa, lanes, agprs=gen.agprs)
+        super().__init__(arch, lanes, agprs=gen.agprs)
         self.arch = arch
         self.mode = default_mode(gen.isa)
         self.vm = VM()
