@@ -57,7 +57,7 @@ _LLVM_LACKS = (
     (r"gfx12\d\d", r".*", r"S_ALLOC_VGPR|DS_BPERMUTE_FI_B32|DS_BVH_STACK_PUSH\w+", "not in LLVM 19 for gfx12"),
     (r"gfx12\d\d", r"SOP1\w*", r"S_BARRIER_INIT|S_BARRIER_JOIN|S_GET_BARRIER_STATE", "the table lists no operands"),
     (r"gfx9(42|0a)", r".*", r"V_MAD_MIX\w*", "gfx90a and gfx940 have V_FMA_MIX, not V_MAD_MIX"),
-    (r"gfx9\w+", r".*", r"V_MFMA_F32_\w+_XF32", "the table lists no operands for it"),
+    (r"gfx950", r".*", r"V_MFMA_F32_\w+_XF32", "the table lists no operands for it (CDNA4 has no XF32 MFMAs)"),
     (r"gfx9\w+", r"VOP3|VOP1_DPP16", r"V_ACCVGPR_MOV_B32|V_SWAP_B32", "LLVM 19 decodes only its VOP1 form"),
     (r"gfx9\w+", r"VOP3", r"V_PK_FMAC_F16", "LLVM 19: 'e64 variant of this instruction is not supported'"),
     (r"gfx9\w+", r"VOP[12]_SDWA\w*", r"V_ACCVGPR_MOV_B32|V_DOT\w+|V_MAC_F(16|32)|V_FMAC_F32|V_PK_FMAC_F16|V_SWAP_B32",

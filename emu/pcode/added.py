@@ -1,9 +1,10 @@
 """Instructions a chip has that the vendor tables do not list (the tables are CDNA4's; gfx90a keeps opcodes CDNA3 and
-CDNA4 dropped or reused). One table: `ADDED[instruction set]` is a tuple of `Added` rows, each with its opcode
-space and number, the instruction it copies its operand types from (`like`, an opcode of the same space in the
-tables the set is derived from; `bits` overrides operand widths), its pcode written here (None: the fixup table's,
-e.g. the generated matrix pcode for an MFMA name) and where the facts come from. emu.amd.isa.generations puts them
-into the instruction set; a row whose number a table opcode has replaces it there.
+CDNA4 dropped or reused; gfx942 has XF32 MFMAs the tables list without operands). One table: `ADDED[instruction
+set]` is a tuple of `Added` rows, each with its opcode space and number, the instruction it copies its operand types
+from (`like`, an opcode of the same space in the tables the set is derived from; `bits` overrides operand widths,
+`drop` removes operands), its pcode written here (None: the fixup table's, e.g. the generated matrix pcode for an
+MFMA name) and where the facts come from. emu.amd.isa.generations puts them into the instruction set; a row whose
+number a table opcode has replaces it there.
 
 Sources: the opcode numbers and mnemonics are what llvm-mc-19 -mcpu=gfx90a assembles and disassembles; the
 semantics are AMD's "AMD Instinct MI200" Instruction Set Architecture reference (and the Vega ISA it extends),
@@ -54,14 +55,25 @@ _CACHE = ("MI200 ISA: write back and invalidate the vector L1 cache (the _VOL fo
 _LLVM = "llvm-mc-19 -mcpu=gfx90a"
 
 
-def _mfma(value: int, name: str, like: str, spelled: str, src_bits: int | None = None) -> Added:
-    """An MFMA of gfx90a the tables do not list at that number (named in the CDNA3 style the matrix pcode
-    generator reads: M x N x K, blocks, element type; emu.pcode.matrix)."""
+def _mfma(value: int, name: str, like: str, spelled: str, src_bits: int | None = None, chip: str = "gfx90a",
+          why: str = "") -> Added:
+    """An MFMA the tables do not list at that number (named in the CDNA3 style the matrix pcode generator reads:
+    M x N x K, blocks, element type; emu.pcode.matrix)."""
     bits = {"src0": src_bits, "src1": src_bits} if src_bits else {}
-    return Added("VOP3P", value, name, like, None, f"{_LLVM}: VOP3P opcode {value:#x} is {spelled}", bits)
+    source = f"llvm-mc-19 -mcpu={chip}: VOP3P opcode {value:#x} is {spelled}{why}"
+    return Added("VOP3P", value, name, like, None, source, bits)
 
+
+_XF32 = ("; the CDNA4 tables list gfx940's XF32 MFMAs (CDNA4 dropped them) without operands; xf32 arithmetic is "
+         "not modelled (the matrix pcode generator knows no XF32)")
 
 ADDED: dict[str, tuple[Added, ...]] = {
+    "cdna3": (
+        _mfma(0x3E, "V_MFMA_F32_16X16X8_XF32", "V_MFMA_F32_16X16X4_F32", "v_mfma_f32_16x16x8_xf32", 64, "gfx942",
+              _XF32),
+        _mfma(0x3F, "V_MFMA_F32_32X32X4_XF32", "V_MFMA_F32_32X32X2_F32", "v_mfma_f32_32x32x4_xf32", 64, "gfx942",
+              _XF32),
+    ),
     "cdna2": (
         Added("VOP2", 0x16, "V_MAC_F32", "V_FMAC_F32", _mad("S0.f32", "S1.f32", "D0.f32"),
               f"{_LLVM}: v_mac_f32_e32 (VOP2 0x16, gfx950's v_dot2c_f32_bf16); {_MAD}"),

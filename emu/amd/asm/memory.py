@@ -132,8 +132,10 @@ def _exp(inst: Inst, d) -> str:
 
 def _buffer(inst: Inst, d) -> str:
     f = inst.fields
-    if not inst.op.operands:  # cache invalidation (buffer_gl0_inv, buffer_wbl2)
-        return join(inst.name, [], cache_bits(inst))
+    if not inst.op.operands:  # cache invalidation (buffer_gl0_inv, buffer_wbl2); gfx90a's take no cache bits (LLVM
+        # ignores them in buffer_wbl2 and rejects them in the others)
+        glc_named_sc = target.generation(inst.family).cache_policy == "glc" and "sc0" in inst.fields
+        return join(inst.name, [], [] if glc_named_sc else cache_bits(inst))
     ops = []
     if (returns(inst) or "vdata" in inst.op.operands) and not f.get("lds"):
         ops.append(src_text(inst, d, "vdata", False))
