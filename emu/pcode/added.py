@@ -7,10 +7,12 @@ MFMA name) and where the facts come from. emu.amd.isa.generations puts them into
 number a table opcode has replaces it there.
 
 Sources: the opcode numbers and mnemonics are what llvm-mc-19 -mcpu=gfx90a assembles and disassembles; the
-semantics are AMD's "AMD Instinct MI200" Instruction Set Architecture reference (and the Vega ISA it extends),
-and, where they are silent about denormals, LLVM's AMDGPU backend (reviews.llvm.org/D48573: v_mad_f32 and
-v_mac_f32 flush f32 denormals whatever the mode says; the backend forms fmad with them only when f32 denormals
-are flushed, and its llvm.amdgcn.fmad.ftz intrinsic selects them regardless of the mode).
+operations are those AMD's "AMD Instinct MI200" ISA reference (and the Vega ISA it extends) names: V_MAD_F32 and its
+forms D = S0 * S1 + S2, a MAD (multiply, then add: LLVM's AMDGPU backend selects these for ISD::FMAD, the unfused
+multiply-add, and v_fma_f32 for fma), V_MAD_LEGACY_F32 with the DX9 multiply of V_MUL_LEGACY_F32. Their f32
+denormals: LLVM's AMDGPU backend (reviews.llvm.org/D48573, by AMD: "v_mad_f32 flushes. v_mad_f16 does not"; it forms
+fmad with them only where f32 denormals are flushed, and its llvm.amdgcn.fmad.ftz intrinsic selects them regardless
+of the mode). The MI200 ISA text on their denormals was not at hand.
 """
 from __future__ import annotations
 
@@ -48,10 +50,10 @@ def _mad(a: str, b: str, c: str, legacy: bool = False) -> str:
     return "\n".join(lines)
 
 
-_MAD = ("MI200 ISA: MAD, not FMA: the product is rounded before the add; f32 denormals flushed (LLVM D48573)")
-_LEGACY = "MI200 ISA: like V_MAD_F32 with the legacy multiply (DX9 rules: 0 * x = 0, also for x infinite or NaN)"
-_CACHE = ("MI200 ISA: write back and invalidate the vector L1 cache (the _VOL form: volatile lines only); hwemu's "
-          "memory is coherent, so no state changes")
+_MAD = "a MAD, not an FMA (LLVM: ISD::FMAD): the product is rounded before the add; f32 denormals flushed (LLVM D48573)"
+_LEGACY = "like V_MAD_F32 with V_MUL_LEGACY_F32's multiply (DX9 rules: 0 * x = +0, also for x infinite or NaN)"
+_CACHE = ("invalidates the vector L1 cache (the _VOL form: its volatile lines; LLVM's AMDGPUUsage gfx90a memory model "
+          "issues it at acquire); hwemu's memory is coherent, so no state changes")
 _LLVM = "llvm-mc-19 -mcpu=gfx90a"
 
 
