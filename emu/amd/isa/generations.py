@@ -7,9 +7,11 @@ vendor names, every opcode space), the opcodes it has that the tables do not lis
 pcode), encoding fields it does not have or names otherwise, and LLVM's spellings for it. A chip of a new generation
 is one more `Delta` row here (and its `Generation` in emu.amd.target).
 
-Sources of the lacks: llvm-mc-19 disassembles none of the opcode's instructions drawn by emu.amd.strategies (eight
-per opcode and encoding) for the chip, while it does for the newer chip; AMD's ISA guides list them as new in the
-newer generation (CDNA3: "AMD Instinct MI300" ISA, CDNA4: "AMD Instinct MI355X" ISA). Spellings: llvm-mc-19's.
+Sources of the lacks: llvm-mc-19 -mcpu=<chip> decodes none of the opcode's instructions drawn by emu.amd.strategies
+from the set it is derived from (eight per opcode and encoding): for gfx942 the CDNA4 (gfx950) additions, for gfx90a
+the CDNA3 (gfx940) ones, which llvm-mc-19 -mcpu=gfx942 does decode. For gfx90a, random words of every opcode number
+were also disassembled by llvm-mc-19, to find the opcodes it has at numbers where the tables list another instruction
+or none (emu.pcode.added). Spellings: llvm-mc-19's.
 """
 from __future__ import annotations
 
