@@ -101,7 +101,7 @@ def test_decode_memo_is_the_decoding(arch, code, tails, pc):
     for tail in tails:
         stream = code + tail
         for off in range(0, len(code), 4):
-            fresh = Decoder(isa.family(arch))
+            fresh = Decoder(isa.name(arch))
             assert _facts(remembering.decode_one(stream, off, pc + off)) == \
                 _facts(fresh.decode_one(stream, off, pc + off)) == _facts(fresh._decode(stream, off, pc + off)[0])
 

@@ -9,11 +9,11 @@ import pytest
 
 from tools import llvm_agreement as la
 
-ARCHES = ("gfx1100", "gfx1201", "gfx942")
+ARCHES = la.ARCHES
 pytestmark = pytest.mark.skipif(not la.available(), reason="llvm-mc-19/llvm-objdump-19 missing")
 # agreement floors over the seeded samples below (the acceptance run over 20,000 per arch is in tools/)
-RANDOM_FLOOR = {"gfx1100": 0.995, "gfx1201": 0.995, "gfx942": 0.99}
-STRATEGY_FLOOR = {"gfx1100": 0.99, "gfx1201": 0.99, "gfx942": 0.99}
+RANDOM_FLOOR = {"gfx1100": 0.995, "gfx1201": 0.995, "gfx942": 0.99, "gfx90a": 0.995}
+STRATEGY_FLOOR = {"gfx1100": 0.99, "gfx1201": 0.99, "gfx942": 0.99, "gfx90a": 0.99}
 
 
 def _show(diffs, n=8) -> str:
@@ -153,7 +153,7 @@ def test_every_dpp16_control(arch):
 def test_cndmask_dpp_source_modifiers(arch):
     """v_cndmask_b32's DPP16 form takes neg / abs of both sources (its sources are untyped bits; the engine applies
     them); LLVM 19 closes a gfx12 src1 abs after the VCC operand."""
-    vcc = "vcc" if arch == "gfx942" else "vcc_lo"
+    vcc = "vcc" if arch.startswith("gfx9") else "vcc_lo"
     pairs = _variants(arch, f"v_cndmask_b32_dpp v1, v2, v3, {vcc} quad_perm:[0,1,2,3] row_mask:0xf bank_mask:0xf",
                       20, 4)
     assert len(pairs) == 16

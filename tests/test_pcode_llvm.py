@@ -31,7 +31,7 @@ _DATA = {"S0", "S1", "S2", "D0", "D1", "M0", "SCC", "PC", "VCC", "EXEC", "SIMM16
 def instructions(arch: str) -> list[tuple[str, str]]:
     """(space, name) of every VALU / SALU instruction pyback compiles for arch (lane-serial ones excluded)."""
     out = []
-    for op in sorted(isa.load(isa.family(arch)).ops.values(), key=lambda o: (o.enc, o.value)):
+    for op in sorted(isa.load(arch).ops.values(), key=lambda o: (o.enc, o.value)):
         if op.enc not in VALU_SALU:
             continue
         try:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from emu.amd import isa, strategies
 
 LLVM_MC = shutil.which("llvm-mc-19")
-ARCHES = ("gfx1100", "gfx1201", "gfx942")
+ARCHES = ("gfx1100", "gfx1201", "gfx942", "gfx90a")
 DRAWS = 60  # per encoding and arch
 MIN_ACCEPTED = 0.98
 MIN_SAME = 0.95
@@ -129,8 +129,8 @@ def test_llvm_reassembles_drawn_instructions(arch):
 
 
 # Encodings without a single opcode to draw: V_READFIRSTLANE_B32 (the only VOP1 opcode writing an SGPR) reads
-# a VGPR, so it has no literal form; gfx942 has none of the CDNA4 scaled MFMAs (VOP3PX2).
-NO_OPCODES = {"gfx1100": {"VOP1_SDST_LIT"}, "gfx1201": {"VOP1_SDST_LIT"}, "gfx942": {"VOP3PX2"}}
+# a VGPR, so it has no literal form. (gfx942 and gfx90a have none of the CDNA4 scaled MFMAs: no VOP3PX2 at all.)
+NO_OPCODES = {"gfx1100": {"VOP1_SDST_LIT"}, "gfx1201": {"VOP1_SDST_LIT"}, "gfx942": set(), "gfx90a": set()}
 
 
 @pytest.mark.parametrize("arch", ARCHES)

@@ -48,11 +48,11 @@ def test_one_instruction_writes_only_its_destinations(monkeypatch, tier, arch, d
     _outcome(tier, arch, data.draw(strategies.instructions(arch, enc), "instruction"), seed, monkeypatch)
 
 
-@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942", "gfx90a"])
 def test_no_definition_writes_more_registers_than_its_destination(arch):
     """Every opcode at once, at the root of the class: the registers a definition's D0 fills (its width as written,
     in 32-bit registers) are no more than the operand table's destination holds."""
-    t = isa.load(isa.family(arch))
+    t = isa.load(arch)
     wider = []
     for (space, name), e in t.by_name.items():
         dst = e.operands.get("vdst") or e.operands.get("sdst")
@@ -94,7 +94,7 @@ def test_one_memory_instruction_writes_only_its_destination(monkeypatch, tier, a
 
 @pytest.mark.skipif(not llvm_agreement.available(), reason="llvm-mc-19/llvm-objdump-19 missing")
 @pytest.mark.parametrize("tier", writes_campaign.TIERS)
-@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942", "gfx90a"])
 def test_campaign_slice(monkeypatch, arch, tier):
     """A fixed slice of the every-opcode campaign (python -m tools.writes_campaign): every 60th opcode of the vendor
     table, one draw in each encoding that carries it, disassembled by llvm-mc-19, on each tier."""

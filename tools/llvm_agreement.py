@@ -1,6 +1,6 @@
 """Agreement of hwemu's AMD disassembler with LLVM 19 (llvm-mc-19, llvm-objdump-19).
 
-    python -m tools.llvm_agreement --arch gfx1100 --count 20000 [--seed 1] [--show 3]
+    python -m tools.llvm_agreement --arch gfx1100 --count 20000 [--seed 1] [--show 3]   (gfx1201, gfx942, gfx90a)
     python -m tools.llvm_agreement --corpus            # the OpenCL kernel corpus, all arches, -O0/-O3
 
 Random mode: streams of random dwords (fully random, and with the top bits forced to each encoding's fixed
@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 LLVM_MC, LLVM_OBJDUMP = "llvm-mc-19", "llvm-objdump-19"
+ARCHES = ("gfx1100", "gfx1201", "gfx942", "gfx90a")  # the chips LLVM 19 knows
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "kernels" / "disasm"
 _MC_LINE = re.compile(r"^\s+(.*?)\s*; encoding: \[([0-9a-fx,]+)\]")
 _OBJ_LINE = re.compile(r"^\s+(.*?)\s*// ([0-9A-F]{12}): ((?:[0-9A-F]{8} ?)+)")
@@ -122,7 +123,7 @@ def random_agreement(arch: str, count: int, seed: int = 1) -> tuple[int, list[tu
     return len(pairs), compare(pairs, arch)
 
 
-def corpus_diffs(arches=("gfx1100", "gfx1201", "gfx942"), opts=("-O0", "-O3"), files=None):
+def corpus_diffs(arches=ARCHES, opts=("-O0", "-O3"), files=None):
     """Compile every corpus kernel; yield (kernel, arch, opt, address, llvm text, hwemu text) per difference
     and a final count of compared instructions."""
     import tempfile
@@ -160,7 +161,8 @@ def _report(diffs, show: int) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arch", action="append", help="gfx arch (repeatable); default gfx1100, gfx1201, gfx942")
+    ap.add_argument("--arch", action="append", choices=ARCHES,
+                    help=f"gfx arch (repeatable); default {', '.join(ARCHES)}")
     ap.add_argument("--count", type=int, default=20000, help="LLVM-accepted instructions per arch")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--show", type=int, default=2, help="examples shown per mnemonic")
@@ -169,7 +171,7 @@ def main(argv=None) -> int:
     if not available():
         print(f"{LLVM_MC}/{LLVM_OBJDUMP} not found", file=sys.stderr)
         return 2
-    arches = a.arch or ["gfx1100", "gfx1201", "gfx942"]
+    arches = a.arch or list(ARCHES)
     if a.corpus:
         total, diffs = corpus_diffs(tuple(arches))
         print(f"corpus: {total - len(diffs)}/{total} identical ({100 * (1 - len(diffs) / max(total, 1)):.3f}%)")

@@ -1,9 +1,9 @@
 """Instructions write only what they name, on every opcode and every tier (issue 23, item 4).
 
-    python -m tools.writes_campaign [--arch gfx1100 gfx1201 gfx942 gfx950] [--tier ref interp threaded jit]
+    python -m tools.writes_campaign [--arch gfx1100 gfx1201 gfx942 gfx950 gfx90a] [--tier ref interp threaded jit]
                                     [--draws 2] [--every 1] [--seed 0] [--jobs 1] [--show 20]
 
-Every opcode of the vendor table of each arch (every opcode space: SALU, VALU, program control, scalar and vector
+Every opcode of the instruction set of each arch (every opcode space: SALU, VALU, program control, scalar and vector
 memory, LDS, images, exports) gets `--draws` random well-formed encodings in each encoding that can carry it
 (emu.amd.strategies, drawn from a fixed seed), each disassembled by llvm-mc-19 (gfx950, which LLVM 19 does not
 know: by hwemu), and each is run on every tier from its own random state (emu.amd.writes.check). Printed per
@@ -36,9 +36,9 @@ from emu.amd.exec.translate import Region
 from emu.amd.writes import Outcome, check
 from emu.pcode.llvmjit import engine
 
-ARCHES = ("gfx1100", "gfx1201", "gfx942", "gfx950")
+ARCHES = ("gfx1100", "gfx1201", "gfx942", "gfx950", "gfx90a")
 TIERS = ("ref", "interp", "threaded", "jit")
-LLVM_KNOWS = ("gfx1100", "gfx1201", "gfx942")
+LLVM_KNOWS = ("gfx1100", "gfx1201", "gfx942", "gfx90a")
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,9 @@
 
 API (stable; the wave executor consumes it):
 
-- `decode(code, arch, pc=0) -> list[Inst]` decodes a code stream in order (arch: gfx name or family). It never
+- `decode(code, arch, pc=0) -> list[Inst]` decodes a code stream in order (arch: gfx name, the name of a
+  generation's instruction set, or a family name: the family's whole tables; emu.amd.isa.load). A chip decodes
+  exactly the opcodes its generation has: another generation's opcode is <unknown> there. It never
   raises on any bytes: bytes that are no valid instruction (unknown encoding or opcode, truncated tail) become
   an `Inst` with `op is None`, `enc == 'INVALID'`, 4 bytes (or the truncated remainder) long, printing as
   `<unknown>` like llvm-objdump. An unknown arch raises isa.UnknownArch.
@@ -39,7 +41,7 @@ from emu.amd.regs import DPP8, DPP8FI, DPP16, LITERAL, SDWA
 _SRC_FIELDS = ("src0", "src1", "src2", "ssrc0", "ssrc1", "srcx0", "srcy0")  # may hold the literal marker 255
 # Encodings whose identifying bits are not in the first dword (CDNA4's 128-bit VOP3PX2, unknown to LLVM 19).
 _UNMATCHED = ("VOP3PX2",)
-MEMO_LIMIT = 1 << 16  # decoded words remembered per family (then forgotten all at once)
+MEMO_LIMIT = 1 << 16  # decoded words remembered per instruction set (then forgotten all at once)
 
 
 @dataclass(eq=False, slots=True)
@@ -109,11 +111,11 @@ def _modifier(e: Encoding) -> str:
 
 
 class Decoder:
-    """Precomputed matchers for one family."""
+    """Precomputed matchers for one instruction set (a generation's, emu.amd.isa.name)."""
 
-    def __init__(self, fam: str):
-        self.family, self.gen = fam, target.generation(fam)
-        self.isa = isa.load(fam)
+    def __init__(self, name: str):
+        self.family, self.gen = name, target.generation(name)
+        self.isa = isa.load(name)
         encs = self.isa.encodings
         by_key: dict[tuple[int, int], list[Encoding]] = {}
         for e in encs.values():
@@ -258,9 +260,14 @@ class Decoder:
         return Inst(pc, len(raw), bytes(raw), "INVALID", "INVALID", None, "<unknown>", {}, {}, self.family)
 
 
-@functools.cache
 def decoder(arch: str) -> Decoder:
-    return Decoder(isa.family(arch))
+    """The decoder of the instruction set of `arch` (one per generation)."""
+    return _decoder(isa.name(arch))
+
+
+@functools.cache
+def _decoder(name: str) -> Decoder:
+    return Decoder(name)
 
 
 def decode(code: bytes, arch: str, pc: int = 0) -> list[Inst]:

@@ -8,7 +8,8 @@
 
 `arch` is a gfx name or family ('gfx1100', 'rdna4', 'gfx942', ...); `encoding` a key of
 `isa.load(arch).encodings` ('SOP2', 'VOP3', 'VOP1_DPP16', 'VOP3P_MFMA', 'GLOBAL', 'VOP2_LIT', ...); an
-unknown one, or one without a single drawable opcode (VOP1_SDST_LIT; VOP3PX2 on gfx942), is a ValueError.
+unknown one (VOP3PX2 on gfx942: not in its instruction set), or one without a single drawable opcode
+(VOP1_SDST_LIT), is a ValueError.
 
 Everything is table driven, no per-opcode code: the opcode comes from the encoding's opcode set, fixed
 fields get their value, operand fields are filled by the opcode's operand kind, format and width in
@@ -20,10 +21,11 @@ lane selects, export targets, buffer formats, cache bits, offsets), and the _LIT
 literal in a source field and carry a 32-bit literal that is not an inline constant. Fields an opcode
 does not use stay at their default, so each instruction is LLVM's canonical encoding of itself.
 
-Validation (tests/test_strategies.py): LLVM 19's disassembler accepts every draw on gfx1100, gfx1201 and
-gfx942 as one instruction of exactly its size and re-encodes it to the same bytes. Opcodes the vendor
-tables admit but LLVM 19 lacks are listed, with the reason, in _LLVM_LACKS (matched against the gfx
-name, so family names draw from the whole table); gfx950 cannot be checked (LLVM 19 does not know it).
+Validation (tests/test_strategies.py): LLVM 19's disassembler accepts every draw on gfx1100, gfx1201, gfx942
+and gfx90a as one instruction of exactly its size and re-encodes it to the same bytes. A chip draws the opcodes
+of its instruction set (emu.amd.isa.load: a family name the whole table); opcodes the set has but LLVM 19 lacks
+are listed, with the reason, in _LLVM_LACKS (matched against the gfx name), and fields LLVM reads only as 0 for
+some opcodes in _LLVM_ZERO; gfx950 cannot be checked (LLVM 19 does not know it).
 """
 from __future__ import annotations
 
@@ -54,20 +56,13 @@ _LLVM_LACKS = (
     (r"gfx11\d\d", r".*", r"FLAT_ATOMIC_CSUB_U32|S_ENDPGM_ORDERED_PS_DONE", "not in LLVM 19 for gfx11"),
     (r"gfx12\d\d", r".*", r"S_ALLOC_VGPR|DS_BPERMUTE_FI_B32|DS_BVH_STACK_PUSH\w+", "not in LLVM 19 for gfx12"),
     (r"gfx12\d\d", r"SOP1\w*", r"S_BARRIER_INIT|S_BARRIER_JOIN|S_GET_BARRIER_STATE", "the table lists no operands"),
-    (r"gfx942", r".*", r"DS_READ_B\d+_TR_B\d+|S_SET_VALU_COEXEC_MODE|V_ASHR_PK_[IU]8_I32|V_BITOP3_B(16|32)|"
-     r"V_CVT_PK_(BF16|F16)_F32|V_CVT_SCALEF32_\w+|V_CVT_SR_(BF16|F16)_F32|V_CVT_F32_BF16|V_DOT2C?_F32_BF16|"
-     r"V_PERMLANE(16|32)_SWAP_B32|V_PK_(MAXIMUM|MINIMUM)3_F16|V_(MAXIMUM|MINIMUM)3_F32|V_PRNG_B32|"
-     r"BUFFER_ATOMIC_PK_ADD_BF16|GLOBAL_LOAD_LDS_DWORDX[34]|V_MFMA_\w+_F8F6F4|V_MFMA_(LD_)?SCALE_\w+|"
-     r"V_MFMA_F32_(16X16X32|32X32X16)_B?F16|V_MFMA_I32_(16X16X64|32X32X32)_I8|"
-     r"V_SMFMAC_[FI]32_(16X16X128|32X32X64)_\w+|V_SMFMAC_F32_(16X16X64|32X32X32)_B?F16",
-     "CDNA4 (gfx950) additions: the vendor table is CDNA4's"),
-    (r"gfx942", r".*", r"V_MAD_MIX\w*", "gfx940 has V_FMA_MIX, not V_MAD_MIX"),
-    (r"gfx9\d+", r".*", r"V_MFMA_F32_\w+_XF32", "the table lists no operands for it"),
-    (r"gfx9\d+", r"VOP3|VOP1_DPP16", r"V_ACCVGPR_MOV_B32|V_SWAP_B32", "LLVM 19 decodes only its VOP1 form"),
-    (r"gfx9\d+", r"VOP3", r"V_PK_FMAC_F16", "LLVM 19: 'e64 variant of this instruction is not supported'"),
-    (r"gfx9\d+", r"VOP[12]_SDWA\w*", r"V_ACCVGPR_MOV_B32|V_DOT\w+|V_MAC_F16|V_FMAC_F32|V_PK_FMAC_F16|V_SWAP_B32",
+    (r"gfx9(42|0a)", r".*", r"V_MAD_MIX\w*", "gfx90a and gfx940 have V_FMA_MIX, not V_MAD_MIX"),
+    (r"gfx950", r".*", r"V_MFMA_F32_\w+_XF32", "the table lists no operands for it (CDNA4 has no XF32 MFMAs)"),
+    (r"gfx9\w+", r"VOP3|VOP1_DPP16", r"V_ACCVGPR_MOV_B32|V_SWAP_B32", "LLVM 19 decodes only its VOP1 form"),
+    (r"gfx9\w+", r"VOP3", r"V_PK_FMAC_F16", "LLVM 19: 'e64 variant of this instruction is not supported'"),
+    (r"gfx9\w+", r"VOP[12]_SDWA\w*", r"V_ACCVGPR_MOV_B32|V_DOT\w+|V_MAC_F(16|32)|V_FMAC_F32|V_PK_FMAC_F16|V_SWAP_B32",
      "no SDWA form"),
-    (r"gfx9\d+", r"VOP1_SDWA", r"V_CVT_F32_(FP8|BF8)", "LLVM 19 rejects most of their SDWA encodings"),
+    (r"gfx9\w+", r"VOP1_SDWA", r"V_CVT_F32_(FP8|BF8)", "LLVM 19 rejects most of their SDWA encodings"),
     (r".*", r"V?FLAT", r"GLOBAL_\w+", "GLOBAL opcodes the table also lists under FLAT"),
     (r"gfx11\d\d", r"GLOBAL|SCRATCH", r"\w+_LOAD_LDS_\w+", "LDS-DMA loads are not in LLVM 19 for gfx11"),
     (r"gfx11\d\d", r"VOPD(_LIT)?", r"V_DUAL_DOT2ACC_F32_BF16", "not in LLVM 19's gfx11 VOPD table"),
@@ -80,6 +75,12 @@ _LLVM_LACKS = (
     (r"gfx1\d+", r"VOP3\w*", r"V_MOV_B16|V_READFIRSTLANE_B32", "no e64 form in LLVM 19"),
     (r".*", r"VOP3SD_DPP\w*", r"V_DIV_SCALE_F32", "no DPP form"),
     (r".*", r"VOP3P_DPP\w*", r"(?!V_DOT2_F32_F16|V_FMA_MIX|V_DOT4_F32_).*", "only these VOP3P opcodes have DPP forms"),
+)
+
+# Fields LLVM 19 decodes only as 0 for some opcodes of a chip (arch, encoding, opcode regexes; field; why).
+_LLVM_ZERO = (
+    (r"gfx90a", r"FLAT|GLOBAL|MUBUF", r"\w+_ATOMIC_(ADD_F32|PK_ADD_F16|(ADD|MIN|MAX)_F64)", "sc1",
+     "its gfx90a float atomics take no scc: the assembler drops it, the disassembler rejects the bit"),
 )
 
 # Literal-only opcodes carry an implicit constant (the K of FMAMK/FMAAK) instead of a source field.
@@ -161,10 +162,12 @@ class _Enc:
 
 
 class _Gen:
-    """Draws one instruction of one encoding for one family."""
+    """Draws one instruction of one encoding for one chip (or family)."""
 
-    def __init__(self, fam: str, t: isa.ISA, e: _Enc):
-        self.fam, self.t, self.e, self.gen = fam, t, e, target.generation(fam)
+    def __init__(self, arch: str, t: isa.ISA, e: _Enc):
+        self.fam, self.t, self.e, self.gen = isa.family(arch), t, e, target.generation(arch)
+        self.zero = [(re.compile(op), fld) for a, en, op, fld, _ in _LLVM_ZERO
+                     if re.fullmatch(a, arch) and re.fullmatch(en, e.enc.name)]
         self.short = e.enc.base in ("VOP1", "VOP2", "VOPC")  # 32-bit encodings: 16-bit VGPR operands are v0..v127
         self.dpp = e.enc.variant.startswith("DPP")
         self.promoted = e.enc.base in ("VOP3", "VOP3SD") and not self.dpp  # VOP3 forms of 32-bit opcodes
@@ -374,9 +377,18 @@ class _Gen:
                     v["dim"] = draw(st.integers(6, 7) if "MSAA" in op.name else st.integers(0, 5))
         if v.get("offen") == v.get("idxen") == 0:  # buffer access without VGPR offset or index
             v["vaddr"] = 0
-        if self.e.enc.base in ("SCRATCH", "VSCRATCH"):  # the VGPR address is used only with sve
-            v["sve"] = draw(st.integers(0, 1))
-            v["addr" if "addr" in v else "vaddr"] *= v["sve"]
+        if self.e.enc.base in ("SCRATCH", "VSCRATCH"):  # the VGPR address is used only with sve (where there is
+            addr = "addr" if "addr" in v else "vaddr"  # one), on gfx90a only where SADDR is off
+            if "sve" in v:
+                v["sve"] = draw(st.integers(0, 1))
+                v[addr] *= v["sve"]
+            elif v.get("saddr") != self.gen.saddr_off:
+                v[addr] = 0
+        if "lds" in v and "vaddr" not in op.operands and "_LDS_" in op.name:
+            v["lds"] = 1  # buffer_store_lds_dword (gfx90a): the lds bit is part of the opcode
+        for pattern, name in self.zero:
+            if pattern.fullmatch(op.name) and name in v:
+                v[name] = 0
         if "th" in v and v["th"] | v["scope"]:
             access = "atomic" if "_ATOMIC_" in op.name else "store" if "_STORE_" in op.name else "load"
             if access == "atomic" and v["th"] & 1:
@@ -537,8 +549,7 @@ def _dpp_capable(op: isa.Op) -> bool:
 
 @functools.cache
 def _plan(arch: str, name: str) -> _Enc:
-    fam = isa.family(arch)
-    t = isa.load(fam)
+    t = isa.load(arch)
     enc = t.encodings.get(name)
     if enc is None:
         raise ValueError(f"{arch}: unknown encoding {name!r}; known: {', '.join(t.encodings)}")
@@ -566,7 +577,7 @@ def _plan(arch: str, name: str) -> _Enc:
         ops = [o for o in ops if _dpp_capable(o)]
     e = _Enc(enc, tuple(ops), (), literal_only)
     if lit:  # keep opcodes that can carry a literal at all, and on GFX9 next to an implicit VCC read
-        g = _Gen(fam, t, e)
+        g = _Gen(arch, t, e)
         ops = [o for o in ops if (o.name in literal_only or g.literal_fields({"op": o}))
                and not (g.gen.constant_bus == 1 and g.reads_vcc(o))]
         e = _Enc(enc, tuple(ops), (), literal_only)
@@ -610,7 +621,7 @@ def instructions(arch: str, encoding: str | None = None, opcode: str | None = No
         xops = tuple(o for o in e.xops if o.name == opcode)
         ops = e.ops if xops else tuple(o for o in e.ops if o.name == opcode)
         e = dataclasses.replace(e, ops=ops, xops=xops or e.xops)
-    g = _Gen(isa.family(arch), isa.load(arch), e)
+    g = _Gen(arch, isa.load(arch), e)
     return st.composite(lambda draw: g.draw(draw))()
 
 

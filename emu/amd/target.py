@@ -1,14 +1,16 @@
 """Every emulated chip, described once.
 
-A `Generation` is what all chips of one ISA generation share: the vendor instruction tables they run (`isa`) and the
-facts of their encodings and wave state. A `Target` is one chip: its generation, what it has beyond that, and
-the figures of a real product of that chip that the KFD topology reports (gfx942 and gfx950 as one XCC of an MI300X
-/ MI355X in CPX compute partition mode, which the driver exposes as separate one-XCC GPU nodes).
+A `Generation` is what all chips of one ISA generation share: the vendor instruction tables they come from (`isa`),
+the name of their instruction set (`name`: the tables' name where a generation has the whole table, else its own;
+what the set lacks of and adds to the tables is emu.amd.isa.generations's data) and the facts of their encodings and
+wave state. A `Target` is one chip: its generation, what it has beyond that, and the figures of a real product of
+that chip that the KFD topology reports (gfx942 and gfx950 as one XCC of an MI300X / MI355X in CPX compute partition
+mode, which the driver exposes as separate one-XCC GPU nodes).
 
 Code that needs to know how a chip behaves asks its descriptor; nothing else compares arch or family names
 (tests/test_layout.py checks it; the conversion of the vendor tables and pseudocode, emu.amd.isa and emu.pcode, is
 keyed by the tables' names). A chip of a known generation is one `Target` here; a new generation is a `Generation`
-and its vendor tables.
+and its vendor tables, or a `Generation` and the Delta of emu.amd.isa.generations that derives its set.
 """
 from __future__ import annotations
 
@@ -52,9 +54,14 @@ class Generation:
     cache_policy: str = "glc"    # memory instructions' cache bits: glc/slc/dlc, sc0/nt/sc1 (sc), th/scope (th)
     buffer_soffset_literal: bool = False  # a MUBUF/MTBUF SOFFSET of 255 names a literal after the instruction
     buffer_swizzle: bool = False  # buffer resources have the gfx9 swizzle fields (emu.amd.rsrc)
-    scratch_sve: bool = True  # SCRATCH's SVE bit says whether VADDR is used; else VADDR is used when SADDR is off
     architected_scratch: bool = True  # the CP gives each wave its scratch; else the kernel sets FLAT_SCRATCH from the
     # flat scratch init SGPRs and reaches buffer scratch through the private segment buffer and wave offset (gfx90a)
+    mfma_f64_neg: bool = True    # the F64 MFMAs' BLGP bits negate their sources (gfx940+); gfx90a's are BLGP
+    name: str = ""               # its instruction set's name (default: the tables' name, `isa`)
+
+    def __post_init__(self):
+        if not self.name:
+            object.__setattr__(self, "name", self.isa)
 
     @property
     def wave_size(self) -> int:
@@ -75,13 +82,17 @@ RDNA3 = Generation("rdna3", 11, (32, 64), 106, m0=125, null=124, saddr_off=124, 
 RDNA4 = Generation("rdna4", 12, (32, 64), 106, m0=125, null=124, saddr_off=124, agprs=0, simd_width=32,
                    lds_granule=512, vgpr_size_shift=12, sgpr_size_shift=None, hw_vmid=8,
                    architected_ids=True, ieee_mode=False, cache_policy="th")
+# CDNA: the vendor tables are CDNA4's (gfx950), so its instruction set is the whole table; CDNA3 (gfx940-942) and
+# CDNA2 (gfx90a) run a set derived from it (emu.amd.isa.generations)
 CDNA = Generation("cdna", 9, (64,), 102, m0=124, null=125, saddr_off=0x7F, agprs=256, simd_width=16,
                   lds_granule=256, vgpr_size_shift=6, sgpr_size_shift=24, hw_vmid=3, smem_imm_bit=True,
                   flat_offset_unsigned=True, vgpr_halves=False, zeroes_hi16=True, dpp8=False, dpp_broadcasts=True,
                   sdwa=True, gpr_indexing=True, vgpr_align64=True, constant_bus=1,
                   cache_policy="sc", buffer_swizzle=True)
-CDNA2 = dataclasses.replace(CDNA, cache_policy="glc", scratch_sve=False, architected_scratch=False)
-GENERATIONS = {g.isa: g for g in (RDNA3, RDNA4, CDNA)}  # the generation a family name stands for
+CDNA3 = dataclasses.replace(CDNA, name="cdna3")
+CDNA2 = dataclasses.replace(CDNA, name="cdna2", cache_policy="glc", architected_scratch=False, mfma_f64_neg=False)
+GENERATIONS = {g.isa: g for g in (RDNA3, RDNA4, CDNA)}  # the generation a family name stands for (the whole table)
+_NAMED = {g.name: g for g in (RDNA3, RDNA4, CDNA, CDNA3, CDNA2)}  # every generation by its instruction set's name
 
 
 @dataclass(frozen=True)
@@ -147,7 +158,7 @@ TARGETS = {t.arch: t for t in (
            (12, 0, 1), (7, 0, 1), (6, 3, 1), 8192),
     Target("gfx90a", CDNA2, "AMD Instinct MI210", 0x740F, 90010, 104, 8, 1, 4, 8, 64 * GIB, 1700, 1600,
            (9, 4, 2), (4, 4, 0), (7, 4, 0), 8192, **_CDNA),
-    Target("gfx942", CDNA, "AMD Instinct MI300X (CPX partition)", 0x74A1, 90402, 38, 4, 1, 4, 8, 24 * GIB, 2100,
+    Target("gfx942", CDNA3, "AMD Instinct MI300X (CPX partition)", 0x74A1, 90402, 38, 4, 1, 4, 8, 24 * GIB, 2100,
            1300, (9, 4, 3), (4, 4, 2), (7, 9, 0), 4096, **_CDNA),
     Target("gfx950", CDNA, "AMD Instinct MI355X (CPX partition)", 0x75A3, 90500, 32, 4, 1, 4, 8, 36 * GIB, 2400,
            2000, (9, 5, 0), (4, 4, 5), (7, 9, 1), 4096, **_CDNA),
@@ -167,6 +178,7 @@ def get(arch: str) -> Target:
 
 
 def generation(arch: str) -> Generation:
-    """The generation of a gfx name or of a family name (its instruction tables' name)."""
-    g = GENERATIONS.get(arch.lower()) if isinstance(arch, str) else None
+    """The generation of a gfx name, of a family name (its instruction tables' name: the generation that has the
+    whole table) or of an instruction set's name (`Generation.name`: cdna3, cdna2, ...)."""
+    g = _NAMED.get(arch.lower()) if isinstance(arch, str) else None
     return g or get(arch).gen

@@ -1,12 +1,13 @@
 """AMD ISA pseudocode compiler: every instruction's semantics compiled from the vendor pcode text.
 
     from emu.pcode import compile_op, Unsupported
-    sem = compile_op('rdna3', 'VOP3', 'V_ADD_F32')   # family or gfx name, opcode space, vendor name; cached
+    sem = compile_op('rdna3', 'VOP3', 'V_ADD_F32')   # family, instruction set or gfx name, space, vendor name
     out = sem(st, lanes)                              # dict: written name -> value
 
 Pipeline: syntax (lexer, parser) -> lower, lower_expr, typed, library (typed IR, emu.pcode.ir) -> pyback
 (Python/numpy source over lanes, compiled once; helpers in runtime and floats). Corrections to the vendor text:
-one table, emu.pcode.fixups (matrix ops: generated pcode, emu.pcode.matrix).
+one table, emu.pcode.fixups (matrix ops: generated pcode, emu.pcode.matrix); instructions a chip has that the
+vendor tables do not list, with their pcode: one table, emu.pcode.added.
 `python -m emu.pcode.coverage --arch rdna3` reports what compiles.
 An instruction without usable pcode raises `Unsupported(reason)` from compile_op, never a silent no-op.
 
@@ -68,7 +69,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.pcode import pyback
-from emu.pcode.fixups import FNUZ_ARCHS, fixup, fnuz
+from emu.pcode.fixups import FNUZ_SETS, fixup, fnuz
 from emu.pcode.ir import Func
 from emu.pcode.lower import Lowerer
 from emu.pcode.pyback import ROUNDED
@@ -135,12 +136,13 @@ class Semantics:
 
 
 def pcode_of(arch: str, space: str, name: str) -> tuple[str | None, str | None]:
-    """(pcode text after fixups, fixup reason or None) of an instruction."""
-    fam = vendor().family(arch)
-    by = vendor().load(fam).by_name
+    """(pcode text after fixups, fixup reason or None) of an instruction of the instruction set of `arch` (a gfx
+    name, a generation's instruction set or a family name: the family's whole tables)."""
+    fam, iset = vendor().family(arch), vendor().name(arch)
+    by = vendor().load(iset).by_name
     op = by.get((space, name))
     if op is None:
-        raise Unsupported(f"{fam} has no instruction {space} {name}")
+        raise Unsupported(f"{iset} has no instruction {space} {name}")
     text = op.pcode
     if text is None:  # the VOP3 form of a VOP1 / VOP2 / VOPC op: CDNA's table gives the text with the short form
         text = next((by[sp, name].pcode for sp in _SHORT_FORMS if (sp, name) in by and by[sp, name].pcode), None)
@@ -148,16 +150,16 @@ def pcode_of(arch: str, space: str, name: str) -> tuple[str | None, str | None]:
     reason = None
     if fx is not None:
         text, reason = fx.apply(text), fx.reason
-    if text and arch in FNUZ_ARCHS:
+    if text and iset in FNUZ_SETS:
         text = fnuz(text)
     return text, reason
 
 
-def _callee(fam: str, name: str) -> str | None:
-    by = vendor().load(fam).by_name
+def _callee(iset: str, name: str) -> str | None:
+    by = vendor().load(iset).by_name
     for sp in _CALLEE_SPACES:
         if (sp, name) in by:
-            text, _ = pcode_of(fam, sp, name)
+            text, _ = pcode_of(iset, sp, name)
             if text:
                 return text
     return None
@@ -165,7 +167,7 @@ def _callee(fam: str, name: str) -> str | None:
 
 def lower_op(arch: str, space: str, name: str) -> Func:
     """The typed IR of an instruction (raises Unsupported)."""
-    fam = vendor().family(arch)
+    iset = vendor().name(arch)
     text, reason = pcode_of(arch, space, name)
     if text is None:
         raise Unsupported(reason or f"{name} has no pcode")
@@ -173,13 +175,13 @@ def lower_op(arch: str, space: str, name: str) -> Func:
         tree = parse(text)
     except PcodeSyntaxError as e:
         raise Unsupported(f"pcode is not parseable (prose?): {e}") from e
-    return Lowerer(name, space not in SCALAR_SPACES, lambda n: _callee(fam, n)).run(tree)
+    return Lowerer(name, space not in SCALAR_SPACES, lambda n: _callee(iset, n)).run(tree)
 
 
 def compile_op(arch: str, space: str, name: str) -> Semantics:
-    """The compiled semantics of instruction `name` of opcode space `space` (cached per family; the CDNA3
-    processors, whose fp8 / bf8 formats differ from the CDNA4 text, have their own)."""
-    return _compile(arch if arch in FNUZ_ARCHS else vendor().family(arch), space, name)
+    """The compiled semantics of instruction `name` of opcode space `space` (cached per instruction set: the
+    generation's, whose opcodes, and fp8 / bf8 formats on CDNA3, differ from the family's tables)."""
+    return _compile(vendor().name(arch), space, name)
 
 
 @functools.cache

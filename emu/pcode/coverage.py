@@ -22,7 +22,7 @@ from emu.pcode.syntax import parse
 
 def coverage(arch: str) -> dict:
     fam = vendor().family(arch)
-    t = vendor().load(fam)
+    t = vendor().load(arch)
     total = parsed = compiled = fixed = 0
     failing: dict[str, str] = {}
     for op in sorted(t.by_name.values(), key=lambda o: (o.enc, o.value)):
@@ -32,13 +32,13 @@ def coverage(arch: str) -> dict:
         key = op.name if op.name not in failing else f"{op.enc}.{op.name}"
         fixed += fixup(fam, op.name) is not None
         try:
-            text, reason = pcode_of(fam, op.enc, op.name)
+            text, reason = pcode_of(arch, op.enc, op.name)
             if text is None:
                 parsed += (reason or "").startswith("prose:")
                 raise Unsupported(f"fixup: {reason}")
             parse(text)
             parsed += 1
-            compile_op(fam, op.enc, op.name)
+            compile_op(arch, op.enc, op.name)
             compiled += 1
         except PcodeSyntaxError as e:
             failing[key] = f"pcode is not parseable (prose?): {e}"

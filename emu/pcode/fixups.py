@@ -300,8 +300,8 @@ def _matrix(family: str, name: str) -> Fixup | None:
 
 
 # The CDNA tables are CDNA4's (gfx950: OCP E4M3 / E5M2 fp8 and bf8). CDNA3 (gfx940-942) has the FNUZ formats
-# instead (bias 8 / 16, no infinities, no -0, 0x80 the only NaN): its texts name those.
-FNUZ_ARCHS = frozenset({"gfx940", "gfx941", "gfx942"})
+# instead (bias 8 / 16, no infinities, no -0, 0x80 the only NaN): the texts of its instruction set name those.
+FNUZ_SETS = frozenset({"cdna3"})
 
 
 def fnuz(text: str) -> str:

@@ -394,11 +394,11 @@ def emit_module(funcs: list[Func], lanes_: int, mode: int | None = None) -> ir.M
 
 def coverage(arch: str, spaces: tuple[str, ...] | None = VALU_SALU) -> dict:
     """Per instruction pyback compiles (in `spaces`; None: all): taken, or the reason it is not."""
-    from emu.amd import isa  # the instruction tables (emu.pcode itself takes them through compile_op)
+    from emu.amd import isa  # the instruction sets (emu.pcode itself takes them through compile_op)
     from emu.pcode import compile_op
     fam = isa.family(arch)
     taken, failing = [], {}
-    for op in sorted(isa.load(fam).ops.values(), key=lambda o: (o.enc, o.value)):
+    for op in sorted(isa.load(arch).ops.values(), key=lambda o: (o.enc, o.value)):
         if spaces is not None and op.enc not in spaces:
             continue
         try:
@@ -438,7 +438,7 @@ def _bench(arch: str) -> None:
     from emu.pcode import compile_op
     fam = isa.family(arch)
     first = []
-    for op in isa.load(fam).ops.values():
+    for op in isa.load(arch).ops.values():
         if op.enc in ("VOP2", "VOP3") and len(first) < 50:
             try:
                 f = compile_op(arch, op.enc, op.name).ir

@@ -1,9 +1,10 @@
 """Where the compiler gets the vendor's pcode text: a lookup found through the `hwemu.pcode` entry point
 (emu.amd.isa provides it), so emu.pcode imports nothing from the ISA packages that use it.
 
-The lookup is any object with `family(arch) -> str` (raising ValueError for an unknown arch) and
-`load(family)` returning tables whose `by_name` maps (opcode space, name) to entries with `enc`, `name`,
-`value` and `pcode` (the text, or None).
+The lookup is any object with `family(arch) -> str` (the vendor tables' name; raising ValueError for an unknown
+arch), `name(arch) -> str` (the name of the instruction set of arch: the chip's generation's, a family name's own)
+and `load(arch)` returning that instruction set's tables, whose `by_name` maps (opcode space, name) to entries with
+`enc`, `name`, `value` and `pcode` (the text, or None).
 """
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ class Tables(Protocol):
 class VendorText(Protocol):
     def family(self, arch: str) -> str: ...
 
-    def load(self, family: str) -> Tables: ...
+    def name(self, arch: str) -> str: ...
+
+    def load(self, arch: str) -> Tables: ...
 
 
 @functools.cache

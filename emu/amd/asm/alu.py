@@ -7,6 +7,7 @@ from emu.amd.asm import syntax as syn
 from emu.amd.asm.operands import Operand, op_info, scalar
 from emu.amd.asm.spell import bits_text, join, literal_text, operand_text, src_text
 from emu.amd.decode import Inst
+from emu.amd.regs import LDS_DIRECT
 
 
 def generic(inst: Inst, d) -> str:
@@ -164,7 +165,8 @@ def _mfma(inst: Inst, d) -> str:
     ops = []
     for n in ("vdst", "src0", "src1", "src2"):
         o, t = inst.operands.get(n), src_text(inst, d, n, False)
-        if o is not None and (o.kind in ("sgpr", "ttmp") or o.kind == "special" and not o.name.startswith("src_")):
+        if o is not None and (o.kind in ("sgpr", "ttmp") or o.kind == "special" and (
+                not o.name.startswith("src_") or o.index == LDS_DIRECT)):
             if n == "src2" and o.count == 32:  # no 1024-bit scalar tuple: LLVM shows the first register
                 t = operand_text(inst, Operand(o.kind, o.index, 1, name=o.name))
             bank = "AV_" if n in ("src0", "src1") else "AReg_" if f.get("acc_cd") else "VReg_"
@@ -173,7 +175,8 @@ def _mfma(inst: Inst, d) -> str:
         ops.append(t)
     blgp = f.get("blgp", 0)
     mods = [f"cbsz:{f['cbsz']}" if f.get("cbsz") else "", f"abid:{f['abid']}" if f.get("abid") else "",
-            (f"neg:{bits_text(blgp, 3)}" if "_F64" in inst.op.name else f"blgp:{blgp}") if blgp else ""]
+            (f"neg:{bits_text(blgp, 3)}" if "_F64" in inst.op.name and d.gen.mfma_f64_neg else f"blgp:{blgp}")
+            if blgp else ""]
     return join(inst.name, ops, mods)
 
 

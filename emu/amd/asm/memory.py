@@ -17,14 +17,21 @@ def returns(inst: Inst) -> bool:
     f = inst.fields
     if "_ATOMIC" not in inst.op.name:
         return "vdst" in inst.op.operands
-    policy = target.generation(inst.family).cache_policy
-    return bool(f.get("th", 0) & 1) if policy == "th" else bool(f.get("sc0" if policy == "sc" else "glc"))
+    if target.generation(inst.family).cache_policy == "th":
+        return bool(f.get("th", 0) & 1)
+    return bool(f.get("glc", f.get("sc0")))
+
+# The cache bits by field, in LLVM's order, and their names per cache policy: the CDNA tables name the bits of
+# gfx940 (sc0, nt, sc1), which gfx90a calls glc, slc and scc
+_CACHE_FIELDS = ("glc", "slc", "dlc", "sc0", "nt", "sc1")
+_CACHE_NAMES = {"glc": {"sc0": "glc", "nt": "slc", "sc1": "scc"}, "sc": {}}
 
 def cache_bits(inst: Inst) -> list[str]:
     policy = target.generation(inst.family).cache_policy
     if policy == "th":
         return syn.th_scope(inst)
-    return [n for n in (("sc0", "nt", "sc1") if policy == "sc" else ("glc", "slc", "dlc")) if inst.fields.get(n)]
+    names_ = _CACHE_NAMES[policy]
+    return [names_.get(n, n) for n in _CACHE_FIELDS if inst.fields.get(n)]
 
 def _flat(inst: Inst, d) -> str:
     f = inst.fields
@@ -35,9 +42,11 @@ def _flat(inst: Inst, d) -> str:
     ops = []
     if not inst.op.operands:  # cache control (global_wb, global_inv): modifiers only
         return join(inst.name, [], cache_bits(inst))
-    if returns(inst) and "_LOAD_LDS_" not in inst.op.name:
+    lds = f.get("lds", 0)  # gfx90a: the load goes to LDS (no VGPR destination)
+    if returns(inst) and "_LOAD_LDS_" not in inst.op.name and not lds:
         ops.append(src_text(inst, d, "vdst", False))
-    if seg == "SCRATCH" and not f.get("sve"):
+    # a scratch access has a VGPR address where SVE says so (gfx940+, RDNA), else (gfx90a) where SADDR is off
+    if seg == "SCRATCH" and not (f["sve"] if "sve" in f else not saddr_on):
         ops.append("off")
     else:
         a = inst.operands.get(addr_name)
@@ -57,7 +66,7 @@ def _flat(inst: Inst, d) -> str:
     bits = 24 if "ioffset" in f else 12 if seg == "FLAT" else 13
     if off >> (bits - 1) and (seg != "FLAT" or d.gen.gfx >= 12):
         off -= 1 << bits
-    mods = [f"offset:{off}" if off else ""] + cache_bits(inst)
+    mods = [f"offset:{off}" if off else ""] + cache_bits(inst) + ["lds" if lds else ""]
     return join(inst.name, ops, mods)
 
 def _ds(inst: Inst, d) -> str:
@@ -117,19 +126,22 @@ def _smem(inst: Inst, d) -> str:
 
 def _exp(inst: Inst, d) -> str:
     f = inst.fields
-    tgt = names.EXPORT_TARGET[inst.family].get(f["target"], f"invalid_target_{f['target']}")
+    tgt = names.of(names.EXPORT_TARGET, inst.family).get(f["target"], f"invalid_target_{f['target']}")
     srcs = [f"v{f[f'vsrc{i}']}" if f["en"] >> i & 1 else "off" for i in range(4)]
     return join(f"{inst.name} {tgt}", srcs, ["done" if f["done"] else "", "row_en" if f["row"] else ""])
 
 def _buffer(inst: Inst, d) -> str:
     f = inst.fields
-    if not inst.op.operands:  # cache invalidation (buffer_gl0_inv, buffer_wbl2)
-        return join(inst.name, [], cache_bits(inst))
+    if not inst.op.operands:  # cache invalidation (buffer_gl0_inv, buffer_wbl2); gfx90a's take no cache bits (LLVM
+        # ignores them in buffer_wbl2 and rejects them in the others)
+        glc_named_sc = target.generation(inst.family).cache_policy == "glc" and "sc0" in inst.fields
+        return join(inst.name, [], [] if glc_named_sc else cache_bits(inst))
     ops = []
     if (returns(inst) or "vdata" in inst.op.operands) and not f.get("lds"):
         ops.append(src_text(inst, d, "vdata", False))
     n = f["idxen"] + f["offen"]
-    ops.append(reg("v", f["vaddr"], n) if n else "off")
+    if "vaddr" in inst.op.operands:  # not buffer_store_lds_dword (gfx90a)
+        ops.append(reg("v", f["vaddr"], n) if n else "off")
     ops.append(src_text(inst, d, "srsrc", False) if "srsrc" in inst.operands else
                operand_text(inst, scalar(inst.family, f["rsrc"], 4)))
     ops.append(src_text(inst, d, "soffset", False))
@@ -137,8 +149,12 @@ def _buffer(inst: Inst, d) -> str:
     mods += ["idxen" if f["idxen"] else "", "offen" if f["offen"] else ""]
     off = f["offset"] if "offset" in f else f["ioffset"] - (f["ioffset"] >> 23 << 24)
     mods.append(f"offset:{off}" if off else "")
+    lds = "lds" if f.get("lds") else ""
+    if "vaddr" not in inst.op.operands:  # buffer_store_lds_dword: LLVM's syntax has lds before the cache bits
+        mods.append(lds)
+        lds = ""
     mods += cache_bits(inst)
-    mods += ["lds" if f.get("lds") else "", "tfe" if f.get("tfe") else ""]
+    mods += [lds, "tfe" if f.get("tfe") else ""]
     return join(inst.name, ops, mods)
 
 def _ldsdir(inst: Inst, d) -> str:
@@ -174,7 +190,7 @@ def image_address_words(name: str, dim: int, a16: bool) -> int:
 def _image_sizes(inst: Inst, data: int, addr: int, nsa: bool) -> tuple[int, int]:
     """Data and address sizes as LLVM prints them: those of the opcode's default variant when it has no variant
     of these sizes (table read off llvm-mc by tools/gen_asm_names.py)."""
-    entry = names.IMAGE.get(inst.family, {}).get((inst.op.value, int(nsa)))
+    entry = names.of(names.IMAGE, inst.family).get((inst.op.value, int(nsa)))
     if entry and entry[1] and addr not in entry[0].get(data, ()):
         return entry[1], entry[2]
     return data, addr

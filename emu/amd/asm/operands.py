@@ -33,7 +33,8 @@ from emu.amd.regs import (
 
 
 class Decoder(Protocol):
-    """What operand classification needs of a decoder (emu.amd.decode.Decoder): its family and tables."""
+    """What operand classification needs of a decoder (emu.amd.decode.Decoder): its instruction set's name and
+    tables."""
     family: str
     isa: ISA
 
@@ -228,7 +229,7 @@ def vop12c_twin(d: Decoder, op: Op) -> bool:
 
 # VOP1 opcodes that LLVM defines without a VOP3 form (no _e32 suffix) although the vendor tables list one.
 NO_E32 = {"V_SWAP_B32", "V_ACCVGPR_MOV_B32"}
-# Vendor opcode names that LLVM spells differently.
+# Vendor opcode names that LLVM spells differently (on every chip; a generation's own: ISA.spellings).
 RENAMES = {"V_ACCVGPR_READ": "v_accvgpr_read_b32", "V_ACCVGPR_WRITE": "v_accvgpr_write_b32",
            "V_MAD_MIX_F32": "v_fma_mix_f32", "V_MAD_MIXLO_F16": "v_fma_mixlo_f16", "V_MAD_MIXHI_F16": "v_fma_mixhi_f16"}
 
@@ -236,7 +237,7 @@ RENAMES = {"V_ACCVGPR_READ": "v_accvgpr_read_b32", "V_ACCVGPR_WRITE": "v_accvgpr
 def mnemonic(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -> str:
     if op is None:
         return "<unknown>"
-    name = RENAMES.get(op.name) or op.name.lower()
+    name = d.isa.spellings.get(op.name) or RENAMES.get(op.name) or op.name.lower()
     mod = enc.variant
     if enc.base == "VOPD":
         return name

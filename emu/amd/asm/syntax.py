@@ -65,7 +65,7 @@ _WAITCNT = {
 
 def waitcnt(fam: str, v: int) -> str:
     parts, used, all_max = [], 0, True
-    for name, pieces in _WAITCNT[fam]:
+    for name, pieces in _WAITCNT[target.generation(fam).isa]:
         val, sh, full = 0, 0, 0
         for lo, w in pieces:
             val |= ((v >> lo) & ((1 << w) - 1)) << sh
@@ -99,7 +99,7 @@ def delay_alu(v: int) -> str:
 
 
 def sendmsg(inst: Inst, v: int) -> str:
-    msg = names.SENDMSG[inst.family].get(v)
+    msg = names.of(names.SENDMSG, inst.family).get(v)
     if msg:
         return f"sendmsg({msg})"
     return f"sendmsg({v}, 0, 0)" if v < 256 else str(v)
@@ -107,7 +107,7 @@ def sendmsg(inst: Inst, v: int) -> str:
 
 def hwreg(inst: Inst, v: int) -> str:
     rid, off, size = v & 0x3F, (v >> 6) & 0x1F, ((v >> 11) & 0x1F) + 1
-    name = names.HWREG[inst.family].get(rid, str(rid))
+    name = names.of(names.HWREG, inst.family).get(rid, str(rid))
     if off == 0 and size == 32:
         return f"hwreg({name})"
     return f"hwreg({name}, {off}, {size})"
@@ -208,7 +208,7 @@ def buffer_format(inst: Inst) -> str:
         return ""
     if v == 1 or not inst.op.name.startswith("TBUFFER"):  # the default format is not printed
         return ""
-    name = names.BUFFER_FORMAT[inst.family].get(v)
+    name = names.of(names.BUFFER_FORMAT, inst.family).get(v)
     return f"format:[{name}]" if name else f"format:{v}"
 
 

@@ -2,10 +2,10 @@
 
 - MODE: float round / denormal modes, DX10_CLAMP, IEEE (bits per the ISA manuals); waves start with it from
   COMPUTE_PGM_RSRC1 (`initial_mode`), as the SPI programs it.
-- `HW_REGISTERS[family]`: what s_getreg_b32 reads and s_setreg_b32 / s_setreg_imm32_b32 write, by the hwreg id
-  LLVM assembles `hwreg(HW_REG_*)` to: a reader of the wave's state and the writable bits (0: read-only). MODE and
-  TRAPSTS have the fields of SQ_WAVE_MODE / SQ_WAVE_TRAPSTS in the Linux amdgpu headers (gc_9_4_3, gc_11_0_0,
-  gc_12_0_0_sh_mask.h), every one of them writable; their other bits are reserved (ROCdbgapi's
+- `HW_REGISTERS[family]` (the vendor tables' name): what s_getreg_b32 reads and s_setreg_b32 / s_setreg_imm32_b32
+  write, by the hwreg id LLVM assembles `hwreg(HW_REG_*)` to: a reader of the wave's state and the writable bits
+  (0: read-only). MODE and TRAPSTS have the fields of SQ_WAVE_MODE / SQ_WAVE_TRAPSTS in the Linux amdgpu headers
+  (gc_9_4_3, gc_11_0_0, gc_12_0_0_sh_mask.h), every one of them writable; their other bits are reserved (ROCdbgapi's
   register_read_only_mask in architecture.cpp marks the same bits "0"): they read 0 and ignore writes. An id not
   listed reads 0 and ignores writes.
 - `STATUS_BITS`: the dotted names the pseudocode uses (WAVE_STATUS.PRIV, TRAPSTS.INVALID, ...), each read from or
@@ -208,21 +208,21 @@ HW_REGISTERS: dict[str, dict[int, HwReg]] = {
 def snapshot(w) -> np.ndarray:
     """The hardware registers of wave `w` as the array the pcode indexes (HW_REGISTERS[id])."""
     regs = np.zeros(64, np.uint32)
-    for i, r in HW_REGISTERS[w.family].items():
+    for i, r in HW_REGISTERS[w.gen.isa].items():
         regs[i] = r.read(w) & 0xFFFFFFFF
     return regs
 
 
 def commit(w, regs: np.ndarray) -> None:
     """Write back what s_setreg changed (the pcode already kept read-only bits through `write_mask`)."""
-    for i, r in HW_REGISTERS[w.family].items():
+    for i, r in HW_REGISTERS[w.gen.isa].items():
         if r.write is not None and int(regs[i]) != r.read(w) & 0xFFFFFFFF:
             r.write(w, int(regs[i]))
 
 
 def write_mask(family: str) -> Callable[[int, int], int]:
     """HwRegWriteMask(reg, priv): the bits of hardware register `reg` s_setreg may change."""
-    regs = HW_REGISTERS[family]
+    regs = HW_REGISTERS[target.generation(family).isa]
     return lambda reg, priv: regs[reg].writable if reg in regs else 0
 
 

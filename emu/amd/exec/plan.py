@@ -81,12 +81,13 @@ class Planner(ValuPlans, MemoryPlans):
     """Builds the step closure of an instruction for one family and wave size."""
 
     def __init__(self, arch: str, lanes: int):
-        """`arch`: a processor (gfx942) or a family name (its instructions as the family's tables say)."""
-        family = isa.family(arch)
-        self.arch, self.fam, self.lanes = arch, family, lanes
-        self.isa = isa.load(family)
+        """`arch`: a processor (gfx942), a generation's instruction set (cdna2) or a family name (its instructions as
+        the family's whole tables say)."""
+        name = isa.name(arch)
+        self.arch, self.fam, self.lanes = arch, name, lanes
+        self.isa = isa.load(name)
         self.gen = target.generation(arch)
-        self.m0, self.null = m0_null(family)
+        self.m0, self.null = m0_null(name)
         self.saddr_off = self.gen.saddr_off
         self.mask_bits = 64 if lanes == 64 else 32
         self._sems: dict[tuple[str, str], object] = {}

@@ -68,7 +68,7 @@ class WaveState:
     def __init__(self, arch: str, lanes: int, vgprs: int = 256, agprs: int = 0):
         """`arch`: a gfx name, or a family name for its default generation."""
         self.gen, self.lanes = target.generation(arch), lanes
-        self.family = self.gen.isa
+        self.family = self.gen.name  # its instruction set
         self.full = (1 << lanes) - 1
         self.sgpr = CONSTANTS.copy()
         self.sgpr64 = self.sgpr.view(np.uint64)  # the file as register pairs: sgpr64[k] is s[2k+1:2k]

@@ -89,7 +89,7 @@ class MemoryPlans:
         saddr = None if self.gen.no_saddr(saddr) else saddr
         returns = self._returns(op, f)
         if base == "SCRATCH":
-            sve = f.get("sve", 0) if self.gen.scratch_sve else saddr is None
+            sve = f["sve"] if "sve" in f else saddr is None  # gfx90a has no SVE bit: VADDR unless SADDR is on
             vr = vgpr_reader(vaddr, 32) if sve else (lambda w: U64(0))
             sr = scalar_reader(saddr, 32, "", None, self.fam) if saddr is not None else (lambda w: 0)
             addr = lambda w: (vr(w) + U64((sr(w) + off) & 0xFFFFFFFF)) & U64(0xFFFFFFFF)  # noqa: E731

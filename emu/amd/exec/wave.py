@@ -44,7 +44,7 @@ class Program:
 
     def __init__(self, arch: str, lanes: int, fetch):
         """`fetch(pc, n) -> bytes` reads up to n bytes of code at pc (raises GPUFault when unmapped)."""
-        self.family, self.lanes = isa.family(arch), lanes
+        self.family, self.lanes = isa.name(arch), lanes  # its instruction set (the generation's)
         self.fetch = fetch
         self.steps: dict[int, object] = {}
         self.compiled: dict[tuple[int, int], jit.Compiled] = {}  # (pc, MODE) -> the native region holding pc
@@ -342,7 +342,7 @@ class Wave(WaveState):
             raise ValueError(f"{arch} runs waves of {' or '.join(map(str, gen.wave_sizes))} lanes, not {lanes}")
         super().__init__(arch, lanes, agprs=gen.agprs)
         self.arch = arch
-        self.mode = default_mode(gen.isa)
+        self.mode = default_mode(gen.name)
         self.vm = VM()
         self.lds = LDS(65536)
         self.scratch = Scratch(self.vm, 0, lanes, 0)  # no private segment: scratch accesses fault

@@ -1,4 +1,5 @@
-"""The ISA tables of one family, as emu.amd.isa converts the vendor data into them (and caches them)."""
+"""The ISA tables of one family, as emu.amd.isa converts the vendor data into them (and caches them), and the
+instruction sets of the generations derived from them (emu.amd.isa.generations)."""
 from __future__ import annotations
 
 import functools
@@ -61,10 +62,15 @@ class Op:
 
 @dataclass
 class ISA:
-    family: str
+    family: str  # the vendor tables' name
     encodings: dict[str, Encoding]
     ops: dict[tuple[str, int], Op]
     enums: dict[str, dict[int, str]]  # other vendor enums (HWREG, MSG, ...): value -> name
+    name: str = ""  # the instruction set's (its generation's, emu.amd.target.Generation.name); the family's: ''
+    spellings: dict[str, str] = field(default_factory=dict)  # vendor name -> LLVM's mnemonic where it differs
+
+    def __post_init__(self):
+        self.name = self.name or self.family
 
     def op(self, enc: str, value: int) -> Op | None:
         return self.ops.get((enc, value))
