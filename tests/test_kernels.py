@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.
 
 RUN = Path(__file__).parent / "kernels" / "run"
 TARGETS = [("gfx1100", "-O3"), ("gfx1100", "-O0"), ("gfx1201", "-O3"), ("gfx942", "-O3"), ("gfx1201", "-O0"),
-           ("gfx942", "-O0")]
+           ("gfx942", "-O0"), ("gfx90a", "-O3"), ("gfx90a", "-O0")]
 
 
 @functools.cache
