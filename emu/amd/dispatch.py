@@ -31,12 +31,13 @@ from emu.amd.exec.launch import Launch
 from emu.amd.exec.state import CATEGORIES
 from emu.amd.exec.translate import TALLY
 from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Cancel, Deadline, Program, WaveState, run
+from emu.amd.hw.kd import Rsrc1, Rsrc2
 from emu.amd.memory import VM, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.amd.regs import TTMP0
 from emu.amd.symbols import dispatch_name
 from emu.pcode.llvmjit import GATE
-from stack.hcq.codeobj import MAX_WORKGROUP_SIZE, Kernel, LimitError, Rsrc1, Rsrc2
+from stack.hcq.codeobj import MAX_WORKGROUP_SIZE, Kernel, LimitError
 from stack.hcq.program import check_grid, check_private
 
 DISPATCH_PACKET_SIZE = 64
@@ -61,7 +62,7 @@ class Dispatch:
     scratch_waves: int = 0  # TMPRING_SIZE.WAVES
     start: tuple[int, int, int] = (0, 0, 0)  # COMPUTE_START_X/Y/Z: first workgroup id
     dispatch_id: int = 0
-    rsrc1: Rsrc1 = field(default_factory=lambda: Rsrc1.decode(0))  # COMPUTE_PGM_RSRC1 (float modes at wave start)
+    rsrc1: Rsrc1 = field(default_factory=lambda: Rsrc1(0))  # COMPUTE_PGM_RSRC1 (float modes at wave start)
     kernel: fault.Kernel | None = None  # what the launcher knows of the kernel, for fault reports
     cancel: Cancel | None = None  # its queue's: set when the queue is destroyed while the dispatch runs
 
