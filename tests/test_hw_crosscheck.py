@@ -226,3 +226,36 @@ def test_too_many_user_sgprs_is_a_cp_error():
                    kernargs=bytes(256))
     with pytest.raises(CPError, match="no kernargs were given"):
         user_sgprs(ekd.KernelDescriptor.parse(data), kernarg=0, dispatch_ptr=0, queue_ptr=0, dispatch_id=0)
+
+
+# -- KFD ioctl interface ---------------------------------------------------------------------------------------------
+def test_kfd_ioctls_agree_with_the_runtime():
+    """Request numbers, directions, argument sizes and every field offset of the commands the driver serves."""
+    import ctypes
+
+    from emu.amd.hw import kfd as ekfd
+    from stack.hcq import kfd_ioctl as skfd
+    assert ekfd.REQUEST == skfd.REQUEST
+    assert set(ekfd.IOCTLS) == set(skfd.IOCTLS)
+    for nr, (name, direction, theirs) in skfd.IOCTLS.items():
+        ename, edirection, mine = ekfd.IOCTLS[nr]
+        assert (ename, edirection, ctypes.sizeof(mine)) == (name, direction, ctypes.sizeof(theirs))
+        for field, *_ in theirs._fields_:
+            if field not in getattr(theirs, "_anonymous_", ()):
+                assert getattr(mine, field).offset == getattr(theirs, field).offset, (name, field)
+    for name in ("EventData", "MemoryExceptionData", "HwExceptionData", "ProcessDeviceApertures", "WaitEvents",
+                 "EventId"):
+        assert ctypes.sizeof(getattr(ekfd, name)) == ctypes.sizeof(getattr(skfd, name)), name
+    shared = [n for n in dir(skfd) if n.isupper() and hasattr(ekfd, n) and n not in ("IOCTLS", "REQUEST")]
+    assert {n: getattr(ekfd, n) for n in shared} == {n: getattr(skfd, n) for n in shared}
+
+
+@settings(max_examples=50, deadline=None)
+@given(data=st.binary(min_size=48, max_size=48))
+def test_kfd_event_data_decodes_alike(data):
+    from emu.amd.hw import kfd as ekfd
+    from stack.hcq import kfd_ioctl as skfd
+    mine, theirs = ekfd.EventData.from_buffer_copy(data), skfd.EventData.from_buffer_copy(data)
+    assert (mine.event_id, mine.kfd_event_data_ext) == (theirs.event_id, theirs.kfd_event_data_ext)
+    assert mine.memory_exception_data.va == theirs.memory_exception_data.va
+    assert mine.hw_exception_data.gpu_id == theirs.hw_exception_data.gpu_id

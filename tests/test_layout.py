@@ -140,11 +140,10 @@ def test_operand_codes_come_from_the_register_table():
 
 # emu's seam modules implement stack's file-I/O hook interface and parse the DEV grammar: they may import stack
 STACK_SEAM = {"emu.cli": {"stack.hcq.fileio"}, "emu.os.system": {"stack.hcq.fileio"},
-              "emu.os.tinygrad": {"stack.device", "stack.hcq.kfd_ioctl"}}
-# not yet moved into emu (issue 24 items 4/5): the KFD ABI (emu.amd.hw.kfd to come), the code-object reader and the
-# launch limits. This list only shrinks; a new stack import anywhere else in emu fails.
+              "emu.os.tinygrad": {"stack.device"}}
+# not yet moved into emu (issue 24 item 4): the code-object reader and the launch limits. This list only shrinks; a
+# new stack import anywhere else in emu fails.
 STACK_PENDING = {
-    "emu.amd.kfd": {"stack.hcq.kfd_ioctl"}, "emu.amd.device": {"stack.hcq.kfd_ioctl"},
     "emu.amd.cp": {"stack.hcq.program"}, "emu.amd.aql": {"stack.hcq.program"},
     "emu.amd.dispatch": {"stack.hcq.codeobj", "stack.hcq.program"}, "emu.amd.gpu": {"stack.hcq.codeobj"},
     "emu.amd.queue": {"stack.hcq.codeobj"}, "emu.amd.run": {"stack.hcq.codeobj"},

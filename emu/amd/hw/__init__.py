@@ -2,9 +2,10 @@
 
 Kernel-descriptor layout (amdgpu_kd.py), PM4 opcodes and packet fields (am/pm4_soc15.py for gfx9,
 am/pm4_nv.py for gfx10+), compute register offsets and fields (am/regs.py, GC segment bases from
-am/{vega,navi}_offsets.py), SDMA packets (am/sdma_{4,5,6}_0_0.py) and HSA/AMD queue structures (hsa.py) are read
-as source text with `ast` (emu.amd.hw.vendor; tinygrad is never imported), reduced to plain tables and cached
-on disk per wheel version and SCHEMA. emu.amd.hw.{kd,pm4,regs,sdma,aql} present them under the hardware's names.
+am/{vega,navi}_offsets.py), SDMA packets (am/sdma_{4,5,6}_0_0.py), HSA/AMD queue structures (hsa.py) and the
+KFD ioctl interface (kfd.py: the kernel's linux/kfd_ioctl.h) are read as source text with `ast`
+(emu.amd.hw.vendor; tinygrad is never imported), reduced to plain tables and cached on disk per wheel version and
+SCHEMA. emu.amd.hw.{kd,pm4,sdma,aql,kfd} present them under the hardware's names.
 The host runtime (stack/) keeps its own definitions: tests/test_hw_crosscheck.py checks the two agree.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from emu import cache
 
-SCHEMA = 1  # bump when the cached representation changes
+SCHEMA = 2  # bump when the cached representation changes
 GC_TABLES = {9: ("gc_9_4_3", "am/vega_offsets.py"), 11: ("gc_11_0_0", "am/navi_offsets.py"),
              12: ("gc_12_0_0", "am/navi_offsets.py")}  # gfx major -> register table, GC segment bases
 PM4_HEADERS = {9: "am/pm4_soc15.py", 11: "am/pm4_nv.py", 12: "am/pm4_nv.py"}
@@ -91,10 +92,18 @@ def _hsa() -> dict:
             "consts": {k: v for k, v in c.items() if k.startswith(("HSA_PACKET_", "HSA_FENCE_SCOPE_"))}}
 
 
+def _kfd() -> dict:
+    from emu.amd.hw import vendor
+    s, sizes = vendor.structs("kfd.py"), vendor.struct_sizes("kfd.py")
+    return {"consts": {k: v for k, v in vendor.constants("kfd.py").items() if k.isupper()},
+            "structs": {n: [(f, typ, off) for f, typ, off, *_ in rows] for n, rows in s.items()}, "sizes": sizes,
+            "ioctls": {k: v for k, v in vendor.ioctl_requests("kfd.py").items() if k.startswith("AMDKFD_IOC_")}}
+
+
 def convert() -> dict:
     """Every table emu.amd.hw presents, from the vendor headers (a few seconds: am/regs.py is large)."""
     return {"kd": _kd(), "regs": {g: _regs(g) for g in GC_TABLES}, "pm4": {g: _pm4(r) for g, r in PM4_HEADERS.items()},
-            "sdma": {v: _sdma(r) for v, r in SDMA_HEADERS.items()}, "hsa": _hsa()}
+            "sdma": {v: _sdma(r) for v, r in SDMA_HEADERS.items()}, "hsa": _hsa(), "kfd": _kfd()}
 
 
 @functools.cache

@@ -145,3 +145,22 @@ def struct_sizes(rel: str) -> dict[str, int]:
             if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and st.targets[0].id == "SIZE":
                 out[cls.name] = ast.literal_eval(st.value)
     return out
+
+
+@functools.cache
+def ioctl_requests(rel: str) -> dict[str, tuple[str, int, str | None]]:
+    """`NAME = PREFIX_IOWR(nr, struct)` request definitions: {NAME: (direction 'IO'/'IOR'/'IOW'/'IOWR', nr,
+    argument struct or None)}."""
+    out: dict[str, tuple[str, int, str | None]] = {}
+    for st in parse(rel).body:
+        if not (isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name) and isinstance(st.value, ast.Call)
+                and isinstance(st.value.func, ast.Name)):
+            continue
+        kind = st.value.func.id.rpartition("_")[2]
+        if kind not in ("IO", "IOR", "IOW", "IOWR") or not st.value.args:
+            continue
+        nr = _int(st.value.args[0], {})
+        arg = st.value.args[1].id if len(st.value.args) > 1 and isinstance(st.value.args[1], ast.Name) else None
+        if nr is not None:
+            out[st.targets[0].id] = (kind, nr, arg)
+    return out
