@@ -259,3 +259,30 @@ def test_kfd_event_data_decodes_alike(data):
     assert (mine.event_id, mine.kfd_event_data_ext) == (theirs.event_id, theirs.kfd_event_data_ext)
     assert mine.memory_exception_data.va == theirs.memory_exception_data.va
     assert mine.hw_exception_data.gpu_id == theirs.hw_exception_data.gpu_id
+
+
+# -- launch limits -----------------------------------------------------------------------------------------------------
+def test_launch_limits_agree_with_the_runtime():
+    """The emulator's limits (emu.amd.limits) are the figures the runtime checks launches against."""
+    from emu.amd import limits, target
+    for name in ("MAX_CODE_OBJECT", "MAX_KERNARG_SEGMENT", "MAX_WORKGROUP_SIZE", "MAX_GRID_ITEMS", "MAX_BUFFER"):
+        assert getattr(limits, name) == getattr(scodeobj, name), name
+    from stack.hcq.scratch import DYNAMIC_STACK
+    assert limits.DYNAMIC_STACK == DYNAMIC_STACK
+    for arch in target.TARGETS:
+        assert limits.max_lds(arch) == scodeobj.max_lds(arch), arch
+        assert limits.max_wave_scratch(arch) == scodeobj.max_wave_scratch(arch), arch
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=st.integers(-(1 << 40), 1 << 40), limit=st.integers(0, 1 << 33))
+def test_check_limit_words_alike(value, limit):
+    from emu.amd import limits
+
+    def outcome(fn, error):
+        try:
+            fn("where", "field", value, limit)
+        except error as e:
+            return str(e)
+        return None
+    assert outcome(limits.check_limit, limits.LimitError) == outcome(scodeobj.check_limit, scodeobj.LimitError)

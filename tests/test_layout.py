@@ -141,12 +141,10 @@ def test_operand_codes_come_from_the_register_table():
 # emu's seam modules implement stack's file-I/O hook interface and parse the DEV grammar: they may import stack
 STACK_SEAM = {"emu.cli": {"stack.hcq.fileio"}, "emu.os.system": {"stack.hcq.fileio"},
               "emu.os.tinygrad": {"stack.device"}}
-# not yet moved into emu (issue 24 item 4): the code-object reader and the launch limits. This list only shrinks; a
-# new stack import anywhere else in emu fails.
+# not yet moved into emu (issue 24 item 4): the code-object reader (CodeObject, read through stack.hcq.elf; the runner's
+# kernarg packing pack_kernargs). This list only shrinks; a new stack import anywhere else in emu fails.
 STACK_PENDING = {
-    "emu.amd.cp": {"stack.hcq.program"}, "emu.amd.aql": {"stack.hcq.program"},
-    "emu.amd.dispatch": {"stack.hcq.codeobj", "stack.hcq.program"}, "emu.amd.gpu": {"stack.hcq.codeobj"},
-    "emu.amd.queue": {"stack.hcq.codeobj"}, "emu.amd.run": {"stack.hcq.codeobj"},
+    "emu.amd.gpu": {"stack.hcq.codeobj"}, "emu.amd.run": {"stack.hcq.codeobj"},
     "emu.amd.debug.fault": {"stack.hcq.codeobj"}, "emu.amd.asm.disasm": {"stack.hcq.codeobj"}}
 
 

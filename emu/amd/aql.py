@@ -34,9 +34,9 @@ from emu.amd.dispatch import Dispatch, run_dispatch
 from emu.amd.hw import aql as hsa
 from emu.amd.hw import pm4
 from emu.amd.hw.kd import PRELOAD_PROLOGUE_BYTES, DescriptorError, KernargPreload, KernelDescriptor
+from emu.amd.limits import check_work
 from emu.amd.memory import GPUFault
 from emu.amd.queue import CPError, Wait
-from stack.hcq.program import check_work
 
 PACKET_BYTES = hsa.PACKET_BYTES
 TYPE_VENDOR_SPECIFIC, TYPE_INVALID, TYPE_KERNEL_DISPATCH = (hsa.TYPE_VENDOR_SPECIFIC, hsa.TYPE_INVALID,

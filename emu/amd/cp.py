@@ -10,7 +10,7 @@ write-then-wait request (the HDP flush handshake) is acknowledged at once.
 Opcodes, packet fields and compute registers are the vendor's (emu.amd.hw.pm4), not the runtime's.
 
 Sizes a packet gives are checked before anything is built (a CP error names the packet and the limit): a
-dispatch's work-items and LDS bytes against stack.hcq.program.check_work (the limits of stack.hcq.codeobj), a
+dispatch's work-items and LDS bytes against emu.amd.limits.check_work, a
 packet's length against the ring, an indirect buffer's whole range against the GPU VM, nesting against
 MAX_IB_DEPTH, and the indirect buffers one ring packet enters in all (called or chained) against MAX_IB_ENTRIES,
 so that an indirect buffer chained to itself stops within a few thousand packets.
@@ -26,9 +26,9 @@ from emu.amd import timeline
 from emu.amd.dispatch import Dispatch, run_dispatch
 from emu.amd.hw import pm4 as p
 from emu.amd.hw.kd import Rsrc1, Rsrc2
+from emu.amd.limits import check_work
 from emu.amd.memory import GPUFault
 from emu.amd.queue import RUNNING, WATCHDOG_PACKETS, CPError, Queue, Wait
-from stack.hcq.program import check_work
 
 MAX_IB_DEPTH = 4  # indirect buffers nest at most this deep
 MAX_IB_ENTRIES = 4096  # indirect buffers one packet of the ring may enter in all, called or chained (a loop stops)

@@ -18,8 +18,8 @@ A fault raises `GPUFault` carrying the record; host memory is never touched and 
     gpu.unload(prog)                          the same for a code object; `with gpu.load(data) as prog:` unloads it
 
 Arguments are checked, never guessed: a buffer must be live and from this GPU, kernel arguments must match the
-metadata's types and ranges (stack.hcq.codeobj.pack_kernargs), sizes must stay within the limits documented in
-stack.hcq.codeobj (`LimitError` names the field, its value and the limit; `alloc` never raises MemoryError).
+metadata's types and ranges (stack.hcq.codeobj.pack_kernargs), sizes must stay within the limits of emu.amd.limits
+(`LimitError` names the field, its value and the limit; `alloc` never raises MemoryError).
 """
 from __future__ import annotations
 
@@ -43,10 +43,12 @@ from emu.amd.dispatch import (
 from emu.amd.exec.wave import Program
 from emu.amd.hw import aql as hsa
 from emu.amd.hw.kd import PRELOAD_PROLOGUE_BYTES, KernelDescriptor
+from emu.amd.limits import MAX_BUFFER, LimitError, check_limit
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
 from emu.amd.rsrc import private_segment
-from stack.hcq.codeobj import MAX_BUFFER, CodeObject, LimitError, check_limit, pack_kernargs
+from stack.hcq.codeobj import CodeObject, pack_kernargs
+from stack.hcq.codeobj import LimitError as RuntimeLimitError
 
 SCRATCH_GRANULE = 256  # bytes: TMPRING_SIZE.WAVESIZE unit (gfx10+; gfx9 uses 1 KiB, a multiple)
 
@@ -199,13 +201,16 @@ class GPU:
             raise ValueError(f"no kernel {name!r} in the code object; it has: {', '.join(prog.kernels)}")
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         lanes = self.chip.gen.lanes(k.descriptor.wave32)
-        private = check_launch(k, grid, block, dynamic_lds)
+        private = check_launch(k, grid, block, self.arch, dynamic_lds)
         hidden = {"hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1], "hidden_block_count_z": grid[2],
                   "hidden_group_size_x": block[0], "hidden_group_size_y": block[1], "hidden_group_size_z": block[2],
                   "hidden_grid_dims": 3 if grid[2] * block[2] > 1 else 2 if grid[1] * block[1] > 1 else 1,
                   "hidden_dynamic_lds_size": dynamic_lds, "hidden_queue_ptr": self._queue,
                   "hidden_private_base": PRIVATE_APERTURE >> 32, "hidden_shared_base": SHARED_APERTURE >> 32}
-        kernargs = pack_kernargs(k, args, hidden, None if kernargs is None else bytes(memoryview(kernargs)))
+        try:
+            kernargs = pack_kernargs(k, args, hidden, None if kernargs is None else bytes(memoryview(kernargs)))
+        except RuntimeLimitError as e:  # the runner raises emu's LimitError for every size
+            raise LimitError(str(e)) from None
         kd = KernelDescriptor.parse(self.vm.read(prog.base + k.descriptor_address, 64), f"kernel {name!r}")
         nwaves = -(-block[0] * block[1] * block[2] // lanes)
         wave_bytes = -(-private * lanes // SCRATCH_GRANULE) * SCRATCH_GRANULE
