@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from emu.amd.limits import LimitError as EmuLimitError
 from stack.codegen import opencl
 from stack.hcq import codeobj
 from stack.hcq.codeobj import CodeObject, CodeObjectError, CodeObjectLimitError, KernArg, LimitError, pack_kernargs
@@ -124,7 +125,7 @@ def test_code_object_files_are_bounded(tmp_path):
 def test_grids_of_2_to_the_32_work_items_are_refused(grid, block, message):
     gpu, args = gpu_and_args()
     prog = gpu.load(saxpy().blob)
-    with pytest.raises(LimitError, match=re.escape(f"kernel 'saxpy': {message}")):
+    with pytest.raises(EmuLimitError, match=re.escape(f"kernel 'saxpy': {message}")):
         gpu.launch(prog, "saxpy", grid=grid, block=block, args=args)
 
 
@@ -132,14 +133,14 @@ def test_launch_sizes_are_bounded():
     gpu, args = gpu_and_args()
     prog = gpu.load(saxpy().blob)
     n = len(gpu.vm.mappings)
-    with pytest.raises(LimitError, match=re.escape("kernel 'saxpy': LDS bytes (group_segment_fixed_size + "
+    with pytest.raises(EmuLimitError, match=re.escape("kernel 'saxpy': LDS bytes (group_segment_fixed_size + "
                                                    "dynamic_lds) 1048576 exceeds the 64 KiB limit")):
         gpu.launch(prog, "saxpy", block=64, args=args, dynamic_lds=1 << 20)
     with pytest.raises(ValueError, match="dynamic_lds must be a non-negative int, not -1"):
         gpu.launch(prog, "saxpy", block=64, args=args, dynamic_lds=-1)
-    with pytest.raises(LimitError, match="block .* has 2048 work-items; kernel 'saxpy' allows at most 256"):
+    with pytest.raises(EmuLimitError, match="block .* has 2048 work-items; kernel 'saxpy' allows at most 256"):
         gpu.launch(prog, "saxpy", block=2048, args=args)
-    with pytest.raises(LimitError, match="kernel 'saxpy': raw kernargs size 65537 exceeds the 64 KiB limit"):
+    with pytest.raises(EmuLimitError, match="kernel 'saxpy': raw kernargs size 65537 exceeds the 64 KiB limit"):
         gpu.launch(prog, "saxpy", kernargs=bytes(65537))
     with pytest.raises(ValueError, match=r"grid 1\.5: give 1 to 3 integers"):
         gpu.launch(prog, "saxpy", grid=1.5, args=args)
@@ -151,7 +152,7 @@ def test_alloc_of_absurd_sizes_is_a_value_error(monkeypatch):
     from emu.amd.memory import VM
     gpu = GPU("gfx1100")
     for n in (1 << 40, 10**30, codeobj.MAX_BUFFER + 1):
-        with pytest.raises(LimitError, match=f"alloc: size {n} exceeds the 4 GiB limit"):
+        with pytest.raises(EmuLimitError, match=f"alloc: size {n} exceeds the 4 GiB limit"):
             gpu.alloc(n)
     for bad in (0, -1, 1.5, True, "1", None):
         with pytest.raises(ValueError, match="alloc: size must be a positive integer"):
@@ -160,7 +161,7 @@ def test_alloc_of_absurd_sizes_is_a_value_error(monkeypatch):
     def no_memory(*args, **kw):
         raise MemoryError
     monkeypatch.setattr(VM, "alloc", no_memory)  # the host is out of memory below the limit
-    with pytest.raises(LimitError, match="buffer: the host has no memory left for 4096 bytes"):
+    with pytest.raises(EmuLimitError, match="buffer: the host has no memory left for 4096 bytes"):
         gpu.alloc(4096)
 
 

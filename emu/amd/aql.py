@@ -4,6 +4,10 @@ The ring holds 64-byte packets. The runtime publishes its write index in the amd
 write_pointer_address at (`write_dispatch_id`) and rings the doorbell; the packet processor runs packets in
 order while their header is not INVALID, marks each INVALID when done and publishes `read_dispatch_id`.
 
+Packet types, header fields and the amd_queue_t / amd_signal_t offsets are the vendor's (emu.amd.hw.aql); the
+kernel descriptor's layout too (emu.amd.hw.kd), and the initial SGPRs are built here (`user_sgprs`), as the
+firmware does, not by the runtime's code.
+
 - KERNEL_DISPATCH: the processor reads the kernel descriptor at `kernel_object` (unlike a PM4 dispatch, where the
   runtime copied it into registers) and loads the user SGPRs it enables: the private-segment V# and the scratch
   of amd_queue_t, the packet itself as the dispatch pointer, the amd_queue_t as the queue pointer, the kernarg
@@ -27,21 +31,60 @@ import numpy as np
 from emu.amd import timeline
 from emu.amd.cp import ComputeQueue
 from emu.amd.dispatch import Dispatch, run_dispatch
+from emu.amd.hw import aql as hsa
+from emu.amd.hw import pm4
+from emu.amd.hw.kd import PRELOAD_PROLOGUE_BYTES, DescriptorError, KernargPreload, KernelDescriptor
+from emu.amd.limits import check_work
 from emu.amd.memory import GPUFault
 from emu.amd.queue import CPError, Wait
-from stack.hcq import pm4
-from stack.hcq.codeobj import KernargPreload, KernelDescriptor
-from stack.hcq.program import PRELOAD_PROLOGUE_BYTES, check_work, user_sgprs
 
-PACKET_BYTES = 64
-TYPE_VENDOR_SPECIFIC, TYPE_INVALID, TYPE_KERNEL_DISPATCH, TYPE_BARRIER_AND, TYPE_BARRIER_OR = 0, 1, 2, 3, 5
-AMD_AQL_FORMAT_PM4_IB = 1
+PACKET_BYTES = hsa.PACKET_BYTES
+TYPE_VENDOR_SPECIFIC, TYPE_INVALID, TYPE_KERNEL_DISPATCH = (hsa.TYPE_VENDOR_SPECIFIC, hsa.TYPE_INVALID,
+                                                            hsa.TYPE_KERNEL_DISPATCH)
+TYPE_BARRIER_AND, TYPE_BARRIER_OR = hsa.TYPE_BARRIER_AND, hsa.TYPE_BARRIER_OR
+AMD_AQL_FORMAT_PM4_IB = hsa.AMD_AQL_FORMAT_PM4_IB
 PACKET_NAMES = {TYPE_VENDOR_SPECIFIC: "AQL_VENDOR", TYPE_KERNEL_DISPATCH: "AQL_KERNEL_DISPATCH",
                 TYPE_BARRIER_AND: "AQL_BARRIER_AND", TYPE_BARRIER_OR: "AQL_BARRIER_OR"}  # the packet types run
-WRITE_DISPATCH_ID = 56  # offsets in amd_queue_t
-COMPUTE_TMPRING_SIZE, SCRATCH_RESOURCE_DESCRIPTOR, SCRATCH_BACKING_MEMORY_LOCATION = 140, 144, 160
-SIGNAL_VALUE, SIGNAL_MAILBOX, SIGNAL_EVENT_ID, SIGNAL_END_TS = 8, 16, 24, 40  # offsets in amd_signal_t
+WRITE_DISPATCH_ID = hsa.QUEUE_WRITE_DISPATCH_ID  # offsets in amd_queue_t
+COMPUTE_TMPRING_SIZE = hsa.QUEUE_COMPUTE_TMPRING_SIZE
+SCRATCH_RESOURCE_DESCRIPTOR = hsa.QUEUE_SCRATCH_RESOURCE_DESCRIPTOR
+SCRATCH_BACKING_MEMORY_LOCATION = hsa.QUEUE_SCRATCH_BACKING_MEMORY_LOCATION
+SIGNAL_VALUE, SIGNAL_MAILBOX, SIGNAL_EVENT_ID, SIGNAL_END_TS = (hsa.SIGNAL_VALUE, hsa.SIGNAL_MAILBOX,
+                                                                hsa.SIGNAL_EVENT_ID, hsa.SIGNAL_END_TS)
 U64 = np.uint64
+
+
+def user_sgprs(kd: KernelDescriptor, *, kernarg: int, dispatch_ptr: int, queue_ptr: int, dispatch_id: int,
+               scratch_vsharp: tuple[int, int, int, int] = (0, 0, 0, 0), flat_scratch: int = 0,
+               kernargs: bytes | None = None) -> tuple[int, ...]:
+    """The user SGPRs a dispatch starts with, as the CP firmware loads them (AMDGPUUsage "Initial Kernel Execution
+    State"): those kernel_code_properties enables, in order (private segment buffer V#, dispatch ptr, queue ptr,
+    kernarg segment ptr, dispatch id, flat scratch init, private segment size), then the kernarg dwords
+    kernarg_preload names, taken from `kernargs` (zero past their end). CPError when they pass the
+    COMPUTE_USER_DATA registers or the descriptor preloads and no kernarg bytes are given."""
+    p, out = kd.code_properties, []
+
+    def put(value: int, ndwords: int) -> None:
+        out.extend((value >> (32 * i)) & 0xFFFFFFFF for i in range(ndwords))
+    if p.enable_sgpr_private_segment_buffer:
+        out.extend(int(w) & 0xFFFFFFFF for w in scratch_vsharp)
+    for enabled, value, n in ((p.enable_sgpr_dispatch_ptr, dispatch_ptr, 2), (p.enable_sgpr_queue_ptr, queue_ptr, 2),
+                              (p.enable_sgpr_kernarg_segment_ptr, kernarg, 2),
+                              (p.enable_sgpr_dispatch_id, dispatch_id, 2),
+                              (p.enable_sgpr_flat_scratch_init, flat_scratch, 2),
+                              (p.enable_sgpr_private_segment_size, kd.private_segment_fixed_size, 1)):
+        if enabled:
+            put(value, n)
+    pre = kd.kernarg_preload
+    if pre.length:
+        if kernargs is None:
+            raise CPError(f"the kernel preloads {pre.length} kernarg dwords into SGPRs and no kernargs were given")
+        words = bytes(kernargs[4 * pre.offset:4 * (pre.offset + pre.length)]).ljust(4 * pre.length, b"\0")
+        out.extend(struct.unpack(f"<{pre.length}I", words))
+    if len(out) > pm4.NUM_USER_DATA:
+        raise CPError(f"{len(out)} user SGPRs (kernel_code_properties {p.value:#06x}, kernarg_preload "
+                      f"{pre.value:#06x}) do not fit the {pm4.NUM_USER_DATA} COMPUTE_USER_DATA registers")
+    return tuple(out)
 
 
 def _field(signal: int, offset: int) -> int:
@@ -87,7 +130,7 @@ class AQLQueue(ComputeQueue):
         name = PACKET_NAMES.get(kind)
         if name is None:
             raise CPError(f"AQL packet {self.rptr}: type {kind} (header {header:#06x}) is not supported")
-        signal = struct.unpack_from("<Q", pkt, 56)[0]
+        signal = struct.unpack_from("<Q", pkt, hsa.COMPLETION_SIGNAL)[0]
         with timeline.packet(self, name, PACKET_BYTES // 4):  # a barrier's slice spans its retries
             if kind in (TYPE_BARRIER_AND, TYPE_BARRIER_OR) and not self._released(kind, pkt):
                 raise Wait  # retried until its dependencies release it
@@ -115,7 +158,7 @@ class AQLQueue(ComputeQueue):
 
     def _released(self, kind: int, pkt: bytes) -> bool:
         """Whether a barrier packet's dependent signals are all (AND) / any (OR; none given: released) at 0."""
-        deps = [s for s in struct.unpack_from("<5Q", pkt, 8) if s]
+        deps = [s for s in struct.unpack_from(f"<{hsa.BARRIER_DEP_SIGNALS}Q", pkt, hsa.BARRIER_DEP_SIGNAL) if s]
         done = [self._u64(_field(s, SIGNAL_VALUE)) == 0 for s in deps]
         return all(done) if kind == TYPE_BARRIER_AND else any(done) or not deps
 
@@ -134,8 +177,11 @@ class AQLQueue(ComputeQueue):
             return
         check_work(f"AQL dispatch {self.rptr} of queue {self.id}", gx * gy * gz, f"(grid_size {grid})", group,
                    "group_segment_size", self.gpu.arch)
-        kd = KernelDescriptor.parse(self.gpu.vm.read(kobj, 64), self.gpu.arch)
-        q = self.gpu.vm.read(self.amd_queue, 256)
+        try:
+            kd = KernelDescriptor.parse(self.gpu.vm.read(kobj, 64), f"kernel descriptor at {kobj:#x}")
+        except DescriptorError as e:
+            raise CPError(f"AQL dispatch {self.rptr}: {e}") from None
+        q = self.gpu.vm.read(self.amd_queue, hsa.QUEUE_BYTES)
         tmpring, = struct.unpack_from("<I", q, COMPUTE_TMPRING_SIZE)
         vsharp = struct.unpack_from("<4I", q, SCRATCH_RESOURCE_DESCRIPTOR)
         scratch, = struct.unpack_from("<Q", q, SCRATCH_BACKING_MEMORY_LOCATION)
@@ -148,10 +194,10 @@ class AQLQueue(ComputeQueue):
             kernargs = self.gpu.vm.read(kernarg, 4 * (pre.offset + pre.length))
             entry += PRELOAD_PROLOGUE_BYTES
         elif pre.length:
-            kd = dataclasses.replace(kd, kernarg_preload=KernargPreload.decode(0))
+            kd = dataclasses.replace(kd, kernarg_preload=KernargPreload(0))
         prog = self.gpu.program(entry, lanes)
-        sgprs = tuple(user_sgprs(kd, kernarg, addr, self.amd_queue, self.rptr, vsharp, scratch,
-                                 kd.private_segment_fixed_size, kernargs))
+        sgprs = user_sgprs(kd, kernarg=kernarg, dispatch_ptr=addr, queue_ptr=self.amd_queue, dispatch_id=self.rptr,
+                           scratch_vsharp=vsharp, flat_scratch=scratch, kernargs=kernargs)
         # whole workgroups, then the partial ones at the far edge of each dimension
         spans = [[(0, g // b, b)] + ([(g // b, 1, g % b)] if g % b else []) for g, b in zip(grid, block, strict=True)]
         try:

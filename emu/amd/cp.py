@@ -7,8 +7,10 @@ partial flushes need no waiting, and caches are coherent (ACQUIRE_MEM changes no
 the memory it was decoded from changed). Register-space accesses go to a small register file in which a
 write-then-wait request (the HDP flush handshake) is acknowledged at once.
 
+Opcodes, packet fields and compute registers are the vendor's (emu.amd.hw.pm4), not the runtime's.
+
 Sizes a packet gives are checked before anything is built (a CP error names the packet and the limit): a
-dispatch's work-items and LDS bytes against stack.hcq.program.check_work (the limits of stack.hcq.codeobj), a
+dispatch's work-items and LDS bytes against emu.amd.limits.check_work, a
 packet's length against the ring, an indirect buffer's whole range against the GPU VM, nesting against
 MAX_IB_DEPTH, and the indirect buffers one ring packet enters in all (called or chained) against MAX_IB_ENTRIES,
 so that an indirect buffer chained to itself stops within a few thousand packets.
@@ -22,28 +24,26 @@ import numpy as np
 
 from emu.amd import timeline
 from emu.amd.dispatch import Dispatch, run_dispatch
+from emu.amd.hw import pm4 as p
+from emu.amd.hw.kd import Rsrc1, Rsrc2
+from emu.amd.limits import check_work
 from emu.amd.memory import GPUFault
 from emu.amd.queue import RUNNING, WATCHDOG_PACKETS, CPError, Queue, Wait
-from stack.hcq import pm4 as p
-from stack.hcq.bits import Field
-from stack.hcq.codeobj import Rsrc1, Rsrc2
-from stack.hcq.program import check_work
 
 MAX_IB_DEPTH = 4  # indirect buffers nest at most this deep
 MAX_IB_ENTRIES = 4096  # indirect buffers one packet of the ring may enter in all, called or chained (a loop stops)
 U64 = np.uint64
-NAMES = {v: k.removeprefix("PACKET3_") for k, v in vars(p).items()
-         if k.startswith("PACKET3_") and isinstance(v, int) and not k.endswith(("_START", "_END"))}
+NAMES = p.NAMES
 COMPARE = {p.WAIT_REG_MEM_FUNCTION_ALWAYS: lambda v, r: True, p.WAIT_REG_MEM_FUNCTION_LT: lambda v, r: v < r,
            p.WAIT_REG_MEM_FUNCTION_LE: lambda v, r: v <= r, p.WAIT_REG_MEM_FUNCTION_EQ: lambda v, r: v == r,
            p.WAIT_REG_MEM_FUNCTION_NE: lambda v, r: v != r, p.WAIT_REG_MEM_FUNCTION_GE: lambda v, r: v >= r,
            p.WAIT_REG_MEM_FUNCTION_GT: lambda v, r: v > r}
 # COPY_DATA source / destination selects
-COPY_SRC_SEL, COPY_DST_SEL, COPY_COUNT_SEL = Field(0, 4), Field(8, 4), Field(16)
+COPY_SRC_SEL, COPY_DST_SEL, COPY_COUNT_SEL = p.COPY_DATA_SRC_SEL, p.COPY_DATA_DST_SEL, p.COPY_DATA_COUNT_SEL
 SEL_REGISTER, SEL_MEMORY, SEL_TC_L2, SEL_PERFCOUNTERS, SEL_IMMEDIATE = 0, 1, 2, 4, 5
 SEL_GPU_CLOCK, SEL_SYSTEM_CLOCK, SEL_MEMORY_ASYNC = 9, 10, 5
-PRED_EXEC_COUNT, PRED_EXEC_DEVICE_SELECT = Field(0, 14), Field(24, 8)
-PACKET_TYPE2 = 2
+PRED_EXEC_COUNT, PRED_EXEC_DEVICE_SELECT = p.PRED_EXEC_EXEC_COUNT, p.PRED_EXEC_DEVICE_SELECT
+PACKET_TYPE2 = p.PACKET_TYPE2
 
 
 @dataclasses.dataclass

@@ -61,7 +61,7 @@ class GPUDevice:
 
     # -- memory ------------------------------------------------------------------------------------------------
     def map(self, bo: BufferObject) -> None:
-        from stack.hcq.kfd_ioctl import ALLOC_USERPTR, ALLOC_WRITABLE
+        from emu.amd.hw.kfd import ALLOC_USERPTR, ALLOC_WRITABLE
         self.vm.map(bo.va, bo.mem, writable=bool(bo.flags & ALLOC_WRITABLE), name=f"bo {bo.handle:#x}",
                     user=bool(bo.flags & ALLOC_USERPTR))
 

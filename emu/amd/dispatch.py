@@ -31,13 +31,13 @@ from emu.amd.exec.launch import Launch
 from emu.amd.exec.state import CATEGORIES
 from emu.amd.exec.translate import TALLY
 from emu.amd.exec.wave import BARRIER, DEFAULT_LIMIT, Cancel, Deadline, Program, WaveState, run
+from emu.amd.hw.kd import Rsrc1, Rsrc2
+from emu.amd.limits import MAX_WORKGROUP_SIZE, Kernel, LimitError, check_grid, check_private
 from emu.amd.memory import VM, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.amd.regs import TTMP0
 from emu.amd.symbols import dispatch_name
 from emu.pcode.llvmjit import GATE
-from stack.hcq.codeobj import MAX_WORKGROUP_SIZE, Kernel, LimitError, Rsrc1, Rsrc2
-from stack.hcq.program import check_grid, check_private
 
 DISPATCH_PACKET_SIZE = 64
 DEFAULT_TIMEOUT = 60.0  # seconds of engine CPU time per dispatch before the watchdog stops it (amdgpu's compute
@@ -61,7 +61,7 @@ class Dispatch:
     scratch_waves: int = 0  # TMPRING_SIZE.WAVES
     start: tuple[int, int, int] = (0, 0, 0)  # COMPUTE_START_X/Y/Z: first workgroup id
     dispatch_id: int = 0
-    rsrc1: Rsrc1 = field(default_factory=lambda: Rsrc1.decode(0))  # COMPUTE_PGM_RSRC1 (float modes at wave start)
+    rsrc1: Rsrc1 = field(default_factory=lambda: Rsrc1(0))  # COMPUTE_PGM_RSRC1 (float modes at wave start)
     kernel: fault.Kernel | None = None  # what the launcher knows of the kernel, for fault reports
     cancel: Cancel | None = None  # its queue's: set when the queue is destroyed while the dispatch runs
 
@@ -371,9 +371,9 @@ def _set_workgroup(w: WaveState, id_slots: tuple[int, int, int, int], wg: tuple[
     w.workgroup = wg
 
 
-def check_launch(kernel: Kernel, grid, block, dynamic_lds: int = 0) -> int:
+def check_launch(kernel: Kernel, grid, block, arch: str, dynamic_lds: int = 0) -> int:
     """Reject, before anything is allocated, launches the hardware could not run or that pass the limits of
-    stack.hcq.codeobj (ValueError, LimitError for sizes, naming what is wrong); returns a work-item's private
+    emu.amd.limits (ValueError, LimitError for sizes, naming what is wrong) on `arch`; returns a work-item's private
     segment bytes."""
     where = f"kernel {kernel.name!r}"
     for what, v in (("grid", grid), ("block", block)):
@@ -385,5 +385,5 @@ def check_launch(kernel: Kernel, grid, block, dynamic_lds: int = 0) -> int:
         raise LimitError(f"block {tuple(block)} has {n} work-items; {where} allows at most {limit}")
     if not isinstance(dynamic_lds, (int, np.integer)) or isinstance(dynamic_lds, bool) or dynamic_lds < 0:
         raise ValueError(f"{where}: dynamic_lds must be a non-negative int, not {dynamic_lds!r}")
-    check_grid(kernel, grid, block, dynamic_lds)
-    return check_private(kernel)
+    check_grid(kernel, arch, grid, block, dynamic_lds)
+    return check_private(kernel, arch)

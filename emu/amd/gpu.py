@@ -18,18 +18,20 @@ A fault raises `GPUFault` carrying the record; host memory is never touched and 
     gpu.unload(prog)                          the same for a code object; `with gpu.load(data) as prog:` unloads it
 
 Arguments are checked, never guessed: a buffer must be live and from this GPU, kernel arguments must match the
-metadata's types and ranges (stack.hcq.codeobj.pack_kernargs), sizes must stay within the limits documented in
-stack.hcq.codeobj (`LimitError` names the field, its value and the limit; `alloc` never raises MemoryError).
+metadata's types and ranges (stack.hcq.codeobj.pack_kernargs), sizes must stay within the limits of emu.amd.limits
+(`LimitError` names the field, its value and the limit; `alloc` never raises MemoryError).
 """
 from __future__ import annotations
 
 import itertools
+import struct
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from emu.amd import kernel_stats, target
+from emu.amd.aql import user_sgprs
 from emu.amd.debug import fault
 from emu.amd.dispatch import (
     DISPATCH_PACKET_SIZE,
@@ -39,11 +41,14 @@ from emu.amd.dispatch import (
     run_dispatch,
 )
 from emu.amd.exec.wave import Program
+from emu.amd.hw import aql as hsa
+from emu.amd.hw.kd import PRELOAD_PROLOGUE_BYTES, KernelDescriptor
+from emu.amd.limits import MAX_BUFFER, LimitError, check_limit
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
 from emu.amd.rsrc import private_segment
-from stack.hcq.codeobj import MAX_BUFFER, CodeObject, LimitError, check_limit, pack_kernargs
-from stack.hcq.program import PRELOAD_PROLOGUE_BYTES, dispatch_packet, grid_dims, user_sgprs
+from stack.hcq.codeobj import CodeObject, pack_kernargs
+from stack.hcq.codeobj import LimitError as RuntimeLimitError
 
 SCRATCH_GRANULE = 256  # bytes: TMPRING_SIZE.WAVESIZE unit (gfx10+; gfx9 uses 1 KiB, a multiple)
 
@@ -196,14 +201,17 @@ class GPU:
             raise ValueError(f"no kernel {name!r} in the code object; it has: {', '.join(prog.kernels)}")
         grid, block = _dims(grid, "grid"), _dims(block, "block")
         lanes = self.chip.gen.lanes(k.descriptor.wave32)
-        private = check_launch(k, grid, block, dynamic_lds)
+        private = check_launch(k, grid, block, self.arch, dynamic_lds)
         hidden = {"hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1], "hidden_block_count_z": grid[2],
                   "hidden_group_size_x": block[0], "hidden_group_size_y": block[1], "hidden_group_size_z": block[2],
                   "hidden_grid_dims": 3 if grid[2] * block[2] > 1 else 2 if grid[1] * block[1] > 1 else 1,
                   "hidden_dynamic_lds_size": dynamic_lds, "hidden_queue_ptr": self._queue,
                   "hidden_private_base": PRIVATE_APERTURE >> 32, "hidden_shared_base": SHARED_APERTURE >> 32}
-        kernargs = pack_kernargs(k, args, hidden, None if kernargs is None else bytes(memoryview(kernargs)))
-        kd = k.descriptor
+        try:
+            kernargs = pack_kernargs(k, args, hidden, None if kernargs is None else bytes(memoryview(kernargs)))
+        except RuntimeLimitError as e:  # the runner raises emu's LimitError for every size
+            raise LimitError(str(e)) from None
+        kd = KernelDescriptor.parse(self.vm.read(prog.base + k.descriptor_address, 64), f"kernel {name!r}")
         nwaves = -(-block[0] * block[1] * block[2] // lanes)
         wave_bytes = -(-private * lanes // SCRATCH_GRANULE) * SCRATCH_GRANULE
         lds = kd.group_segment_fixed_size + dynamic_lds
@@ -219,15 +227,14 @@ class GPU:
             # scratch that is not architected: the private segment buffer and the flat scratch init address it
             vsharp, flat = ((0, 0, 0, 0), 0) if self.chip.gen.architected_scratch else \
                 (private_segment(scratch).words(), scratch)
-            sgprs = user_sgprs(kd, ka, pkt, self._queue, self.dispatches, vsharp, flat,
-                               kd.private_segment_fixed_size, kernargs)
+            sgprs = user_sgprs(kd, kernarg=ka, dispatch_ptr=pkt, queue_ptr=self._queue, dispatch_id=self.dispatches,
+                               scratch_vsharp=vsharp, flat_scratch=flat, kernargs=kernargs)
             entry = prog.base + k.entry + (PRELOAD_PROLOGUE_BYTES if kd.kernarg_preload.length else 0)
             d = Dispatch(prog.program(lanes), entry, grid, block, lanes, kd.rsrc2, tuple(sgprs), lds, scratch,
                          wave_bytes, nwaves, dispatch_id=self.dispatches, rsrc1=kd.rsrc1,
                          kernel=fault.Kernel(name, prog.data, prog.co, prog.base, kernargs,
                                              self._buffers))
-            self.vm.write(pkt, dispatch_packet(grid, block, grid_dims(grid, block), private, lds,
-                                               prog.base + k.descriptor_address, ka))
+            self.vm.write(pkt, _dispatch_packet(grid, block, private, lds, prog.base + k.descriptor_address, ka))
             self.dispatches += 1
             s = self.last_stats = run_dispatch(self.vm, d, self.arch, timeout)
             if s.kernel:  # HWEMU_STATS: the table is printed at exit
@@ -259,3 +266,23 @@ def _check_range(buf: Buffer, offset: int, n: int, what: str) -> tuple[int, int]
 
 
 __all__ = ["GPU", "GPUFault", "Buffer", "Loaded", "LimitError"]
+
+
+def _dispatch_packet(groups: tuple[int, int, int], block: tuple[int, int, int], private: int, lds: int,
+                     kernel_object: int, kernarg: int) -> bytes:
+    """The hsa_kernel_dispatch_packet the dispatch pointer points at (vendor offsets; grid sizes in work-items)."""
+    grid = [g * b for g, b in zip(groups, block, strict=True)]
+    dims = 3 if grid[2] > 1 else 2 if grid[1] > 1 else 1
+    header = hsa.TYPE_KERNEL_DISPATCH | 1 << hsa.HEADER_BARRIER \
+        | hsa.FENCE_SCOPE_SYSTEM << hsa.HEADER_ACQUIRE_FENCE_SCOPE \
+        | hsa.FENCE_SCOPE_SYSTEM << hsa.HEADER_RELEASE_FENCE_SCOPE
+    out = bytearray(hsa.PACKET_BYTES)
+    o = hsa.DISPATCH
+    for name, fmt, value in (("header", "H", header), ("setup", "H", dims), ("workgroup_size_x", "H", block[0]),
+                              ("workgroup_size_y", "H", block[1]), ("workgroup_size_z", "H", block[2]),
+                              ("grid_size_x", "I", grid[0]), ("grid_size_y", "I", grid[1]),
+                              ("grid_size_z", "I", grid[2]), ("private_segment_size", "I", private),
+                              ("group_segment_size", "I", lds), ("kernel_object", "Q", kernel_object),
+                              ("kernarg_address", "Q", kernarg)):
+        struct.pack_into("<" + fmt, out, o[name], value)
+    return bytes(out)

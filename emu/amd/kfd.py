@@ -1,9 +1,9 @@
 """MOCKKFD: the amdkfd driver of the emulated GPUs, as one process sees it through /dev/kfd and the render nodes.
 
 `KFD.ioctl(file, request, arg)` takes the request numbers and argument structs of linux/kfd_ioctl.h
-(stack.hcq.kfd_ioctl). As in the kernel, the argument is copied in (`_IOC_SIZE(request)` bytes, zero-extended
-to the driver's struct), handled, and copied back; every check comes before any change, so a failing ioctl
-changes nothing and raises `OSError(errno)` naming what was wrong: ENOTTY for a request that is not KFD's,
+(emu.amd.hw.kfd, from the header itself). As in the kernel, the argument is copied in (`_IOC_SIZE(request)`
+bytes, zero-extended to the driver's struct), handled, and copied back; every check comes before any change, so a
+failing ioctl changes nothing and raises `OSError(errno)` naming what was wrong: ENOTTY for a request that is not KFD's,
 EINVAL for unknown commands and bad ids/handles/flags/sizes/alignment, ENOMEM when memory runs out, EFAULT
 for user pointers that are not accessible, EBUSY for state conflicts.
 
@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.amd.bo import BufferObject, Heap, page_round
+from emu.amd.hw import kfd as k
 from emu.amd.memory import PAGE, FaultRecord
 from emu.amd.usermem import accessible, copy_from_user, copy_to_user, host_array
-from stack.hcq import kfd_ioctl as k
 
 DOORBELL_SLICE = 0x2000  # bytes of doorbells per process and GPU (8-byte doorbells, 1024 queues)
 EVENT_PAGE_SIZE = k.SIGNAL_EVENT_LIMIT * 8

@@ -22,8 +22,8 @@ import numpy as np
 
 from emu.amd.doorbell import Doorbells
 from emu.amd.exec.wave import Cancel
+from emu.amd.limits import LimitError
 from emu.amd.memory import GPUFault
-from stack.hcq.codeobj import LimitError
 
 RUNNING, HALTED, STOPPED = "running", "halted", "stopped"
 PACKETS_PER_TURN = 256  # packets a queue runs before the engine turns to the next queue

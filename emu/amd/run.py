@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from stack.hcq.codeobj import MAX_BUFFER, MAX_CODE_OBJECT, MAX_KERNARG_SEGMENT, CodeObject, check_limit, read_file
+from emu.amd.limits import MAX_BUFFER, MAX_CODE_OBJECT, MAX_KERNARG_SEGMENT, check_limit, read_file
+from stack.hcq.codeobj import CodeObject
 
 TYPES = {t: np.dtype(t.replace("i", "int").replace("u", "uint").replace("f", "float"))
          for t in ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64")}

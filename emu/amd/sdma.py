@@ -10,13 +10,13 @@ import numpy as np
 
 from emu.amd import timeline
 from emu.amd.cp import COMPARE
+from emu.amd.hw import sdma as s
 from emu.amd.memory import GPUFault
 from emu.amd.queue import RUNNING, CPError, Queue, Wait
-from stack.hcq import sdma as s
 
 U64 = np.uint64
 CHUNK = 1 << 20  # bytes a copy or fill moves at a time
-SDMA_OP_GCR = 17  # cache control request (v5+): 5 dwords
+SDMA_OP_GCR = s.SDMA_OP_GCR  # cache control request (v5+): 5 dwords
 NAMES = {s.SDMA_OP_NOP: "NOP", s.SDMA_OP_COPY: "COPY_LINEAR", s.SDMA_OP_WRITE: "WRITE", s.SDMA_OP_INDIRECT: "INDIRECT",
          s.SDMA_OP_FENCE: "FENCE", s.SDMA_OP_TRAP: "TRAP", s.SDMA_OP_POLL_REGMEM: "POLL_REGMEM",
          s.SDMA_OP_CONST_FILL: "CONSTANT_FILL", s.SDMA_OP_TIMESTAMP: "TIMESTAMP", SDMA_OP_GCR: "GCR"}
@@ -41,6 +41,7 @@ class SDMAQueue(Queue):
     def __init__(self, *args):
         super().__init__(*args)
         self.version = self.gpu.chip.sdma[0]
+        self.pkts = s.packets(self.version)  # the vendor's layouts of this engine's version
         self.ib: list[int] | None = None  # the indirect buffer being run: [address, dwords, position]
 
     def pending(self) -> bool:
@@ -93,11 +94,11 @@ class SDMAQueue(Queue):
 
     def _length(self, op: int, header: int, fetch, avail: int) -> int:
         if op == s.SDMA_OP_NOP:
-            return 1 + s.NOP["count"].get(header)
+            return 1 + self.pkts["NOP"]["count"].get(header)
         if op == s.SDMA_OP_WRITE:
             if avail < 4:
                 return 4
-            return 4 + s.WRITE_UNTILED["count"].get(int(fetch(4)[3])) + 1
+            return 4 + self.pkts["WRITE_UNTILED"]["count"].get(int(fetch(4)[3])) + 1
         if op == SDMA_OP_GCR:
             return 5
         fixed = {s.SDMA_OP_COPY: "COPY_LINEAR", s.SDMA_OP_INDIRECT: "INDIRECT", s.SDMA_OP_FENCE: "FENCE",
@@ -105,46 +106,46 @@ class SDMAQueue(Queue):
                  s.SDMA_OP_TIMESTAMP: "TIMESTAMP_GET_GLOBAL"}.get(op)
         if fixed is None:
             raise CPError(f"SDMA: unknown opcode {op} (header {header:#010x}) at ring byte {self.rptr}")
-        return s.PACKET_DWORDS[fixed]
+        return s.dwords(self.version, fixed)
 
     def _run(self, op: int, header: int, pkt: np.ndarray, ev) -> bool:
         """Run one packet; `ev` (a timeline packet context) is told the bytes a copy, write or fill moves."""
-        vm, sub = self.gpu.vm, s.HEADER_SUB_OP.get(header)
+        vm, sub, k = self.gpu.vm, s.HEADER_SUB_OP.get(header), self.pkts
         if op in (s.SDMA_OP_NOP, SDMA_OP_GCR):
             return True
         if op == s.SDMA_OP_COPY:
             if sub != s.SDMA_SUBOP_COPY_LINEAR:
                 raise CPError(f"SDMA COPY: sub-op {sub} (only linear copies are modelled)")
-            n = (_get(s.COPY_LINEAR, "count", pkt) & ((1 << s.count_bits(self.version)) - 1)) + 1
+            n = _get(k["COPY_LINEAR"], "count", pkt) + 1
             ev.set(bytes=n)
-            self._copy(_addr(s.COPY_LINEAR, "dst_addr", pkt), _addr(s.COPY_LINEAR, "src_addr", pkt), n)
+            self._copy(_addr(k["COPY_LINEAR"], "dst_addr", pkt), _addr(k["COPY_LINEAR"], "src_addr", pkt), n)
         elif op == s.SDMA_OP_WRITE:
             ev.set(bytes=4 * (len(pkt) - 4))
-            self._write(_addr(s.WRITE_UNTILED, "dst_addr", pkt), pkt[4:].tobytes())
+            self._write(_addr(k["WRITE_UNTILED"], "dst_addr", pkt), pkt[4:].tobytes())
         elif op == s.SDMA_OP_CONST_FILL:
-            n = (_get(s.CONSTANT_FILL, "count", pkt) & ((1 << s.count_bits(self.version)) - 1)) + 1
+            n = _get(k["CONSTANT_FILL"], "count", pkt) + 1
             ev.set(bytes=n)
-            self._fill(_addr(s.CONSTANT_FILL, "dst_addr", pkt), _get(s.CONSTANT_FILL, "src_data_31_0", pkt), n)
+            self._fill(_addr(k["CONSTANT_FILL"], "dst_addr", pkt), _get(k["CONSTANT_FILL"], "src_data_31_0", pkt), n)
         elif op == s.SDMA_OP_FENCE:
-            self._write(_addr(s.FENCE, "addr", pkt), np.array([_get(s.FENCE, "data", pkt)], np.uint32).tobytes())
+            self._write(_addr(k["FENCE"], "addr", pkt), np.array([_get(k["FENCE"], "data", pkt)], np.uint32).tobytes())
         elif op == s.SDMA_OP_TRAP:
-            self.gpu.interrupt(_get(s.TRAP, "int_context", pkt))
+            self.gpu.interrupt(_get(k["TRAP"], "int_context", pkt))
         elif op == s.SDMA_OP_POLL_REGMEM:
-            func = _get(s.POLL_REGMEM, "func", pkt)
-            if func not in COMPARE or not _get(s.POLL_REGMEM, "mem_poll", pkt):
-                raise CPError(f"SDMA POLL_REGMEM: function {func}, mem_poll {_get(s.POLL_REGMEM, 'mem_poll', pkt)} "
+            func = _get(k["POLL_REGMEM"], "func", pkt)
+            if func not in COMPARE or not _get(k["POLL_REGMEM"], "mem_poll", pkt):
+                raise CPError(f"SDMA POLL_REGMEM: function {func}, mem_poll {_get(k['POLL_REGMEM'], 'mem_poll', pkt)} "
                               "(memory polls with functions 0-6 are modelled)")
-            addr = _addr(s.POLL_REGMEM, "addr", pkt)
-            value = int(vm.load(np.array([addr], U64), 32)[0]) & _get(s.POLL_REGMEM, "mask", pkt)
-            return COMPARE[func](value, _get(s.POLL_REGMEM, "value", pkt) & _get(s.POLL_REGMEM, "mask", pkt))
+            addr = _addr(k["POLL_REGMEM"], "addr", pkt)
+            value = int(vm.load(np.array([addr], U64), 32)[0]) & _get(k["POLL_REGMEM"], "mask", pkt)
+            return COMPARE[func](value, _get(k["POLL_REGMEM"], "value", pkt) & _get(k["POLL_REGMEM"], "mask", pkt))
         elif op == s.SDMA_OP_TIMESTAMP:
-            addr = _get(s.TIMESTAMP_GET_GLOBAL, "write_addr_31_3", pkt) << 3 \
-                | _get(s.TIMESTAMP_GET_GLOBAL, "write_addr_63_32", pkt) << 32
+            addr = _get(k["TIMESTAMP_GET_GLOBAL"], "write_addr_31_3", pkt) << 3 \
+                | _get(k["TIMESTAMP_GET_GLOBAL"], "write_addr_63_32", pkt) << 32
             self._write(addr, np.array([self.gpu.clock()], np.uint64).tobytes())
         elif op == s.SDMA_OP_INDIRECT:
             if self.ib is not None:
                 raise CPError("SDMA INDIRECT inside an indirect buffer (they do not nest)")
-            self.ib = [_addr(s.INDIRECT, "ib_base", pkt), _get(s.INDIRECT, "ib_size", pkt), 0]
+            self.ib = [_addr(k["INDIRECT"], "ib_base", pkt), _get(k["INDIRECT"], "ib_size", pkt), 0]
             self.rptr += 4 * len(pkt)
             self.count("SDMA_INDIRECT")
             raise _Entered

@@ -119,6 +119,7 @@ class Target:
     xnack: bool = False                # recoverable page faults can be enabled
     sdma_engines: int = 2
     lds_kb: int = 64
+    workgroup_lds_kb: int = 64         # LDS one workgroup may allocate (the launch limit; 160 KiB on gfx950)
     scratch_slots_per_cu: int = 32
 
     @property
@@ -161,7 +162,7 @@ TARGETS = {t.arch: t for t in (
     Target("gfx942", CDNA3, "AMD Instinct MI300X (CPX partition)", 0x74A1, 90402, 38, 4, 1, 4, 8, 24 * GIB, 2100,
            1300, (9, 4, 3), (4, 4, 2), (7, 9, 0), 4096, **_CDNA),
     Target("gfx950", CDNA, "AMD Instinct MI355X (CPX partition)", 0x75A3, 90500, 32, 4, 1, 4, 8, 36 * GIB, 2400,
-           2000, (9, 5, 0), (4, 4, 5), (7, 9, 1), 4096, **_CDNA),
+           2000, (9, 5, 0), (4, 4, 5), (7, 9, 1), 4096, workgroup_lds_kb=160, **_CDNA),
 )}
 DEFAULT = {"rdna3": "gfx1100", "rdna4": "gfx1201", "cdna": "gfx942"}  # the chip a family name stands for
 

@@ -77,8 +77,8 @@ def mock_interface():
 
 def _with_fault_hook(base: type) -> type:
     """`base` (emu.os's interface class) that also honours MOCKGPU_EMU_FAULTADDR (see the module docstring)."""
+    from emu.amd.hw import kfd as k
     from emu.amd.memory import PAGE
-    from stack.hcq import kfd_ioctl as k
 
     class TinygradMockFileIO(base):
         injected: int | None = None  # the last address injected

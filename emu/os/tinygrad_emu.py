@@ -92,8 +92,8 @@ def run_asm(lib: int, lib_sz: int, gx: int, gy: int, gz: int, lx: int, ly: int, 
     from emu.amd.dispatch import Dispatch, run_dispatch
     from emu.amd.exec.wave import Program
     from emu.amd.gpu import SCRATCH_GRANULE, fetch_code
-    from stack.hcq.codeobj import Rsrc1, Rsrc2
-    from stack.hcq.pm4 import LDS_SIZE_GRANULE
+    from emu.amd.hw.kd import Rsrc1, Rsrc2
+    from emu.amd.hw.pm4 import LDS_SIZE_GRANULE
     if arch not in ARCHES:
         raise ValueError(f"run_asm: arch {arch!r}: expected one of {', '.join(ARCHES)}")
     chip, lanes, rsrc1 = ARCHES[arch]

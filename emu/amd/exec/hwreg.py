@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from emu.amd import target
-from stack.hcq.pm4 import LDS_SIZE_GRANULE
+from emu.amd.hw.pm4 import LDS_SIZE_GRANULE
 
 # MODE fields
 FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE = 0, 4, 8, 9
