@@ -48,6 +48,7 @@ from emu.amd.exec.translate import BASE, CTR_WORDS, LDS_SIZE, Exit, Region
 from emu.pcode.llvmjit import Closed, engine
 
 BUDGET = 1 << 20  # instructions per native call before the host gets control back
+HANG_WALL = 3600.0  # seconds of wall time after which a wait for the compile thread gives up whatever its CPU time
 NO_MAPPINGS = np.zeros(1, np.uint64)  # the VM table of a wave without a VM
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
 _cache: dict[tuple, int] = {}  # a region's key (code by offsets from its entry) -> its address
@@ -179,10 +180,19 @@ class _Background:
             self._jobs.put((0 if first else 1, self._count, job))
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait until the jobs submitted so far have run (True) or `timeout` seconds have passed (False)."""
+        """Wait until the jobs submitted so far have run (True), or until the compile thread has spent `timeout`
+        seconds of CPU time on them (False): a loaded machine slows the compiles, it does not make them look hung.
+        A thread that stops using the CPU without finishing (a deadlock) is given up on after HANG_WALL seconds."""
         done = threading.Event()
         self(done.set)
-        return done.wait(timeout)
+        if timeout is None:
+            return done.wait()
+        clock = time.pthread_getcpuclockid(self._thread.ident)
+        start, began = time.clock_gettime(clock), time.monotonic()
+        while not done.wait(0.5):
+            if time.clock_gettime(clock) - start > timeout or time.monotonic() - began > HANG_WALL:
+                return False
+        return True
 
     def _loop(self) -> None:
         while True:
