@@ -8,12 +8,10 @@ and second immediate). Sub-instructions (the halves of a duplex) have 13-bit pat
 from __future__ import annotations
 
 import functools
-import os
-import pickle
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from emu.cache import pickled
 from emu.dsp import cpp
 from emu.dsp.vendor import QEMU_VERSION, cache_root, imported_dir
 
@@ -107,22 +105,4 @@ def _cache_path() -> Path:
 @functools.cache
 def load() -> ISA:
     """The instruction table; converted from the vendor definitions on first use, then cached."""
-    path = _cache_path()
-    try:
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
-        pass
-    isa = convert(imported_dir())
-    _publish(path, isa)
-    return isa
-
-
-def _publish(path: Path, obj: object) -> None:
-    """Write the cache file atomically (concurrent processes may convert at once); unwritable: no cache."""
-    try:
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as f:
-            pickle.dump(obj, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(f.name, path)
-    except OSError:
-        pass
+    return pickled(_cache_path(), lambda: convert(imported_dir()))

@@ -11,8 +11,6 @@ The host runtime (stack/) keeps its own definitions: tests/test_hw_crosscheck.py
 from __future__ import annotations
 
 import functools
-import os
-import pickle
 from pathlib import Path
 
 from emu import cache
@@ -108,21 +106,5 @@ def convert() -> dict:
 
 @functools.cache
 def tables() -> dict:
-    """The converted tables: from the cache, or converted now and cached (atomically; an unwritable cache only costs
-    the conversion next time)."""
-    path = _cache_path()
-    try:
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
-        pass
-    out = convert()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
-            pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-    return out
+    """The converted tables: from the cache, or converted now and cached."""
+    return cache.pickled(_cache_path(), convert)

@@ -13,8 +13,6 @@ stands for the family's whole tables. `family(arch)`: the name of the vendor tab
 from __future__ import annotations
 
 import functools
-import os
-import pickle
 from pathlib import Path
 
 from emu import cache
@@ -55,23 +53,10 @@ def load(arch: str) -> ISA:
 
 
 def _tables(fam: str) -> ISA:
-    path = _cache_path(fam)
-    try:
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
-        pass
-    from emu.amd.isa.vendor import convert
-    isa = convert(fam)
-    try:  # atomic publish: concurrent processes may convert at once
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
-            pickle.dump(isa, f, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # an unwritable cache only costs the conversion next time
-    return isa
+    def convert() -> ISA:
+        from emu.amd.isa.vendor import convert
+        return convert(fam)
+    return cache.pickled(_cache_path(fam), convert)
 
 
 __all__ = ["ISA", "Encoding", "Field", "Op", "Operand", "UnknownArch", "family", "name", "load", "FAMILIES", "ARCHES"]
