@@ -371,6 +371,7 @@ class Table:
         self.ents = np.zeros(256, np.int64)
         self.used = 0
         self.want: dict[int, tuple] = {}  # pc -> (handler key, entry words)
+        self.asked: set[int] = set()  # PCs whose handlers were asked for (once each)
         self.seen = -1
 
     def step(self, pc: int, step, native):
@@ -417,12 +418,14 @@ class Table:
         return step
 
     def request(self, pc: int, mode: int) -> None:
-        """Ask for the handlers of the instructions of the interpreter's step at pc."""
+        """Ask for the handlers of the instructions of the interpreter's step at pc, up to the first asked for
+        before (a step that starts inside an earlier one's block asks for no instruction twice)."""
         prog = self.prog
         first = prog.inst(pc)
-        for inst in (prog.interp.members(first) if prog.interp is not None else [first]):
-            if inst.pc in self.want:
+        for inst in (prog.interp.members(first, self.asked.__contains__) if prog.interp is not None else [first]):
+            if inst.pc in self.asked:
                 continue
+            self.asked.add(inst.pc)
             made = kind_of(inst)
             if made is None:
                 continue
