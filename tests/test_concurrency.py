@@ -96,8 +96,8 @@ def test_native_gate_closes_once_calls_in_flight_return():
 
 
 def test_a_waiter_wakes_at_the_engines_next_packet():
-    """Engine.wait_progress: at once when a packet ran since the count the waiter saw, else until the next packet
-    (which kicks nothing: the waiter's own kick wakes the idle engine), else until its timeout."""
+    """Engine.wait_progress: at once when the engine reported progress since the count the waiter saw, else until
+    its next report (which kicks nothing: the waiter's own kick wakes the idle engine), else until its timeout."""
     from emu.amd.queue import Engine
     e = Engine([])
     assert e.wait_progress(-1, 60) == 0  # a packet count it had not seen: no wait
@@ -113,13 +113,36 @@ def test_a_waiter_wakes_at_the_engines_next_packet():
     assert not t.is_alive() and got == [1]
 
 
-def test_tinygrad_signal_polls_wait_for_the_engine():
+def test_waiters_wake_for_packets_that_store_and_at_each_turns_end():
+    """A queue's turn reports progress after each packet that stores to memory and once at its end: a waiting
+    client is not woken for the state packets (registers, cache actions) between two signals."""
+    from types import SimpleNamespace
+
+    from emu.amd.queue import Engine, Queue
+
+    class Stream(Queue):
+        def step(self):
+            self.count(names[self.rptr])
+            self.rptr += 1
+            return True
+    names = ["SET_SH_REG", "SET_SH_REG", "DISPATCH_DIRECT", "EVENT_WRITE", "RELEASE_MEM", "ACQUIRE_MEM",
+             "SDMA_POLL_REGMEM", "SDMA_FENCE"]
+    e = Engine([])
+    gpu = SimpleNamespace(doorbells=np.array([len(names)], np.uint64), engine=e, stats={}, revalidate=lambda: False,
+                          vm=SimpleNamespace(check_range=lambda *a: None, write=lambda *a: None))
+    q = Stream(gpu, 0, 0, 0, 4096, 0, 0)
+    assert q.service() and q.rptr == len(names)
+    assert e.served == 3 + 1  # DISPATCH_DIRECT, RELEASE_MEM, SDMA_FENCE, and the turn's end
+
+
+def test_tinygrad_signal_polls_wait_for_the_engine_and_its_doorbells_kick_it():
     pytest.importorskip("tinygrad")
     import subprocess
     import sys
-    code = ("from tinygrad import Tensor\nfrom tinygrad.runtime.ops_amd import AMDSignal\n"
-            "print((Tensor([1, 2]) + 1).numpy().tolist(), AMDSignal._sleep.__hwemu__)")
+    code = ("from tinygrad import Tensor\nfrom tinygrad.runtime.ops_amd import AMDSignal, AMDQueueDesc, KFDIface\n"
+            "print((Tensor([1, 2]) + 1).numpy().tolist(), AMDSignal._sleep.__hwemu__, "
+            "AMDQueueDesc.signal_doorbell.__module__, KFDIface.kfd.system.engine.doorbells.announced)")
     p = subprocess.run([sys.executable, "-m", "emu.cli", "run", "--", sys.executable, "-c", code],
                        capture_output=True, text=True, timeout=600, env={**os.environ, "DEV": "MOCKKFD+AMD"})
     assert p.returncode == 0, p.stderr[-3000:]
-    assert p.stdout.split() == ["[2,", "3]", "True"]
+    assert p.stdout.split() == ["[2,", "3]", "True", "emu.os.tinygrad", "True"]

@@ -9,6 +9,11 @@ the engine last served, the engine is kicked (`Doorbells.kick`, e.g. a client st
 timeout passes. Between looks it waits on the kick word as a futex (on x86-64 and arm64), so a kick wakes it at once
 and samplers see a blocked thread. Where no native code can run (the process is exiting) it sleeps on an Event
 instead.
+
+A client whose every doorbell store is followed by a kick (`announced`: the tinygrad adapter makes tinygrad's so, as
+a doorbell's MMIO write wakes the hardware's command processor) needs no looks: the engine then sleeps on the kick
+word until the timeout, and the work starts as soon as it is rung. Each look is a wakeup, and on a loaded machine a
+woken thread waits for a core, which samplers count as busy.
 """
 from __future__ import annotations
 
@@ -31,21 +36,21 @@ FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
 _libc = ctypes.CDLL(None, use_errno=True)
 I32, I64 = ir.IntType(32), ir.IntType(64)
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-                        ctypes.c_int64)
+                        ctypes.c_int64, ctypes.c_int64)
 _fn: list = []  # the compiled wait, once built (None: it could not be)
 _lock = threading.Lock()
 
 
 def _build():
-    """`i64 wait(u64 *addrs, u64 *seen, i64 n, i64 *kick, i64 timeout_us)`: the index of the first doorbell
-    (*addrs[i]) that is not seen[i], -2 when *kick is set, -1 after `timeout_us` microseconds. It looks again after
-    FIRST_US, then after twice as long each time, up to LAST_US."""
+    """`i64 wait(u64 *addrs, u64 *seen, i64 n, i64 *kick, i64 timeout_us, i64 first_us)`: the index of the first
+    doorbell (*addrs[i]) that is not seen[i], -2 when *kick is set, -1 after `timeout_us` microseconds. It looks
+    again after `first_us`, then after twice as long each time, up to max(LAST_US, first_us)."""
     m = engine().module("doorbell")
     usleep = ir.Function(m, ir.FunctionType(I32, [I32]), "usleep")
     syscall = ir.Function(m, ir.FunctionType(I64, [I64], var_arg=True), "syscall")
-    fn = ir.Function(m, ir.FunctionType(I64, [ir.PointerType(), ir.PointerType(), I64, ir.PointerType(), I64]),
+    fn = ir.Function(m, ir.FunctionType(I64, [ir.PointerType(), ir.PointerType(), I64, ir.PointerType(), I64, I64]),
                      "doorbell_wait")
-    addrs, seen, n, kick, timeout = fn.args
+    addrs, seen, n, kick, timeout, first = fn.args
     entry, look, scan, check, moved, idle, kicked, nap, stop = (fn.append_basic_block(x) for x in (
         "entry", "look", "scan", "check", "moved", "idle", "kicked", "nap", "timeout"))
     b = ir.IRBuilder(entry)
@@ -53,7 +58,7 @@ def _build():
     b.position_at_end(look)
     waited, us = b.phi(I64), b.phi(I64)
     waited.add_incoming(I64(0), entry)
-    us.add_incoming(I64(FIRST_US), entry)
+    us.add_incoming(first, entry)
     b.branch(scan)
     b.position_at_end(scan)
     i = b.phi(I64)
@@ -81,10 +86,11 @@ def _build():
     later = b.add(waited, us)
     waited.add_incoming(later, nap)
     twice = b.shl(us, I64(1))
-    us.add_incoming(b.select(b.icmp_signed("<", twice, I64(LAST_US)), twice, I64(LAST_US)), nap)
+    most = b.select(b.icmp_signed("<", first, I64(LAST_US)), I64(LAST_US), first)
+    us.add_incoming(b.select(b.icmp_signed("<", twice, most), twice, most), nap)
     b.cbranch(b.icmp_signed("<", later, timeout), look, stop)
     ir.IRBuilder(stop).ret(I64(-1))
-    return _SIG(engine().compile(m, "doorbell_wait", f"doorbell_wait {FIRST_US} {LAST_US} {_FUTEX}"))
+    return _SIG(engine().compile(m, "doorbell_wait", f"doorbell_wait first_us {LAST_US} {_FUTEX}"))
 
 
 def _wait_fn():
@@ -103,6 +109,7 @@ class Doorbells:
     def __init__(self) -> None:
         self.kicked = np.zeros(1, np.int64)
         self.wake = threading.Event()
+        self.announced = False  # every doorbell store is followed by a kick: no looks needed (module docstring)
 
     def kick(self) -> None:
         self.kicked[0] = 1
@@ -120,7 +127,9 @@ class Doorbells:
             try:
                 addrs = np.array([q.gpu.doorbells.ctypes.data + 8 * q.doorbell for q in queues], np.uint64)
                 seen = np.array([q.rang for q in queues], np.uint64)
-                fn(addrs.ctypes.data, seen.ctypes.data, len(queues), self.kicked.ctypes.data, int(timeout * 1e6))
+                us = int(timeout * 1e6)
+                fn(addrs.ctypes.data, seen.ctypes.data, len(queues), self.kicked.ctypes.data, us,
+                   us if self.announced else FIRST_US)
             finally:
                 GATE.leave()
         self.kicked[0] = 0

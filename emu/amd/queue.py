@@ -31,6 +31,10 @@ WATCHDOG_PACKETS = 1 << 20  # packets run without the read pointer moving (an in
 POLL = (0.00002, 0.001)  # seconds the idle engine waits before it looks at a waiting queue again: first, at most
 IDLE_WAIT = 0.05  # seconds of one wait for a doorbell when no queue waits on memory
 SWITCH_INTERVAL = 0.0002  # seconds: the interpreter's thread switch interval while a mock device runs
+# packets (as Queue.count names them) that store nothing a client could be waiting to see: a client that waits for
+# the engine's progress (Engine.wait_progress) is not woken for them
+QUIET = frozenset({"NOP", "SET_SH_REG", "SET_UCONFIG_REG", "ACQUIRE_MEM", "EVENT_WRITE", "WAIT_REG_MEM",
+                   "INDIRECT_BUFFER", "PRED_EXEC", "SDMA_NOP", "SDMA_INDIRECT", "SDMA_POLL_REGMEM", "SDMA_GCR"})
 
 
 class CPError(Exception):
@@ -57,6 +61,7 @@ class Queue:
         self.packets: dict[str, int] = {}
         self.cancel = Cancel()  # set by destroy: the queue runs no more packets, its dispatch stops
         self.serving = False  # the engine is in a turn of this queue (destroy waits for it to end)
+        self.stored = False  # a packet of this turn stored to memory since the engine last reported progress
 
     @property
     def wptr(self) -> int:
@@ -116,7 +121,9 @@ class Queue:
                     if not self.cancel.why:  # a dispatch stopped by the queue's destruction is no fault to report
                         self.gpu.fault(self, e.record)
                 ran += 1
-                self.gpu.engine.progress()
+                if self.stored:
+                    self.stored = False
+                    self.gpu.engine.progress()
         except (CPError, LimitError) as e:
             self.stop(str(e))
             ran += 1
@@ -126,6 +133,7 @@ class Queue:
         self.again = not dry
         if ran:
             self.publish_rptr()
+            self.gpu.engine.progress()
         return ran > 0
 
     def publish_rptr(self) -> None:
@@ -141,6 +149,8 @@ class Queue:
         self.gpu.cp_error(self, why)
 
     def count(self, name: str) -> None:
+        """A packet ran (its name as the queue's statistics give it)."""
+        self.stored |= name not in QUIET
         self.packets[name] = self.packets.get(name, 0) + 1
         self.gpu.stats[name] = self.gpu.stats.get(name, 0) + 1
 
@@ -155,25 +165,27 @@ class Engine:
         self.gpus = gpus
         self.doorbells = Doorbells()
         self._thread: threading.Thread | None = None
-        self.served = 0  # packets run so far (see wait_progress)
+        self.served = 0  # progress reports so far (see wait_progress)
         self._moved = threading.Condition(threading.Lock())
         self._sleepers = 0
 
     def progress(self) -> None:
-        """A packet ran (its memory effects, such as a signal, are visible): wake the threads waiting for that."""
+        """A packet that stores to memory ran, or a queue's turn ended (their memory effects, such as a signal, are
+        visible): wake the threads waiting for that."""
         self.served += 1
         if self._sleepers:
             with self._moved:
                 self._moved.notify_all()
 
     def wait_progress(self, seen: int, timeout: float) -> int:
-        """Until the engine has run a packet more than the `seen` it had run (a count this returned before), or
-        `timeout` seconds; returns the count then. A client that polls memory the device writes (a signal) can
-        sleep here between looks instead of spinning: on a machine with few cores the spin takes the CPU (and the
-        GIL) the engine needs to make the progress it waits for."""
+        """Until the engine has reported progress (a packet that stores to memory, the end of a queue's turn) since
+        the count `seen` (which this returned before), or `timeout` seconds; returns the count then. A client that
+        polls memory the device writes (a signal) can sleep here between looks instead of spinning: on a machine with
+        few cores the spin takes the CPU (and the GIL) the engine needs to make the progress it waits for."""
         with self._moved:
             if self.served == seen:
-                self.doorbells.kick()  # the idle engine naps up to milliseconds between looks at the doorbells
+                if not self.doorbells.announced:  # the idle engine naps up to milliseconds between looks
+                    self.doorbells.kick()
                 self._sleepers += 1
                 try:
                     self._moved.wait(timeout)

@@ -29,8 +29,11 @@ tinygrad waits for a signal by reading it in a loop, calling the signal's `_slee
 KFD events only after 200 ms): on hardware the spin costs nothing the GPU needs. An emulated GPU is the engine thread
 of the same process, and on a machine with few cores the spin takes the CPU and the GIL it needs (15% of a test
 run's samples on two cores). So when the interface is first opened the adapter makes tinygrad's AMD signals, between
-reads, also wait for the engine to run a packet (emu.amd.queue.Engine.wait_progress, at most POLL_SLEEP seconds):
-the loop, its timeouts and its sleep on events are tinygrad's own.
+reads, also wait for the engine's progress (emu.amd.queue.Engine.wait_progress, at most POLL_SLEEP seconds): the
+loop, its timeouts and its sleep on events are tinygrad's own. Likewise a doorbell is a plain memory store here, which
+the engine would notice only by looking again and again (each look a wakeup, on a loaded machine a wait for a core):
+the adapter makes tinygrad's doorbell store also kick the engine, as the MMIO store wakes the hardware's command
+processor, and tells the engine so (emu.amd.doorbell: it then needs no looks).
 
 `install()` makes the module importable under that name before tinygrad asks for it, as an entry of
 sys.modules, so it wins over CPython's own `test` package and over a tinygrad checkout's `test/mockgpu`; it is
@@ -85,7 +88,7 @@ def _with_fault_hook(base: type) -> type:
 
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
-            _poll_on_engine(self.system.engine)
+            _on_engine(self.system.engine)
 
         def ioctl(self, request: int, arg) -> int:
             cls, want = type(self), os.environ.get(FAULT_ENV)
@@ -119,19 +122,25 @@ def _with_fault_hook(base: type) -> type:
     return TinygradMockFileIO
 
 
-def _poll_on_engine(engine) -> None:
-    """Make tinygrad's AMD signal poll wait for `engine`'s next packet between reads (see the module docstring)."""
+def _on_engine(engine) -> None:
+    """Make tinygrad's AMD signal poll wait for `engine`'s progress between reads, and its doorbell stores kick the
+    engine (see the module docstring)."""
     amd = sys.modules.get("tinygrad.runtime.ops_amd")
-    signal = getattr(amd, "AMDSignal", None)
-    if signal is None or getattr(signal._sleep, "__hwemu__", False):
+    signal, desc = getattr(amd, "AMDSignal", None), getattr(amd, "AMDQueueDesc", None)
+    if signal is None or desc is None or getattr(signal._sleep, "__hwemu__", False):
         return
-    tinygrads, seen = signal._sleep, threading.local()
+    tinygrads_sleep, tinygrads_store, seen = signal._sleep, desc.signal_doorbell, threading.local()
 
     def _sleep(self, time_spent_since_last_sleep_ms: int) -> None:
-        tinygrads(self, time_spent_since_last_sleep_ms)
+        tinygrads_sleep(self, time_spent_since_last_sleep_ms)
         seen.count = engine.wait_progress(getattr(seen, "count", -1), POLL_SLEEP)
+
+    def signal_doorbell(self, dev, doorbell_value: int | None = None) -> None:
+        tinygrads_store(self, dev, doorbell_value)
+        engine.kick()
     _sleep.__hwemu__ = True
-    signal._sleep = _sleep
+    signal._sleep, desc.signal_doorbell = _sleep, signal_doorbell
+    engine.doorbells.announced = True
 
 
 def _getattr(name: str):
