@@ -291,3 +291,19 @@ def test_integer_ops_against_numpy(a, b, exec_mask, s0, s1):
         np.testing.assert_array_equal(w.vgpr[5][on], (x << (y & 31))[on])
         assert (w.vgpr[3][~on] == 0).all() and (w.vgpr[5][~on] == 0xDEADBEEF).all()  # disabled lanes unchanged
         assert (int(w.sgpr[2]), int(w.sgpr[3])) == ((s0 + s1) & 0xFFFFFFFF, (s0 + s1) >> 32)
+
+
+@pytest.mark.parametrize("tier", ["ref", "interp", "threaded", "jit"])
+def test_writelane_ignores_exec(tier, monkeypatch):
+    """V_WRITELANE_B32 writes its lane whatever EXEC holds (the ISA guides; LLVM spills SGPRs to VGPR lanes with it
+    inside branches no lane may take); V_READLANE_B32 reads one lane likewise."""
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    w = wave("gfx1100")
+    w.vgpr[1] = np.arange(32, dtype=np.uint32)
+    w.sgpr[0], w.sgpr[1] = 77, 9
+    w.exec = 0
+    w.run(asm("v_writelane_b32 v1, s0, 3\nv_writelane_b32 v1, 5, s1\nv_readlane_b32 s2, v1, 3\ns_endpgm", "gfx1100"))
+    want = np.arange(32, dtype=np.uint32)
+    want[3], want[9] = 77, 5
+    np.testing.assert_array_equal(w.vgpr[1], want)
+    assert w.sgpr[2] == 77

@@ -37,7 +37,7 @@ DST_FIELDS = ("vdst", "sdst")
 NAMED = {"vcc_lo": (VCC,), "vcc_hi": (VCC + 1,), "vcc": (VCC, VCC + 1), "exec_lo": (EXEC,), "exec_hi": (EXEC + 1,),
          "exec": (EXEC, EXEC + 1), "flat_scratch_lo": (102,), "flat_scratch_hi": (103,), "flat_scratch": (102, 103),
          "xnack_mask_lo": (104,), "xnack_mask_hi": (105,), "xnack_mask": (104, 105)}
-IMPLICIT = {"VCC": (VCC, VCC + 1), "EXEC": (EXEC, EXEC + 1)}
+IMPLICIT = {"VCC": (VCC, VCC + 1), "EXEC": (EXEC, EXEC + 1)}  # wave64's; a wave32 writes the low halves alone
 _REG = re.compile(r"^(s|v|a|ttmp)(?:(\d+)|\[(\d+):(\d+)\])(?:\.[lh])?$")  # v1.l: a 16-bit half of v1
 _SWAPS = re.compile(r"V_SWAP|V_PERMLANE(16|32)_SWAP")  # and v_swaprel; gfx950's lane swaps write both operands
 _LOADED = frozenset({"VDATA", "SDATA", "VGPR"})  # a memory definition's register results
@@ -103,6 +103,7 @@ def allowed(inst: Inst, arch: str, text: str | None = None) -> set[Reg]:
     m0 = target.generation(arch).m0
     n = _named(inst, definition(arch, inst))
     writes = implicit(arch, inst)
+    halves = 1 if target.generation(arch).wave_size == 32 else 2  # VCC_HI is an SGPR in wave32 (prepare's Wave)
     out: set[Reg] = set()
     for half in (text or str(inst)).split("::"):
         parts = half.split(None, 1)
@@ -110,11 +111,11 @@ def allowed(inst: Inst, arch: str, text: str | None = None) -> set[Reg]:
         for tok in ops[:n]:
             out |= registers(tok.split()[0] if tok.split() else tok, m0)
     for name in writes:
-        out |= {("s", i) for i in IMPLICIT.get(name, ())}
+        out |= {("s", i) for i in IMPLICIT.get(name, ())[:halves]}
         if name == "M0":
             out.add(("s", m0))
     if inst.base == "VOPC" and "sdst" not in inst.fields:  # the e32 form writes VCC (LLVM prints it first)
-        out |= {("s", VCC), ("s", VCC + 1)}
+        out |= {("s", VCC + i) for i in range(halves)}
     return out
 
 
@@ -138,7 +139,7 @@ def prepare(inst: Inst, arch: str, seed: int) -> Wave:
     w = Wave(arch)
     rng = np.random.default_rng(seed)
     w.vgpr[:] = rng.integers(0, 1 << 32, w.vgpr.shape, dtype=np.uint64).astype(np.uint32)
-    w.sgpr[:VCC] = rng.integers(0, 1 << 32, VCC, dtype=np.uint64).astype(np.uint32)
+    w.sgpr[:VCC + 2] = rng.integers(0, 1 << 32, VCC + 2, dtype=np.uint64).astype(np.uint32)  # VCC too
     if is_memory(inst):
         w.vm.map(MAPPED, rng.integers(0, 1 << 32, WORDS, dtype=np.uint64).astype(np.uint32))
         w.vm.map(SCRATCH_BASE, np.zeros(SCRATCH_LANE * w.lanes // 4, np.uint32))

@@ -698,9 +698,9 @@ class _Source:
         """Writes mask result `v` ANDed with EXEC (int) to `dest`, as the planner's mask writers do."""
         wide = self.p.mask_bits == 64
         self.emit(f"m = {v} & w.active_mask")
-        if dest == "VCC":  # the whole 64-bit VCC
-            self.emit(f"sg[{VCC}] = m & 0xFFFFFFFF; sg[{VCC + 1}] = m >> 32")
-        elif dest == "EXEC" or dest == EXEC:
+        if dest == "VCC":  # a VOP2 carry-out: VCC_LO alone in wave32 (VCC_HI is an SGPR there)
+            dest = VCC
+        if dest == "EXEC" or dest == EXEC:
             self.emit("w.set_exec(m)")
         elif dest == self.p.null:
             pass

@@ -868,8 +868,8 @@ class Region:
                 self._set_vgpr(b, f["vdst"], bits, v, active)
             elif n in ("VCC", "D1") and base == "VOP3SD":
                 self._set_scalar(b, f["sdst"], self.mask_bits, b.and_(self._mask(b, v), exe))
-            elif n == "VCC":
-                self._set_pair(b, VCC, b.and_(self._mask(b, v), exe))
+            elif n == "VCC":  # a VOP2 carry-out: VCC_LO alone in wave32
+                self._set_scalar(b, VCC, self.mask_bits, b.and_(self._mask(b, v), exe))
             elif n == "EXEC":
                 self._set_pair(b, EXEC, b.and_(self._mask(b, v), exe))
             else:

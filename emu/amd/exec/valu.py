@@ -39,6 +39,10 @@ _MIX = ("V_FMA_MIX", "V_MAD_MIX")  # VOP3P mixed f16/f32: OPSEL_HI[i] picks f16,
 # {16'0, tmp}), except where the pcode writes the slice D0[15 : 0] alone, which keeps the other bits: V_MAD_MIXLO_F16
 # (LLVM's GCNSubtarget::zeroesHigh16BitsOfDest, "derived from experimentation", has gfx9's mixlo preserve them too)
 _LOW_SLICE = re.compile(r"\bD0\[15 : 0\][.\w]* =")
+# instructions that run whatever EXEC holds (the pcode does not say so): V_WRITELANE_B32 writes its lane with EXEC
+# zero too (the ISA guides: "ignores exec mask"; LLVM's SIInstrInfo::hasUnwantedEffectsWhenEXECEmpty, which counts on
+# it: an SGPR spill to a VGPR lane inside a branch no lane takes must still land)
+IGNORE_EXEC = frozenset({"V_WRITELANE_B32"})
 
 
 class ValuPlans:
@@ -57,7 +61,8 @@ class ValuPlans:
         if "VGPR" in sem.reads | sem.writes:
             view, dpp_mask = self._file_view(inst, op, sem, fields)
             wmask = wmask or dpp_mask
-        return _valu_step(sem, reads, writes, wmask, post, inst.pc + inst.size, self.lanes, view)
+        return _valu_step(sem, reads, writes, wmask, post, inst.pc + inst.size, self.lanes, view,
+                          op.name in IGNORE_EXEC)
 
     def _indexable(self, inst, step: Callable) -> Callable:
         """A CDNA VALU step that honours VGPR indexing mode (s_set_gpr_idx_on): while it is on, the VGPR
@@ -228,8 +233,9 @@ class ValuPlans:
                 if code < 256:
                     raise OperandError(f"{op.name}: {n} must be a VGPR")
                 writes.append((n, vgpr_writer(code - 256 + self._acc(inst, fm[n], fields), 32)))
-            elif n == "VCC":
-                writes.append((n, lambda w, v, act: setattr(w, "vcc", to_mask(v) & w.exec)))
+            elif n == "VCC":  # a VOP2 carry-out: VCC_LO alone in wave32 (VCC_HI is an SGPR there)
+                mw = self._mask_writer(VCC)
+                writes.append((n, lambda w, v, act, mw=mw: mw(w, v)))
             elif n == "EXEC":
                 writes.append((n, lambda w, v, act: w.set_exec(to_mask(v) & w.exec)))
             else:
@@ -462,14 +468,17 @@ def _view(subs: list, gather: tuple | None, wmask: Callable | None) -> Callable:
     return view
 
 
-def _valu_step(sem, reads, writes, wmask, post, nxt: int, lanes: int, view: Callable | None = None) -> Callable:
+def _valu_step(sem, reads, writes, wmask, post, nxt: int, lanes: int, view: Callable | None = None,
+               every_lane: bool = False) -> Callable:
+    """`every_lane`: the instruction runs as if EXEC held every lane (IGNORE_EXEC)."""
     def step(w):
+        active = np.ones(lanes, bool) if every_lane else w.active
         st = {n: r(w) for n, r in reads}
-        st["ACTIVE"] = w.active
+        st["ACTIVE"] = active
         if view is not None:
             view(w, st)
         out = sem(st, lanes)
-        act = w.active if wmask is None else w.active & wmask(w)
+        act = active if wmask is None else active & wmask(w)
         for n, wr in writes:
             v = out.get(n)
             if v is not None:
