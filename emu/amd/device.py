@@ -79,7 +79,7 @@ class GPUDevice:
         invalidation; the buffer stays invalid until it is unmapped from the GPU and mapped again). A query per
         USERPTR mapping (emu.amd.usermem.inaccessible); nothing without them. True if a mapping was invalidated."""
         user = list(self.vm.user)
-        gone = [user[i] for i in inaccessible([(m.buf.ctypes.data, m.size, m.writable) for m in user])]
+        gone = [user[i] for i in inaccessible([(m.host, m.size, m.writable) for m in user])]
         for m in gone:
             self.vm.invalidate(m)
             self._forget_code(m)

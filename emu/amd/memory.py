@@ -103,6 +103,10 @@ class Mapping:
     writable: bool = True
     name: str = ""
     user: bool = False  # the backing is pages a client owns (USERPTR): it may unmap them behind the VM's back
+    host: int = field(init=False, repr=False)  # the backing's host address
+
+    def __post_init__(self) -> None:
+        self.host = self.buf.ctypes.data
 
     @property
     def end(self) -> int:
@@ -110,7 +114,7 @@ class Mapping:
 
     def row(self) -> tuple[int, int, int, int]:
         """The mapping's entry in the native table: va, end, host address - va (mod 2^64), writable."""
-        return self.va, self.end, (self.buf.ctypes.data - self.va) % 2**64, int(self.writable)
+        return self.va, self.end, (self.host - self.va) % 2**64, int(self.writable)
 
 
 class _Index(NamedTuple):
