@@ -6,6 +6,7 @@ BO's CPU and GPU mappings do. Freed ranges are punched out, so memory is returne
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import errno
 import mmap
@@ -69,6 +70,38 @@ class BufferObject:
     @property
     def end(self) -> int:
         return self.va + self.size
+
+
+class ByVA:
+    """Buffers sorted by VA, for the overlap query every allocation and mapping makes (a process holds thousands).
+    Buffers of different GPUs may share VAs."""
+
+    def __init__(self) -> None:
+        self._vas: list[int] = []
+        self._bos: list[BufferObject] = []  # in the order of _vas
+        self._widest = 0  # bytes of the largest buffer added: how far before va an overlapping one may start
+
+    def add(self, bo: BufferObject) -> None:
+        i = bisect.bisect_right(self._vas, bo.va)
+        self._vas.insert(i, bo.va)
+        self._bos.insert(i, bo)
+        self._widest = max(self._widest, bo.size)
+
+    def remove(self, bo: BufferObject) -> None:
+        lo, hi = bisect.bisect_left(self._vas, bo.va), bisect.bisect_right(self._vas, bo.va)
+        i = next(j for j in range(lo, hi) if self._bos[j] is bo)
+        del self._vas[i], self._bos[i]
+
+    def overlapping(self, va: int, size: int):
+        """The buffers that overlap [va, va + size), highest VA first."""
+        i = bisect.bisect_left(self._vas, va + size)
+        while i > 0:
+            i -= 1
+            b = self._bos[i]
+            if b.va + self._widest <= va:
+                return
+            if b.end > va:
+                yield b
 
 
 def page_round(n: int) -> int:

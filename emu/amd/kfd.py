@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from emu.amd.bo import BufferObject, Heap, page_round
+from emu.amd.bo import BufferObject, ByVA, Heap, page_round
 from emu.amd.hw import kfd as k
 from emu.amd.memory import PAGE, FaultRecord
 from emu.amd.usermem import accessible, copy_from_user, copy_to_user, host_array
@@ -76,6 +76,7 @@ class Process:
     """What the driver keeps for the process: VMs acquired, buffers, events, queues."""
     vms: dict[int, int] = field(default_factory=dict)  # gpu_id -> drm fd
     bos: dict[int, BufferObject] = field(default_factory=dict)
+    by_va: ByVA = field(default_factory=ByVA)  # the same buffers by VA
     events: dict[int, Event] = field(default_factory=dict)
     event_page: np.ndarray | None = None  # uint64 slots
     event_page_bo: BufferObject | None = None
@@ -270,6 +271,7 @@ class KFD:
         bo = BufferObject(handle, g, a.va_addr, size, flags, mem, heap if placement in (k.ALLOC_VRAM, k.ALLOC_GTT)
                           else None, off, mmap_offset)
         self.proc.bos[handle] = bo
+        self.proc.by_va.add(bo)
         a.handle, a.mmap_offset = handle, mmap_offset
 
     def _free_memory_of_gpu(self, a, _):
@@ -280,6 +282,7 @@ class KFD:
         if bo is self.proc.event_page_bo:
             raise OSError(errno.EBUSY, f"FREE_MEMORY_OF_GPU: buffer {a.handle:#x} is the event page")
         del self.proc.bos[a.handle]
+        self.proc.by_va.remove(bo)
         if bo.heap is not None:
             bo.heap.release(bo.offset, bo.size)
 
@@ -540,8 +543,7 @@ class KFD:
     def _bo_at(self, va: int, size: int, gpu) -> BufferObject | None:
         """A buffer in `gpu`'s VM (allocated on it or mapped into it) overlapping [va, va+size). Each GPU has a VM
         of its own: buffers of different GPUs may share VAs (a host buffer mapped to several GPUs, say)."""
-        return next((b for b in self.proc.bos.values() if b.va < va + size and va < b.end
-                     and (b.gpu is gpu or gpu in b.mapped_on)), None)
+        return next((b for b in self.proc.by_va.overlapping(va, size) if b.gpu is gpu or gpu in b.mapped_on), None)
 
     def _event(self, eid: int, what: str) -> Event:
         ev = self.proc.events.get(eid)
