@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_pcode import _mfma_place
 from test_wave import asm
 
 from emu.amd import Wave
@@ -179,18 +180,10 @@ def _bf16(x: np.ndarray) -> np.ndarray:
 
 
 def _result(regs: np.ndarray, M: int, N: int, blocks: int) -> np.ndarray:
-    """D (blocks x M x N) from registers x lanes: register r of lane l holds [b][i][l % N] with b = l // N, i = r
-    where blocks * N = 64, else b = r // R, q = r % R, i = 4 * ((64 / N) * (q // 4) + l // N) + q % 4 (R = M*N/64)."""
+    """D (blocks x M x N) from registers x lanes, placed as test_pcode's _mfma_place documents (K does not move D)."""
     d = np.zeros((blocks, M, N), regs.dtype)
-    for r in range(regs.shape[0]):
-        for lane in range(64):
-            if blocks * N == 64:
-                b, i = lane // N, r
-            else:
-                R = M * N // 64
-                b, q = r // R, r % R
-                i = 4 * ((64 // N) * (q // 4) + lane // N) + q % 4
-            d[b, i, lane % N] = regs[r, lane]
+    for (b, i, j), (lane, r) in _mfma_place(M, N, 64, blocks)[2].items():
+        d[b, i, j] = regs[r, lane]
     return d
 
 
