@@ -471,8 +471,10 @@ def _view(subs: list, gather: tuple | None, wmask: Callable | None) -> Callable:
 def _valu_step(sem, reads, writes, wmask, post, nxt: int, lanes: int, view: Callable | None = None,
                every_lane: bool = False) -> Callable:
     """`every_lane`: the instruction runs as if EXEC held every lane (IGNORE_EXEC)."""
+    everyone = np.ones(lanes, bool) if every_lane else None
+
     def step(w):
-        active = np.ones(lanes, bool) if every_lane else w.active
+        active = w.active if everyone is None else everyone
         st = {n: r(w) for n, r in reads}
         st["ACTIVE"] = active
         if view is not None:
