@@ -238,3 +238,46 @@ def test_a_region_compiled_at_one_address_runs_at_another(monkeypatch, arch):
                 "the region compiled for the first address is looked up by the same key, not compiled again"
         else:
             assert stats["compiled"] == compiled + 1
+
+
+def test_an_instruction_the_translator_fails_on_is_refused_in_later_regions(monkeypatch):
+    """An instruction that passes the region's discovery but that the translator fails on (its module raises Exit)
+    costs one more module build of the region so far: once learned, later regions holding the same instruction
+    (another load of the code, here) end before it at once and build nothing that fails."""
+    from emu.amd import GPU
+    from emu.amd.exec import jit, translate
+    monkeypatch.setenv("HWEMU_TIER", "jit")
+    seed = int.from_bytes(os.urandom(3), "little")
+    code_object = opencl.compile_cl(WALK % seed, "gfx1100")
+    failing: dict[bytes, int] = {}
+    inst, module = translate.Region._inst, translate.Region.module
+    builds = []
+
+    def refusing(self, b, i):  # the first VALU instruction past a region's entry fails, as an emulator gap would
+        if not failing and i.pc != self.entry and i.base.startswith("VOP"):
+            failing[i.raw] = i.pc
+        if i.raw in failing:
+            raise translate.Exit("refused by the test")
+        return inst(self, b, i)
+
+    def counted(self, *a):
+        try:
+            return module(self, *a)
+        except translate.Exit:
+            builds.append("failed")
+            raise
+    monkeypatch.setattr(translate.Region, "_inst", refusing)
+    monkeypatch.setattr(translate.Region, "module", counted)
+    gpu = GPU("gfx1100")
+    want = None
+    for n, prog in enumerate([gpu.load(code_object), gpu.load(code_object)]):
+        out = gpu.alloc(4 * 64)
+        gpu.launch(prog, "walk", grid=(2,), block=(32,), args=[out, np.int32(5)])
+        got = np.frombuffer(gpu.read(out), np.uint32).copy()
+        if n == 0:
+            want = got
+            assert failing and builds, "the first program's region failed to translate once"
+            builds.clear()
+        else:
+            np.testing.assert_array_equal(got, want)
+            assert not builds, "the second program's regions end before the refused instruction at once"

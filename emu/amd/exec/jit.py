@@ -57,6 +57,9 @@ COMPILE_PRIOR = (32, 0.02)  # (instructions, seconds each) assumed before this p
 _compiling = [0.0]  # seconds spent compiling regions in this process (compiles that ended)
 _compiled = list(COMPILE_PRIOR)  # [instructions compiled, seconds per instruction] of this process's compiles
 _inflight: dict[int, float] = {}  # thread -> when the compile it runs began
+# (processor, wave size, MODE, instruction bytes) the translator failed on: later regions end before them at once
+# instead of finding out again by building their module (each failure costs a build of the region so far)
+_refused: set[tuple] = set()
 
 
 def compile_seconds() -> float:
@@ -209,18 +212,21 @@ background = _Background()  # background(job): run job() on the compile thread
 
 def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
     exits: set[int] = set()
+    arch, lanes = prog.planner.arch, prog.lanes
     for _ in range(64):  # each failed attempt turns one more instruction into an exit
-        region = Region(prog, pc, mode)
-        try:
-            insts = region.discover(exits)
-        except Exit:
-            return None
-        key = (prog.planner.arch, prog.lanes, mode, tuple((p - pc, i.raw) for p, i in insts.items()), prog.stats)
+        found = prog.regions.get((pc, mode))  # a region is looked at again whenever its run count doubles
+        if found is None:
+            try:
+                insts = Region(prog, pc, mode).discover(exits, lambda i: (arch, lanes, mode, i.raw) in _refused)
+            except Exit:
+                return None
+            key = (arch, lanes, mode, tuple((p - pc, i.raw) for p, i in insts.items()), prog.stats)
+            found = prog.regions[(pc, mode)] = insts, key, f"region {_SOURCES} {key!r}"
+        insts, key, disk_key = found
         with _lock:
             addr = _cache.get(key)
             if addr is not None:
                 return Compiled(addr, pc, frozenset(insts))
-            disk_key = f"region {_SOURCES} {key!r}"
             access.ensure(prog.lanes, _SOURCES)
             addr = engine().load(disk_key)
             if addr is None:
@@ -228,11 +234,14 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
                     return LATER
                 t0 = time.monotonic()
                 try:
-                    mod = region.module("region", insts)
+                    mod = Region(prog, pc, mode).module("region", insts)
                     addr = engine().compile(mod, "region", disk_key)
                 except Exit as e:
-                    bad = e.args[0] if e.args and isinstance(e.args[0], int) else pc
-                    if bad == pc:
+                    del prog.regions[(pc, mode)]
+                    bad = e.args[0] if e.args and isinstance(e.args[0], int) else None  # the instruction's PC
+                    if bad in insts:
+                        _refused.add((arch, lanes, mode, insts[bad].raw))
+                    if bad is None or bad == pc:
                         return None
                     exits.add(bad)
                     continue
@@ -240,4 +249,3 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
             _cache[key] = addr
             return Compiled(addr, pc, frozenset(insts))
     return None
-

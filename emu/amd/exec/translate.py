@@ -27,6 +27,8 @@ per instruction: from the start PC, the ring and the exit PC the instructions ru
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llvmlite import ir
 
 from emu.amd import target
@@ -220,8 +222,9 @@ class Region:
         for pc, block in self.blocks.items():
             sw.add_case(self._rel(pc), block)
 
-    def discover(self, exits: set[int]) -> dict:
-        """The region's instructions by PC: reachable from the entry, stopping at `exits` and untaken ones."""
+    def discover(self, exits: set[int], refused: Callable[[object], bool] = lambda inst: False) -> dict:
+        """The region's instructions by PC: reachable from the entry, stopping at `exits`, at untaken instructions
+        and at those `refused` (the translator failed on them in another region)."""
         insts: dict[int, object] = {}
         todo = [self.entry]
         while todo:
@@ -231,7 +234,7 @@ class Region:
                     inst = self.prog.inst(pc)
                 except Exception:  # unfetchable code: the interpreter reports the fault
                     break
-                if not self.takeable(inst):
+                if not self.takeable(inst) or refused(inst):
                     break
                 insts[pc] = inst
                 name = inst.op.name
