@@ -33,7 +33,10 @@ from emu.pcode.llvmjit import GATE, Closed, engine
 FIRST_US, LAST_US = 20, 20000
 _FUTEX = {"x86_64": 202, "aarch64": 98}.get(platform.machine())  # SYS_futex (else the naps are usleep's)
 FUTEX_WAIT_PRIVATE, FUTEX_WAKE_PRIVATE = 128, 129
-_libc = ctypes.CDLL(None, use_errno=True)
+# The kick's futex wake keeps the GIL (PyDLL): a wake returns in microseconds, and a call that let the GIL go would
+# hand it to the woken engine thread, leaving the kicking client to wait a switch interval to get it back.
+_wake = ctypes.PyDLL(None).syscall
+_wake.restype = ctypes.c_long
 I32, I64 = ir.IntType(32), ir.IntType(64)
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
                         ctypes.c_int64, ctypes.c_int64)
@@ -108,14 +111,15 @@ class Doorbells:
 
     def __init__(self) -> None:
         self.kicked = np.zeros(1, np.int64)
+        self._futex_args = (ctypes.c_long(_FUTEX or 0), ctypes.c_void_p(self.kicked.ctypes.data),
+                            ctypes.c_long(FUTEX_WAKE_PRIVATE), ctypes.c_long(1))
         self.wake = threading.Event()
         self.announced = False  # every doorbell store is followed by a kick: no looks needed (module docstring)
 
     def kick(self) -> None:
         self.kicked[0] = 1
         if _FUTEX is not None:
-            _libc.syscall(ctypes.c_long(_FUTEX), ctypes.c_void_p(self.kicked.ctypes.data),
-                          ctypes.c_long(FUTEX_WAKE_PRIVATE), ctypes.c_long(1))
+            _wake(*self._futex_args)
         self.wake.set()
 
     def wait(self, queues: list, timeout: float) -> None:
