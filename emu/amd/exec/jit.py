@@ -214,19 +214,17 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
     exits: set[int] = set()
     arch, lanes = prog.planner.arch, prog.lanes
     for _ in range(64):  # each failed attempt turns one more instruction into an exit
-        found = prog.regions.get((pc, mode))  # a region is looked at again whenever its run count doubles
-        if found is None:
-            try:
-                insts = Region(prog, pc, mode).discover(exits, lambda i: (arch, lanes, mode, i.raw) in _refused)
-            except Exit:
-                return None
-            key = (arch, lanes, mode, tuple((p - pc, i.raw) for p, i in insts.items()), prog.stats)
-            found = prog.regions[(pc, mode)] = insts, key, f"region {_SOURCES} {key!r}"
-        insts, key, disk_key = found
+        region = Region(prog, pc, mode)
+        try:
+            insts = region.discover(exits, lambda i: (arch, lanes, mode, i.raw) in _refused)
+        except Exit:
+            return None
+        key = (arch, lanes, mode, tuple((p - pc, i.raw) for p, i in insts.items()), prog.stats)
         with _lock:
             addr = _cache.get(key)
             if addr is not None:
                 return Compiled(addr, pc, frozenset(insts))
+            disk_key = f"region {_SOURCES} {key!r}"
             access.ensure(prog.lanes, _SOURCES)
             addr = engine().load(disk_key)
             if addr is None:
@@ -234,10 +232,9 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
                     return LATER
                 t0 = time.monotonic()
                 try:
-                    mod = Region(prog, pc, mode).module("region", insts)
+                    mod = region.module("region", insts)
                     addr = engine().compile(mod, "region", disk_key)
                 except Exit as e:
-                    del prog.regions[(pc, mode)]
                     bad = e.args[0] if e.args and isinstance(e.args[0], int) else None  # the instruction's PC
                     if bad in insts:
                         _refused.add((arch, lanes, mode, insts[bad].raw))

@@ -48,7 +48,6 @@ class Program:
         self.fetch = fetch
         self.steps: dict[int, object] = {}
         self.compiled: dict[tuple[int, int], jit.Compiled] = {}  # (pc, MODE) -> the native region holding pc
-        self.regions: dict[tuple[int, int], tuple] = {}  # (pc, MODE) -> the region from pc: its instructions, keys
         self.spent: dict[int, list[float]] = {}  # pc -> seconds its step has run interpreted (under `auto`)
         self.looks: dict[int, tuple[int, int]] = {}  # entry pc -> (launches, the launch of the next look at it)
         self.ahead = 0.0  # the running dispatch's workgroups still to start, per workgroup started
