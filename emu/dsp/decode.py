@@ -12,6 +12,7 @@ more than one encoding matches with the same specificity (reported, like decodet
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -113,9 +114,13 @@ class Decoder:
         for forms in [*self.by_iclass, *self.sub.values()]:
             forms.sort(key=lambda f: -bin(f.mask).count("1"))
         self.duplex = {int(d.encoding[:3] + d.encoding[18], 2): d for d in isa.duplexes}
-        self.ambiguous = [(a.tag, b.tag) for forms in [*self.by_iclass, *self.sub.values()]
-                          for i, a in enumerate(forms) for b in forms[i + 1:]
-                          if a.mask == b.mask and a.value == b.value]
+
+    @functools.cached_property
+    def ambiguous(self) -> list[tuple[str, str]]:
+        """Pairs of encodings with the same fixed bits (a check of the tables: worked out when asked, not in every
+        process that decodes)."""
+        return [(a.tag, b.tag) for forms in [*self.by_iclass, *self.sub.values()]
+                for i, a in enumerate(forms) for b in forms[i + 1:] if a.mask == b.mask and a.value == b.value]
 
     @classmethod
     def of(cls, isa: ISA) -> Decoder:
