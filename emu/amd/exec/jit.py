@@ -213,10 +213,13 @@ background = _Background()  # background(job): run job() on the compile thread
 def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
     exits: set[int] = set()
     arch, lanes = prog.planner.arch, prog.lanes
+
+    def refusal(inst) -> tuple:  # an instruction's entry in _refused
+        return arch, lanes, mode, inst.raw
     for _ in range(64):  # each failed attempt turns one more instruction into an exit
         region = Region(prog, pc, mode)
         try:
-            insts = region.discover(exits, lambda i: (arch, lanes, mode, i.raw) in _refused)
+            insts = region.discover(exits, lambda i: refusal(i) in _refused)
         except Exit:
             return None
         key = (arch, lanes, mode, tuple((p - pc, i.raw) for p, i in insts.items()), prog.stats)
@@ -237,7 +240,7 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
                 except Exit as e:
                     bad = e.args[0] if e.args and isinstance(e.args[0], int) else None  # the instruction's PC
                     if bad in insts:
-                        _refused.add((arch, lanes, mode, insts[bad].raw))
+                        _refused.add(refusal(insts[bad]))
                     if bad is None or bad == pc:
                         return None
                     exits.add(bad)
