@@ -69,7 +69,7 @@ def program_env(dev: str | None, command: str, base: dict[str, str] | None = Non
     env["DEV"] = dev or env.get("DEV") or "MOCKKFD+AMD"
     if mockdsp.names_dsp(env["DEV"]):
         env.setdefault("MOCKDSP", "1")  # tinygrad's spelling of its mock DSP
-        mockdsp.install(env)
+        mockdsp.install(env, survive_exec=True)
     elif not env["DEV"].startswith("MOCK"):
         print(f"hwemu {command}: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD) and no DSP",
               file=sys.stderr)

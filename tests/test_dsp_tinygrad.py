@@ -42,7 +42,8 @@ USER_TEST = """
 import os, shutil
 from tinygrad import Tensor
 def test_add_on_hwemus_hexagon_core():
-    assert os.environ["MOCKDSP"] == "1" and "-m emu.dsp" in open(shutil.which("qemu-hexagon-static")).read()
+    assert os.environ["MOCKDSP"] == "1" and "emu/dsp/launcher.py" in open(shutil.which("qemu-hexagon-static")).read()
+    assert os.path.exists(os.environ["HWEMU_DSP_SERVER"])  # the programs fork from hwemu's server
     assert (Tensor([1.0, 2.0, 3.0]) + 1).tolist() == [2.0, 3.0, 4.0]
 """
 
@@ -51,7 +52,7 @@ def test_add_on_hwemus_hexagon_core():
 @pytest.mark.parametrize("how", ["pytest", "hwemu run"])
 def test_plain_pytest_and_hwemu_run_reach_hwemu(tmp_path, how):
     """`MOCKDSP=1 DEV=DSP pytest` (the pytest plugin) and `hwemu run --dev DSP -- pytest` (which sets MOCKDSP=1)
-    put hwemu's qemu-hexagon first on PATH, with CC left for hwemu to choose."""
+    put hwemu's qemu-hexagon first on PATH, with CC left for hwemu to choose, and start its fork server."""
     vendor_isa()
     (tmp_path / "test_user.py").write_text(USER_TEST)
     env = {k: v for k, v in os.environ.items() if k not in ("CC", "MOCKDSP", "HWEMU")}
