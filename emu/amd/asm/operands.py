@@ -202,8 +202,11 @@ def operands(d: Decoder, enc: Encoding, op: Op | None, fields: dict[str, int]) -
                 o = Operand("literal", v, n, value=fields.get("literal"))
         if o.kind == "vgpr" and _is_acc(enc, fields, f.name, op is not None and "SMFMAC" in op.name):
             o = Operand("agpr", o.index, o.count)
-        out[f.name] = o
+        out[f.name] = _ONE.setdefault(o, o)
     return out
+
+
+_ONE: dict[Operand, Operand] = {}  # one object per distinct operand: a program's decoded instructions share them
 
 
 _ACC_DATA = ("vdst", "vdata", "data", "data0", "data1")

@@ -178,8 +178,14 @@ def kind(inst) -> Kind | None:
     key = (inst.enc, inst.base, name, inst.size, inst.family, literal is not None,
            tuple(sorted((k, ("sym", int(v)) if isinstance(v, Sym) else v) for k, v in fields.items())),
            tuple(sorted((k, o.kind, o.count) for k, o in inst.operands.items())))
-    canon = dataclasses.replace(inst, pc=0, fields=fields, literal=literal, _text=None)
-    return Kind(key, canon, tuple(sources))
+    k = _by_key.get(key)
+    if k is None:
+        canon = dataclasses.replace(inst, pc=0, fields=fields, literal=literal, _text=None)
+        k = _by_key[key] = Kind(key, canon, tuple(sources))
+    return k
+
+
+_by_key: dict[tuple, Kind] = {}  # one Kind per key: instructions that differ only in Sym words share it
 
 
 def words(k: Kind, inst) -> list[int]:
