@@ -325,7 +325,7 @@ def _loop() -> int:
 
 _handlers: dict[tuple, int | None] = {}  # (target, lanes, MODE, stats, kind key) -> handler address (None: none)
 _asked: set[tuple] = set()
-_version = [0]  # bumped whenever _handlers gains an entry: tables install what became ready
+_made: list[tuple] = []  # the keys of _handlers in the order they were made: tables install what is new to them
 _loop_fn: list = []
 _lock = threading.Lock()
 
@@ -337,7 +337,6 @@ def _need_loop() -> None:
         _loop_fn.append(None)  # asked
     addr = _loop()
     _loop_fn[0] = _SIG(addr)
-    _version[0] += 1
 
 
 def _make(prog, k: Kind, mode: int, full: tuple, build: bool) -> bool:
@@ -360,7 +359,7 @@ def _make(prog, k: Kind, mode: int, full: tuple, build: bool) -> bool:
     except Closed:
         pass
     _handlers[full] = addr
-    _version[0] += 1
+    _made.append(full)
     return True
 
 
@@ -376,9 +375,9 @@ class Table:
         self.index = np.zeros(0, np.int64)
         self.ents = np.zeros(256, np.int64)
         self.used = 0
-        self.want: dict[int, tuple] = {}  # pc -> (handler key, entry words)
+        self.want: dict[tuple, list[tuple[int, list[int]]]] = {}  # handler key -> (pc, entry words) waiting for it
         self.asked: set[int] = set()  # PCs whose handlers were asked for (once each)
-        self.seen = -1
+        self.seen = len(_made)  # how many of _made this table has looked at (those before: in _handlers)
 
     def step(self, pc: int, step, native):
         """The step at pc: the threaded loop from there once its handler is installed, else `step`. `native(fn,
@@ -390,7 +389,7 @@ class Table:
             if not asked[0]:
                 asked[0] = True
                 self.request(pc, w.mode)
-            if _version[0] != self.seen:
+            if len(_made) != self.seen:
                 self.install()
             if not self.has(pc) or not _loop_fn or _loop_fn[0] is None:
                 return step(w)
@@ -402,7 +401,7 @@ class Table:
     def loop_from(self, pc: int) -> int | None:
         """The threaded loop's address for a launcher that starts waves at `pc` (emu.amd.exec.launch), once pc's
         handler is installed; the launcher's counters are armed with `arm`."""
-        if _version[0] != self.seen:
+        if len(_made) != self.seen:
             self.install()
         if not self.has(pc) or not _loop_fn or _loop_fn[0] is None:
             return None
@@ -412,11 +411,11 @@ class Table:
         """The interpreter's step for where the loop cannot start: `make(until)` with `until(pc)` true where it can
         (the block stops there and the loop goes on), made at the first call and again when handlers installed
         since would end it sooner."""
-        made: list = [None, -1, ()]  # step, the _version it was made at, the PCs of its block after the first
+        made: list = [None, -1, ()]  # step, len(_made) when it was made, the PCs of its block after the first
 
         def step(w):
-            if made[0] is None or made[1] != _version[0] and any(self.has(p) for p in made[2]):
-                made[1] = _version[0]
+            if made[0] is None or made[1] != len(_made) and any(self.has(p) for p in made[2]):
+                made[1] = len(_made)
                 made[0] = make(self.has)
                 made[2] = tuple(i.pc for i in self.prog.interp.members(self.prog.inst(w.pc), self.has)[1:]) \
                     if self.prog.interp is not None else ()
@@ -437,22 +436,25 @@ class Table:
                 continue
             k, ws = made
             full = (prog.planner.arch, prog.lanes, mode, prog.stats, k.key)
-            self.want[inst.pc] = (full, ws)
-            if full in _asked:
-                continue
-            _asked.add(full)
-            if not _make(prog, k, mode, full, build=self.sync):  # the compile thread builds what the disk lacks
-                jit.background(lambda k=k, full=full: _make(prog, k, mode, full, build=True), first=True)
+            if full not in _asked:
+                _asked.add(full)
+                if not _make(prog, k, mode, full, build=self.sync):  # the compile thread builds what the disk lacks
+                    jit.background(lambda k=k, full=full: _make(prog, k, mode, full, build=True), first=True)
+            if full not in _handlers:  # made later: it is in _made after what this table has looked at
+                self.want.setdefault(full, []).append((inst.pc, ws))
+            elif _handlers[full] is not None:
+                self._put(inst.pc, _handlers[full], ws)
         self.install()
 
     def install(self) -> None:
-        self.seen = _version[0]
-        for pc, (full, ws) in list(self.want.items()):
-            if full not in _handlers:
-                continue
-            del self.want[pc]
-            if _handlers[full] is not None:
-                self._put(pc, _handlers[full], ws)
+        """Put in the handlers made since the last look that instructions of this program wait for."""
+        n = len(_made)
+        for full in _made[self.seen:n]:
+            waiting = self.want.pop(full, ())
+            if waiting and _handlers[full] is not None:
+                for pc, ws in waiting:
+                    self._put(pc, _handlers[full], ws)
+        self.seen = n
 
     def has(self, pc: int) -> bool:
         i = (pc - self.base) >> 2
