@@ -240,7 +240,18 @@ def test_a_region_compiled_at_one_address_runs_at_another(monkeypatch, arch):
             assert stats["compiled"] == compiled + 1
 
 
-def test_an_instruction_the_translator_fails_on_is_refused_in_later_regions(monkeypatch):
+@pytest.fixture
+def own_refusals(monkeypatch, tmp_path):
+    """The translator's refusals (emu.amd.exec.jit.refused) in a file of the test's, none known yet: what a test
+    makes the translator refuse is not kept for other tests and processes."""
+    from emu.amd.exec import jit
+    monkeypatch.setattr(jit, "_refused", set())
+    monkeypatch.setattr(jit, "_refused_read", [False])
+    monkeypatch.setattr(jit, "_refusals_file", lambda: tmp_path / "refused")
+    return tmp_path / "refused"
+
+
+def test_an_instruction_the_translator_fails_on_is_refused_in_later_regions(monkeypatch, own_refusals):
     """An instruction that passes the region's discovery but that the translator fails on (its module raises Exit)
     costs one more module build of the region so far: once learned, later regions holding the same instruction
     (another load of the code, here) end before it at once and build nothing that fails."""
@@ -281,3 +292,18 @@ def test_an_instruction_the_translator_fails_on_is_refused_in_later_regions(monk
         else:
             np.testing.assert_array_equal(got, want)
             assert not builds, "the second program's regions end before the refused instruction at once"
+
+
+def test_a_refusal_is_known_to_later_processes(monkeypatch, own_refusals):
+    """Refusals are kept on disk, so a new process shapes its regions as the last one did (and finds them in the
+    disk cache) instead of learning each refusal again; lines it cannot read are left out."""
+    from emu.amd.exec import jit
+    entry = ("gfx1100", 32, 0xF0, bytes.fromhex("0200000a"))
+    jit._refuse(entry)
+    with open(own_refusals, "a") as f:
+        f.write("gfx1100 32 240 zz\nnot a line\ngfx1100 32\n\x00\xff garbage")
+    monkeypatch.setattr(jit, "_refused", set())  # a new process
+    monkeypatch.setattr(jit, "_refused_read", [False])
+    assert jit.refused(entry)
+    assert not jit.refused(("gfx1100", 64, 0xF0, entry[3]))
+    assert jit._refused == {entry}

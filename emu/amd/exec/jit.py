@@ -58,8 +58,10 @@ _compiling = [0.0]  # seconds spent compiling regions in this process (compiles 
 _compiled = list(COMPILE_PRIOR)  # [instructions compiled, seconds per instruction] of this process's compiles
 _inflight: dict[int, float] = {}  # thread -> when the compile it runs began
 # (processor, wave size, MODE, instruction bytes) the translator failed on: later regions end before them at once
-# instead of finding out again by building their module (each failure costs a build of the region so far)
+# instead of finding out again by building their module (each failure costs a build of the region so far). They
+# are kept on disk too (refused()), so that every process shapes its regions alike and finds them in the disk cache.
 _refused: set[tuple] = set()
+_refused_read = [False]
 
 
 def compile_seconds() -> float:
@@ -86,6 +88,45 @@ _SOURCES = _sources_digest()
 def sources() -> str:
     """The digest of the sources native code depends on (part of every cache key)."""
     return _SOURCES
+
+
+def _refusals_file() -> Path:
+    """The instructions the translator of these sources refused, one per line: processor, wave size, MODE, bytes."""
+    from emu.pcode.llvmjit import cache_dir
+    return cache_dir() / f"refused-{_SOURCES}"
+
+
+def refused(entry: tuple) -> bool:
+    """Whether the translator refused the instruction (processor, wave size, MODE, bytes), in any process."""
+    if not _refused_read[0]:
+        _refused_read[0] = True
+        try:
+            text = _refusals_file().read_text(errors="replace")
+        except OSError:
+            text = ""
+        for line in text.splitlines():  # lines another process is still writing, or garbage: left out
+            parts = line.split()
+            if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
+                try:
+                    _refused.add((parts[0], int(parts[1]), int(parts[2]), bytes.fromhex(parts[3])))
+                except ValueError:
+                    pass
+    return entry in _refused
+
+
+def _refuse(entry: tuple) -> None:
+    _refused.add(entry)
+    arch, lanes, mode, raw = entry
+    try:  # one short O_APPEND write: whole lines even with several processes appending
+        path = _refusals_file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, f"{arch} {lanes} {mode} {raw.hex()}\n".encode())
+        finally:
+            os.close(fd)
+    except OSError:  # an unwritable cache: other processes learn it themselves
+        pass
 
 
 def tier() -> str:
@@ -219,7 +260,7 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
     for _ in range(64):  # each failed attempt turns one more instruction into an exit
         region = Region(prog, pc, mode)
         try:
-            insts = region.discover(exits, lambda i: refusal(i) in _refused)
+            insts = region.discover(exits, lambda i: refused(refusal(i)))
         except Exit:
             return None
         key = (arch, lanes, mode, tuple((p - pc, i.raw) for p, i in insts.items()), prog.stats)
@@ -240,7 +281,7 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
                 except Exit as e:
                     bad = e.args[0] if e.args and isinstance(e.args[0], int) else None  # the instruction's PC
                     if bad in insts:
-                        _refused.add(refusal(insts[bad]))
+                        _refuse(refusal(insts[bad]))
                     if bad is None or bad == pc:
                         return None
                     exits.add(bad)
