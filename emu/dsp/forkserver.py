@@ -21,6 +21,7 @@ its socket and exits. HWEMU_DSP_SERVER set but empty: no server.
 """
 from __future__ import annotations
 
+import atexit
 import gc
 import os
 import selectors
@@ -34,6 +35,8 @@ import tempfile
 import traceback
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
+
+from emu.dsp.__main__ import EXIT_INTERRUPTED
 
 ENV = "HWEMU_DSP_SERVER"
 MAX_REQUEST = 1 << 20  # bytes of command line and environment
@@ -99,17 +102,32 @@ class Server:
         self.sel.register(lifeline, selectors.EVENT_READ, self._lifeline)
         self.runs: dict[int, _Run] = {}  # by connection fd
         self.done = False
+        self.warming = _warm_up()
 
     def serve(self) -> None:
         while not self.done:
-            for key, _ in self.sel.select():
+            events = self.sel.select(0 if self.warming else None)
+            for key, _ in events:
                 key.data(key.fileobj)
+            if not events and self.warming:
+                self._warm_step()
         for run in list(self.runs.values()):
             if run.pid:
                 os.kill(run.pid, signal.SIGKILL)
                 os.waitpid(run.pid, 0)
             self._close(run)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _warm_step(self) -> None:
+        """One step of the warm-up; after its last the compiled semantics join the heap the children share."""
+        try:
+            if next(self.warming, False):
+                return
+        except Exception:  # noqa: BLE001 - without it the children compile the semantics they need themselves
+            traceback.print_exc()
+        self.warming = None
+        gc.collect()
+        gc.freeze()
 
     def _lifeline(self, _) -> None:
         self.done = True
@@ -151,9 +169,11 @@ class Server:
     def _fork(self, run: _Run, cwd: bytes, argv: list[bytes], env: list[bytes]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # held for the child until it has its handlers
         pid = os.fork()
         if pid == 0:
-            self._child(run, cwd, argv, env)
+            self._child(run, cwd, argv, env, mask)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for fd in run.fds:
             os.close(fd)
         run.fds, run.pid = [], pid
@@ -184,12 +204,13 @@ class Server:
         self.runs.pop(run.conn.fileno(), None)
         run.conn.close()
 
-    def _child(self, run: _Run, cwd: bytes, argv: list[bytes], env: list[bytes]) -> None:
+    def _child(self, run: _Run, cwd: bytes, argv: list[bytes], env: list[bytes], mask) -> None:
         """In the forked child: become the program's process, run it, exit with its status."""
         status = 1
         try:
             for sig in FORWARDED:
                 signal.signal(sig, signal.default_int_handler if sig == signal.SIGINT else signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal forwarded meanwhile arrives now
             keep = set(run.fds)
             for fd in [self.listener.fileno(), self.lifeline, self.sel.fileno(),  # type: ignore[attr-defined]
                        *(r.conn.fileno() for r in self.runs.values()),
@@ -209,10 +230,14 @@ class Server:
             status = main(sys.argv[1:])
         except SystemExit as e:
             status = e.code if isinstance(e.code, int) else 1
+        except KeyboardInterrupt:
+            print("hwemu: interrupted before the program started", file=sys.stderr)
+            status = EXIT_INTERRUPTED
         except BaseException:  # noqa: BLE001 - the child reports and exits; the server goes on
             traceback.print_exc()
         finally:
             try:
+                atexit._run_exitfuncs()  # as a process of its own would at exit (e.g. new semantics to the cache)
                 sys.stdout.flush()
                 sys.stderr.flush()
             finally:
@@ -235,6 +260,22 @@ def _parse(data: bytearray, fds: list[int]) -> tuple[bytes, list[bytes], list[by
     return parts[0], parts[2:2 + argc], [e for e in parts[2 + argc:] if b"=" in e]
 
 
+def _warm_up():
+    """Compiles the semantics that the disk cache has sources for, a few per step (the server takes a step whenever
+    it has nothing else to do): the children forked afterwards find them compiled."""
+    from emu.dsp import pyback
+    from emu.dsp.isa import load
+    isa = load()
+    tags = list(pyback._load_sources())
+    for k in range(0, len(tags), 16):
+        for tag in tags[k:k + 16]:
+            try:
+                pyback.semantics(isa, tag)
+            except pyback.CompileError:
+                pass
+        yield True
+
+
 def _preload() -> None:
     """What every program needs, made once: the modules, the instruction table and its decoder, the LLVM engines
     and the native tier's dispatcher."""
@@ -250,7 +291,9 @@ def _preload() -> None:
 def main(argv: list[str]) -> int:
     listener_fd, lifeline, folder = int(argv[0]), int(argv[1]), argv[2]
     listener = socket.socket(fileno=listener_fd)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the launchers forward what their programs should get
+    # the launchers forward what their programs should get; not SIG_IGN, which the children would inherit, and a
+    # signal forwarded to a child before it sets its handlers would be lost
+    signal.signal(signal.SIGINT, lambda *_: None)
     try:
         _preload()
     except Exception:  # noqa: BLE001 - the children import what they need themselves

@@ -748,8 +748,10 @@ class Tier:
         mem = self.t.mem
         if self.generation == mem.generation:
             return
-        self.rtab[:] = 0
-        self.wtab[:] = 0
+        if self.pinned:  # the entries of the pages mapped before (not all 2 x 8 MiB of the tables)
+            gone = np.fromiter(self.pinned, np.int64, len(self.pinned))
+            self.rtab[gone] = 0
+            self.wtab[gone] = 0
         pinned = {}
         for n, page in mem.pages.items():
             old = self.pinned.get(n)
