@@ -128,6 +128,18 @@ def test_any_bytes_parse_to_a_request_or_are_refused(data, nfds):
     assert out is False or (nfds == 3 and all(b"=" in e for e in out[2]))
 
 
+def test_semantics_a_child_compiles_reach_the_disk_cache(programs, tmp_path):
+    """A child leaves as a process of its own would: the semantics it compiled anew are saved for later runs."""
+    env = {k: v for k, v in os.environ.items() if k != forkserver.ENV}
+    env["HWEMU_CACHE"] = str(tmp_path / "cache")  # no semantics cached yet (the vendor files: the user's cache's)
+    code = ("import os, subprocess, sys; from emu.dsp import forkserver; env = dict(os.environ); "
+            "forkserver.start(env); sys.exit(subprocess.run(sys.argv[1:], env=env).returncode)")
+    r = subprocess.run([sys.executable, "-c", code, _shim(tmp_path), str(programs / "loops")], capture_output=True,
+                       timeout=600, env={**env, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert b"sum=" in r.stdout and not r.stderr, r.stderr[-2000:]
+    assert list((tmp_path / "cache" / "hexagon").glob("semantics-*.pickle"))
+
+
 def test_the_server_ends_with_the_process_that_started_it(tmp_path):
     code = ("import os, sys; from emu.dsp import forkserver; env = {}; path = forkserver.start(env); "
             "print(path, forkserver._SERVER[0].pid, flush=True)")
