@@ -102,32 +102,17 @@ class Server:
         self.sel.register(lifeline, selectors.EVENT_READ, self._lifeline)
         self.runs: dict[int, _Run] = {}  # by connection fd
         self.done = False
-        self.warming = _warm_up()
 
     def serve(self) -> None:
         while not self.done:
-            events = self.sel.select(0 if self.warming else None)
-            for key, _ in events:
+            for key, _ in self.sel.select():
                 key.data(key.fileobj)
-            if not events and self.warming:
-                self._warm_step()
         for run in list(self.runs.values()):
             if run.pid:
                 os.kill(run.pid, signal.SIGKILL)
                 os.waitpid(run.pid, 0)
             self._close(run)
         shutil.rmtree(self.folder, ignore_errors=True)
-
-    def _warm_step(self) -> None:
-        """One step of the warm-up; after its last the compiled semantics join the heap the children share."""
-        try:
-            if next(self.warming, False):
-                return
-        except Exception:  # noqa: BLE001 - without it the children compile the semantics they need themselves
-            traceback.print_exc()
-        self.warming = None
-        gc.collect()
-        gc.freeze()
 
     def _lifeline(self, _) -> None:
         self.done = True
@@ -258,22 +243,6 @@ def _parse(data: bytearray, fds: list[int]) -> tuple[bytes, list[bytes], list[by
         return False
     argc = int(parts[1])
     return parts[0], parts[2:2 + argc], [e for e in parts[2 + argc:] if b"=" in e]
-
-
-def _warm_up():
-    """Compiles the semantics that the disk cache has sources for, a few per step (the server takes a step whenever
-    it has nothing else to do): the children forked afterwards find them compiled."""
-    from emu.dsp import pyback
-    from emu.dsp.isa import load
-    isa = load()
-    tags = list(pyback._load_sources())
-    for k in range(0, len(tags), 16):
-        for tag in tags[k:k + 16]:
-            try:
-                pyback.semantics(isa, tag)
-            except pyback.CompileError:
-                pass
-        yield True
 
 
 def _preload() -> None:
