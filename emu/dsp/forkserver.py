@@ -155,14 +155,23 @@ class Server:
         sys.stdout.flush()
         sys.stderr.flush()
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # held for the child until it has its handlers
-        pid = os.fork()
-        if pid == 0:
-            self._child(run, cwd, argv, env, mask)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                self._child(run, cwd, argv, env, mask)
+            run.pid = pid
+            run.pidfd = os.pidfd_open(pid)
+        except OSError as e:  # out of processes or memory: this program is not run, the server goes on
+            print(f"hwemu: the Hexagon fork server cannot start {argv[-1:]}: {e}", file=sys.stderr)
+            if run.pid:
+                os.kill(run.pid, signal.SIGKILL)
+                os.waitpid(run.pid, 0)
+            return self._close(run)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for fd in run.fds:
             os.close(fd)
-        run.fds, run.pid = [], pid
-        run.pidfd = os.pidfd_open(pid)
+        run.fds = []
         self.sel.register(run.pidfd, selectors.EVENT_READ, lambda _: self._exited(run))
 
     def _exited(self, run: _Run) -> None:

@@ -61,7 +61,7 @@ def main(args: list) -> None:
     sock.sendall(data[sent:])
     result = _recv_result(sock)
     if len(result) < 8:
-        os.write(2, b"hwemu: the Hexagon fork server went away while running the program\n")
+        os.write(2, b"hwemu: the Hexagon fork server ended the program without its status (see its report)\n")
         os._exit(125)
     kind, value = struct.unpack("!ii", result)
     if kind == 1:  # the child died of a signal: so does this process
