@@ -296,3 +296,37 @@ def test_aql_queue_path():
     """
     p = run_tinygrad(code, "MOCKKFD+AMD", {"AMD_AQL": "1", "HWEMU_STATS": "1"})
     assert "OK" in check(p) and "dispatches" in p.stderr
+
+
+@pytest.mark.parametrize("rings_from_a_program", [False, True])
+def test_signal_polls_wait_for_the_engine_with_either_runtime(monkeypatch, rings_from_a_program):
+    """tinygrad's runtime (ops_amd) rings doorbells from Python: each store kicks the engine, which then never looks
+    at doorbell memory. HCQ2's (extra/hcq2/ops_amd2.py, loaded as ops_amd: its queue descriptor has no
+    signal_doorbell) rings them from a program's stores: the engine keeps looking. Both signal polls wait for it."""
+    import types
+
+    from emu.os import tinygrad as adapter
+
+    class AMDSignal:
+        def _sleep(self, ms):
+            pass
+
+    class AMDQueueDesc:
+        if not rings_from_a_program:
+            def signal_doorbell(self, dev, doorbell_value=None):
+                rung.append(doorbell_value)
+
+    rung, waits = [], []
+    engine = types.SimpleNamespace(doorbells=types.SimpleNamespace(announced=False), kick=lambda: rung.append("kick"),
+                                   wait_progress=lambda seen, timeout: waits.append(seen) or seen + 1)
+    module = types.ModuleType("tinygrad.runtime.ops_amd")
+    module.AMDSignal, module.AMDQueueDesc = AMDSignal, AMDQueueDesc
+    monkeypatch.setitem(sys.modules, "tinygrad.runtime.ops_amd", module)
+    adapter._on_engine(engine)
+    AMDSignal()._sleep(0)
+    AMDSignal()._sleep(0)
+    assert waits == [-1, 0]  # each poll waits for progress past the last it saw
+    assert engine.doorbells.announced is not rings_from_a_program
+    if not rings_from_a_program:
+        AMDQueueDesc().signal_doorbell(None, 7)
+        assert rung == [7, "kick"]

@@ -127,19 +127,23 @@ def _on_engine(engine) -> None:
     engine (see the module docstring)."""
     amd = sys.modules.get("tinygrad.runtime.ops_amd")
     signal, desc = getattr(amd, "AMDSignal", None), getattr(amd, "AMDQueueDesc", None)
-    if signal is None or desc is None or getattr(signal._sleep, "__hwemu__", False):
+    if signal is None or getattr(signal._sleep, "__hwemu__", False):
         return
-    tinygrads_sleep, tinygrads_store, seen = signal._sleep, desc.signal_doorbell, threading.local()
+    tinygrads_sleep, seen = signal._sleep, threading.local()
 
     def _sleep(self, time_spent_since_last_sleep_ms: int) -> None:
         tinygrads_sleep(self, time_spent_since_last_sleep_ms)
         seen.count = engine.wait_progress(getattr(seen, "count", -1), POLL_SLEEP)
+    _sleep.__hwemu__ = True
+    signal._sleep = _sleep
+    tinygrads_store = getattr(desc, "signal_doorbell", None)
+    if tinygrads_store is None:  # HCQ2 (extra/hcq2) rings its doorbells from a program's stores: the engine looks
+        return
 
     def signal_doorbell(self, dev, doorbell_value: int | None = None) -> None:
         tinygrads_store(self, dev, doorbell_value)
         engine.kick()
-    _sleep.__hwemu__ = True
-    signal._sleep, desc.signal_doorbell = _sleep, signal_doorbell
+    desc.signal_doorbell = signal_doorbell
     engine.doorbells.announced = True
 
 
