@@ -302,7 +302,8 @@ def test_aql_queue_path():
 def test_signal_polls_wait_for_the_engine_with_either_runtime(monkeypatch, rings_from_a_program):
     """tinygrad's runtime (ops_amd) rings doorbells from Python: each store kicks the engine, which then never looks
     at doorbell memory. HCQ2's (extra/hcq2/ops_amd2.py, loaded as ops_amd: its queue descriptor has no
-    signal_doorbell) rings them from a program's stores: the engine keeps looking. Both signal polls wait for it."""
+    signal_doorbell) rings them from a program's stores: the engine keeps looking, and HCQ2's wall-time wait (a class
+    attribute) is the one HCQDEV_WAIT_TIMEOUT_MS sets for the other. Both signal polls wait for the engine."""
     import types
 
     from emu.os import tinygrad as adapter
@@ -322,7 +323,13 @@ def test_signal_polls_wait_for_the_engine_with_either_runtime(monkeypatch, rings
     module = types.ModuleType("tinygrad.runtime.ops_amd")
     module.AMDSignal, module.AMDQueueDesc = AMDSignal, AMDQueueDesc
     monkeypatch.setitem(sys.modules, "tinygrad.runtime.ops_amd", module)
+    hcq2 = types.ModuleType("tinygrad.runtime.support.hcq2")
+    hcq2.HCQ2Compiled = type("HCQ2Compiled", (), {"wait_timeout_ms": 30000.0})
+    if rings_from_a_program:
+        monkeypatch.setitem(sys.modules, "tinygrad.runtime.support.hcq2", hcq2)
+    monkeypatch.setenv("HCQDEV_WAIT_TIMEOUT_MS", "123456")
     adapter._on_engine(engine)
+    assert hcq2.HCQ2Compiled.wait_timeout_ms == (123456 if rings_from_a_program else 30000)  # HCQ2's own knob
     AMDSignal()._sleep(0)
     AMDSignal()._sleep(0)
     assert waits == [-1, 0]  # each poll waits for progress past the last it saw

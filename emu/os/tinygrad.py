@@ -23,7 +23,9 @@ engine's CPU time, compile time not counted) with a fault tinygrad is told of. t
 a test's verdict depend on the machine's load (gfx1201's test_linearizer: a 1,024-wave dispatch of scalar float
 code outlived it on a loaded machine), so unless set, the adapter sets HCQDEV_WAIT_TIMEOUT_MS to
 WAIT_TIMEOUT_MS and HWEMU_TIMEOUT to DISPATCH_TIMEOUT, below it: a runaway dispatch still ends in hwemu's watchdog
-fault (with its wave dump), and the instruction budget stops a looping wave well before.
+fault (with its wave dump), and the instruction budget stops a looping wave well before. HCQ2 (tinygrad's
+extra/hcq2 runtime, HCQ2=1) reads no variable but a class attribute (HCQ2Compiled.wait_timeout_ms), which the adapter
+sets to the same figure when the interface is first opened.
 
 tinygrad waits for a signal by reading it in a loop, calling the signal's `_sleep` between reads (which sleeps on
 KFD events only after 200 ms): on hardware the spin costs nothing the GPU needs. An emulated GPU is the engine thread
@@ -125,6 +127,9 @@ def _with_fault_hook(base: type) -> type:
 def _on_engine(engine) -> None:
     """Make tinygrad's AMD signal poll wait for `engine`'s progress between reads, and its doorbell stores kick the
     engine (see the module docstring)."""
+    hcq2 = getattr(sys.modules.get("tinygrad.runtime.support.hcq2"), "HCQ2Compiled", None)
+    if hcq2 is not None:  # HCQ2 takes its wall-time wait from a class attribute, not HCQDEV_WAIT_TIMEOUT_MS
+        hcq2.wait_timeout_ms = float(os.environ.get("HCQDEV_WAIT_TIMEOUT_MS", WAIT_TIMEOUT_MS))
     amd = sys.modules.get("tinygrad.runtime.ops_amd")
     signal, desc = getattr(amd, "AMDSignal", None), getattr(amd, "AMDQueueDesc", None)
     if signal is None or getattr(signal._sleep, "__hwemu__", False):
