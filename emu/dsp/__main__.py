@@ -33,7 +33,8 @@ _LIMITS = {"--max-packets": ("HWEMU_DSP_MAX_PACKETS", int, MAX_PACKETS), "--time
 def write_shims(folder: str | os.PathLike) -> list[Path]:
     """Executables named like qemu-hexagon in `folder` that run this emulator (this interpreter, this hwemu first
     on its path): put the folder first on PATH and programs that start qemu-hexagon-static (tinygrad's MOCKDSP
-    mode) run on hwemu (on the fork server when one is up: emu.dsp.launcher). Each is replaced whole (a program starting one meanwhile runs the old or the new)."""
+    mode) run on hwemu (on the fork server when one is up: emu.dsp.launcher). Each is replaced whole (a program
+    starting one meanwhile runs the old or the new)."""
     launcher = shlex.quote(str(Path(__file__).resolve().with_name("launcher.py")))
     text = f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -I -S {launcher} \"$@\"\n"
     out = []

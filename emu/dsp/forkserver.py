@@ -36,6 +36,7 @@ import traceback
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 
+from emu.dsp import launcher
 from emu.dsp.__main__ import EXIT_INTERRUPTED
 
 ENV = "HWEMU_DSP_SERVER"
@@ -47,8 +48,8 @@ _SERVER: tuple[subprocess.Popen, int] | None = None  # this process's server and
 
 
 def start(env: MutableMapping[str, str] = os.environ, *, survive_exec: bool = False) -> str | None:
-    """Start a fork server (in `env`) for the programs `env`'s processes start, unless `env` names one (ENV) already; its
-    socket's path, also put in env[ENV] (None: it could not start; the shims then run each program alone). It
+    """Start a fork server (in `env`) for the programs `env`'s processes start, unless `env` names one (ENV) already;
+    its socket's path, also put in env[ENV] (None: it could not start; the shims then run each program alone). It
     lives as long as this process, or with `survive_exec` as long as the program this process execs (and the
     children that keep the lifeline)."""
     global _SERVER
@@ -65,7 +66,7 @@ def start(env: MutableMapping[str, str] = os.environ, *, survive_exec: bool = Fa
             server = subprocess.Popen(
                 [sys.executable, "-m", "emu.dsp.forkserver", str(listener.fileno()), str(lifeline), folder],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, pass_fds=(listener.fileno(), lifeline),
-                start_new_session=True, env={**env, "PYTHONPATH": _path_with_root(env)})
+                start_new_session=True, env={**env, "PYTHONPATH": launcher.pythonpath(env)})
         finally:
             os.close(lifeline)
     except OSError:
@@ -77,11 +78,6 @@ def start(env: MutableMapping[str, str] = os.environ, *, survive_exec: bool = Fa
     _SERVER = (server, keep)  # the lifeline is closed only when this process exits
     env[ENV] = path
     return path
-
-
-def _path_with_root(env: MutableMapping[str, str]) -> str:
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    return os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
 
 
 @dataclass

@@ -13,10 +13,14 @@ _FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def pythonpath(env) -> str:
+    """`env`'s PYTHONPATH with this hwemu first."""
+    return os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+
+
 def _alone(args: list) -> None:
     """Run the program in this process's place, on a fresh interpreter."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": pythonpath(os.environ)}
     os.execve(sys.executable, [sys.executable, "-m", "emu.dsp", *args], env)
 
 

@@ -2,9 +2,10 @@
 
 In that mode tinygrad compiles each kernel into a static Hexagon Linux program (clang, hexagonv65 + HVX) and
 runs it with `qemu-hexagon-static` from PATH. `install()` puts hwemu's qemu-hexagon shims (emu.dsp.__main__)
-first on PATH, so those programs run here (forked from a server that has the core loaded); the pytest plugin calls it at load (`MOCKDSP=1 DEV=DSP pytest`) and
-`hwemu run` for DEV=DSP. HWEMU=0 leaves PATH alone (the system's qemu-hexagon runs them). It also sets CC to
-clang-19 when the process has neither CC nor a `clang`, as tinygrad's compiler runs `CC` (default `clang`).
+first on PATH, so those programs run here (forked from a server that has the core loaded); the pytest plugin
+calls it at load (`MOCKDSP=1 DEV=DSP pytest`) and `hwemu run` for DEV=DSP. HWEMU=0 leaves PATH alone (the
+system's qemu-hexagon runs them). It also sets CC to clang-19 when the process has neither CC nor a `clang`, as
+tinygrad's compiler runs `CC` (default `clang`).
 """
 from __future__ import annotations
 
