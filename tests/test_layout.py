@@ -168,3 +168,16 @@ def test_stack_pending_list_is_current():
     graph = _graph()
     stale = {m: sorted(d - graph.get(m, set())) for m, d in STACK_PENDING.items() if d - graph.get(m, set())}
     assert stale == {}
+
+
+def test_dispatches_start_in_one_place():
+    """Every dispatch (the PM4 CP's, the AQL packet processor's and so the runner's, run_asm's) starts from compute
+    registers in emu.amd.compute.launch: nothing else builds a Dispatch or runs one."""
+    found = []
+    for f in sorted((ROOT / "emu").rglob("*.py")):
+        rel = f.relative_to(ROOT).as_posix()
+        for node in ast.walk(ast.parse(f.read_text(), rel)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in (
+                    "Dispatch", "run_dispatch") and rel != "emu/amd/compute.py":
+                found.append(f"{rel}:{node.lineno}")
+    assert not found, f"dispatches built or run outside emu/amd/compute.py: {found}"

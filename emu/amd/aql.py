@@ -29,8 +29,10 @@ import struct
 import numpy as np
 
 from emu.amd import timeline
+from emu.amd.compute import ComputeRegisters, CountingDevice, launch, with_lds
 from emu.amd.cp import ComputeQueue
-from emu.amd.dispatch import Dispatch, run_dispatch
+from emu.amd.debug import fault
+from emu.amd.exec.wave import Cancel
 from emu.amd.hw import aql as hsa
 from emu.amd.hw import pm4
 from emu.amd.hw.kd import PRELOAD_PROLOGUE_BYTES, DescriptorError, KernargPreload, KernelDescriptor
@@ -85,6 +87,52 @@ def user_sgprs(kd: KernelDescriptor, *, kernarg: int, dispatch_ptr: int, queue_p
         raise CPError(f"{len(out)} user SGPRs (kernel_code_properties {p.value:#06x}, kernarg_preload "
                       f"{pre.value:#06x}) do not fit the {pm4.NUM_USER_DATA} COMPUTE_USER_DATA registers")
     return tuple(out)
+
+
+def kernel_dispatch(gpu: CountingDevice, addr: int, pkt: bytes, amd_queue: int, index: int, where: str, *,
+                    cancel: Cancel | None = None, kernel: fault.Kernel | None = None,
+                    timeout: float | None = None) -> None:
+    """Run the KERNEL_DISPATCH packet `pkt` (at `addr`, packet `index` of the queue whose amd_queue_t is at
+    `amd_queue`) as the firmware does: program the compute registers from the packet, the kernel descriptor and the
+    queue's scratch, and start the dispatch (emu.amd.compute), in parts when the grid ends in partial workgroups.
+    `gpu` counts it (`dispatches`) and is given each part's statistics (`add_stats`)."""
+    setup, bx, by, bz, _, gx, gy, gz, _, group, kobj, kernarg = struct.unpack_from("<HHHHHIIIIIQQ", pkt, 2)
+    block, grid = (bx, by, bz), (gx, gy, gz)
+    if not all(block) or bx * by * bz > 1024 or not 1 <= setup & 3 <= 3:
+        raise CPError(f"{where}: workgroup {block}, {setup & 3} dimensions")
+    if not all(grid):
+        return
+    check_work(where, gx * gy * gz, f"(grid_size {grid})", group, "group_segment_size", gpu.chip.arch)
+    try:
+        kd = KernelDescriptor.parse(gpu.vm.read(kobj, 64), f"kernel descriptor at {kobj:#x}")
+    except DescriptorError as e:
+        raise CPError(f"{where}: {e}") from None
+    q = gpu.vm.read(amd_queue, hsa.QUEUE_BYTES)
+    tmpring, = struct.unpack_from("<I", q, COMPUTE_TMPRING_SIZE)
+    vsharp = struct.unpack_from("<4I", q, SCRATCH_RESOURCE_DESCRIPTOR)
+    scratch, = struct.unpack_from("<Q", q, SCRATCH_BACKING_MEMORY_LOCATION)
+    entry = kobj + kd.kernel_code_entry_byte_offset
+    pre = kd.kernarg_preload
+    kernargs = None
+    if pre.length and gpu.chip.kernarg_preload:  # elsewhere the field is reserved
+        kernargs = gpu.vm.read(kernarg, 4 * (pre.offset + pre.length))
+        entry += PRELOAD_PROLOGUE_BYTES
+    elif pre.length:
+        kd = dataclasses.replace(kd, kernarg_preload=KernargPreload(0))
+    sgprs = user_sgprs(kd, kernarg=kernarg, dispatch_ptr=addr, queue_ptr=amd_queue, dispatch_id=index,
+                       scratch_vsharp=vsharp, flat_scratch=scratch, kernargs=kernargs)
+    rsrc2 = with_lds(kd.rsrc2, group)
+    # whole workgroups, then the partial ones at the far edge of each dimension
+    spans = [[(0, g // b, b)] + ([(g // b, 1, g % b)] if g % b else []) for g, b in zip(grid, block, strict=True)]
+    try:
+        for (sx, nx, wx), (sy, ny, wy), (sz, nz, wz) in itertools.product(*spans):
+            if nx and ny and nz:
+                regs = ComputeRegisters(entry, kd.rsrc1, rsrc2, sgprs, (wx, wy, wz), kd.wave32, tmpring, scratch,
+                                        (sx, sy, sz))
+                gpu.add_stats(launch(gpu, regs, (nx, ny, nz), where, dispatch_id=gpu.dispatches, cancel=cancel,
+                                     kernel=kernel, timeout=timeout))
+    finally:
+        gpu.dispatches += 1
 
 
 def _field(signal: int, offset: int) -> int:
@@ -169,48 +217,8 @@ class AQLQueue(ComputeQueue):
         self.rptr += 1
 
     def _kernel_dispatch(self, addr: int, pkt: bytes) -> None:
-        setup, bx, by, bz, _, gx, gy, gz, private, group, kobj, kernarg = struct.unpack_from("<HHHHHIIIIIQQ", pkt, 2)
-        block, grid = (bx, by, bz), (gx, gy, gz)
-        if not all(block) or bx * by * bz > 1024 or not 1 <= setup & 3 <= 3:
-            raise CPError(f"AQL dispatch {self.rptr}: workgroup {block}, {setup & 3} dimensions")
-        if not all(grid):
-            return
-        check_work(f"AQL dispatch {self.rptr} of queue {self.id}", gx * gy * gz, f"(grid_size {grid})", group,
-                   "group_segment_size", self.gpu.arch)
-        try:
-            kd = KernelDescriptor.parse(self.gpu.vm.read(kobj, 64), f"kernel descriptor at {kobj:#x}")
-        except DescriptorError as e:
-            raise CPError(f"AQL dispatch {self.rptr}: {e}") from None
-        q = self.gpu.vm.read(self.amd_queue, hsa.QUEUE_BYTES)
-        tmpring, = struct.unpack_from("<I", q, COMPUTE_TMPRING_SIZE)
-        vsharp = struct.unpack_from("<4I", q, SCRATCH_RESOURCE_DESCRIPTOR)
-        scratch, = struct.unpack_from("<Q", q, SCRATCH_BACKING_MEMORY_LOCATION)
-        gfx = self.gpu.gfx
-        lanes = self.gpu.chip.gen.lanes(kd.wave32)
-        entry = kobj + kd.kernel_code_entry_byte_offset
-        pre = kd.kernarg_preload
-        kernargs = None
-        if pre.length and self.gpu.chip.kernarg_preload:  # elsewhere the field is reserved
-            kernargs = self.gpu.vm.read(kernarg, 4 * (pre.offset + pre.length))
-            entry += PRELOAD_PROLOGUE_BYTES
-        elif pre.length:
-            kd = dataclasses.replace(kd, kernarg_preload=KernargPreload(0))
-        prog = self.gpu.program(entry, lanes)
-        sgprs = user_sgprs(kd, kernarg=kernarg, dispatch_ptr=addr, queue_ptr=self.amd_queue, dispatch_id=self.rptr,
-                           scratch_vsharp=vsharp, flat_scratch=scratch, kernargs=kernargs)
-        # whole workgroups, then the partial ones at the far edge of each dimension
-        spans = [[(0, g // b, b)] + ([(g // b, 1, g % b)] if g % b else []) for g, b in zip(grid, block, strict=True)]
-        try:
-            for (sx, nx, wx), (sy, ny, wy), (sz, nz, wz) in itertools.product(*spans):
-                if nx and ny and nz:
-                    d = Dispatch(prog, entry, (nx, ny, nz), (wx, wy, wz), lanes, kd.rsrc2, sgprs, group, scratch,
-                                 pm4.TMPRING_SIZE_WAVESIZE[gfx].get(tmpring) * pm4.SCRATCH_WAVESIZE_GRANULE[gfx],
-                                 pm4.TMPRING_SIZE_WAVES.get(tmpring), (sx, sy, sz), self.gpu.dispatches, kd.rsrc1,
-                                 cancel=self.cancel)
-                    self.gpu.add_stats(run_dispatch(self.gpu.vm, d, self.gpu.arch))
-        finally:
-            self.gpu.dispatches += 1
-            self.gpu.seal(entry, prog)
+        kernel_dispatch(self.gpu, addr, pkt, self.amd_queue, self.rptr, f"AQL dispatch {self.rptr} of queue {self.id}",
+                        cancel=self.cancel)
 
     def _complete(self, signal: int) -> None:
         if not signal:

@@ -10,23 +10,21 @@ write-then-wait request (the HDP flush handshake) is acknowledged at once.
 Opcodes, packet fields and compute registers are the vendor's (emu.amd.hw.pm4), not the runtime's.
 
 Sizes a packet gives are checked before anything is built (a CP error names the packet and the limit): a
-dispatch's work-items and LDS bytes against emu.amd.limits.check_work, a
-packet's length against the ring, an indirect buffer's whole range against the GPU VM, nesting against
-MAX_IB_DEPTH, and the indirect buffers one ring packet enters in all (called or chained) against MAX_IB_ENTRIES,
-so that an indirect buffer chained to itself stops within a few thousand packets.
+dispatch's registers as it starts (emu.amd.compute), a packet's length against the ring, an indirect buffer's
+whole range against the GPU VM, nesting against MAX_IB_DEPTH, and the indirect buffers one ring packet enters
+in all (called or chained) against MAX_IB_ENTRIES, so that an indirect buffer chained to itself stops within a
+few thousand packets.
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
 
 from emu.amd import timeline
-from emu.amd.dispatch import Dispatch, run_dispatch
+from emu.amd.compute import ComputeRegisters, launch
 from emu.amd.hw import pm4 as p
 from emu.amd.hw.kd import Rsrc1, Rsrc2
-from emu.amd.limits import check_work
 from emu.amd.memory import GPUFault
 from emu.amd.queue import RUNNING, WATCHDOG_PACKETS, CPError, Queue, Wait
 
@@ -283,36 +281,23 @@ class ComputeQueue(Queue):
 
     # -- dispatch ----------------------------------------------------------------------------------------------
     def _dispatch(self, grid: tuple[int, ...], initiator: int) -> bool:
-        r, gfx = self.regs.get, self.gpu.gfx
+        r = self.regs.get
         if p.DISPATCH_INITIATOR_USE_THREAD_DIMENSIONS.get(initiator):
             raise CPError("DISPATCH: thread-dimension dispatches (USE_THREAD_DIMENSIONS) are not supported")
-        if not p.DISPATCH_INITIATOR_COMPUTE_SHADER_EN.get(initiator):
+        if not p.DISPATCH_INITIATOR_COMPUTE_SHADER_EN.get(initiator) or not all(grid):
             return True
-        block = tuple(p.NUM_THREAD_FULL.get(r(p.COMPUTE_NUM_THREAD_X + i, 1)) for i in range(3))
-        if not all(block) or block[0] * block[1] * block[2] > 1024:
-            raise CPError(f"DISPATCH: workgroup of {block} threads (COMPUTE_NUM_THREAD_*; 1..1024 in all)")
-        if not all(grid):
-            return True
-        rsrc2 = Rsrc2.decode(r(p.COMPUTE_PGM_RSRC2, 0))
-        check_work(f"DISPATCH at queue {self.id} dword {self.rptr}", math.prod(grid) * math.prod(block),
-                   f"(grid {grid} x block {block})", rsrc2.granulated_lds_size * p.LDS_SIZE_GRANULE,
-                   "COMPUTE_PGM_RSRC2.LDS_SIZE", self.gpu.arch)
-        lanes = self.gpu.chip.gen.lanes(bool(p.DISPATCH_INITIATOR_CS_W32_EN.get(initiator)))
-        entry = (r(p.COMPUTE_PGM_LO, 0) | r(p.COMPUTE_PGM_HI, 0) << 32) << p.PGM_ADDRESS_SHIFT
-        tmpring = r(p.COMPUTE_TMPRING_SIZE, 0)
-        scratch = (r(p.COMPUTE_DISPATCH_SCRATCH_BASE_LO, 0) | r(p.COMPUTE_DISPATCH_SCRATCH_BASE_HI, 0) << 32) \
-            << p.SCRATCH_BASE_SHIFT
-        d = Dispatch(self.gpu.program(entry, lanes), entry, grid, block, lanes, rsrc2,
-                     tuple(r(p.COMPUTE_USER_DATA_0 + i, 0) for i in range(p.NUM_USER_DATA)),
-                     rsrc2.granulated_lds_size * p.LDS_SIZE_GRANULE, scratch,
-                     p.TMPRING_SIZE_WAVESIZE[gfx].get(tmpring) * p.SCRATCH_WAVESIZE_GRANULE[gfx],
-                     p.TMPRING_SIZE_WAVES.get(tmpring), tuple(r(p.COMPUTE_START_X + i, 0) for i in range(3)),
-                     self.gpu.dispatches, Rsrc1.decode(r(p.COMPUTE_PGM_RSRC1, 0)), cancel=self.cancel)
-        self.gpu.dispatches += 1
-        try:
-            self.gpu.add_stats(run_dispatch(self.gpu.vm, d, self.gpu.arch))
-        finally:
-            self.gpu.seal(entry, d.program)
+        regs = ComputeRegisters(
+            (r(p.COMPUTE_PGM_LO, 0) | r(p.COMPUTE_PGM_HI, 0) << 32) << p.PGM_ADDRESS_SHIFT,
+            Rsrc1.decode(r(p.COMPUTE_PGM_RSRC1, 0)), Rsrc2.decode(r(p.COMPUTE_PGM_RSRC2, 0)),
+            tuple(r(p.COMPUTE_USER_DATA_0 + i, 0) for i in range(p.NUM_USER_DATA)),
+            tuple(p.NUM_THREAD_FULL.get(r(p.COMPUTE_NUM_THREAD_X + i, 1)) for i in range(3)),
+            bool(p.DISPATCH_INITIATOR_CS_W32_EN.get(initiator)), r(p.COMPUTE_TMPRING_SIZE, 0),
+            (r(p.COMPUTE_DISPATCH_SCRATCH_BASE_LO, 0) | r(p.COMPUTE_DISPATCH_SCRATCH_BASE_HI, 0) << 32)
+            << p.SCRATCH_BASE_SHIFT, tuple(r(p.COMPUTE_START_X + i, 0) for i in range(3)))
+        gpu = self.gpu
+        gpu.dispatches += 1
+        gpu.add_stats(launch(gpu, regs, grid, f"DISPATCH at queue {self.id} dword {self.rptr}",
+                             dispatch_id=gpu.dispatches - 1, cancel=self.cancel))
         return True
 
     # -- memory through the GPU VM -----------------------------------------------------------------------------

@@ -1,16 +1,14 @@
 """One emulated GPU behind MOCKKFD: its VRAM, GPU VM, doorbells, queues and engines.
 
 The driver (emu.amd.kfd) maps buffers into the VM, creates queues on it and receives its interrupts and faults.
-Queues are run by the system's engine thread (emu.amd.queue.Engine). Decoded code is cached per code buffer
-and wave size and re-decoded when the bytes it came from changed (as an instruction-cache invalidate would
-make the hardware re-fetch them).
+Queues are run by the system's engine thread (emu.amd.queue.Engine); their dispatches decode code through the
+GPU's instruction cache (emu.amd.icache).
 """
 from __future__ import annotations
 
 import errno
 import sys
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -19,24 +17,14 @@ from emu.amd.aql import AQLQueue
 from emu.amd.bo import BufferObject, Heap
 from emu.amd.cp import ComputeQueue
 from emu.amd.dispatch import Stats
-from emu.amd.exec.wave import Program
-from emu.amd.gpu import fetch_code
+from emu.amd.icache import InstructionCache
 from emu.amd.memory import PAGE, VM, FaultRecord
 from emu.amd.queue import HALTED, RUNNING, Queue
 from emu.amd.sdma import SDMAQueue
 from emu.amd.usermem import inaccessible
 
 DOORBELLS = 1024
-MAX_INSTRUCTION = 16  # bytes
 QUEUE_CLASSES = {"pm4": ComputeQueue, "aql": AQLQueue, "sdma": SDMAQueue}
-
-
-@dataclass(eq=False)
-class _Code:
-    mapping: object
-    program: Program
-    lo: int = 0  # offset in the mapping of the bytes decoded so far, and those bytes
-    data: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint8))
 
 
 class GPUDevice:
@@ -57,7 +45,7 @@ class GPUDevice:
         self.stats: dict[str, int] = {}
         self.kernel_stats: dict[str, kernel_stats.KernelStats] = {}  # kernel name -> its dispatches (HWEMU_STATS)
         self.dispatches = 0
-        self._code: dict[tuple[int, int], _Code] = {}  # (code mapping va, lanes) -> decoded code
+        self.code = InstructionCache(self.vm, self.arch)
 
     # -- memory ------------------------------------------------------------------------------------------------
     def map(self, bo: BufferObject) -> None:
@@ -66,11 +54,7 @@ class GPUDevice:
                     user=bool(bo.flags & ALLOC_USERPTR))
 
     def unmap(self, bo: BufferObject) -> None:
-        self._forget_code(self.vm.unmap(bo.va))
-
-    def _forget_code(self, m) -> None:
-        for key in [k for k, c in list(self._code.items()) if c.mapping is m]:
-            del self._code[key]
+        self.code.forget(self.vm.unmap(bo.va))
 
     def revalidate(self) -> bool:
         """Before the engine touches memory (each turn of a queue with work): a USERPTR buffer whose pages the
@@ -82,32 +66,8 @@ class GPUDevice:
         gone = [user[i] for i in inaccessible([(m.host, m.size, m.writable) for m in user])]
         for m in gone:
             self.vm.invalidate(m)
-            self._forget_code(m)
+            self.code.forget(m)
         return bool(gone)
-
-    def program(self, entry: int, lanes: int) -> Program:
-        """Decoded code for waves of `lanes` starting at `entry` (faults if the address is unmapped). Code decoded
-        before is reused while the bytes it was decoded from are unchanged."""
-        fetch_code(self.vm, entry, 4)
-        m = self.vm.mapping(entry)
-        c = self._code.get((m.va, lanes))
-        if c is not None and c.mapping is m and np.array_equal(m.buf[c.lo:c.lo + len(c.data)], c.data):
-            return c.program
-        vm = self.vm
-        prog = Program(self.arch, lanes, lambda pc, n: fetch_code(vm, pc, n))
-        self._code[(m.va, lanes)] = _Code(m, prog)
-        return prog
-
-    def seal(self, entry: int, prog: Program) -> None:
-        """After a dispatch of `prog` from `entry`: remember the bytes it has decoded so far, to notice when they
-        change (nothing if its code was unmapped or decoded again meanwhile)."""
-        m = self.vm.mapping(entry)
-        c = self._code.get((m.va, prog.lanes)) if m is not None else None
-        if c is None or c.program is not prog or not prog.insts:
-            return
-        m = c.mapping
-        lo, hi = min(prog.insts) - m.va, max(prog.insts) - m.va + MAX_INSTRUCTION
-        c.lo, c.data = lo, m.buf[lo:min(hi, m.size)].copy()
 
     # -- queues ------------------------------------------------------------------------------------------------
     def create_queue(self, qid: int, kind: str, ring: int, ring_size: int, rptr: int, wptr: int) -> Queue:

@@ -39,7 +39,6 @@ from emu.amd.regs import TTMP0
 from emu.amd.symbols import dispatch_name
 from emu.pcode.llvmjit import GATE
 
-DISPATCH_PACKET_SIZE = 64
 DEFAULT_TIMEOUT = 60.0  # seconds of engine CPU time per dispatch before the watchdog stops it (amdgpu's compute
 # lockup timeout; CPU time, not wall time: a loaded machine does not make a correct kernel look hung)
 

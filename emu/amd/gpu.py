@@ -31,26 +31,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.amd import kernel_stats, target
-from emu.amd.aql import user_sgprs
+from emu.amd.aql import kernel_dispatch
+from emu.amd.compute import scratch_slots, tmpring
 from emu.amd.debug import fault
-from emu.amd.dispatch import (
-    DISPATCH_PACKET_SIZE,
-    Dispatch,
-    Stats,
-    check_launch,
-    run_dispatch,
-)
+from emu.amd.dispatch import Stats, check_launch
 from emu.amd.exec.wave import Program
 from emu.amd.hw import aql as hsa
-from emu.amd.hw.kd import PRELOAD_PROLOGUE_BYTES, KernelDescriptor
+from emu.amd.icache import InstructionCache
 from emu.amd.limits import MAX_BUFFER, LimitError, check_limit
-from emu.amd.memory import VM, FaultRecord, GPUFault
+from emu.amd.memory import VM, GPUFault
 from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
 from emu.amd.rsrc import private_segment
 from stack.hcq.codeobj import CodeObject, pack_kernargs
 from stack.hcq.codeobj import LimitError as RuntimeLimitError
-
-SCRATCH_GRANULE = 256  # bytes: TMPRING_SIZE.WAVESIZE unit (gfx10+; gfx9 uses 1 KiB, a multiple)
 
 
 @dataclass(frozen=True)
@@ -69,7 +62,6 @@ class Loaded:
         for vaddr, data in co.image_writes(self.base):  # only the file data: the rest stays untouched zero pages
             gpu.vm.write(self.base + vaddr, data)
         self._gpu = gpu
-        self._programs: dict[int, Program] = {}
         self.loaded = True
 
     def __enter__(self) -> Loaded:
@@ -84,22 +76,8 @@ class Loaded:
         return tuple(self.co.kernels)
 
     def program(self, lanes: int) -> Program:
-        p = self._programs.get(lanes)
-        if p is None:
-            vm = self._gpu.vm
-            # instructions are decoded as execution reaches them (once each): the executable segment is mostly
-            # padding and other kernels
-            p = Program(self._gpu.arch, lanes, lambda pc, n: fetch_code(vm, pc, n))
-            self._programs[lanes] = p
-        return p
-
-
-def fetch_code(vm: VM, pc: int, n: int) -> bytes:
-    """Up to n bytes of code at pc (an instruction fetch: faults when pc is unmapped)."""
-    m = vm.mapping(pc)
-    if m is None:
-        raise GPUFault(FaultRecord("unmapped", (pc,), (), 32, False, detail="instruction fetch"))
-    return vm.read(pc, min(n, m.end - pc))
+        """The code object's decoded code for waves of `lanes` (emu.amd.icache)."""
+        return self._gpu.code.program(self.base, lanes)
 
 
 class GPU:
@@ -112,7 +90,8 @@ class GPU:
         self.dispatches = 0
         self.last_stats: Stats | None = None
         self.kernel_stats: dict[str, kernel_stats.KernelStats] = {}  # kernel name -> its launches (HWEMU_STATS)
-        self._queue = self.vm.alloc(256, name="queue")
+        self.code = InstructionCache(self.vm, self.arch)
+        self._queue = self.vm.alloc(hsa.QUEUE_BYTES, name="queue")  # its amd_queue_t
         self._serial = next(self._serials)
         self._buffers: dict[int, Buffer] = {}  # live buffers by address
         self._lock = threading.Lock()
@@ -176,8 +155,7 @@ class GPU:
         with self._lock:
             self._check_loaded(prog, "unload")
             prog.loaded = False
-            prog._programs.clear()
-            self.vm.unmap(prog.base)
+            self.code.forget(self.vm.unmap(prog.base))
 
     def _check_loaded(self, prog, what: str) -> None:
         if not isinstance(prog, Loaded):
@@ -200,7 +178,6 @@ class GPU:
         if k is None:
             raise ValueError(f"no kernel {name!r} in the code object; it has: {', '.join(prog.kernels)}")
         grid, block = _dims(grid, "grid"), _dims(block, "block")
-        lanes = self.chip.gen.lanes(k.descriptor.wave32)
         private = check_launch(k, grid, block, self.arch, dynamic_lds)
         hidden = {"hidden_block_count_x": grid[0], "hidden_block_count_y": grid[1], "hidden_block_count_z": grid[2],
                   "hidden_group_size_x": block[0], "hidden_group_size_y": block[1], "hidden_group_size_z": block[2],
@@ -211,41 +188,39 @@ class GPU:
             kernargs = pack_kernargs(k, args, hidden, None if kernargs is None else bytes(memoryview(kernargs)))
         except RuntimeLimitError as e:  # the runner raises emu's LimitError for every size
             raise LimitError(str(e)) from None
-        kd = KernelDescriptor.parse(self.vm.read(prog.base + k.descriptor_address, 64), f"kernel {name!r}")
-        nwaves = -(-block[0] * block[1] * block[2] // lanes)
-        wave_bytes = -(-private * lanes // SCRATCH_GRANULE) * SCRATCH_GRANULE
-        lds = kd.group_segment_fixed_size + dynamic_lds
+        lanes = self.chip.gen.lanes(k.descriptor.wave32)
+        # one scratch slot per wave of a workgroup: workgroups run one at a time
+        ring = tmpring(self.chip, -(-block[0] * block[1] * block[2] // lanes), private * lanes) if private else 0
+        waves, wave_bytes = scratch_slots(self.chip, ring)
+        lds = k.descriptor.group_segment_fixed_size + dynamic_lds
         ka = pkt = scratch = 0
         try:
             ka = self.vm_alloc(max(len(kernargs), 1), "kernargs")
-            pkt = self.vm_alloc(DISPATCH_PACKET_SIZE, "dispatch packet")
-            scratch = self.vm_alloc(nwaves * wave_bytes, "scratch") if private else 0
+            pkt = self.vm_alloc(hsa.PACKET_BYTES, "dispatch packet")
+            scratch = self.vm_alloc(waves * wave_bytes, "scratch") if private else 0
             self.vm.write(ka, kernargs)
-            # what a runtime programs into the compute registers (workgroups run one at a time: one scratch slot
-            # per wave of a workgroup); as firmware that preloads kernargs: their dwords follow the user SGPRs and
-            # the code starts past its prologue
-            # scratch that is not architected: the private segment buffer and the flat scratch init address it
-            vsharp, flat = ((0, 0, 0, 0), 0) if self.chip.gen.architected_scratch else \
-                (private_segment(scratch).words(), scratch)
-            sgprs = user_sgprs(kd, kernarg=ka, dispatch_ptr=pkt, queue_ptr=self._queue, dispatch_id=self.dispatches,
-                               scratch_vsharp=vsharp, flat_scratch=flat, kernargs=kernargs)
-            entry = prog.base + k.entry + (PRELOAD_PROLOGUE_BYTES if kd.kernarg_preload.length else 0)
-            d = Dispatch(prog.program(lanes), entry, grid, block, lanes, kd.rsrc2, tuple(sgprs), lds, scratch,
-                         wave_bytes, nwaves, dispatch_id=self.dispatches, rsrc1=kd.rsrc1,
-                         kernel=fault.Kernel(name, prog.data, prog.co, prog.base, kernargs,
-                                             self._buffers))
-            self.vm.write(pkt, _dispatch_packet(grid, block, private, lds, prog.base + k.descriptor_address, ka))
-            self.dispatches += 1
-            s = self.last_stats = run_dispatch(self.vm, d, self.arch, timeout)
-            if s.kernel:  # HWEMU_STATS: the table is printed at exit
-                if not self.kernel_stats:
-                    kernel_stats.report_at_exit(f"runner {self.arch} #{self._serial}", self.kernel_stats)
-                kernel_stats.add(self.kernel_stats, s)
-            return s
+            # the queue's scratch, as a runtime sets it up (emu.amd.aql reads it for each dispatch)
+            self.vm.write(self._queue + hsa.QUEUE_COMPUTE_TMPRING_SIZE, struct.pack("<I", ring))
+            self.vm.write(self._queue + hsa.QUEUE_SCRATCH_RESOURCE_DESCRIPTOR,
+                          struct.pack("<4I", *private_segment(scratch).words()))
+            self.vm.write(self._queue + hsa.QUEUE_SCRATCH_BACKING_MEMORY_LOCATION, struct.pack("<Q", scratch))
+            packet = _dispatch_packet(grid, block, private, lds, prog.base + k.descriptor_address, ka)
+            self.vm.write(pkt, packet)
+            kernel_dispatch(self, pkt, packet, self._queue, self.dispatches, f"kernel {name!r}",
+                            kernel=fault.Kernel(name, prog.data, prog.co, prog.base, kernargs, self._buffers),
+                            timeout=timeout)
+            return self.last_stats
         finally:
             for va in (ka, pkt, scratch):
                 if va:
                     self.vm.unmap(va)
+
+    def add_stats(self, s: Stats) -> None:
+        self.last_stats = s
+        if s.kernel:  # HWEMU_STATS: the table is printed at exit
+            if not self.kernel_stats:
+                kernel_stats.report_at_exit(f"runner {self.arch} #{self._serial}", self.kernel_stats)
+            kernel_stats.add(self.kernel_stats, s)
 
 
 def _dims(v, what: str) -> tuple[int, int, int]:

@@ -89,11 +89,9 @@ def run_asm(lib: int, lib_sz: int, gx: int, gy: int, gz: int, lx: int, ly: int, 
             rsrc2: int = 0x19C, scratch_size: int = 0, arch: str = "rdna3",
             user_data: list[int] | None = None) -> int:
     """Run the code at host address `lib` as one dispatch on hwemu (see the module docstring); returns 0."""
-    from emu.amd.dispatch import Dispatch, run_dispatch
-    from emu.amd.exec.wave import Program
-    from emu.amd.gpu import SCRATCH_GRANULE, fetch_code
+    from emu.amd import target
+    from emu.amd.compute import ComputeRegisters, launch, scratch_slots, tmpring
     from emu.amd.hw.kd import Rsrc1, Rsrc2
-    from emu.amd.hw.pm4 import LDS_SIZE_GRANULE
     if arch not in ARCHES:
         raise ValueError(f"run_asm: arch {arch!r}: expected one of {', '.join(ARCHES)}")
     chip, lanes, rsrc1 = ARCHES[arch]
@@ -113,17 +111,29 @@ def run_asm(lib: int, lib_sz: int, gx: int, gy: int, gz: int, lx: int, ly: int, 
     if profile is not None and profile.value:  # an SQTT trace is asked for: tinygrad's emulator writes it
         return tinygrads_own("run_asm")(lib, lib_sz, gx, gy, gz, lx, ly, lz, args_ptr, rsrc2, scratch_size, arch,
                                         user_data)
-    vm = HostVM()
+    gpu = _HostGPU(target.get(chip))
     nwaves = -(-block[0] * block[1] * block[2] // lanes)
-    wave_bytes = -(-scratch_size * lanes // SCRATCH_GRANULE) * SCRATCH_GRANULE
+    try:
+        ring = tmpring(gpu.chip, nwaves, scratch_size * lanes) if scratch_size else 0
+    except ValueError:
+        raise ValueError(f"run_asm: scratch_size {scratch_size} is more than a wave's scratch can hold") from None
+    waves, wave_bytes = scratch_slots(gpu.chip, ring)
     # scratch is host memory identity-mapped like the rest, so it takes no VA the code might reach the host at
-    scratch = np.frombuffer(mmap.mmap(-1, max(nwaves * wave_bytes, PAGE)), np.uint8)
-    vm.map(scratch.ctypes.data, scratch, name="scratch")
-    d = Dispatch(Program(chip, lanes, lambda pc, n: fetch_code(vm, pc, n)), lib, grid, block, lanes, r2, tuple(sgprs),
-                 r2.granulated_lds_size * LDS_SIZE_GRANULE, scratch.ctypes.data if scratch_size else 0, wave_bytes,
-                 nwaves, rsrc1=Rsrc1.decode(rsrc1))
-    run_dispatch(vm, d, chip)
+    scratch = np.frombuffer(mmap.mmap(-1, max(waves * wave_bytes, PAGE)), np.uint8)
+    gpu.vm.map(scratch.ctypes.data, scratch, name="scratch")
+    regs = ComputeRegisters(lib, Rsrc1.decode(rsrc1), r2, tuple(sgprs), block, lanes == 32, ring,
+                            scratch.ctypes.data if scratch_size else 0)
+    launch(gpu, regs, grid, "run_asm")
     return 0
+
+
+class _HostGPU:
+    """The GPU of one run_asm call: a HostVM, the chip, an instruction cache of its own."""
+
+    def __init__(self, chip):
+        from emu.amd.icache import InstructionCache
+        self.vm, self.chip = HostVM(), chip
+        self.code = InstructionCache(self.vm, chip.arch)
 
 
 def tinygrads_own(name: str):
