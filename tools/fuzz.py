@@ -79,11 +79,10 @@ def run_stream(arch: str, insts: list[bytes], seed: int) -> str:
 
 def allocation_limit(name: str, arch: str) -> int:
     """The most a VM allocation of the runner named `name` may take under the documented limits."""
-    from emu.amd.gpu import SCRATCH_GRANULE
     from stack.hcq import codeobj as co
-    waves = co.MAX_WORKGROUP_SIZE // 32  # scratch: one slot per wave of a workgroup
+    waves = co.MAX_WORKGROUP_SIZE // 32  # scratch: one slot per wave of a workgroup, each at most the largest
     return {"code object": co.MAX_IMAGE, "kernargs": co.MAX_KERNARG_SEGMENT, "buffer": co.MAX_BUFFER,
-            "scratch": waves * -(-co.max_wave_scratch(arch) // SCRATCH_GRANULE) * SCRATCH_GRANULE}.get(name, 4096)
+            "scratch": waves * co.max_wave_scratch(arch)}.get(name, 4096)
 
 
 @contextlib.contextmanager

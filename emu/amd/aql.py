@@ -90,12 +90,13 @@ def user_sgprs(kd: KernelDescriptor, *, kernarg: int, dispatch_ptr: int, queue_p
 
 
 def kernel_dispatch(gpu: CountingDevice, addr: int, pkt: bytes, amd_queue: int, index: int, where: str, *,
-                    cancel: Cancel | None = None, kernel: fault.Kernel | None = None,
-                    timeout: float | None = None) -> None:
+                    cancel: Cancel | None = None, kernel: fault.Kernel | None = None, timeout: float | None = None,
+                    thread_trace: bool = False) -> None:
     """Run the KERNEL_DISPATCH packet `pkt` (at `addr`, packet `index` of the queue whose amd_queue_t is at
     `amd_queue`) as the firmware does: program the compute registers from the packet, the kernel descriptor and the
     queue's scratch, and start the dispatch (emu.amd.compute), in parts when the grid ends in partial workgroups.
-    `gpu` counts it (`dispatches`) and is given each part's statistics (`add_stats`)."""
+    `gpu` counts it (`dispatches`) and is given each part's statistics (`add_stats`); `thread_trace`: the queue's
+    COMPUTE_THREAD_TRACE_ENABLE."""
     setup, bx, by, bz, _, gx, gy, gz, _, group, kobj, kernarg = struct.unpack_from("<HHHHHIIIIIQQ", pkt, 2)
     block, grid = (bx, by, bz), (gx, gy, gz)
     if not all(block) or bx * by * bz > 1024 or not 1 <= setup & 3 <= 3:
@@ -128,7 +129,7 @@ def kernel_dispatch(gpu: CountingDevice, addr: int, pkt: bytes, amd_queue: int, 
         for (sx, nx, wx), (sy, ny, wy), (sz, nz, wz) in itertools.product(*spans):
             if nx and ny and nz:
                 regs = ComputeRegisters(entry, kd.rsrc1, rsrc2, sgprs, (wx, wy, wz), kd.wave32, tmpring, scratch,
-                                        (sx, sy, sz))
+                                        (sx, sy, sz), thread_trace)
                 gpu.add_stats(launch(gpu, regs, (nx, ny, nz), where, dispatch_id=gpu.dispatches, cancel=cancel,
                                      kernel=kernel, timeout=timeout))
     finally:
@@ -218,7 +219,7 @@ class AQLQueue(ComputeQueue):
 
     def _kernel_dispatch(self, addr: int, pkt: bytes) -> None:
         kernel_dispatch(self.gpu, addr, pkt, self.amd_queue, self.rptr, f"AQL dispatch {self.rptr} of queue {self.id}",
-                        cancel=self.cancel)
+                        cancel=self.cancel, thread_trace=self.thread_trace)
 
     def _complete(self, signal: int) -> None:
         if not signal:

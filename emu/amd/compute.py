@@ -22,6 +22,7 @@ from emu.amd.icache import InstructionCache
 from emu.amd.limits import MAX_WORKGROUP_SIZE, check_work
 from emu.amd.memory import VM
 from emu.amd.queue import CPError
+from emu.amd.sqtt import ThreadTrace
 
 _LDS_SIZE = Rsrc2.FIELDS["granulated_lds_size"]
 
@@ -38,6 +39,7 @@ class ComputeRegisters:
     tmpring: int = 0  # COMPUTE_TMPRING_SIZE: scratch waves and bytes per wave
     scratch_base: int = 0  # COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI as an address
     start: tuple[int, int, int] = (0, 0, 0)  # COMPUTE_START_X/Y/Z: the first workgroup's ids
+    thread_trace: bool = False  # COMPUTE_THREAD_TRACE_ENABLE: the thread trace records its waves
 
 
 def with_lds(rsrc2: Rsrc2, nbytes: int) -> Rsrc2:
@@ -61,10 +63,11 @@ def scratch_slots(chip: target.Target, tmpring: int) -> tuple[int, int]:
 
 
 class Device(Protocol):
-    """What a dispatch runs on: the GPU's VM, its chip and its instruction cache."""
+    """What a dispatch runs on: the GPU's VM, its chip, its instruction cache and thread-trace unit (if any)."""
     vm: VM
     chip: target.Target
     code: InstructionCache
+    sqtt: ThreadTrace | None
 
 
 class CountingDevice(Device, Protocol):
@@ -89,11 +92,14 @@ def launch(gpu: Device, regs: ComputeRegisters, grid: tuple[int, int, int], wher
     lanes = chip.gen.lanes(regs.wave32)
     prog = gpu.code.program(regs.pgm, lanes)
     waves, wave_bytes = scratch_slots(chip, regs.tmpring)
+    trace = gpu.sqtt.recording(prog, lanes) if regs.thread_trace and gpu.sqtt is not None else None
     d = Dispatch(prog, regs.pgm, grid, block, lanes, regs.rsrc2, regs.user_data, lds, regs.scratch_base, wave_bytes,
-                 waves, regs.start, dispatch_id, regs.rsrc1, kernel, cancel)
+                 waves, regs.start, dispatch_id, regs.rsrc1, kernel, cancel, trace)
     try:
         return run_dispatch(gpu.vm, d, chip.arch, timeout)
     finally:
         gpu.code.seal(regs.pgm, prog)
+        if trace is not None:
+            trace.close()
 
 

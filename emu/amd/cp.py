@@ -64,6 +64,11 @@ class ComputeQueue(Queue):
         self.since_progress = 0  # packets run from indirect buffers since the ring's packet that entered them
         self.ib_entries = 0  # indirect buffers entered (called or chained) since then
 
+    @property
+    def thread_trace(self) -> bool:
+        """COMPUTE_THREAD_TRACE_ENABLE: the queue's dispatches are traced (emu.amd.sqtt)."""
+        return bool(self.regs.get(p.COMPUTE_THREAD_TRACE_ENABLE, 0) & 1)
+
     def pending(self) -> bool:
         return self.state == RUNNING and (bool(self.ibs) or self.wptr > self.rptr)
 
@@ -154,12 +159,11 @@ class ComputeQueue(Queue):
         if start + len(body) - 1 > end:
             raise CPError(f"{what}: registers {start:#x}..{start + len(body) - 2:#x} leave the space ending {end:#x}")
         for i, v in enumerate(body[1:]):
-            self.regs[start + i] = v
+            self._set_reg(start + i, v)
         return True
 
     def _set_uconfig_reg(self, body):
-        return self._set_sh_reg(body, p.PACKET3_SET_UCONFIG_REG_START, p.PACKET3_SET_UCONFIG_REG_END,
-                                "SET_UCONFIG_REG")
+        return self._set_sh_reg(body, p.PACKET3_SET_UCONFIG_REG_START, p.uconfig_end(self.gpu.gfx), "SET_UCONFIG_REG")
 
     def _acquire_mem(self, body):
         self._need(body, 5 if self.gpu.gfx == 9 else 7, "ACQUIRE_MEM")
@@ -167,6 +171,8 @@ class ComputeQueue(Queue):
 
     def _event_write(self, body):
         self._need(body, 1, "EVENT_WRITE")
+        if self.gpu.sqtt is not None:
+            self.gpu.sqtt.event(p.EVENT_WRITE_EVENT_TYPE.get(body[0]))
         return True
 
     def _release_mem(self, body):
@@ -195,9 +201,9 @@ class ComputeQueue(Queue):
             value = self._load(lo | hi << 32, 32)
         else:
             if p.WAIT_REG_MEM_OPERATION.get(ctl) == p.WAIT_REG_MEM_OPERATION_WR_WAIT_WR_REG:
-                self.regs[lo] = ref  # a request register; its block acknowledges in the done register at once
-                self.regs[hi] = self.regs.get(hi, 0) | ref
-            value = self.regs.get(hi if p.WAIT_REG_MEM_OPERATION.get(ctl) else lo, 0)
+                self._set_reg(lo, ref)  # a request register; its block acknowledges in the done register at once
+                self._set_reg(hi, self._reg(hi) | ref)
+            value = self._reg(hi if p.WAIT_REG_MEM_OPERATION.get(ctl) else lo)
         return COMPARE[func](value & mask, ref & mask)
 
     def _indirect_buffer(self, body):
@@ -230,7 +236,7 @@ class ComputeQueue(Queue):
         step = 0 if p.WRITE_DATA_ADDR_INCR.get(ctl) else 1
         for i, v in enumerate(data):
             if dst == SEL_REGISTER:
-                self.regs[body[1] + i * step] = v
+                self._set_reg(body[1] + i * step, v)
             elif dst in (SEL_MEMORY, SEL_TC_L2, p.WRITE_DATA_DST_SEL_MEMORY):
                 self._store(addr + 4 * i * step, 32, v)
             else:
@@ -242,21 +248,19 @@ class ComputeQueue(Queue):
         ctl, src, dst = body[0], body[1] | body[2] << 32, body[3] | body[4] << 32
         bits = 64 if COPY_COUNT_SEL.get(ctl) else 32
         s = COPY_SRC_SEL.get(ctl)
-        if s == SEL_REGISTER:
-            value = self.regs.get(body[1], 0)
+        if s in (SEL_REGISTER, SEL_PERFCOUNTERS):  # the counters modelled are the thread trace's registers
+            value = self._reg(body[1])
         elif s in (SEL_MEMORY, SEL_TC_L2):
             value = self._load(src, bits)
         elif s == SEL_IMMEDIATE:
             value = src if bits == 64 else body[1]
         elif s in (SEL_GPU_CLOCK, SEL_SYSTEM_CLOCK):
             value = self.gpu.clock()
-        elif s == SEL_PERFCOUNTERS:
-            value = 0  # no performance counters are modelled: they read as zero
         else:
             raise CPError(f"COPY_DATA: SRC_SEL {s} is not supported")
         d = COPY_DST_SEL.get(ctl)
         if d == SEL_REGISTER:
-            self.regs[body[3]] = value & 0xFFFFFFFF
+            self._set_reg(body[3], value & 0xFFFFFFFF)
         elif d in (SEL_MEMORY, SEL_TC_L2, SEL_MEMORY_ASYNC):
             self._store(dst, bits, value)
         else:
@@ -293,12 +297,24 @@ class ComputeQueue(Queue):
             tuple(p.NUM_THREAD_FULL.get(r(p.COMPUTE_NUM_THREAD_X + i, 1)) for i in range(3)),
             bool(p.DISPATCH_INITIATOR_CS_W32_EN.get(initiator)), r(p.COMPUTE_TMPRING_SIZE, 0),
             (r(p.COMPUTE_DISPATCH_SCRATCH_BASE_LO, 0) | r(p.COMPUTE_DISPATCH_SCRATCH_BASE_HI, 0) << 32)
-            << p.SCRATCH_BASE_SHIFT, tuple(r(p.COMPUTE_START_X + i, 0) for i in range(3)))
+            << p.SCRATCH_BASE_SHIFT, tuple(r(p.COMPUTE_START_X + i, 0) for i in range(3)), self.thread_trace)
         gpu = self.gpu
         gpu.dispatches += 1
         gpu.add_stats(launch(gpu, regs, grid, f"DISPATCH at queue {self.id} dword {self.rptr}",
                              dispatch_id=gpu.dispatches - 1, cancel=self.cancel))
         return True
+
+    # -- the register file: the thread-trace unit's registers are the GPU's, the others this queue's -------------
+    def _reg(self, addr: int) -> int:
+        t = self.gpu.sqtt
+        return t.read(addr) if t is not None and t.owns(addr) else self.regs.get(addr, 0)
+
+    def _set_reg(self, addr: int, value: int) -> None:
+        t = self.gpu.sqtt
+        if t is not None and t.owns(addr):
+            t.write(addr, value)
+        else:
+            self.regs[addr] = value
 
     # -- memory through the GPU VM -----------------------------------------------------------------------------
     def _load(self, addr: int, bits: int) -> int:

@@ -21,6 +21,7 @@ from emu.amd.icache import InstructionCache
 from emu.amd.memory import PAGE, VM, FaultRecord
 from emu.amd.queue import HALTED, RUNNING, Queue
 from emu.amd.sdma import SDMAQueue
+from emu.amd.sqtt import ThreadTrace
 from emu.amd.usermem import inaccessible
 
 DOORBELLS = 1024
@@ -46,6 +47,7 @@ class GPUDevice:
         self.kernel_stats: dict[str, kernel_stats.KernelStats] = {}  # kernel name -> its dispatches (HWEMU_STATS)
         self.dispatches = 0
         self.code = InstructionCache(self.vm, self.arch)
+        self.sqtt = ThreadTrace(self.chip, self.vm) if self.chip.gen.sqtt_layout else None
 
     # -- memory ------------------------------------------------------------------------------------------------
     def map(self, bo: BufferObject) -> None:

@@ -63,6 +63,7 @@ class Dispatch:
     rsrc1: Rsrc1 = field(default_factory=lambda: Rsrc1(0))  # COMPUTE_PGM_RSRC1 (float modes at wave start)
     kernel: fault.Kernel | None = None  # what the launcher knows of the kernel, for fault reports
     cancel: Cancel | None = None  # its queue's: set when the queue is destroyed while the dispatch runs
+    trace: object | None = None  # what records its waves' instructions (emu.amd.sqtt.Recording); else HWEMU_TRACE's
 
 
 @dataclass
@@ -262,9 +263,9 @@ class _WaveSlots:
         self.id_slots = _id_slots(d.rsrc2)
         self.fresh = True
         self._launch: Launch | None = None
-        t = wavetrace.tracer()
-        k = d.kernel
-        self.trace = t.selector(d.program, k and k.name, d.dispatch_id, k and k.base) if t is not None else None
+        t, k = wavetrace.tracer(), d.kernel
+        self.trace = d.trace if d.trace is not None else \
+            t.selector(d.program, k and k.name, d.dispatch_id, k and k.base) if t is not None else None
 
     def ids(self, wg: int) -> tuple[int, int, int]:
         """The ids of the workgroup with linear index `wg` (x fastest)."""

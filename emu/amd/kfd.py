@@ -41,7 +41,7 @@ import numpy as np
 from emu.amd.bo import BufferObject, ByVA, Heap, page_round
 from emu.amd.hw import kfd as k
 from emu.amd.memory import PAGE, FaultRecord
-from emu.amd.usermem import accessible, copy_from_user, copy_to_user, host_array
+from emu.amd.usermem import accessible, argument_bytes, copy_from_user, copy_to_user, host_array, store_argument
 
 DOORBELL_SLICE = 0x2000  # bytes of doorbells per process and GPU (8-byte doorbells, 1024 queues)
 EVENT_PAGE_SIZE = k.SIGNAL_EVENT_LIMIT * 8
@@ -131,9 +131,9 @@ class KFD:
             raise _einval(f"MOCKKFD: unknown KFD command {k.ioc_nr(request):#x} (request {request:#x})")
         name, direction, struct = entry
         usize = k.ioc_size(request)
-        raw = _user_bytes(arg, usize, name)
+        raw = argument_bytes(arg, usize, name)
         if direction & k.IOC_READ:  # the result must be storable before anything happens, as copy_to_user's target
-            _user_store(arg, raw, name)
+            store_argument(arg, raw, name)
         args = struct.from_buffer_copy(raw[:ctypes.sizeof(struct)].ljust(ctypes.sizeof(struct), b"\0"))
         with self.lock:
             try:
@@ -144,7 +144,7 @@ class KFD:
                 raise OSError(errno.EIO, f"MOCKKFD {name}: internal error {type(e).__name__}: {e}") from e
             self.calls[name] = self.calls.get(name, 0) + 1
         if direction & k.IOC_READ:
-            _user_store(arg, (bytes(args) + raw[ctypes.sizeof(struct):])[:usize], name)
+            store_argument(arg, (bytes(args) + raw[ctypes.sizeof(struct):])[:usize], name)
         return 0
 
     def mmap_kfd(self, size: int, offset: int) -> tuple[np.ndarray, object]:
@@ -550,28 +550,3 @@ class KFD:
         if ev is None:
             raise _einval(f"{what}: no event {eid}")
         return ev
-
-
-def _user_bytes(arg, n: int, what: str) -> bytes:
-    """The n argument bytes of an ioctl: from a buffer object, or from the user address an int names."""
-    if isinstance(arg, int):
-        return copy_from_user(arg, n, what)
-    try:
-        mv = memoryview(arg).cast("B")
-    except TypeError:
-        raise OSError(errno.EFAULT, f"{what}: the argument is neither a buffer nor an address") from None
-    if len(mv) < n:
-        raise OSError(errno.EFAULT, f"{what}: the argument has {len(mv)} bytes, the request says {n}")
-    return bytes(mv[:n])
-
-
-def _user_store(arg, data: bytes, what: str) -> None:
-    """Store an ioctl's result bytes into its argument: EFAULT for a read-only buffer (bytes) or address."""
-    if isinstance(arg, int):
-        copy_to_user(arg, data, what)
-        return
-    mv = memoryview(arg).cast("B")
-    if mv.readonly:
-        raise OSError(errno.EFAULT, f"{what}: the argument is a read-only {type(arg).__name__} buffer; the request "
-                                    "returns its result in it")
-    mv[:len(data)] = data

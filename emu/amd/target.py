@@ -57,6 +57,7 @@ class Generation:
     architected_scratch: bool = True  # the CP gives each wave its scratch; else the kernel sets FLAT_SCRATCH from the
     # flat scratch init SGPRs and reaches buffer scratch through the private segment buffer and wave offset (gfx90a)
     mfma_f64_neg: bool = True    # the F64 MFMAs' BLGP bits negate their sources (gfx940+); gfx90a's are BLGP
+    sqtt_layout: int = 0         # the thread trace's packet layout (LAYOUT_HEADER.layout: 3 gfx11, 4 gfx12; 0 none)
     name: str = ""               # its instruction set's name (default: the tables' name, `isa`)
 
     def __post_init__(self):
@@ -78,10 +79,11 @@ class Generation:
 
 
 RDNA3 = Generation("rdna3", 11, (32, 64), 106, m0=125, null=124, saddr_off=124, agprs=0, simd_width=32,
-                   lds_granule=256, vgpr_size_shift=12, sgpr_size_shift=None, hw_vmid=8, buffer_soffset_literal=True)
+                   lds_granule=256, vgpr_size_shift=12, sgpr_size_shift=None, hw_vmid=8, buffer_soffset_literal=True,
+                   sqtt_layout=3)
 RDNA4 = Generation("rdna4", 12, (32, 64), 106, m0=125, null=124, saddr_off=124, agprs=0, simd_width=32,
                    lds_granule=512, vgpr_size_shift=12, sgpr_size_shift=None, hw_vmid=8,
-                   architected_ids=True, ieee_mode=False, cache_policy="th")
+                   architected_ids=True, ieee_mode=False, cache_policy="th", sqtt_layout=4)
 # CDNA: the vendor tables are CDNA4's (gfx950), so its instruction set is the whole table; CDNA3 (gfx940-942) and
 # CDNA2 (gfx90a) run a set derived from it (emu.amd.isa.generations)
 CDNA = Generation("cdna", 9, (64,), 102, m0=124, null=125, saddr_off=0x7F, agprs=256, simd_width=16,
@@ -137,6 +139,11 @@ class Target:
     @property
     def arrays(self) -> int:
         return self.shader_engines * self.arrays_per_engine
+
+    @property
+    def sqtt_wptr_absolute(self) -> bool:
+        """SQ_THREAD_TRACE_WPTR counts from address 0 (GC 11.0), not from the buffer's base (GC 11.5, 12)."""
+        return self.gc[:2] == (11, 0)
 
 
 _CDNA = dict(kernarg_preload=True, xnack=True)  # llc-19 preloads kernargs for gfx90a and gfx942

@@ -156,3 +156,28 @@ def inaccessible(ranges: list[tuple[int, int, bool]]) -> list[int]:
 def host_array(addr: int, size: int) -> np.ndarray:
     """A uint8 numpy view of `size` bytes of this process's memory at `addr` (caller checked it is mapped)."""
     return np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(addr))
+
+
+def argument_bytes(arg, n: int, what: str) -> bytes:
+    """The n argument bytes of an ioctl: from a buffer object, or from the user address an int names."""
+    if isinstance(arg, int):
+        return copy_from_user(arg, n, what)
+    try:
+        mv = memoryview(arg).cast("B")
+    except TypeError:
+        raise OSError(errno.EFAULT, f"{what}: the argument is neither a buffer nor an address") from None
+    if len(mv) < n:
+        raise OSError(errno.EFAULT, f"{what}: the argument has {len(mv)} bytes, the request says {n}")
+    return bytes(mv[:n])
+
+
+def store_argument(arg, data: bytes, what: str) -> None:
+    """Store an ioctl's result bytes into its argument: EFAULT for a read-only buffer (bytes) or address."""
+    if isinstance(arg, int):
+        copy_to_user(arg, data, what)
+        return
+    mv = memoryview(arg).cast("B")
+    if mv.readonly:
+        raise OSError(errno.EFAULT, f"{what}: the argument is a read-only {type(arg).__name__} buffer; the request "
+                                    "returns its result in it")
+    mv[:len(data)] = data

@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 
-from emu.amd import kernel_stats, topology
+from emu.amd import drm, kernel_stats, topology
 from emu.amd.bo import Heap
 from emu.amd.device import GPUDevice
 from emu.amd.doorbell import Doorbells
@@ -30,6 +30,10 @@ TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
 FIRST_RENDER_MINOR = 128
 OWNED = ("/sys/devices/virtual/kfd", "/sys/class/kfd", "/dev/dri/renderD", "/sys/class/drm/renderD")
 GTT_SIZE = 64 << 30  # system memory GPU buffers can take (sparse: pages exist once touched)
+PERFORMANCE_LEVEL = "power_dpm_force_performance_level"
+# what amdgpu's power_dpm_force_performance_level accepts (drivers/gpu/drm/amd/pm/amdgpu_pm.c)
+PERFORMANCE_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_min_sclk", "profile_min_mclk",
+                      "profile_peak", "perf_determinism", "profile_exit")
 
 
 class MockSystem:
@@ -46,6 +50,7 @@ class MockSystem:
         self.gpus.extend(GPUDevice(arch, i + 1, FIRST_RENDER_MINOR + i, self.engine) for i in range(ngpus))
         self.kfd = KFD(self.gpus, Heap("gtt", GTT_SIZE), self.lock)
         self.files = self._sysfs()
+        self.written: set[str] = set()  # the writable files a client has written
         self.open_files: dict[int, object] = {}  # fd -> the mock node (a GPUDevice for render nodes, "kfd")
         if category.enabled():
             atexit.register(self._report)
@@ -75,12 +80,19 @@ class MockSystem:
             f.update({f"{n}/caches/{i}/properties": t for i, t in enumerate(topology.gpu_caches(c))})
             dev = f"/sys/class/drm/renderD{g.render_minor}/device"
             f.update({f"/dev/dri/renderD{g.render_minor}": None, f"{dev}/vendor": "0x1002\n",
-                      f"{dev}/device": f"{c.device_id:#06x}\n", f"{dev}/power_dpm_force_performance_level": "auto\n"})
+                      f"{dev}/device": f"{c.device_id:#06x}\n", f"{dev}/{PERFORMANCE_LEVEL}": "auto\n"})
             for hwid, (major, minor, rev) in topology.ip_versions(c).items():
                 ip = f"{dev}/ip_discovery/die/0/{hwid}/0"
                 f.update({f"{ip}/major": f"{major}\n", f"{ip}/minor": f"{minor}\n", f"{ip}/revision": f"{rev}\n",
                           f"{ip}/base_addr": "0x00001260\n"})
         return f
+
+    def default_performance_level(self, level: str) -> None:
+        """`level` as every GPU's power_dpm_force_performance_level that no client has written (a client adapter's
+        default: tinygrad's profilers want profile_standard, and set it through sudo, not through the mock)."""
+        for path in self.files:
+            if path.endswith(PERFORMANCE_LEVEL) and path not in self.written:
+                self.files[path] = level + "\n"
 
     @staticmethod
     def owns(path: str) -> bool:
@@ -167,6 +179,8 @@ class MockFileIO:
         node = self._node()
         if node == "kfd":
             return self.system.kfd.ioctl(request, arg, self.system.render_fds())
+        if node is not None:  # a render node
+            return drm.ioctl(node.chip, request, arg)
         raise OSError(errno.ENOTTY, f"{self.path}: ioctl {request:#x} is not supported by the mock device")
 
     def mmap(self, addr: int, size: int, prot: int, flags: int, offset: int) -> int:
@@ -197,9 +211,16 @@ class MockFileIO:
     def write(self, content, binary: bool = False, offset: int | None = None) -> None:
         if self._real is not None:
             return self._real.write(content, binary, offset)
-        if not self.path.endswith("power_dpm_force_performance_level"):
+        if not self.path.endswith(PERFORMANCE_LEVEL):
             raise OSError(errno.EACCES, f"{self.path}: read-only")
-        self.system.files[self.path] = (content.decode() if binary else content).strip() + "\n"
+        try:
+            level = (bytes(content).decode() if binary else str(content)).strip()
+        except (TypeError, UnicodeDecodeError):
+            raise OSError(errno.EINVAL, f"{self.path}: expected text, not {type(content).__name__}") from None
+        if level not in PERFORMANCE_LEVELS:
+            raise OSError(errno.EINVAL, f"{self.path}: {level!r} is not a level ({', '.join(PERFORMANCE_LEVELS)})")
+        self.system.files[self.path] = level + "\n"
+        self.system.written.add(self.path)
 
     def seek(self, offset: int) -> None:
         if self._real is not None:

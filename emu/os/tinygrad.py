@@ -77,7 +77,9 @@ def mock_interface():
     from stack.device import parse_dev
     spec = parse_dev(os.environ.get("DEV", "MOCKKFD+AMD"))
     gpus = max(spec.indices) + 1 if spec.indices else int(os.environ.get("HWEMU_GPUS", DEFAULT_GPUS))
-    return _with_fault_hook(interface(spec.arch, gpus))
+    cls = interface(spec.arch, gpus)
+    cls.system.default_performance_level("profile_standard")  # what tinygrad's PMC/SQTT check wants
+    return _with_fault_hook(cls)
 
 
 def _with_fault_hook(base: type) -> type:

@@ -17,8 +17,8 @@ were confirmed on (rdna3: gfx1100, rdna4: gfx1201, cdna: gfx950).
 This entry point is only for those tests: the caller's buffers must stay mapped for the call (tinygrad's
 emulator asks the same). The other names of tinygrad's emulator module (`parse_pcode`, its pcode parser;
 `sqtt_traces`) belong to tinygrad's emulator itself and come from the checkout's own test/mockgpu/amd/emu.py;
-so does run_asm with tinygrad's PROFILE on, whose SQTT traces only tinygrad's emulator writes (hwemu has no
-SQTT encoder yet): test/amd/test_sqtt_encoder.py tests that encoder.
+so does run_asm with tinygrad's PROFILE on, whose `sqtt_traces` are tinygrad's emulator's own:
+test/amd/test_sqtt_encoder.py tests that encoder (hwemu's thread trace is the GPU's, emu.amd.sqtt).
 """
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ class _HostGPU:
 
     def __init__(self, chip):
         from emu.amd.icache import InstructionCache
-        self.vm, self.chip = HostVM(), chip
+        self.vm, self.chip, self.sqtt = HostVM(), chip, None
         self.code = InstructionCache(self.vm, chip.arch)
 
 

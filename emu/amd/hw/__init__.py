@@ -1,11 +1,12 @@
 """The hardware's own definitions, converted once from the vendor headers of the pinned tinygrad wheel.
 
 Kernel-descriptor layout (amdgpu_kd.py), PM4 opcodes and packet fields (am/pm4_soc15.py for gfx9,
-am/pm4_nv.py for gfx10+), compute register offsets and fields (am/regs.py, GC segment bases from
-am/{vega,navi}_offsets.py), SDMA packets (am/sdma_{4,5,6}_0_0.py), HSA/AMD queue structures (hsa.py) and the
-KFD ioctl interface (kfd.py: the kernel's linux/kfd_ioctl.h) are read as source text with `ast`
+am/pm4_nv.py for gfx10+), the offsets and fields of the compute and thread-trace registers (am/regs.py, GC segment
+bases from am/{vega,navi}_offsets.py), event types (am/soc_{9,11,12}.py), SDMA packets (am/sdma_{4,5,6}_0_0.py),
+HSA/AMD queue structures (hsa.py), the KFD ioctl interface (kfd.py: the kernel's linux/kfd_ioctl.h) and the render
+node's AMDGPU_INFO query (amdgpu_drm.py: linux/amdgpu_drm.h) are read as source text with `ast`
 (emu.amd.hw.vendor; tinygrad is never imported), reduced to plain tables and cached on disk per wheel version and
-SCHEMA. emu.amd.hw.{kd,pm4,sdma,aql,kfd} present them under the hardware's names.
+SCHEMA. emu.amd.hw.{kd,pm4,sdma,aql,kfd} and emu.amd.drm present them under the hardware's names.
 The host runtime (stack/) keeps its own definitions: tests/test_hw_crosscheck.py checks the two agree.
 """
 from __future__ import annotations
@@ -15,9 +16,11 @@ from pathlib import Path
 
 from emu import cache
 
-SCHEMA = 2  # bump when the cached representation changes
+SCHEMA = 4  # bump when the cached representation changes
 GC_TABLES = {9: ("gc_9_4_3", "am/vega_offsets.py"), 11: ("gc_11_0_0", "am/navi_offsets.py"),
              12: ("gc_12_0_0", "am/navi_offsets.py")}  # gfx major -> register table, GC segment bases
+SOC_HEADERS = {9: "am/soc_9.py", 11: "am/soc_11.py", 12: "am/soc_12.py"}
+REG_PREFIXES = ("regCOMPUTE_", "regSQ_THREAD_TRACE_", "regGRBM_GFX_INDEX", "regSPI_CONFIG_CNTL")
 PM4_HEADERS = {9: "am/pm4_soc15.py", 11: "am/pm4_nv.py", 12: "am/pm4_nv.py"}
 SDMA_HEADERS = {4: "am/sdma_4_0_0.py", 5: "am/sdma_5_0_0.py", 6: "am/sdma_6_0_0.py", 7: "am/sdma_6_0_0.py"}
 HSA_STRUCTS = ("struct_hsa_kernel_dispatch_packet_s", "struct_hsa_barrier_and_packet_s",
@@ -46,10 +49,17 @@ def _kd() -> dict:
 def _regs(gfx: int) -> dict:
     from emu.amd.hw import vendor
     table, offsets = GC_TABLES[gfx]
-    base = vendor.constants(offsets)["GC_BASE__INST0_SEG0"]
-    return {name.removeprefix("reg"): (base + off, {f: (lo, hi - lo + 1) for f, (lo, hi) in fs.items()})
+    bases = vendor.constants(offsets)
+    return {name.removeprefix("reg"): (bases[f"GC_BASE__INST0_SEG{seg}"] + off,
+                                       {f: (lo, hi - lo + 1) for f, (lo, hi) in fs.items()})
             for name, (off, seg, fs) in vendor.dict_display("am/regs.py", table).items()
-            if name.startswith("regCOMPUTE_") and seg == 0}
+            if name.startswith(REG_PREFIXES) and "_WORD_" not in name}  # _WORD_: trace packet layouts, not registers
+
+
+def _events(gfx: int) -> dict:
+    from emu.amd.hw import vendor
+    return {k: v for k, v in vendor.constants(SOC_HEADERS[gfx]).items()
+            if k.startswith(("THREAD_TRACE_", "CS_PARTIAL_FLUSH"))}
 
 
 def _pm4(rel: str) -> dict:
@@ -98,10 +108,21 @@ def _kfd() -> dict:
             "ioctls": {k: v for k, v in vendor.ioctl_requests("kfd.py").items() if k.startswith("AMDKFD_IOC_")}}
 
 
+def _drm() -> dict:
+    from emu.amd.hw import vendor
+    s = vendor.structs("amdgpu_drm.py")
+    names = ("struct_drm_amdgpu_info", "struct_drm_amdgpu_info_device")
+    return {"consts": {k: v for k, v in vendor.constants("amdgpu_drm.py").items()
+                       if k.startswith(("AMDGPU_INFO_", "AMDGPU_FAMILY_", "DRM_AMDGPU_")) or k == "DRM_COMMAND_BASE"},
+            "structs": {n: {f: (off, typ) for f, typ, off, *_ in s[n]} for n in names},
+            "sizes": {n: vendor.struct_sizes("amdgpu_drm.py")[n] for n in names}}
+
+
 def convert() -> dict:
     """Every table emu.amd.hw presents, from the vendor headers (a few seconds: am/regs.py is large)."""
-    return {"kd": _kd(), "regs": {g: _regs(g) for g in GC_TABLES}, "pm4": {g: _pm4(r) for g, r in PM4_HEADERS.items()},
-            "sdma": {v: _sdma(r) for v, r in SDMA_HEADERS.items()}, "hsa": _hsa(), "kfd": _kfd()}
+    return {"kd": _kd(), "regs": {g: _regs(g) for g in GC_TABLES}, "events": {g: _events(g) for g in SOC_HEADERS},
+            "pm4": {g: _pm4(r) for g, r in PM4_HEADERS.items()},
+            "sdma": {v: _sdma(r) for v, r in SDMA_HEADERS.items()}, "hsa": _hsa(), "kfd": _kfd(), "drm": _drm()}
 
 
 @functools.cache

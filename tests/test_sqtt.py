@@ -1,0 +1,229 @@
+"""The SQ thread trace (emu.amd.sqtt): its packets read back by a public decoder (tinygrad's renderer/amd/sqtt.py
+from the pinned wheel, used as the reference), the instruction sequence a traced tinygrad kernel shows against the one
+hwemu ran (HWEMU_TRACE), the same trace on every run, hostile register programming, and the sysfs and render-node
+interfaces tinygrad's profilers read."""
+from __future__ import annotations
+
+import ctypes
+import errno
+import json
+import os
+import re
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_tinygrad import check, run_tinygrad
+
+from emu.amd import drm, sqtt, target
+from emu.amd.hw import pm4
+from emu.amd.memory import VM
+
+OPS = {3: [0x0, 0x1, 0x3, 0x4, 0x5, 0x9, 0xB, 0xD, 0xE, 0xF, 0x12, 0x13, *range(0x1C, 0x21), 0x21, 0x22,
+           *range(0x24, 0x2F), 0x72, 0x73],
+       4: [0x0, 0x1, 0x2, 0x3, 0x4, 0x5, 0x9, 0xB, 0xD, 0xE, 0xF, 0x12, 0x13, *range(0x1C, 0x37), 0x6E, 0x72, 0x73,
+           0x7A]}
+
+
+@st.composite
+def _packets(draw, layout: int):
+    out, t = [], 0
+    for _ in range(draw(st.integers(1, 40))):
+        kind = draw(st.sampled_from(["WAVESTART", "WAVEEND", "INST", "VALUINST", "IMMEDIATE"]))
+        t += draw(st.one_of(st.integers(0, 8), st.integers(0, 1 << 30)))
+        fields = {"wave": draw(st.integers(0, 31))}
+        if kind == "INST":
+            fields["op"] = draw(st.sampled_from(OPS[layout]))
+        elif kind in ("WAVESTART", "WAVEEND"):
+            fields.update(sa=draw(st.integers(0, 1)), simd=draw(st.integers(0, 3)),
+                          wgp=draw(st.integers(0, 7 if layout == 3 else 15)))
+        out.append((kind, t, fields))
+    return out
+
+
+@pytest.mark.parametrize("layout", [3, 4])
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_packets_read_back_with_a_public_decoder(layout, data):
+    """Every packet, with its fields and its cycle, as tinygrad's decoder reads the stream (gaps too wide for a
+    packet's delta field go in TS_DELTA_OR_MARK packets before it)."""
+    from tinygrad.renderer.amd.sqtt import decode
+    packets = data.draw(_packets(layout))
+    s = sqtt.Stream(layout)
+    s.put("LAYOUT_HEADER", 0, layout=layout, simd=0)
+    for kind, t, fields in packets:
+        s.put(kind, t, **fields)
+    s.pad()
+    got = [p for p in decode(bytes(s.data)) if type(p).__name__ not in ("NOP", "TS_DELTA_OR_MARK",
+                                                                        "TS_DELTA_OR_MARK_RDNA4")]
+    assert type(got[0]).__name__ == "LAYOUT_HEADER" and got[0].layout == layout
+    assert len(got) == len(packets) + 1
+    for p, (kind, t, fields) in zip(got[1:], packets, strict=True):
+        assert type(p).__name__.removesuffix("_RDNA4") == kind
+        assert p._time == t
+        for name, value in fields.items():
+            v = getattr(p, name)
+            assert getattr(v, "value", v) == value, (kind, name)
+
+
+PROGRAM = """
+import json, os, sys
+from tinygrad import Tensor, Device
+from tinygrad.device import Compiled, ProfileProgramEvent
+from tinygrad.engine.realize import run_linear
+from tinygrad.renderer.amd.sqtt import decode, map_insts
+t = (Tensor.empty(1000).float() * 2 + 1).sum()
+linear = t.schedule_linear()
+dev = Device[Device.DEFAULT]
+dev.synchronize()
+start = len(Compiled.profile_events)
+run_linear(linear)
+dev.synchronize()
+dev._at_profile_finalize()
+events = Compiled.profile_events
+progs = {e.tag: e for e in events if isinstance(e, ProfileProgramEvent) and e.tag is not None}
+arch = "gfx" + str(dev.target[0]) + "".join("%x" % x for x in dev.target[1:])
+out = []
+for e in events[start:]:
+    if type(e).__name__ == "ProfileSQTTEvent" and e.se == 0:
+        times = [p._time for p in decode(e.blob)]
+        insts = [(i.wave, str(i.inst)) for p, i in map_insts(e.blob, progs[e.kern].lib, arch) if i is not None]
+        out.append({"blob": e.blob.hex(), "times": times, "insts": insts})
+print("SQTT " + json.dumps(out))
+"""
+
+
+def _mnemonic(text: str) -> str:
+    """An instruction's name as both listings spell it (tinygrad prints a dual-issue VOPD pair as VOPD(...))."""
+    name = re.split(r"[ (]", text.strip(), maxsplit=1)[0].removesuffix("_e32").removesuffix("_e64").lower()
+    return "vopd" if name.startswith("v_dual_") else name
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+def test_a_traced_kernel_shows_the_instructions_hwemu_ran(arch, tmp_path):
+    """A tinygrad kernel traced as its profiler traces it (VIZ=-2): per dispatch, the instructions tinygrad's
+    decoder maps the trace to are those HWEMU_TRACE shows hwemu running, wave by wave and in order (less the ones
+    that give no token); cycles never go back; a second run writes the same bytes."""
+    dev = f"MOCKKFD+AMD:LLVM:{arch}"
+    runs = [json.loads(check(run_tinygrad(PROGRAM, dev, {"VIZ": "-2"})).split("SQTT ", 1)[1].splitlines()[0])
+            for _ in range(2)]
+    assert [d["blob"] for d in runs[0]] == [d["blob"] for d in runs[1]], "the trace differs between two runs"
+    traced = runs[0]
+    assert traced and all(d["insts"] for d in traced)
+    for d in traced:
+        assert d["times"] == sorted(d["times"])
+    log = tmp_path / "trace.txt"
+    check(run_tinygrad(PROGRAM, dev, {"VIZ": "0", "HWEMU_TRACE": "1", "HWEMU_TRACE_FILE": str(log)}))
+    ran: dict[int, list] = {}
+    for line in log.read_text().splitlines():  # "d3 wg(0,0,0) w1 0x...: mnemonic operands | changes"
+        m = re.match(r"d(\d+) wg\([^)]*\) w(\d+) 0x[0-9a-f]+: (\S+)", line)
+        if m and m.group(3) not in ("s_delay_alu", "s_wait_alu", "s_barrier_wait"):
+            ran.setdefault(int(m.group(1)), []).append((int(m.group(2)) % 32, _mnemonic(m.group(3))))
+    assert [[(w, _mnemonic(i)) for w, i in d["insts"]] for d in traced] == list(ran.values())[-len(traced):]
+
+
+def _unit(arch: str = "gfx1100") -> tuple[sqtt.ThreadTrace, VM, dict[str, int]]:
+    chip = target.get(arch)
+    vm = VM()
+    regs = {n: a for n, (a, _) in pm4.REGS[chip.gen.gfx].items()}
+    return sqtt.ThreadTrace(chip, vm), vm, regs
+
+
+REGISTER_NAMES = ["GRBM_GFX_INDEX", "SQ_THREAD_TRACE_BUF0_BASE", "SQ_THREAD_TRACE_BUF0_SIZE", "SQ_THREAD_TRACE_MASK",
+                  "SQ_THREAD_TRACE_TOKEN_MASK", "SQ_THREAD_TRACE_CTRL", "SQ_THREAD_TRACE_WPTR",
+                  "SQ_THREAD_TRACE_STATUS", "SQ_THREAD_TRACE_USERDATA_2"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(REGISTER_NAMES + ["event"]), st.integers(0, (1 << 32) - 1)), max_size=30),
+       st.booleans())
+def test_hostile_programming_never_raises(writes, mapped):
+    """Random values in every thread-trace register, FINISH and STOP events in between, a buffer mapped or not:
+    nothing raises; a flush either lands inside the buffer the registers name or sets STATUS.write_error."""
+    unit, vm, regs = _unit()
+    if mapped:
+        base = vm.alloc(1 << 16, name="sqtt")
+        unit.write(regs["SQ_THREAD_TRACE_BUF0_BASE"], base >> 12)
+        unit.write(regs["SQ_THREAD_TRACE_BUF0_SIZE"], 16 << 8)
+    for name, value in writes:
+        if name == "event":
+            unit.event(value & 0x3F)
+        else:
+            unit.write(regs[name], value)
+            unit.read(regs[name])
+    unit.event(pm4.EVENTS[11]["THREAD_TRACE_FINISH"])
+    for se in range(len(unit.values)):
+        assert unit.error[se] or unit.written[se] <= max(unit._size(se), 0)
+
+
+def test_unmapped_buffer_is_a_write_error_not_a_crash():
+    unit, vm, regs = _unit()
+    unit.write(regs["SQ_THREAD_TRACE_BUF0_BASE"], 0x7FFF_0000)  # nothing mapped there
+    unit.write(regs["SQ_THREAD_TRACE_BUF0_SIZE"], 1 << 8)
+    unit.write(regs["SQ_THREAD_TRACE_CTRL"], 1)
+    unit.event(pm4.EVENTS[11]["THREAD_TRACE_FINISH"])
+    status = pm4.REGS[11]["SQ_THREAD_TRACE_STATUS"][1]
+    assert status["write_error"].get(unit.read(regs["SQ_THREAD_TRACE_STATUS"])) == 1
+    assert unit.read(regs["SQ_THREAD_TRACE_WPTR"]) == (0x7FFF_0000 << 12) // 32 & 0x1FFFFFFF  # nothing written
+
+
+def test_a_full_buffer_keeps_what_fits():
+    """A 4 KiB buffer and a trace longer than that: the write pointer stops at the buffer's end."""
+    unit, vm, regs = _unit("gfx1201")
+    base = vm.alloc(1 << 12, name="sqtt")
+    unit.write(regs["SQ_THREAD_TRACE_BUF0_BASE_LO"], base >> 12)
+    unit.write(regs["SQ_THREAD_TRACE_BUF0_SIZE"], 1)
+    unit.write(regs["SQ_THREAD_TRACE_CTRL"], 1)
+    for t in range(1, 3000):
+        unit.streams[0].put("VALUINST", t, wave=0)
+    unit.event(pm4.EVENTS[12]["THREAD_TRACE_FINISH"])
+    assert unit.read(regs["SQ_THREAD_TRACE_WPTR"]) * 32 == 1 << 12  # relative on GC 12
+    assert not unit.error[0]
+
+
+def test_render_node_device_info_has_every_wgp_active():
+    chip = target.get("gfx1100")
+    out = ctypes.create_string_buffer(drm.DEVICE_BYTES)
+    arg = ctypes.create_string_buffer(struct.pack("<QII", ctypes.addressof(out), drm.DEVICE_BYTES,
+                                                  drm._C["AMDGPU_INFO_DEV_INFO"]))
+    assert drm.ioctl(chip, drm.REQUEST_INFO, arg) == 0
+    info = out.raw
+    off = drm.DEVICE["cu_bitmap"][0]
+    bitmap = struct.unpack_from("<16I", info, off)
+    for se in range(chip.shader_engines):  # tinygrad's test: two bits per WGP
+        for sa in range(chip.arrays_per_engine):
+            word = bitmap[4 * (se % 4) + sa + se // 4 * 2]
+            assert all((word >> (2 * w)) & 3 == 3 for w in range(chip.cus // chip.arrays // 2))
+    assert struct.unpack_from("<I", info, drm.DEVICE["num_shader_engines"][0])[0] == chip.shader_engines
+
+
+def test_render_node_refuses_what_it_does_not_serve():
+    chip = target.get("gfx1100")
+    arg = ctypes.create_string_buffer(struct.pack("<QII", 0, 0, 0x7777))
+    with pytest.raises(OSError) as e:
+        drm.ioctl(chip, drm.REQUEST_INFO, arg)
+    assert e.value.errno == errno.EINVAL and "query 0x7777" in str(e.value)
+    with pytest.raises(OSError) as e:
+        drm.ioctl(chip, drm.REQUEST_INFO + 1, arg)
+    assert e.value.errno == errno.ENOTTY
+    arg = ctypes.create_string_buffer(struct.pack("<QII", 8, 64, drm._C["AMDGPU_INFO_DEV_INFO"]))
+    with pytest.raises(OSError) as e:
+        drm.ioctl(chip, drm.REQUEST_INFO, arg)
+    assert e.value.errno == errno.EFAULT
+
+
+def test_performance_level_is_checked_and_tinygrad_sees_profile_standard(monkeypatch):
+    from emu.os import tinygrad as adapter
+    monkeypatch.setenv("DEV", "MOCKKFD+AMD::gfx1103")  # a chip no other test of this process opens
+    cls = adapter.mock_interface()
+    path = next(p for p in cls.system.files if p.endswith("power_dpm_force_performance_level"))
+    assert cls.system.files[path] == "profile_standard\n"
+    f = cls(path, os.O_RDWR)
+    with pytest.raises(OSError) as e:
+        f.write("turbo")
+    assert e.value.errno == errno.EINVAL
+    f.write("profile_peak\n")
+    assert cls(path).read() == "profile_peak\n"
+    cls.system.default_performance_level("profile_standard")  # a client's default leaves a written level alone
+    assert cls(path).read() == "profile_peak\n"
