@@ -135,6 +135,36 @@ def test_waiters_wake_for_packets_that_store_and_at_each_turns_end():
     assert e.served == 3 + 1  # DISPATCH_DIRECT, RELEASE_MEM, SDMA_FENCE, and the turn's end
 
 
+def test_a_queue_that_made_its_effects_visible_lets_the_others_go_on():
+    """The engine runs one queue at a time: after a packet whose effects other queues may act on (a dispatch, a
+    signal), a queue's turn ends while another has work, so work lands about in the order it was submitted. tinygrad
+    rings an SDMA copy that signals 11 before a compute stream that dispatches and signals 12: the copy's signal
+    must not land last (tinygrad's SQTT readout waited forever for 12 on a loaded machine)."""
+    from types import SimpleNamespace
+
+    from emu.amd.queue import Engine, Queue
+
+    ran: list[str] = []
+
+    class Stream(Queue):
+        def step(self):
+            name = self.names[self.rptr]
+            ran.append(name)
+            self.count(name)
+            self.rptr += 1
+            return True
+    e = Engine([])
+    gpu = SimpleNamespace(doorbells=np.array([3, 1], np.uint64), engine=e, stats={}, revalidate=lambda: False,
+                          vm=SimpleNamespace(check_range=lambda *a: None, write=lambda *a: None), queues={})
+    e.gpus.append(gpu)
+    compute, sdma = Stream(gpu, 0, 0, 0, 4096, 0, 0), Stream(gpu, 1, 1, 0, 4096, 0, 0)
+    compute.names, sdma.names = ["SET_SH_REG", "DISPATCH_DIRECT", "RELEASE_MEM"], ["SDMA_FENCE"]
+    gpu.queues.update({0: compute, 1: sdma})
+    while e.run_pending():
+        pass
+    assert ran == ["SET_SH_REG", "DISPATCH_DIRECT", "SDMA_FENCE", "RELEASE_MEM"]
+
+
 def test_tinygrad_signal_polls_wait_for_the_engine_and_its_doorbells_kick_it():
     pytest.importorskip("tinygrad")
     import subprocess

@@ -124,6 +124,8 @@ class Queue:
                 if self.stored:
                     self.stored = False
                     self.gpu.engine.progress()
+                    if self.gpu.engine.others_have_work(self):  # they go on first (Engine.others_have_work)
+                        break
         except (CPError, LimitError) as e:
             self.stop(str(e))
             ran += 1
@@ -176,6 +178,16 @@ class Engine:
         if self._sleepers:
             with self._moved:
                 self._moved.notify_all()
+
+    def others_have_work(self, q: Queue) -> bool:
+        """Whether a running queue other than `q` has work: its last turn did not run it dry (it waits on memory or
+        had more), or its doorbell moved since. The engine runs one queue at a time where the hardware's engines run
+        side by side, so a queue whose packet has just made its effects visible (a dispatch, a signal) ends its turn
+        for them: each queue's work then lands in about the order it was submitted (an SDMA copy submitted before
+        a compute queue's next signal writes its own signal first, as the hardware's would, and a copy waiting on
+        a signal sees it before a later one overwrites it)."""
+        return any(o is not q and o.state == RUNNING and (o.again or int(o.gpu.doorbells[o.doorbell]) != o.rang)
+                   for g in self.gpus for o in g.queues.values())
 
     def wait_progress(self, seen: int, timeout: float) -> int:
         """Until the engine has reported progress (a packet that stores to memory, the end of a queue's turn) since
