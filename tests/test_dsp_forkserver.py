@@ -78,10 +78,10 @@ def test_the_childs_environment_and_folder_are_the_launchers(programs, server, t
 
 def test_a_signal_to_the_launcher_reaches_the_child(programs, server, tmp_path):
     """SIGINT: the child reports the interruption and exits 130; SIGTERM: both die of it."""
+    server_pid = forkserver._SERVER[0].pid
     for sig, code, said in ((signal.SIGINT, 130, b"interrupted"), (signal.SIGTERM, -signal.SIGTERM, b"")):
         p = subprocess.Popen([_shim(tmp_path), str(programs / "stdin_echo")], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=server)
-        server_pid = forkserver._SERVER[0].pid
         _wait_for(lambda: len(_children(server_pid)) == 1, "the server forks the program's child")
         p.send_signal(sig)
         out, err = p.communicate(timeout=60)

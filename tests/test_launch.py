@@ -256,7 +256,7 @@ def test_an_instruction_the_translator_fails_on_is_refused_in_later_regions(monk
     costs one more module build of the region so far: once learned, later regions holding the same instruction
     (another load of the code, here) end before it at once and build nothing that fails."""
     from emu.amd import GPU
-    from emu.amd.exec import jit, translate
+    from emu.amd.exec import translate
     monkeypatch.setenv("HWEMU_TIER", "jit")
     seed = int.from_bytes(os.urandom(3), "little")
     code_object = opencl.compile_cl(WALK % seed, "gfx1100")

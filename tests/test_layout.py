@@ -181,3 +181,12 @@ def test_dispatches_start_in_one_place():
                     "Dispatch", "run_dispatch") and rel != "emu/amd/compute.py":
                 found.append(f"{rel}:{node.lineno}")
     assert not found, f"dispatches built or run outside emu/amd/compute.py: {found}"
+
+
+def test_ruff_finds_nothing():
+    """The lint rules of pyproject.toml ([tool.ruff]) hold for every module and test."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "emu", "stack", "tools", "tests"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]

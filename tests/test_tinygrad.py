@@ -207,7 +207,8 @@ def test_padded_conv3d_gradient_keeps_vcc_hi_across_carry_chains():
     import numpy as np
     from tinygrad import Tensor
     rng = np.random.default_rng(0)
-    x, w = rng.uniform(-1, 1, (1, 4, 5, 5, 5)).astype(np.float32), rng.uniform(-1, 1, (4, 4, 3, 3, 3)).astype(np.float32)
+    x = rng.uniform(-1, 1, (1, 4, 5, 5, 5)).astype(np.float32)
+    w = rng.uniform(-1, 1, (4, 4, 3, 3, 3)).astype(np.float32)
     tx, tw = Tensor(x), Tensor(w)
     gx, gw = Tensor.conv2d(tx, tw, padding=[1, 1, 1, 1, 1, 1]).sum().gradient(tx, tw)
     Tensor.realize(gx, gw)  # as tinygrad's test does: both gradients scheduled together
