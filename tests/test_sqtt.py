@@ -157,8 +157,10 @@ def test_hostile_programming_never_raises(writes, mapped):
         assert unit.error[se] or unit.written[se] <= max(unit._size(se), 0)
 
 
-def test_unmapped_buffer_is_a_write_error_not_a_crash():
+def test_unmapped_buffer_is_a_vm_fault_and_a_write_error_not_a_crash():
+    faults = []
     unit, vm, regs = _unit()
+    unit.fault = faults.append
     unit.write(regs["SQ_THREAD_TRACE_BUF0_BASE"], 0x7FFF_0000)  # nothing mapped there
     unit.write(regs["SQ_THREAD_TRACE_BUF0_SIZE"], 1 << 8)
     unit.write(regs["SQ_THREAD_TRACE_CTRL"], 1)
@@ -166,6 +168,9 @@ def test_unmapped_buffer_is_a_write_error_not_a_crash():
     status = pm4.REGS[11]["SQ_THREAD_TRACE_STATUS"][1]
     assert status["write_error"].get(unit.read(regs["SQ_THREAD_TRACE_STATUS"])) == 1
     assert unit.read(regs["SQ_THREAD_TRACE_WPTR"]) == (0x7FFF_0000 << 12) // 32 & 0x1FFFFFFF  # nothing written
+    # the writes went to every shader engine (GRBM_GFX_INDEX broadcasts): each one's flush faults
+    assert [f.kind for f in faults] == ["unmapped"] * unit.chip.shader_engines
+    assert all(f.addresses[0] == 0x7FFF_0000 << 12 for f in faults)
 
 
 def test_a_full_buffer_keeps_what_fits():

@@ -47,7 +47,8 @@ class GPUDevice:
         self.kernel_stats: dict[str, kernel_stats.KernelStats] = {}  # kernel name -> its dispatches (HWEMU_STATS)
         self.dispatches = 0
         self.code = InstructionCache(self.vm, self.arch)
-        self.sqtt = ThreadTrace(self.chip, self.vm) if self.chip.gen.sqtt_layout else None
+        self.sqtt = ThreadTrace(self.chip, self.vm, lambda rec: self.fault(None, rec)) \
+            if self.chip.gen.sqtt_layout else None
 
     # -- memory ------------------------------------------------------------------------------------------------
     def map(self, bo: BufferObject) -> None:

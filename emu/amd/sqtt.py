@@ -24,16 +24,18 @@ hwemu's model, the same on every run whatever the host's load:
   DISPATCH_GAP cycles after the one before;
 - execution tokens (ALUEXEC, VMEMEXEC), WAVERDY, WAVEALLOC, REG, EVENT, PERF and UTILCTR tokens are not written.
 A buffer too small keeps what fits (the write pointer stops at its last 32 bytes); a buffer the GPU VM cannot
-write stops that shader engine's trace with STATUS.write_error set. Nothing a driver programs here raises.
+write is a VM fault, reported to the driver as the hardware's UTCL2 reports one (a memory exception naming the
+address), and leaves STATUS.write_error set with nothing written. Nothing a driver programs here raises.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from emu.amd import target
 from emu.amd.exec.category import BRANCH, LDS, SALU, SMEM, VALU, VMEM, category
 from emu.amd.hw import pm4
-from emu.amd.memory import VM, GPUFault
+from emu.amd.memory import VM, FaultRecord, GPUFault
 
 DISPATCH_GAP = 64  # cycles between the end of a traced dispatch and its next one's first wave
 FLUSH_BYTES = 32  # the write pointer's unit
@@ -242,8 +244,9 @@ def _reg(gfx: int, name: str) -> int | None:
 class ThreadTrace:
     """The thread-trace unit of one GPU: its registers per shader engine and the streams being written."""
 
-    def __init__(self, chip: target.Target, vm: VM):
-        gfx, self.layout, self.chip, self.vm = chip.gen.gfx, chip.gen.sqtt_layout, chip, vm
+    def __init__(self, chip: target.Target, vm: VM, fault: Callable[[FaultRecord], None] | None = None):
+        """`fault`: where a VM fault of the trace's writes is reported (the GPU's fault path)."""
+        gfx, self.layout, self.chip, self.vm, self.fault = chip.gen.gfx, chip.gen.sqtt_layout, chip, vm, fault
         self.regs = {n: a for n in ("GRBM_GFX_INDEX", "SQ_THREAD_TRACE_BUF0_BASE", "SQ_THREAD_TRACE_BUF0_BASE_LO",
                                     "SQ_THREAD_TRACE_BUF0_BASE_HI", "SQ_THREAD_TRACE_BUF0_SIZE",
                                     "SQ_THREAD_TRACE_MASK", "SQ_THREAD_TRACE_TOKEN_MASK", "SQ_THREAD_TRACE_CTRL",
@@ -330,10 +333,14 @@ class ThreadTrace:
         base, room = self._base(se), max(self._size(se) - self.written[se], 0)
         data = bytes(s.data[:room - room % FLUSH_BYTES])
         try:
-            self.vm.write(base + self.written[se], data)
-        except GPUFault:
+            self.vm.check_range(base + self.written[se], len(data), True)
+        except GPUFault as e:
             self.error[se] = True
+            e.record.detail = f"thread trace of shader engine {se}: its buffer write"
+            if self.fault is not None:
+                self.fault(e.record)
             return
+        self.vm.write(base + self.written[se], data)
         self.written[se] += len(data)
 
     def recording(self, prog, lanes: int) -> Recording | None:
