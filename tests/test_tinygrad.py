@@ -338,3 +338,23 @@ def test_signal_polls_wait_for_the_engine_with_either_runtime(monkeypatch, rings
     if not rings_from_a_program:
         AMDQueueDesc().signal_doorbell(None, 7)
         assert rung == [7, "kick"]
+
+
+def test_a_buffer_dying_on_the_engine_thread_is_freed_by_the_client():
+    """A garbage collection on hwemu's engine thread may finalize a tinygrad Buffer; its free would wait for the
+    device (HCQ2 synchronizes first) on the device's own thread. The adapter keeps it until the client's next Buffer
+    finalizer frees it on the client's thread."""
+    check(run_tinygrad("""
+        import threading
+        from tinygrad import Tensor, dtypes
+        from tinygrad.device import Buffer
+        Tensor([1.0]).realize()  # the device is open: the adapter is in place
+        b = Buffer("AMD", 1024, dtypes.float32).allocate()
+        t = threading.Thread(target=b.__del__, name="hwemu-engine")
+        t.start()
+        t.join(60)
+        assert not t.is_alive() and b.is_allocated(), "freed on the engine thread"
+        other = Buffer("AMD", 16, dtypes.float32).allocate()
+        del other  # the client's next Buffer finalizer
+        assert not b.is_allocated(), "the client did not free it"
+        """, "MOCKKFD+AMD:LLVM"))

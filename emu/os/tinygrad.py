@@ -37,6 +37,12 @@ the engine would notice only by looking again and again (each look a wakeup, on 
 the adapter makes tinygrad's doorbell store also kick the engine, as the MMIO store wakes the hardware's command
 processor, and tells the engine so (emu.amd.doorbell: it then needs no looks).
 
+The engine thread allocates, so Python's garbage collector sometimes runs there, and with it the finalizers of the
+client's objects that died in a cycle. tinygrad's Buffer finalizer frees device memory, and HCQ2's free waits for
+the device first: on the engine thread, the device waiting for itself (a deadlock until tinygrad's wait gives up).
+So the adapter makes a tinygrad Buffer that dies on an engine thread wait, alive, until the client's next Buffer
+finalizer (or its next signal poll), which frees it on the client's thread, as it would have been.
+
 `install()` makes the module importable under that name before tinygrad asks for it, as an entry of
 sys.modules, so it wins over CPython's own `test` package and over a tinygrad checkout's `test/mockgpu`; it is
 a small module whose class is built on first use, so tinygrad may import it while its own hcq module is still
@@ -126,9 +132,37 @@ def _with_fault_hook(base: type) -> type:
     return TinygradMockFileIO
 
 
+ENGINE_THREAD = "hwemu-engine"  # emu.amd.queue.Engine's thread name
+_deferred: list = []  # tinygrad Buffers that died on an engine thread, freed by the client's thread
+
+
+def _free_deferred(tinygrads_del) -> None:
+    while _deferred:
+        tinygrads_del(_deferred.pop())
+
+
+def _defer_buffer_frees() -> None:
+    """Make a tinygrad Buffer that dies on an engine thread wait for the client's thread (the module docstring)."""
+    buffer = getattr(sys.modules.get("tinygrad.device"), "Buffer", None)
+    if buffer is None or getattr(buffer.__del__, "__hwemu__", False):
+        return
+    tinygrads_del = buffer.__del__
+
+    def __del__(self) -> None:
+        if threading.current_thread().name == ENGINE_THREAD:
+            _deferred.append(self)  # alive again; CPython will not finalize it twice
+            return
+        _free_deferred(tinygrads_del)
+        tinygrads_del(self)
+    __del__.__hwemu__ = True
+    __del__.tinygrads = tinygrads_del
+    buffer.__del__ = __del__
+
+
 def _on_engine(engine) -> None:
-    """Make tinygrad's AMD signal poll wait for `engine`'s progress between reads, and its doorbell stores kick the
-    engine (see the module docstring)."""
+    """Make tinygrad's AMD signal poll wait for `engine`'s progress between reads, its doorbell stores kick the
+    engine, and its Buffers that die on the engine thread be freed by the client (see the module docstring)."""
+    _defer_buffer_frees()
     hcq2 = getattr(sys.modules.get("tinygrad.runtime.support.hcq2"), "HCQ2Compiled", None)
     if hcq2 is not None:  # HCQ2 takes its wall-time wait from a class attribute, not HCQDEV_WAIT_TIMEOUT_MS
         hcq2.wait_timeout_ms = float(os.environ.get("HCQDEV_WAIT_TIMEOUT_MS", WAIT_TIMEOUT_MS))
@@ -139,6 +173,8 @@ def _on_engine(engine) -> None:
     tinygrads_sleep, seen = signal._sleep, threading.local()
 
     def _sleep(self, time_spent_since_last_sleep_ms: int) -> None:
+        if _deferred:
+            _free_deferred(sys.modules["tinygrad.device"].Buffer.__del__.tinygrads)
         tinygrads_sleep(self, time_spent_since_last_sleep_ms)
         seen.count = engine.wait_progress(getattr(seen, "count", -1), POLL_SLEEP)
     _sleep.__hwemu__ = True
