@@ -49,6 +49,14 @@ class Packet:
     fields: dict[str, tuple[int, int]]  # name -> (lowest bit, width)
 
 
+def _wave_event(code: int, nibbles: int, delta: int, wgp: int, wave: int) -> Packet:
+    """WAVESTART / WAVEEND: the delta field's width, then shader array, SIMD and a WGP field of `wgp` bits in a
+    row, and the wave slot at bit `wave`."""
+    lo = 5 + delta
+    return Packet(code, 5, nibbles, {"delta": (5, delta), "sa": (lo, 1), "simd": (lo + 1, 2), "wgp": (lo + 3, wgp),
+                                     "wave": (wave, 5)})
+
+
 _COMMON = {"VALUINST": Packet(0b011, 3, 3, {"delta": (3, 3), "flag": (6, 1), "wave": (7, 5)}),
            "IMMEDIATE": Packet(0b1101, 4, 3, {"delta": (4, 3), "wave": (7, 5)}),
            "NOP": Packet(0b0000, 4, 1, {}),
@@ -56,17 +64,13 @@ _COMMON = {"VALUINST": Packet(0b011, 3, 3, {"delta": (3, 3), "flag": (6, 1), "wa
 LAYOUTS = {
     3: {**_COMMON,
         "TS_DELTA_OR_MARK": Packet(0b0000001, 7, 12, {"pl": (8, 1), "rt": (9, 1), "delta": (12, 36)}),
-        "WAVESTART": Packet(0b01100, 5, 8, {"delta": (5, 2), "sa": (7, 1), "simd": (8, 2), "wgp": (10, 3),
-                                            "wave": (13, 5)}),
-        "WAVEEND": Packet(0b10101, 5, 5, {"delta": (5, 3), "sa": (8, 1), "simd": (9, 2), "wgp": (11, 3),
-                                          "wave": (15, 5)}),
+        "WAVESTART": _wave_event(0b01100, 8, delta=2, wgp=3, wave=13),
+        "WAVEEND": _wave_event(0b10101, 5, delta=3, wgp=3, wave=15),
         "INST": Packet(0b010, 3, 5, {"delta": (4, 3), "wave": (8, 5), "op": (13, 7)})},
     4: {**_COMMON,
         "TS_DELTA_OR_MARK": Packet(0b0000001, 7, 16, {"rt": (7, 1), "pl": (8, 1), "delta": (12, 52)}),
-        "WAVESTART": Packet(0b01100, 5, 8, {"delta": (5, 2), "sa": (7, 1), "simd": (8, 2), "wgp": (10, 4),
-                                            "wave": (15, 5)}),
-        "WAVEEND": Packet(0b10101, 5, 5, {"delta": (5, 3), "sa": (8, 1), "simd": (9, 2), "wgp": (11, 4),
-                                          "wave": (15, 5)}),
+        "WAVESTART": _wave_event(0b01100, 8, delta=2, wgp=4, wave=15),
+        "WAVEEND": _wave_event(0b10101, 5, delta=3, wgp=4, wave=15),
         "INST": Packet(0b010, 3, 5, {"delta": (3, 3), "wave": (7, 5), "op": (12, 8)})},
 }
 

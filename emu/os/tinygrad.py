@@ -134,11 +134,12 @@ def _with_fault_hook(base: type) -> type:
 
 ENGINE_THREAD = "hwemu-engine"  # emu.amd.queue.Engine's thread name
 _deferred: list = []  # tinygrad Buffers that died on an engine thread, freed by the client's thread
+_tinygrads_del: list = []  # tinygrad's own Buffer.__del__, once replaced
 
 
-def _free_deferred(tinygrads_del) -> None:
+def _free_deferred() -> None:
     while _deferred:
-        tinygrads_del(_deferred.pop())
+        _tinygrads_del[0](_deferred.pop())
 
 
 def _defer_buffer_frees() -> None:
@@ -146,16 +147,15 @@ def _defer_buffer_frees() -> None:
     buffer = getattr(sys.modules.get("tinygrad.device"), "Buffer", None)
     if buffer is None or getattr(buffer.__del__, "__hwemu__", False):
         return
-    tinygrads_del = buffer.__del__
+    _tinygrads_del.append(buffer.__del__)
 
     def __del__(self) -> None:
         if threading.current_thread().name == ENGINE_THREAD:
             _deferred.append(self)  # alive again; CPython will not finalize it twice
             return
-        _free_deferred(tinygrads_del)
-        tinygrads_del(self)
+        _free_deferred()
+        _tinygrads_del[0](self)
     __del__.__hwemu__ = True
-    __del__.tinygrads = tinygrads_del
     buffer.__del__ = __del__
 
 
@@ -173,8 +173,7 @@ def _on_engine(engine) -> None:
     tinygrads_sleep, seen = signal._sleep, threading.local()
 
     def _sleep(self, time_spent_since_last_sleep_ms: int) -> None:
-        if _deferred:
-            _free_deferred(sys.modules["tinygrad.device"].Buffer.__del__.tinygrads)
+        _free_deferred()
         tinygrads_sleep(self, time_spent_since_last_sleep_ms)
         seen.count = engine.wait_progress(getattr(seen, "count", -1), POLL_SLEEP)
     _sleep.__hwemu__ = True
