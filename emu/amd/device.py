@@ -46,6 +46,8 @@ class GPUDevice:
         self.stats: dict[str, int] = {}
         self.kernel_stats: dict[str, kernel_stats.KernelStats] = {}  # kernel name -> its dispatches (HWEMU_STATS)
         self.dispatches = 0
+        self._validated: tuple = ()  # (engine kicks, doorbells) when revalidate last queried the USERPTR mappings
+        self._validated_user: tuple = ()  # and those mappings
         self.code = InstructionCache(self.vm, self.arch)
         self.sqtt = ThreadTrace(self.chip, self.vm, lambda rec: self.fault(None, rec)) \
             if self.chip.gen.sqtt_layout else None
@@ -64,12 +66,18 @@ class GPUDevice:
         client unmapped or protected (no longer readable, or writable when the buffer is) is taken out of the VM, so
         the GPU faults on it instead of touching a stale view of the host address (the driver's MMU-notifier
         invalidation; the buffer stays invalid until it is unmapped from the GPU and mapped again). A query per
-        USERPTR mapping (emu.amd.usermem.inaccessible); nothing without them. True if a mapping was invalidated."""
-        user = list(self.vm.user)
+        USERPTR mapping (emu.amd.usermem.inaccessible), made when the client may have unmapped pages since the last
+        one and then rung a doorbell or kicked the engine (a submission or a wait): work it submitted after unmapping
+        never touches the pages. (Pages unmapped while work submitted before still uses them are the client's
+        use-after-free, as on the hardware.) True if a mapping was invalidated."""
+        user, kicks, bells = self.vm.user, self.engine.doorbells.kicks, self.doorbells.tobytes()
+        if not user or self._validated == (kicks, bells) and self._validated_user is user:
+            return False
         gone = [user[i] for i in inaccessible([(m.host, m.size, m.writable) for m in user])]
         for m in gone:
             self.vm.invalidate(m)
             self.code.forget(m)
+        self._validated, self._validated_user = (kicks, bells), self.vm.user
         return bool(gone)
 
     # -- queues ------------------------------------------------------------------------------------------------

@@ -111,12 +111,14 @@ class Doorbells:
 
     def __init__(self) -> None:
         self.kicked = np.zeros(1, np.int64)
+        self.kicks = 0  # kicks so far: a client acted since a count was read (GPUDevice.revalidate)
         self._futex_args = (ctypes.c_long(_FUTEX or 0), ctypes.c_void_p(self.kicked.ctypes.data),
                             ctypes.c_long(FUTEX_WAKE_PRIVATE), ctypes.c_long(1))
         self.wake = threading.Event()
         self.announced = False  # every doorbell store is followed by a kick: no looks needed (module docstring)
 
     def kick(self) -> None:
+        self.kicks += 1
         self.kicked[0] = 1
         if _FUTEX is not None:
             _wake(*self._futex_args)

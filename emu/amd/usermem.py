@@ -93,6 +93,10 @@ class _ProcmapQuery(ctypes.Structure):
 PROCMAP_QUERY = 3 << 30 | ctypes.sizeof(_ProcmapQuery) << 16 | ord("f") << 8 | 17  # _IOWR('f', 17, ...)
 VMA_READABLE, VMA_WRITABLE = 1, 2
 _maps: tuple[int, int | None] = (-1, None)  # (pid, fd of its /proc/self/maps or None without PROCMAP_QUERY)
+# The query keeps the GIL (PyDLL): it returns in about a microsecond, and a call that let the GIL go would wait up
+# to a switch interval to get it back from a busy client thread, once per query.
+_query = ctypes.PyDLL(None, use_errno=True).ioctl
+_query.argtypes, _query.restype = (ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p), ctypes.c_int
 
 
 def _maps_fd() -> int | None:
@@ -125,6 +129,7 @@ def inaccessible(ranges: list[tuple[int, int, bool]]) -> list[int]:
     if fd is None:
         return [i for i, (a, n, w) in enumerate(ranges) if not is_mapped(a, n, w)]
     q = _ProcmapQuery(size=ctypes.sizeof(_ProcmapQuery), query_flags=VMA_READABLE)
+    ref = ctypes.addressof(q)
     seen: list[tuple[int, int, int]] = []  # (start, end, flags) of the mappings queried so far
 
     def vma(pos: int) -> tuple[int, int, int] | None:
@@ -132,12 +137,11 @@ def inaccessible(ranges: list[tuple[int, int, bool]]) -> list[int]:
             if v[0] <= pos < v[1]:
                 return v
         q.query_addr = pos
-        try:
-            fcntl.ioctl(fd, PROCMAP_QUERY, q)
-        except OSError as e:
-            if e.errno == errno.ENOENT:
+        if _query(fd, PROCMAP_QUERY, ref) != 0:
+            err = ctypes.get_errno()
+            if err == errno.ENOENT:
                 return None
-            raise
+            raise OSError(err, f"PROCMAP_QUERY at {pos:#x}: {os.strerror(err)}")
         seen.append((q.vma_start, q.vma_end, q.vma_flags))
         return seen[-1]
 
