@@ -4,7 +4,8 @@ A PM4 queue's runtime programs the registers itself (SET_SH_REG, then DISPATCH_D
 packet the packet processor programs them from the packet, the kernel descriptor and the queue's amd_queue_t, as
 the firmware does (emu.amd.aql); the runner API (emu.amd.gpu) submits AQL packets, and tinygrad's run_asm
 (emu.os.tinygrad_emu) gives registers directly. Here, once for all of them: the launch limits, the wave size, the
-LDS and scratch the registers describe, the decoded code, the run and its statistics.
+LDS and scratch the registers describe, the decoded code, the run and its statistics, the thread trace
+(emu.amd.sqtt) and the performance counters (emu.amd.perfmon) of its waves.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from emu.amd.hw.kd import Rsrc1, Rsrc2
 from emu.amd.icache import InstructionCache
 from emu.amd.limits import MAX_WORKGROUP_SIZE, check_work
 from emu.amd.memory import VM
+from emu.amd.perfmon import PerfMonitor
 from emu.amd.queue import CPError
 from emu.amd.sqtt import ThreadTrace
 
@@ -40,6 +42,7 @@ class ComputeRegisters:
     scratch_base: int = 0  # COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI as an address
     start: tuple[int, int, int] = (0, 0, 0)  # COMPUTE_START_X/Y/Z: the first workgroup's ids
     thread_trace: bool = False  # COMPUTE_THREAD_TRACE_ENABLE: the thread trace records its waves
+    perfcount: bool = False  # COMPUTE_PERFCOUNT_ENABLE: the SQ's performance counters count its waves
 
 
 def with_lds(rsrc2: Rsrc2, nbytes: int) -> Rsrc2:
@@ -63,11 +66,13 @@ def scratch_slots(chip: target.Target, tmpring: int) -> tuple[int, int]:
 
 
 class Device(Protocol):
-    """What a dispatch runs on: the GPU's VM, its chip, its instruction cache and thread-trace unit (if any)."""
+    """What a dispatch runs on: the GPU's VM, its chip, its instruction cache, thread-trace and performance-counter
+    units (if any)."""
     vm: VM
     chip: target.Target
     code: InstructionCache
     sqtt: ThreadTrace | None
+    perfmon: PerfMonitor | None
 
 
 class CountingDevice(Device, Protocol):
@@ -90,16 +95,19 @@ def launch(gpu: Device, regs: ComputeRegisters, grid: tuple[int, int, int], wher
     check_work(where, math.prod(grid) * math.prod(block), f"(grid {grid} x block {block})", lds,
                "COMPUTE_PGM_RSRC2.LDS_SIZE", chip.arch)
     lanes = chip.gen.lanes(regs.wave32)
-    prog = gpu.code.program(regs.pgm, lanes)
+    counting = gpu.perfmon.counting(regs.perfcount, lanes) if gpu.perfmon is not None else None
+    prog = gpu.code.program(regs.pgm, lanes, stats=counting is not None)
     waves, wave_bytes = scratch_slots(chip, regs.tmpring)
     trace = gpu.sqtt.recording(prog, lanes) if regs.thread_trace and gpu.sqtt is not None else None
     d = Dispatch(prog, regs.pgm, grid, block, lanes, regs.rsrc2, regs.user_data, lds, regs.scratch_base, wave_bytes,
-                 waves, regs.start, dispatch_id, regs.rsrc1, kernel, cancel, trace)
+                 waves, regs.start, dispatch_id, regs.rsrc1, kernel, cancel, trace, counting)
     try:
         return run_dispatch(gpu.vm, d, chip.arch, timeout)
     finally:
         gpu.code.seal(regs.pgm, prog)
         if trace is not None:
             trace.close()
+        if counting is not None:
+            counting.close()
 
 

@@ -248,7 +248,7 @@ class ComputeQueue(Queue):
         ctl, src, dst = body[0], body[1] | body[2] << 32, body[3] | body[4] << 32
         bits = 64 if COPY_COUNT_SEL.get(ctl) else 32
         s = COPY_SRC_SEL.get(ctl)
-        if s in (SEL_REGISTER, SEL_PERFCOUNTERS):  # the counters modelled are the thread trace's registers
+        if s in (SEL_REGISTER, SEL_PERFCOUNTERS):  # counters are the registers of the GPU's units (emu.amd.perfmon)
             value = self._reg(body[1])
         elif s in (SEL_MEMORY, SEL_TC_L2):
             value = self._load(src, bits)
@@ -297,22 +297,28 @@ class ComputeQueue(Queue):
             tuple(p.NUM_THREAD_FULL.get(r(p.COMPUTE_NUM_THREAD_X + i, 1)) for i in range(3)),
             bool(p.DISPATCH_INITIATOR_CS_W32_EN.get(initiator)), r(p.COMPUTE_TMPRING_SIZE, 0),
             (r(p.COMPUTE_DISPATCH_SCRATCH_BASE_LO, 0) | r(p.COMPUTE_DISPATCH_SCRATCH_BASE_HI, 0) << 32)
-            << p.SCRATCH_BASE_SHIFT, tuple(r(p.COMPUTE_START_X + i, 0) for i in range(3)), self.thread_trace)
+            << p.SCRATCH_BASE_SHIFT, tuple(r(p.COMPUTE_START_X + i, 0) for i in range(3)), self.thread_trace,
+            bool(r(p.COMPUTE_PERFCOUNT_ENABLE, 0) & 1))
         gpu = self.gpu
         gpu.dispatches += 1
         gpu.add_stats(launch(gpu, regs, grid, f"DISPATCH at queue {self.id} dword {self.rptr}",
                              dispatch_id=gpu.dispatches - 1, cancel=self.cancel))
         return True
 
-    # -- the register file: the thread-trace unit's registers are the GPU's, the others this queue's -------------
+    # -- the register file: the thread-trace and performance-counter units' registers are the GPU's, the others
+    # this queue's ------------------------------------------------------------------------------------------------
+    def _unit(self, addr: int):
+        """The GPU's unit (emu.amd.sqtt, emu.amd.perfmon) that holds register `addr`, or None."""
+        return next((u for u in (self.gpu.sqtt, self.gpu.perfmon) if u is not None and u.owns(addr)), None)
+
     def _reg(self, addr: int) -> int:
-        t = self.gpu.sqtt
-        return t.read(addr) if t is not None and t.owns(addr) else self.regs.get(addr, 0)
+        u = self._unit(addr)
+        return u.read(addr) if u is not None else self.regs.get(addr, 0)
 
     def _set_reg(self, addr: int, value: int) -> None:
-        t = self.gpu.sqtt
-        if t is not None and t.owns(addr):
-            t.write(addr, value)
+        u = self._unit(addr)
+        if u is not None:
+            u.write(addr, value)
         else:
             self.regs[addr] = value
 

@@ -17,8 +17,10 @@ from emu.amd.aql import AQLQueue
 from emu.amd.bo import BufferObject, Heap
 from emu.amd.cp import ComputeQueue
 from emu.amd.dispatch import Stats
+from emu.amd.grbm import GfxIndex
 from emu.amd.icache import InstructionCache
 from emu.amd.memory import PAGE, VM, FaultRecord
+from emu.amd.perfmon import PerfMonitor
 from emu.amd.queue import HALTED, RUNNING, Queue
 from emu.amd.sdma import SDMAQueue
 from emu.amd.sqtt import ThreadTrace
@@ -49,8 +51,10 @@ class GPUDevice:
         self._validated: tuple = ()  # (engine kicks, doorbells) when revalidate last queried the USERPTR mappings
         self._validated_user: tuple = ()  # and those mappings
         self.code = InstructionCache(self.vm, self.arch)
-        self.sqtt = ThreadTrace(self.chip, self.vm, lambda rec: self.fault(None, rec)) \
+        self.grbm = GfxIndex(self.chip)  # GRBM_GFX_INDEX, which the units below select their instances by
+        self.sqtt = ThreadTrace(self.chip, self.vm, lambda rec: self.fault(None, rec), self.grbm) \
             if self.chip.gen.sqtt_layout else None
+        self.perfmon = PerfMonitor(self.chip, self.grbm) if self.chip.gen.sqtt_layout else None
 
     # -- memory ------------------------------------------------------------------------------------------------
     def map(self, bo: BufferObject) -> None:

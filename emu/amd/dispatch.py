@@ -64,6 +64,7 @@ class Dispatch:
     kernel: fault.Kernel | None = None  # what the launcher knows of the kernel, for fault reports
     cancel: Cancel | None = None  # its queue's: set when the queue is destroyed while the dispatch runs
     trace: object | None = None  # what records its waves' instructions (emu.amd.sqtt.Recording); else HWEMU_TRACE's
+    counters: object | None = None  # what is told the statistics after each workgroup (emu.amd.perfmon.Counting)
 
 
 @dataclass
@@ -114,6 +115,8 @@ def _run_dispatch(vm: VM, d: Dispatch, arch: str, timeout: float | None, on_work
         with np.errstate(all="ignore"):  # for every wave's run (emu.amd.exec.wave.run) at once
             return _run(vm, d, slots, deadline, on_workgroup, stats)
     except GPUFault as e:
+        if d.counters is not None:  # the part of its workgroup the fault left
+            d.counters.workgroup(stats)
         rec = e.record
         if rec.kind == "watchdog":
             name = dispatch_name(vm, d)
@@ -129,6 +132,7 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
     gx, gy, gz = d.grid
     total = gx * gy * gz
     wg = 0
+    each = on_workgroup is not None or d.counters is not None  # one workgroup per native call
     while wg < total:
         launch = slots.launch()
         if launch is None or not GATE.enter():  # no native entry yet, or the process is exiting
@@ -136,9 +140,11 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
             _run_workgroup(slots.start(wg), d.program, stats, deadline, slots.limit)
             if on_workgroup is not None:
                 on_workgroup(wg, slots.ids(wg), [w.executed for w in slots.waves])
+            if d.counters is not None:
+                d.counters.workgroup(stats)
             wg += 1
             continue
-        end = total if on_workgroup is None else wg + 1
+        end = wg + 1 if each else total
         fn, arm, looped = slots.region()
         t0 = time.thread_time()
         try:
@@ -165,6 +171,8 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
             wg += 1
         if on_workgroup is not None:
             on_workgroup(wg - 1, slots.ids(wg - 1), launch.executed() if native else [w.executed for w in slots.waves])
+        if d.counters is not None:
+            d.counters.workgroup(stats)
     return stats
 
 

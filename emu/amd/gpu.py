@@ -91,7 +91,7 @@ class GPU:
         self.last_stats: Stats | None = None
         self.kernel_stats: dict[str, kernel_stats.KernelStats] = {}  # kernel name -> its launches (HWEMU_STATS)
         self.code = InstructionCache(self.vm, self.arch)
-        self.sqtt = None  # the runner has no thread trace
+        self.sqtt = self.perfmon = None  # the runner has no thread trace nor performance counters
         self._queue = self.vm.alloc(hsa.QUEUE_BYTES, name="queue")  # its amd_queue_t
         self._serial = next(self._serials)
         self._buffers: dict[int, Buffer] = {}  # live buffers by address

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from emu.amd.exec import category
 from emu.amd.exec.wave import Program
 from emu.amd.memory import VM, FaultRecord, GPUFault
 
@@ -34,26 +35,28 @@ class _Code:
 class InstructionCache:
     def __init__(self, vm: VM, arch: str):
         self.vm, self.arch = vm, arch
-        self._code: dict[tuple[int, int], _Code] = {}  # (code mapping va, lanes) -> decoded code
+        self._code: dict[tuple[int, int, bool], _Code] = {}  # (code mapping va, lanes, stats) -> decoded code
 
-    def program(self, entry: int, lanes: int) -> Program:
-        """Decoded code for waves of `lanes` starting at `entry` (faults if the address is unmapped). Code decoded
-        before is reused while the bytes it was decoded from are unchanged."""
+    def program(self, entry: int, lanes: int, stats: bool = False) -> Program:
+        """Decoded code for waves of `lanes` starting at `entry` (faults if the address is unmapped), tallying
+        wave-instructions by category under HWEMU_STATS or when `stats` asks (the performance counters count). Code
+        decoded before is reused while the bytes it was decoded from are unchanged."""
         fetch_code(self.vm, entry, 4)
         m = self.vm.mapping(entry)
-        c = self._code.get((m.va, lanes))
+        stats = stats or category.enabled()
+        c = self._code.get((m.va, lanes, stats))
         if c is not None and c.mapping is m and np.array_equal(m.buf[c.lo:c.lo + len(c.data)], c.data):
             return c.program
         vm = self.vm
-        prog = Program(self.arch, lanes, lambda pc, n: fetch_code(vm, pc, n))
-        self._code[(m.va, lanes)] = _Code(m, prog)
+        prog = Program(self.arch, lanes, lambda pc, n: fetch_code(vm, pc, n), stats)
+        self._code[(m.va, lanes, stats)] = _Code(m, prog)
         return prog
 
     def seal(self, entry: int, prog: Program) -> None:
         """After a dispatch of `prog` from `entry`: remember the bytes it has decoded so far, to notice when they
         change (nothing if its code was unmapped or decoded again meanwhile)."""
         m = self.vm.mapping(entry)
-        c = self._code.get((m.va, prog.lanes)) if m is not None else None
+        c = self._code.get((m.va, prog.lanes, prog.stats)) if m is not None else None
         if c is None or c.program is not prog or not prog.insts:
             return
         m = c.mapping

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from emu.amd import target
 from emu.amd.exec.category import BRANCH, LDS, SALU, SMEM, VALU, VMEM, category
+from emu.amd.grbm import GfxIndex
 from emu.amd.hw import pm4
 from emu.amd.memory import VM, FaultRecord, GPUFault
 
@@ -248,19 +249,21 @@ def _reg(gfx: int, name: str) -> int | None:
 class ThreadTrace:
     """The thread-trace unit of one GPU: its registers per shader engine and the streams being written."""
 
-    def __init__(self, chip: target.Target, vm: VM, fault: Callable[[FaultRecord], None] | None = None):
-        """`fault`: where a VM fault of the trace's writes is reported (the GPU's fault path)."""
+    def __init__(self, chip: target.Target, vm: VM, fault: Callable[[FaultRecord], None] | None = None,
+                 index: GfxIndex | None = None):
+        """`fault`: where a VM fault of the trace's writes is reported (the GPU's fault path); `index`: the GPU's
+        GRBM_GFX_INDEX (its own one if not given)."""
         gfx, self.layout, self.chip, self.vm, self.fault = chip.gen.gfx, chip.gen.sqtt_layout, chip, vm, fault
-        self.regs = {n: a for n in ("GRBM_GFX_INDEX", "SQ_THREAD_TRACE_BUF0_BASE", "SQ_THREAD_TRACE_BUF0_BASE_LO",
+        self.index = index or GfxIndex(chip)
+        self.regs = {n: a for n in ("SQ_THREAD_TRACE_BUF0_BASE", "SQ_THREAD_TRACE_BUF0_BASE_LO",
                                     "SQ_THREAD_TRACE_BUF0_BASE_HI", "SQ_THREAD_TRACE_BUF0_SIZE",
                                     "SQ_THREAD_TRACE_MASK", "SQ_THREAD_TRACE_TOKEN_MASK", "SQ_THREAD_TRACE_CTRL",
                                     "SQ_THREAD_TRACE_WPTR", "SQ_THREAD_TRACE_STATUS")
                      if (a := _reg(gfx, n)) is not None}
         self.owned = frozenset(a for n, (a, _) in pm4.REGS[gfx].items() if n.startswith("SQ_THREAD_TRACE_")) | {
-            self.regs["GRBM_GFX_INDEX"]}
+            self.index.addr}
         self.fields = {n: pm4.REGS[gfx][n][1] for n in self.regs}
         self.events = pm4.EVENTS[gfx]
-        self.index = 1 << 31  # GRBM_GFX_INDEX: broadcast to every shader engine
         self.values: list[dict[int, int]] = [{} for _ in range(chip.shader_engines)]
         self.streams: list[Stream | None] = [None] * chip.shader_engines
         self.written = [0] * chip.shader_engines  # bytes of each engine's buffer written so far
@@ -271,22 +274,15 @@ class ThreadTrace:
     def owns(self, addr: int) -> bool:
         return addr in self.owned
 
-    def _engines(self) -> range:
-        f = self.fields["GRBM_GFX_INDEX"]
-        if f["se_broadcast_writes"].get(self.index):
-            return range(len(self.values))
-        se = f["se_index"].get(self.index)
-        return range(se, se + 1) if se < len(self.values) else range(0)
-
     def _get(self, se: int, name: str, field: str) -> int:
         a = self.regs.get(name)
         return 0 if a is None else self.fields[name][field].get(self.values[se].get(a, 0))
 
     def write(self, addr: int, value: int) -> None:
-        if addr == self.regs["GRBM_GFX_INDEX"]:
-            self.index = value
+        if addr == self.index.addr:
+            self.index.value = value
             return
-        for se in self._engines():
+        for se in self.index.engines(len(self.values)):
             was = self._get(se, "SQ_THREAD_TRACE_CTRL", "mode")
             self.values[se][addr] = value
             now = self._get(se, "SQ_THREAD_TRACE_CTRL", "mode")
@@ -294,7 +290,9 @@ class ThreadTrace:
                 self._start(se) if now else self._flush(se)
 
     def read(self, addr: int) -> int:
-        se = next(iter(self._engines()), 0)
+        if addr == self.index.addr:
+            return self.index.value
+        se = next(iter(self.index.engines(len(self.values))), 0)
         if addr == self.regs["SQ_THREAD_TRACE_WPTR"]:
             base = self._base(se) if self.chip.sqtt_wptr_absolute else 0
             return ((base + self.written[se]) // FLUSH_BYTES) & 0x1FFFFFFF

@@ -132,7 +132,7 @@ class _HostGPU:
 
     def __init__(self, chip):
         from emu.amd.icache import InstructionCache
-        self.vm, self.chip, self.sqtt = HostVM(), chip, None
+        self.vm, self.chip, self.sqtt, self.perfmon = HostVM(), chip, None, None
         self.code = InstructionCache(self.vm, chip.arch)
 
 

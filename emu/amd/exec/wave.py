@@ -42,8 +42,9 @@ SLICE = 1 << 16  # instructions between the watchdog's looks at the clock
 class Program:
     """Decoded code with lazily built execution plans, for one processor (or family) and wave size."""
 
-    def __init__(self, arch: str, lanes: int, fetch):
-        """`fetch(pc, n) -> bytes` reads up to n bytes of code at pc (raises GPUFault when unmapped)."""
+    def __init__(self, arch: str, lanes: int, fetch, stats: bool | None = None):
+        """`fetch(pc, n) -> bytes` reads up to n bytes of code at pc (raises GPUFault when unmapped); `stats`: tally
+        wave-instructions by category (default: HWEMU_STATS)."""
         self.family, self.lanes = isa.name(arch), lanes  # its instruction set (the generation's)
         self.fetch = fetch
         self.steps: dict[int, object] = {}
@@ -55,7 +56,7 @@ class Program:
         self.planner = Planner(arch, lanes)
         self.tier = jit.tier()
         self.hot = None if self.tier in ("interp", "threaded") else jit.hot_threshold(self.tier)
-        self.stats = category.enabled()  # steps and native regions tally their instructions by category
+        self.stats = category.enabled() if stats is None else stats  # steps and native regions tally by category
         lean = self.tier != "ref"  # the lean interpreter runs what native code does not
         self.interp = Interp(self.planner, self.inst) if lean else None
         self.threaded = threaded.Table(self, sync=self.tier == "threaded") \

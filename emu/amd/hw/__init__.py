@@ -1,8 +1,9 @@
 """The hardware's own definitions, converted once from the vendor headers of the pinned tinygrad wheel.
 
 Kernel-descriptor layout (amdgpu_kd.py), PM4 opcodes and packet fields (am/pm4_soc15.py for gfx9,
-am/pm4_nv.py for gfx10+), the offsets and fields of the compute and thread-trace registers (am/regs.py, GC segment
-bases from am/{vega,navi}_offsets.py), event types (am/soc_{9,11,12}.py), SDMA packets (am/sdma_{4,5,6}_0_0.py),
+am/pm4_nv.py for gfx10+), the offsets and fields of the compute, thread-trace and performance-counter registers
+(am/regs.py, GC segment bases from am/{vega,navi}_offsets.py), the performance counters' select indices per block
+(am/pmc.py, from ROCm's counter definitions), event types (am/soc_{9,11,12}.py), SDMA packets (am/sdma_{4,5,6}_0_0.py),
 HSA/AMD queue structures (hsa.py), the KFD ioctl interface (kfd.py: the kernel's linux/kfd_ioctl.h) and the render
 node's AMDGPU_INFO query (amdgpu_drm.py: linux/amdgpu_drm.h) are read as source text with `ast`
 (emu.amd.hw.vendor; tinygrad is never imported), reduced to plain tables and cached on disk per wheel version and
@@ -16,11 +17,12 @@ from pathlib import Path
 
 from emu import cache
 
-SCHEMA = 4  # bump when the cached representation changes
+SCHEMA = 5  # bump when the cached representation changes
 GC_TABLES = {9: ("gc_9_4_3", "am/vega_offsets.py"), 11: ("gc_11_0_0", "am/navi_offsets.py"),
              12: ("gc_12_0_0", "am/navi_offsets.py")}  # gfx major -> register table, GC segment bases
 SOC_HEADERS = {9: "am/soc_9.py", 11: "am/soc_11.py", 12: "am/soc_12.py"}
-REG_PREFIXES = ("regCOMPUTE_", "regSQ_THREAD_TRACE_", "regGRBM_GFX_INDEX", "regSPI_CONFIG_CNTL")
+REG_PREFIXES = ("regCOMPUTE_", "regSQ_THREAD_TRACE_", "regGRBM_GFX_INDEX", "regSPI_CONFIG_CNTL", "regCP_PERFMON_CNTL",
+                "regSQ_PERFCOUNTER", "regGRBM_PERFCOUNTER", "regGL2C_PERFCOUNTER")
 PM4_HEADERS = {9: "am/pm4_soc15.py", 11: "am/pm4_nv.py", 12: "am/pm4_nv.py"}
 SDMA_HEADERS = {4: "am/sdma_4_0_0.py", 5: "am/sdma_5_0_0.py", 6: "am/sdma_6_0_0.py", 7: "am/sdma_6_0_0.py"}
 HSA_STRUCTS = ("struct_hsa_kernel_dispatch_packet_s", "struct_hsa_barrier_and_packet_s",
@@ -60,6 +62,12 @@ def _events(gfx: int) -> dict:
     from emu.amd.hw import vendor
     return {k: v for k, v in vendor.constants(SOC_HEADERS[gfx]).items()
             if k.startswith(("THREAD_TRACE_", "CS_PARTIAL_FLUSH"))}
+
+
+def _pmc() -> dict:
+    """Counter name -> {target ('gfx11', 'gfx12', 'gfx942', ...) -> (block, select index)}."""
+    from emu.amd.hw import vendor
+    return vendor.dict_display("am/pmc.py", "counters")
 
 
 def _pm4(rel: str) -> dict:
@@ -122,7 +130,8 @@ def convert() -> dict:
     """Every table emu.amd.hw presents, from the vendor headers (a few seconds: am/regs.py is large)."""
     return {"kd": _kd(), "regs": {g: _regs(g) for g in GC_TABLES}, "events": {g: _events(g) for g in SOC_HEADERS},
             "pm4": {g: _pm4(r) for g, r in PM4_HEADERS.items()},
-            "sdma": {v: _sdma(r) for v, r in SDMA_HEADERS.items()}, "hsa": _hsa(), "kfd": _kfd(), "drm": _drm()}
+            "sdma": {v: _sdma(r) for v, r in SDMA_HEADERS.items()}, "hsa": _hsa(), "kfd": _kfd(), "drm": _drm(),
+            "pmc": _pmc()}
 
 
 @functools.cache

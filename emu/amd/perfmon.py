@@ -1,0 +1,221 @@
+"""The performance counters (PMC) of RDNA3 and RDNA4: per-block counter registers the CP programs and reads.
+
+What a driver programs: GRBM_GFX_INDEX (emu.amd.grbm, shared with the thread trace) selects the instance a
+register access goes to; `<block>_PERFCOUNTERn_SELECT.perf_sel` chooses what counter n of that instance counts
+(the select indices are the vendor's, emu.amd.hw's `pmc` table); SQ_PERFCOUNTER_CTRL.cs_en lets the SQ count
+compute waves; CP_PERFMON_CNTL (gfx12: CP_PERFMON_CNTL_1).perfmon_state 0 stops the counters and resets them, 1
+counts, 2 stops them; a queue's dispatches are counted while its COMPUTE_PERFCOUNT_ENABLE is set. The driver then
+reads `<block>_PERFCOUNTERn_LO` / `_HI` of each instance with COPY_DATA (emu.amd.cp). Dispatches run to completion
+before the next packet, so a read sees what a sample (perfmon_sample_enable) would.
+
+Blocks and instances:
+- SQ: one per WGP, selected by shader engine, shader array and instance_index = wgp << 2; counter k is selected by
+  SQ_PERFCOUNTER{2k}_SELECT and read at SQ_PERFCOUNTER{k}_LO, 32 bits (the odd selects keep what is written);
+- GRBM: one for the GPU, 64-bit counters;
+- GL2C: registers kept, every counter reads 0 (hwemu models no cache).
+
+What is counted (the rest of the vendor's selects read 0): a dispatch counted runs with the per-category statistics
+of HWEMU_STATS on (emu.amd.exec.category), so the counters are the same numbers. Its workgroups go to the chip's
+WGPs round robin, engines first (workgroup n to engine n % SEs, then arrays, then WGPs), each WGP's SQ counting
+the workgroups it was given: SQ_WAVES, SQ_INSTS_{SALU, VALU, SMEM, LDS} (and _VMEM, _BRANCH where the table names
+them), SQ_WAVE32_INSTS / SQ_WAVE64_INSTS, SQ_INSTS_WAVE32_VALU / _LDS, and SQ_BUSY_CYCLES: the cycles of the thread
+trace's model (emu.amd.sqtt.cycles) for each category's instructions (VALU as plain VALU, memory and LDS 4, the rest
+1) plus one per wave, the waves of a WGP issuing one after another. GRBM_GUI_ACTIVE adds, per dispatch, the cycles
+of its busiest WGP (WGPs run side by side); GRBM_COUNT the same plus the model's gap between dispatches.
+Nothing a driver writes here raises.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from emu.amd import sqtt, target
+from emu.amd.dispatch import Stats
+from emu.amd.exec.category import BRANCH, LDS, OTHER, SALU, SMEM, VALU, VMEM
+from emu.amd.grbm import GfxIndex
+from emu.amd.hw import pm4, tables
+from emu.amd.hw.bits import Field
+
+RESET, COUNT, STOP = 0, 1, 2  # CP_PERFMON_CNTL.perfmon_state: disable and reset, start counting, stop counting
+SQ_WGP_SHIFT = 2  # GRBM_GFX_INDEX.instance_index of a WGP's SQ: wgp << 2
+PMC: dict[str, dict[str, tuple[str, int]]] = tables()["pmc"]  # name -> {target -> (block, select index)}
+_MODEL = {SALU: ("INST", sqtt.SALU_OP), VALU: ("VALUINST", 0), VMEM: ("INST", sqtt.GLOBAL_RD),
+          SMEM: ("INST", sqtt.SMEM_OP), LDS: ("INST", sqtt.LDS_RD), BRANCH: ("INST", sqtt.JUMP),
+          OTHER: ("IMMEDIATE", 0)}  # the thread-trace token a category's instructions are costed as
+
+
+@dataclass
+class Work:
+    """What one workgroup did: its waves and their wave-instructions by category."""
+    waves: int
+    categories: list[int]
+    lanes: int
+
+    def cycles(self) -> int:
+        return self.waves + sum(n * sqtt.cycles(*_MODEL[c], self.lanes) for c, n in enumerate(self.categories))
+
+    def count(self, name: str) -> int:
+        """The SQ counter `name`'s events in this work (0 for a counter hwemu does not model)."""
+        c, w32 = self.categories, self.lanes == 32
+        if name == "SQ_WAVES":
+            return self.waves
+        if name == "SQ_BUSY_CYCLES":
+            return self.cycles()
+        if name in ("SQ_WAVE32_INSTS", "SQ_WAVE64_INSTS"):
+            return sum(c) if w32 == (name == "SQ_WAVE32_INSTS") else 0
+        if name in ("SQ_INSTS_WAVE32_VALU", "SQ_INSTS_WAVE32_LDS"):
+            return c[VALU if name.endswith("VALU") else LDS] if w32 else 0
+        i = _INSTS.get(name)
+        return 0 if i is None else c[i]
+
+
+_INSTS = {"SQ_INSTS_SALU": SALU, "SQ_INSTS_VALU": VALU, "SQ_INSTS_VMEM": VMEM, "SQ_INSTS_SMEM": SMEM,
+          "SQ_INSTS_LDS": LDS, "SQ_INSTS_BRANCH": BRANCH}
+
+
+@dataclass
+class Block:
+    """One block's counters: (SELECT, LO, HI or None) addresses of each, and per (instance, counter) the select
+    written and the count."""
+    name: str
+    slots: list[tuple[int, int, int | None]]
+    sel: Field  # the SELECT register's perf_sel field
+    selects: dict[tuple, int] = field(default_factory=dict)
+    counts: dict[tuple, int] = field(default_factory=dict)
+
+
+class PerfMonitor:
+    """The performance-counter unit of one GPU."""
+
+    def __init__(self, chip: target.Target, index: GfxIndex):
+        gfx, regs = chip.gen.gfx, pm4.REGS[chip.gen.gfx]
+        self.chip, self.index = chip, index
+        self.names: dict[tuple[str, int], str] = {}  # (block, select index) -> counter name
+        for name, per_target in PMC.items():
+            where = per_target.get(f"gfx{gfx}") or per_target.get(chip.arch)  # tinygrad's and ROCm's keys for RDNA
+            if where is not None:
+                self.names.setdefault(tuple(where), name)
+        self.blocks: dict[str, Block] = {}
+        self.at: dict[int, tuple[Block, int, str]] = {}  # counter register -> (block, counter, "select"/"lo"/"hi")
+        for b in ("SQ", "GRBM", "GL2C"):
+            slots, n = [], 0
+            while (lo := regs.get(f"{b}_PERFCOUNTER{n}_LO")) is not None:
+                sel = regs.get(f"{b}_PERFCOUNTER{2 * n if b == 'SQ' else n}_SELECT")
+                hi = regs.get(f"{b}_PERFCOUNTER{n}_HI")
+                if sel is None:
+                    break
+                slots.append((sel[0], lo[0], hi and hi[0]))
+                n += 1
+            blk = self.blocks[b] = Block(b, slots, regs[f"{b}_PERFCOUNTER0_SELECT"][1]["perf_sel"])
+            for k, (s, lo, hi) in enumerate(slots):
+                self.at.update({s: (blk, k, "select"), lo: (blk, k, "lo")} | ({hi: (blk, k, "hi")} if hi else {}))
+        self.cntl = next(regs[n] for n in ("CP_PERFMON_CNTL_1", "CP_PERFMON_CNTL") if n in regs)
+        self.sq_ctrl = regs["SQ_PERFCOUNTER_CTRL"]
+        self.owned = frozenset(a for n, (a, _) in regs.items() if n.startswith(("SQ_PERFCOUNTER", "GRBM_PERFCOUNTER",
+                                                                                 "GL2C_PERFCOUNTER", "CP_PERFMON")))
+        self.owned |= {index.addr}
+        self.plain: dict[int, int] = {}  # the other owned registers: what was written
+        per_array = chip.cus // chip.arrays // 2
+        self.shape = (chip.shader_engines, chip.arrays_per_engine, per_array)
+        self.wgps = [(se, sa, w) for w in range(per_array) for sa in range(chip.arrays_per_engine)
+                     for se in range(chip.shader_engines)]  # workgroup n runs on wgps[n % len]
+
+    # -- registers ---------------------------------------------------------------------------------------------
+    def owns(self, addr: int) -> bool:
+        return addr in self.owned
+
+    def _instances(self, blk: Block) -> list[tuple]:
+        if blk.name != "SQ":
+            return [()]
+        ses, sas, wgps = self.shape
+        return [(se, sa, w) for se in self.index.engines(ses) for sa in self.index.arrays(sas)
+                for w in self.index.instances(wgps, SQ_WGP_SHIFT)]
+
+    @property
+    def state(self) -> int:
+        a, f = self.cntl
+        return f["perfmon_state"].get(self.plain.get(a, 0))
+
+    def write(self, addr: int, value: int) -> None:
+        value &= 0xFFFFFFFF
+        if addr == self.index.addr:
+            self.index.value = value
+            return
+        hit = self.at.get(addr)
+        if hit is None:
+            self.plain[addr] = value
+            if addr == self.cntl[0] and self.state == RESET:
+                for blk in self.blocks.values():
+                    blk.counts.clear()
+            return
+        blk, k, kind = hit
+        if kind == "select":  # counter registers themselves are read-only here
+            for i in self._instances(blk):
+                blk.selects[i, k] = value
+
+    def read(self, addr: int) -> int:
+        if addr == self.index.addr:
+            return self.index.value
+        hit = self.at.get(addr)
+        if hit is None:
+            return self.plain.get(addr, 0)
+        blk, k, kind = hit
+        inst = next(iter(self._instances(blk)), None)
+        if inst is None:
+            return 0
+        if kind == "select":
+            return blk.selects.get((inst, k), 0)
+        n = blk.counts.get((inst, k), 0)
+        return n & 0xFFFFFFFF if kind == "lo" else n >> 32 & 0xFFFFFFFF
+
+    def _name(self, blk: Block, inst: tuple, k: int) -> str | None:
+        return self.names.get((blk.name, blk.sel.get(blk.selects.get((inst, k), 0))))
+
+    # -- counting ----------------------------------------------------------------------------------------------
+    def counting(self, perfcount: bool, lanes: int) -> Counting | None:
+        """What credits a dispatch about to start to the counters, if they count (`perfcount`: its queue's
+        COMPUTE_PERFCOUNT_ENABLE; the SQ counts it when that and SQ_PERFCOUNTER_CTRL.cs_en are set)."""
+        if self.state != COUNT:
+            return None
+        a, f = self.sq_ctrl
+        return Counting(self, lanes, perfcount and bool(f["cs_en"].get(self.plain.get(a, 0))))
+
+    def credit_sq(self, wgp: tuple[int, int, int], work: Work) -> None:
+        blk = self.blocks["SQ"]
+        for k in range(len(blk.slots)):
+            name = self._name(blk, wgp, k)
+            if name is not None:
+                blk.counts[wgp, k] = blk.counts.get((wgp, k), 0) + work.count(name)
+
+    def credit_grbm(self, busy: int) -> None:
+        blk = self.blocks["GRBM"]
+        for k in range(len(blk.slots)):
+            name = self._name(blk, (), k)
+            n = busy if name == "GRBM_GUI_ACTIVE" else busy + sqtt.DISPATCH_GAP if name == "GRBM_COUNT" else 0
+            blk.counts[(), k] = blk.counts.get(((), k), 0) + n
+
+
+class Counting:
+    """One counted dispatch as it runs: told the dispatch's statistics after each workgroup (emu.amd.dispatch),
+    it credits the workgroup's share to the WGP it ran on; `close` credits the dispatch's cycles to the GRBM."""
+
+    def __init__(self, unit: PerfMonitor, lanes: int, sq: bool):
+        self.unit, self.lanes, self.sq = unit, lanes, sq
+        self.workgroups, self.waves, self.categories = 0, 0, [0] * len(_MODEL)
+        self.busy: dict[tuple[int, int, int], int] = {}
+
+    def workgroup(self, stats: Stats) -> None:
+        """The work `stats` gained since the last call is a workgroup's (or the part of one a fault left)."""
+        work = Work(stats.waves - self.waves, [a - b for a, b in zip(stats.categories, self.categories, strict=True)],
+                    self.lanes)
+        self.waves, self.categories = stats.waves, list(stats.categories)
+        if not work.waves:
+            return
+        wgps = self.unit.wgps
+        wgp = wgps[self.workgroups % len(wgps)]
+        self.workgroups += 1
+        self.busy[wgp] = self.busy.get(wgp, 0) + work.cycles()
+        if self.sq:
+            self.unit.credit_sq(wgp, work)
+
+    def close(self) -> None:
+        self.unit.credit_grbm(max(self.busy.values(), default=0))
