@@ -2,11 +2,12 @@
 
 What a driver programs: GRBM_GFX_INDEX (emu.amd.grbm, shared with the thread trace) selects the instance a
 register access goes to; `<block>_PERFCOUNTERn_SELECT.perf_sel` chooses what counter n of that instance counts
-(the select indices are the vendor's, emu.amd.hw's `pmc` table); SQ_PERFCOUNTER_CTRL.cs_en lets the SQ count
-compute waves; CP_PERFMON_CNTL (gfx12: CP_PERFMON_CNTL_1).perfmon_state 0 stops the counters and resets them, 1
-counts, 2 stops them; a queue's dispatches are counted while its COMPUTE_PERFCOUNT_ENABLE is set. The driver then
-reads `<block>_PERFCOUNTERn_LO` / `_HI` of each instance with COPY_DATA (emu.amd.cp). Dispatches run to completion
-before the next packet, so a read sees what a sample (perfmon_sample_enable) would.
+(the select indices are the vendor's, emu.amd.hw's `pmc` table); CP_PERFMON_CNTL (gfx12: CP_PERFMON_CNTL_1)
+.perfmon_state 0 stops the counters and resets them, 1 counts, 2 stops them. The SQ counts compute waves while
+SQ_PERFCOUNTER_CTRL.cs_en is set: those of dispatches whose queue set COMPUTE_PERFCOUNT_ENABLE, or of all while
+SQ_PERFCOUNTER_CTRL2.force_en is set. The driver reads `<block>_PERFCOUNTERn_LO` / `_HI` of each instance with
+COPY_DATA (emu.amd.cp). Dispatches run to completion before the next packet, so a read sees what a sample
+(perfmon_sample_enable) would.
 
 Blocks and instances:
 - SQ: one per WGP, selected by shader engine, shader array and instance_index = wgp << 2; counter k is selected by
@@ -109,7 +110,7 @@ class PerfMonitor:
             for k, (s, lo, hi) in enumerate(slots):
                 self.at.update({s: (blk, k, "select"), lo: (blk, k, "lo")} | ({hi: (blk, k, "hi")} if hi else {}))
         self.cntl = next(regs[n] for n in ("CP_PERFMON_CNTL_1", "CP_PERFMON_CNTL") if n in regs)
-        self.sq_ctrl = regs["SQ_PERFCOUNTER_CTRL"]
+        self.sq_ctrl, self.sq_ctrl2 = regs["SQ_PERFCOUNTER_CTRL"], regs["SQ_PERFCOUNTER_CTRL2"]
         self.owned = frozenset(a for n, (a, _) in regs.items() if n.startswith(("SQ_PERFCOUNTER", "GRBM_PERFCOUNTER",
                                                                                  "GL2C_PERFCOUNTER", "CP_PERFMON")))
         self.owned |= {index.addr}
@@ -172,12 +173,14 @@ class PerfMonitor:
 
     # -- counting ----------------------------------------------------------------------------------------------
     def counting(self, perfcount: bool, lanes: int) -> Counting | None:
-        """What credits a dispatch about to start to the counters, if they count (`perfcount`: its queue's
-        COMPUTE_PERFCOUNT_ENABLE; the SQ counts it when that and SQ_PERFCOUNTER_CTRL.cs_en are set)."""
+        """What credits a dispatch about to start to the counters, if they count. The SQ counts it when
+        SQ_PERFCOUNTER_CTRL.cs_en is set and either `perfcount` (its queue's COMPUTE_PERFCOUNT_ENABLE) or
+        SQ_PERFCOUNTER_CTRL2.force_en is."""
         if self.state != COUNT:
             return None
-        a, f = self.sq_ctrl
-        return Counting(self, lanes, perfcount and bool(f["cs_en"].get(self.plain.get(a, 0))))
+        (a, f), (a2, f2) = self.sq_ctrl, self.sq_ctrl2
+        forced = bool(f2["force_en"].get(self.plain.get(a2, 0)))
+        return Counting(self, lanes, (perfcount or forced) and bool(f["cs_en"].get(self.plain.get(a, 0))))
 
     def credit_sq(self, wgp: tuple[int, int, int], work: Work) -> None:
         blk = self.blocks["SQ"]
