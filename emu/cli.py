@@ -2,7 +2,8 @@
 
     hwemu info [--arch gfx1100] [--gpus N] [--real]   the KFD topology a runtime sees (like rocminfo)
     hwemu run [--dev DEV] -- CMD ARGS...              run a program with the mock devices visible to it
-    hwemu trace [--out FILE] [--dev DEV] -- CMD ARGS...   the same, writing a timeline of the emulated GPUs (Perfetto)
+    hwemu trace [--out FILE] [--dev DEV] [--thread-trace [FILTER]] -- CMD ARGS...
+                                                      the same, writing a timeline of the emulated GPUs (Perfetto)
     hwemu disasm ...                                  disassemble code objects or bytes (python -m emu.amd.asm.disasm)
     hwemu kernel ...                                  run one kernel of a code object (python -m emu.amd.run)
     hwemu hexagon [-strace] PROGRAM [ARGS...]         run a static Hexagon Linux program (python -m emu.dsp)
@@ -92,11 +93,21 @@ def run(dev: str | None, cmd: list[str]) -> int:
         return 127
 
 
-def trace(dev: str | None, out: str, cmd: list[str]) -> int:
-    """Run `cmd` as `run` does, with HWEMU_TIMELINE=`out`; afterwards name the timeline files it wrote."""
+def trace(dev: str | None, out: str, cmd: list[str], waves: str | None = None) -> int:
+    """Run `cmd` as `run` does, with HWEMU_TIMELINE=`out` (and the thread trace of the `waves` a HWEMU_TRACE-style
+    filter selects); afterwards name the timeline files it wrote."""
     env = program_env(dev, "trace")
     if env is None:
         return 2
+    if waves is not None:
+        from emu.amd.debug.wavetrace import TraceFilterError, parse
+        from emu.amd.timeline import THREAD_TRACE
+        try:
+            parse(waves, "--thread-trace", thread_trace=True)
+        except TraceFilterError as e:
+            print(f"hwemu trace: {e}", file=sys.stderr)
+            return 2
+        env[THREAD_TRACE] = waves
     out = os.path.abspath(out)
     if not os.path.isdir(os.path.dirname(out)):
         print(f"hwemu trace: --out {out}: no such directory", file=sys.stderr)
@@ -139,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     p_trace = sub.add_parser("trace", help="run a program, writing a timeline of the emulated GPUs for Perfetto UI")
     p_trace.add_argument("--out", default="hwemu-timeline.pftrace", help="the trace file (default %(default)s)")
     p_trace.add_argument("--dev", default=None, help="DEV for the program (default: $DEV or MOCKKFD+AMD)")
+    p_trace.add_argument("--thread-trace", nargs="?", const="1", default=None, metavar="FILTER",
+                         help="also draw each instruction the waves FILTER selects issued (HWEMU_TRACE's terms "
+                              "kernel=, dispatch=, wg=, wave=; default every wave)")
     p_trace.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     sub.add_parser("disasm", help="disassemble (see hwemu disasm --help)", add_help=False)
     sub.add_parser("kernel", help="run one kernel of a code object (see hwemu kernel --help)", add_help=False)
@@ -160,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         ap.error(f"{a.command}: give the program to run after --")
-    return trace(a.dev, a.out, cmd) if a.command == "trace" else run(a.dev, cmd)
+    return trace(a.dev, a.out, cmd, a.thread_trace) if a.command == "trace" else run(a.dev, cmd)
 
 
 if __name__ == "__main__":

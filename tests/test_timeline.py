@@ -294,3 +294,64 @@ def test_closing_ends_the_slices_still_open(tmp_path):
         timeline.stop()
     slices, _ = read(tmp_path / "o.pftrace")
     assert [(s["track"], s["name"]) for s in slices] == [(("a GPU", "PM4 queue 0"), "DISPATCH_DIRECT")]
+
+
+LOOP = """
+__kernel void loop(__global float *a, int n) {
+    int i = get_global_id(0);
+    float s = a[i];
+    for (int k = 0; k < n; k++) s = s * 0.5f + (float)k;
+    a[i] = s;
+}
+"""
+
+
+def test_thread_trace_draws_what_the_selected_waves_issued(tmp_path, monkeypatch):
+    """HWEMU_THREAD_TRACE=wg=2,wave=1: one wave is drawn, each instruction it issued a slice in its wave's slice
+    on its slot's track, in the order HWEMU_TRACE shows that wave running them (s_delay_alu gives no token, as on
+    the hardware; s_endpgm ends the wave), each as long as its cycles, one after another; the results are those
+    of an untraced run."""
+    gpu = GPU("gfx1100")
+    prog = gpu.load(opencl.compile_cl(LOOP, "gfx1100"))
+    x = gpu.alloc(4 * 256)
+    start = np.arange(256, dtype=np.float32)
+    gpu.write(x, start)
+    gpu.launch(prog, "loop", grid=(4,), block=(64,), args=[x, np.int32(5)])
+    want = np.frombuffer(gpu.read(x), np.float32).copy()
+    gpu.write(x, start)
+    lines = tmp_path / "trace.txt"
+    monkeypatch.setenv("HWEMU_TRACE", "wg=2,wave=1")
+    monkeypatch.setenv("HWEMU_TRACE_FILE", str(lines))
+    gpu.launch(prog, "loop", grid=(4,), block=(64,), args=[x, np.int32(5)])
+    monkeypatch.delenv("HWEMU_TRACE")
+    ran = [ln.split(": ", 1)[1].split()[0] for ln in lines.read_text().splitlines()]
+    gpu.write(x, start)
+    monkeypatch.setenv(timeline.THREAD_TRACE, "wg=2,wave=1")
+    timeline.start(tmp_path / "t.pftrace")
+    try:
+        gpu.launch(prog, "loop", grid=(4,), block=(64,), args=[x, np.int32(5)])
+    finally:
+        timeline.stop()
+    np.testing.assert_array_equal(np.frombuffer(gpu.read(x), np.float32), want)
+    slices, _ = read(tmp_path / "t.pftrace")
+    traced = [s for s in slices if s["track"][-2:] == ("thread trace (1 cycle = 1 ns)", "wave slot 1")]
+    waves = [s for s in traced if s["name"].startswith("wave ")]
+    assert [w["name"] for w in waves] == ["wave 1 wg (2, 0, 0)"]
+    insts = sorted((s for s in traced if s is not waves[0]), key=lambda s: s["ts"])
+    assert [s["name"] for s in insts] == [r for r in ran if r not in ("s_delay_alu", "s_endpgm")]
+    assert ran[-1] == "s_endpgm" and len(ran) > 30  # the loop ran 5 times
+    w = waves[0]
+    for a, b in zip(insts, insts[1:], strict=False):
+        assert a["ts"] + a["dur"] == b["ts"] and a["dur"] == a["args"]["cycles"] > 0
+    assert w["ts"] <= insts[0]["ts"] and insts[-1]["ts"] + insts[-1]["dur"] <= w["ts"] + w["dur"]
+    assert {s["args"]["cycles"] for s in insts} >= {1, 4}  # SALU/VALU and memory issue
+    dispatch = on(slices, "runner")[0]["args"]
+    assert dispatch["thread_trace"] == f"{len(insts)} instructions drawn"
+
+
+def test_thread_trace_filter_errors_name_the_term(tmp_path):
+    for bad, what in (("pc=0-4", "unknown key 'pc'"), ("wave=x", "'x' is not a number")):
+        r = subprocess.run([sys.executable, "-m", "emu.cli", "trace", "--out", str(tmp_path / "x.pftrace"),
+                            "--thread-trace", bad, "--", sys.executable, "-c", "pass"], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 2 and "--thread-trace" in r.stderr and what in r.stderr, r.stderr

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from emu.amd import target
+from emu.amd import target, timeline
 from emu.amd.debug import fault
 from emu.amd.dispatch import Dispatch, Stats, run_dispatch
 from emu.amd.exec.wave import Cancel
@@ -25,6 +25,7 @@ from emu.amd.memory import VM
 from emu.amd.perfmon import PerfMonitor
 from emu.amd.queue import CPError
 from emu.amd.sqtt import ThreadTrace
+from emu.amd.symbols import kernel_name
 
 _LDS_SIZE = Rsrc2.FIELDS["granulated_lds_size"]
 
@@ -99,6 +100,9 @@ def launch(gpu: Device, regs: ComputeRegisters, grid: tuple[int, int, int], wher
     prog = gpu.code.program(regs.pgm, lanes, stats=counting is not None)
     waves, wave_bytes = scratch_slots(chip, regs.tmpring)
     trace = gpu.sqtt.recording(prog, lanes) if regs.thread_trace and gpu.sqtt is not None else None
+    if trace is None and timeline.session() is not None:
+        trace = timeline.recording(chip, prog, lanes, kernel.name if kernel is not None else
+                                   kernel_name(gpu.vm, prog, regs.pgm), dispatch_id)
     d = Dispatch(prog, regs.pgm, grid, block, lanes, regs.rsrc2, regs.user_data, lds, regs.scratch_base, wave_bytes,
                  waves, regs.start, dispatch_id, regs.rsrc1, kernel, cancel, trace, counting)
     try:

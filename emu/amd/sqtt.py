@@ -215,16 +215,22 @@ class Stream:
 
 
 class Recording:
-    """One traced dispatch as its waves run: the run loop's table of traced steps (emu.amd.exec.wave.run) and
-    what they issued, in order: (wave slot, None) at a wave's start, (wave slot, instruction, next pc) after."""
+    """One traced dispatch as its waves run: the run loop's table of traced steps (emu.amd.exec.wave.run) and what
+    the selected waves issued, in order: (wave slot, None, workgroup ids) at a wave's start, (wave slot,
+    instruction, next pc) after each instruction. `sink(recording)` gets it when the dispatch ends (the thread-trace
+    unit writes it to its stream); `select(wg, wave)` picks the waves recorded (default all): the others keep
+    their tier."""
 
-    def __init__(self, unit: ThreadTrace, prog, lanes: int):
-        self.unit, self.prog, self.lanes = unit, prog, lanes
+    def __init__(self, prog, lanes: int, layout: int, sink: Callable[[Recording], None] | None = None,
+                 select: Callable[[tuple[int, int, int], int], bool] | None = None):
+        self.prog, self.lanes, self.layout, self.sink, self.select = prog, lanes, layout, sink, select
         self.steps: dict = {}
         self.issued: list = []
 
-    def wave(self, wg: tuple[int, int, int], wave: int) -> Recording:
-        self.issued.append((wave, None, 0))
+    def wave(self, wg: tuple[int, int, int], wave: int) -> Recording | None:
+        if self.select is not None and not self.select(wg, wave):
+            return None
+        self.issued.append((wave, None, tuple(wg)))
         return self
 
     def build(self, pc: int):
@@ -237,8 +243,27 @@ class Recording:
         self.steps[pc] = traced
         return traced
 
+    def timed(self):
+        """The packets the waves' issue gives, in order, at hwemu's cycle model (see the module docstring): (cycle
+        after the dispatch's start, kind, INST op, wave slot, instruction or None, workgroup ids)."""
+        t, wgs = 0, {}
+        for slot, inst, after in self.issued:
+            if inst is None:
+                kind, op = "WAVESTART", 0
+                wgs[slot] = after
+            elif inst.valid and inst.op.name.startswith("S_ENDPGM"):
+                kind, op = "WAVEEND", 0
+            else:
+                tok = token(inst, after, self.layout)
+                if tok is None:
+                    continue
+                kind, op = tok
+            t += 1 if kind in ("WAVESTART", "WAVEEND") else cycles(kind, op, self.lanes)
+            yield t, kind, op, slot, inst, wgs.get(slot)
+
     def close(self) -> None:
-        self.unit.record(self)
+        if self.sink is not None:
+            self.sink(self)
 
 
 def _reg(gfx: int, name: str) -> int | None:
@@ -349,7 +374,7 @@ class ThreadTrace:
         """A Recording of a dispatch of `prog` about to start, if shader engine 0 traces compute waves."""
         if self.streams[0] is None or not self._get(0, "SQ_THREAD_TRACE_MASK", "wtype_include") & CS_WAVES:
             return None
-        return Recording(self, prog, lanes)
+        return Recording(prog, lanes, self.layout, self.record)
 
     def record(self, rec: Recording) -> None:
         """Append a dispatch's packets to shader engine 0's stream."""
@@ -360,21 +385,12 @@ class ThreadTrace:
         where = {"sa": self._get(0, "SQ_THREAD_TRACE_MASK", "sa_sel"),
                  "wgp": self._get(0, "SQ_THREAD_TRACE_MASK", "wgp_sel"),
                  "simd": self._get(0, "SQ_THREAD_TRACE_MASK", "simd_sel")}
-        t = self.clock + DISPATCH_GAP
-        for slot, inst, next_pc in rec.issued:
-            wave = slot % 32
-            if inst is None:
-                kind, op = "WAVESTART", 0
-            elif inst.valid and inst.op.name.startswith("S_ENDPGM"):
-                kind, op = "WAVEEND", 0
-            else:
-                tok = token(inst, next_pc, self.layout)
-                if tok is None:
-                    continue
-                kind, op = tok
-            t += 1 if kind in ("WAVESTART", "WAVEEND") else cycles(kind, op, rec.lanes)
+        t = start = self.clock + DISPATCH_GAP
+        for dt, kind, op, slot, _inst, _wg in rec.timed():
+            t = start + dt
             if exclude >> EXCLUDE[kind] & 1:
                 continue
+            wave = slot % 32
             if kind in ("WAVESTART", "WAVEEND"):
                 s.put(kind, t, wave=wave, **where)
             elif kind == "INST":

@@ -14,6 +14,14 @@ Tracks, one tree per GPU ("gfx1100 (node 1, gpu_id ...)" for a MOCKKFD GPU, "run
 - GPU faults and CP errors: instant events on the track of the packet or dispatch they stopped (kind, address, PC,
   instruction, dispatch, workgroup, wave).
 - "compute units (emulated time)": "dispatches", then per CU used "workgroups" and "SIMD s" (one slice per wave).
+- "thread trace (1 cycle = 1 ns)", with HWEMU_THREAD_TRACE=FILTER (`hwemu trace --thread-trace FILTER`) or for a
+  dispatch a driver traces through the GPU's thread-trace unit (emu.amd.sqtt): "wave slot n" tracks, a slice per
+  traced wave and in it one per instruction it issued (its disassembly, PC, token), timed by the thread trace's
+  cycle model (emu.amd.sqtt: one instruction after another, each its class's cycles) from the dispatch's start,
+  a cycle drawn as a nanosecond (an instruction takes a fraction of one at the chip's clock).
+  FILTER is HWEMU_TRACE's (emu.amd.debug.wavetrace: kernel=, dispatch=, wg=, wave=; 1 for every wave): only the
+  waves it selects run on the interpreter, the others keep their tier. At most MAX_ISSUES instructions of a
+  dispatch are drawn.
 
 The emulated-time model (from the engine's instruction counts; no latencies, stalls, dual issue or barriers):
 - a wave-instruction takes lanes / SIMD width cycles (RDNA: 32-lane SIMDs, so 1 for wave32 and 2 for wave64; CDNA:
@@ -37,13 +45,17 @@ import time
 import weakref
 
 from emu.amd import target
+from emu.amd.debug import wavetrace
 from emu.amd.memory import GPUFault
 from emu.amd.queue import CPError, Wait
+from emu.amd.sqtt import Recording
 from emu.amd.symbols import dispatch_name
 
 ENV = "HWEMU_TIMELINE"
 SEQUENCE = 1  # trusted_packet_sequence_id of every packet
 MAX_SLICES = 4096  # workgroups and waves drawn per dispatch
+THREAD_TRACE = "HWEMU_THREAD_TRACE"
+MAX_ISSUES = 65536  # instructions of the thread trace drawn per dispatch
 
 
 class _Noop:
@@ -76,6 +88,8 @@ class _Gpu:
         self.units = tl.track("compute units (emulated time)", self.root, rank=1 << 20)
         self.dispatches = tl.track("dispatches", self.units, rank=-1)
         self.cus: dict[int, tuple[int, list[int]]] = {}  # CU -> (workgroups track, SIMD tracks)
+        self.issue = 0  # the thread trace's group track, once drawn
+        self.slots: dict[int, int] = {}  # wave slot -> its thread-trace track
         self.queues: dict[tuple[str, int], int] = {}  # (kind, queue id) -> track
         self.runner = 0
         self.busy_until = 0  # ns: the end of the last dispatch in emulated time
@@ -86,6 +100,14 @@ class _Gpu:
             cu = self.tl.track(f"CU {n}", self.units, rank=n)
             t = self.cus[n] = (self.tl.track("workgroups", cu, rank=-1),
                                [self.tl.track(f"SIMD {s}", cu, rank=s) for s in range(self.chip.simd_per_cu)])
+        return t
+
+    def slot(self, n: int) -> int:
+        if not self.issue:
+            self.issue = self.tl.track("thread trace (1 cycle = 1 ns)", self.root, rank=1 << 21)
+        t = self.slots.get(n)
+        if t is None:
+            t = self.slots[n] = self.tl.track(f"wave slot {n}", self.issue, rank=n)
         return t
 
 
@@ -191,6 +213,8 @@ class _Dispatch:
                 "wave_instructions": self.instructions, "entry": hex(d.entry)}
         if self.not_drawn:
             args["not_drawn"] = f"{self.not_drawn} workgroup and wave slices (more than {MAX_SLICES})"
+        if isinstance(d.trace, Recording):
+            args["thread_trace"] = self._issue(d.trace)
         with tl.lock:
             tl.slice(g.dispatches, self.start, end, self.name, args)
             tl.event("B", self.track, self.t0, self.name, args)
@@ -199,6 +223,32 @@ class _Dispatch:
             tl.event("E", self.track, time.monotonic_ns())
         if self.packet is None:
             tl.flush()
+
+
+    def _issue(self, rec: Recording) -> str:
+        """Draw what the traced waves issued on the wave-slot tracks; what the dispatch's slice says of it."""
+        tl, g = self.tl, self.gpu
+        at = lambda cycle: self.start + cycle  # noqa: E731  (a cycle drawn as a nanosecond)
+        prev, drawn, left, waves = 0, 0, 0, {}  # waves: slot -> its track, while its wave slice is open
+        with tl.lock:
+            for t, kind, op, slot, inst, wg in rec.timed():
+                if kind == "WAVESTART":
+                    track = waves[slot] = g.slot(slot)
+                    tl.event("B", track, at(t), f"wave {slot} wg {wg}", {"dispatch": self.d.dispatch_id})
+                elif kind == "WAVEEND":
+                    tl.event("E", waves.pop(slot), at(t))
+                elif drawn < MAX_ISSUES:
+                    text = str(inst)
+                    tl.slice(waves[slot], at(prev), at(t), text.split(" ", 1)[0],
+                             {"pc": hex(inst.pc), "instruction": text, "token": kind if kind != "INST" else
+                              f"INST {op:#x}", "cycles": t - prev})
+                    drawn += 1
+                else:
+                    left += 1
+                prev = t
+            for track in waves.values():  # a wave that faulted ends with its last instruction
+                tl.event("E", track, at(prev))
+        return f"{drawn} instructions drawn" + (f", {left} more not (at most {MAX_ISSUES})" if left else "")
 
 
 class Timeline:
@@ -217,6 +267,7 @@ class Timeline:
         self._open_slices: collections.Counter = collections.Counter()  # track -> slices begun and not ended
         self._pid = os.getpid()
         self.written = ""  # the file written, once opened
+        self.waves = _thread_trace_filter()  # the waves HWEMU_THREAD_TRACE selects, or None
 
     # -- the file ----------------------------------------------------------------------------------------------
     def _open(self) -> None:
@@ -418,6 +469,25 @@ _session: Timeline | None = None
 def session() -> Timeline | None:
     """The timeline being written, or None."""
     return _session
+
+
+def _thread_trace_filter() -> wavetrace.Filter | None:
+    text = os.environ.get(THREAD_TRACE, "")
+    if text in ("", "0"):
+        return None
+    try:
+        return wavetrace.parse(text, THREAD_TRACE, thread_trace=True)
+    except wavetrace.TraceFilterError as e:  # said once; the timeline goes on without the thread trace
+        print(f"hwemu: {e}", file=sys.stderr)
+        return None
+
+
+def recording(chip: target.Target, prog, lanes: int, kernel: str, dispatch: int) -> Recording | None:
+    """What records the issue of the waves HWEMU_THREAD_TRACE selects in a dispatch about to start (None: none)."""
+    tl = _session
+    if tl is None or tl.waves is None or not tl.waves.dispatch_wanted(kernel, dispatch):
+        return None
+    return Recording(prog, lanes, chip.gen.sqtt_layout or 3, select=tl.waves.wave_wanted)
 
 
 def packet(queue, name: str, dwords: int):

@@ -55,9 +55,12 @@ class Filter:
                                                               self.wave[0] <= wave <= self.wave[1])
 
 
-def parse(text: str) -> Filter:
-    """The filter HWEMU_TRACE's text gives; TraceFilterError (one line naming the bad term) otherwise."""
+def parse(text: str, var: str = "HWEMU_TRACE", thread_trace: bool = False) -> Filter:
+    """The filter environment variable `var`'s text gives; TraceFilterError (one line naming the bad term)
+    otherwise. `thread_trace`: a filter of the thread trace's waves (emu.amd.timeline), which has no pc or count
+    (it draws every instruction of the waves it selects)."""
     f = Filter()
+    keys = _KEYS[:4] if thread_trace else _KEYS
     if text.strip() == "1":
         return f
     terms: list[list[str]] = []
@@ -69,13 +72,13 @@ def parse(text: str) -> Filter:
         elif terms and terms[-1][0] == "wg" and part:  # wg=3,0,0: the dimensions after the first
             terms[-1][1] += "," + part
         else:
-            raise TraceFilterError(f"HWEMU_TRACE={text!r}: bad term {part!r}: expected KEY=VALUE with KEY one of "
-                                   f"{', '.join(_KEYS)} (or HWEMU_TRACE=1 for every wave)")
+            raise TraceFilterError(f"{var}={text!r}: bad term {part!r}: expected KEY=VALUE with KEY one of "
+                                   f"{', '.join(keys)} (or {var}=1 for every wave)")
     seen = set()
     for key, value in terms:
-        where = f"HWEMU_TRACE={text!r}: bad term {key + '=' + value!r}"
-        if key not in _KEYS:
-            raise TraceFilterError(f"{where}: unknown key {key!r} (keys: {', '.join(_KEYS)})")
+        where = f"{var}={text!r}: bad term {key + '=' + value!r}"
+        if key not in keys:
+            raise TraceFilterError(f"{where}: unknown key {key!r} (keys: {', '.join(keys)})")
         if key in seen:
             raise TraceFilterError(f"{where}: {key} given twice")
         seen.add(key)
