@@ -340,21 +340,31 @@ def test_signal_polls_wait_for_the_engine_with_either_runtime(monkeypatch, rings
         assert rung == [7, "kick"]
 
 
-def test_a_buffer_dying_on_the_engine_thread_is_freed_by_the_client():
-    """A garbage collection on hwemu's engine thread may finalize a tinygrad Buffer; its free would wait for the
-    device (HCQ2 synchronizes first) on the device's own thread. The adapter keeps it until the client's next Buffer
-    finalizer frees it on the client's thread."""
+def test_objects_dying_on_the_engine_thread_are_finalized_by_the_client():
+    """A garbage collection on hwemu's engine thread may finalize a tinygrad Buffer, or a compute queue a graph bound
+    to a page; their frees wait for the device (HCQ synchronizes first) on the device's own thread. The adapter
+    keeps them until the client's next such finalizer runs theirs on the client's thread."""
     check(run_tinygrad("""
         import threading
-        from tinygrad import Tensor, dtypes
+        from tinygrad import Device, Tensor, dtypes
         from tinygrad.device import Buffer
         Tensor([1.0]).realize()  # the device is open: the adapter is in place
+        dev = Device["AMD"]
         b = Buffer("AMD", 1024, dtypes.float32).allocate()
-        t = threading.Thread(target=b.__del__, name="hwemu-engine")
-        t.start()
-        t.join(60)
-        assert not t.is_alive() and b.is_allocated(), "freed on the engine thread"
+        q = dev.hw_compute_queue_t().memory_barrier()
+        q.bind(dev)  # a graph's queue: its commands in a page of their own
+        page = q.hw_page
+        for obj in (b, q):
+            t = threading.Thread(target=obj.__del__, name="hwemu-engine")
+            t.start()
+            t.join(60)
+            assert not t.is_alive(), "the finalizer waited on the engine thread"
+        assert b.is_allocated(), "freed on the engine thread"
+        freed = []
+        free = dev.allocator.free
+        dev.allocator.free = lambda opaque, *a, **k: (freed.append(opaque), free(opaque, *a, **k))
         other = Buffer("AMD", 16, dtypes.float32).allocate()
-        del other  # the client's next Buffer finalizer
-        assert not b.is_allocated(), "the client did not free it"
+        del other  # the client's next such finalizer
+        assert not b.is_allocated(), "the client did not free the buffer"
+        assert any(f is page for f in freed), "the client did not free the queue's page"
         """, "MOCKKFD+AMD:LLVM"))

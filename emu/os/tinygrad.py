@@ -39,9 +39,10 @@ processor, and tells the engine so (emu.amd.doorbell: it then needs no looks).
 
 The engine thread allocates, so Python's garbage collector sometimes runs there, and with it the finalizers of the
 client's objects that died in a cycle. tinygrad's Buffer finalizer frees device memory, and HCQ2's free waits for
-the device first: on the engine thread, the device waiting for itself (a deadlock until tinygrad's wait gives up).
-So the adapter makes a tinygrad Buffer that dies on an engine thread wait, alive, until the client's next Buffer
-finalizer (or its next signal poll), which frees it on the client's thread, as it would have been.
+the device first (so does a compute queue's, for the page a graph bound it to): on the engine thread, the device
+waiting for itself (a deadlock until tinygrad's wait gives up). So the adapter keeps such an object that dies on an
+engine thread alive until the client's next such finalizer (or its next signal poll), which finalizes it on the
+client's thread, as it would have been.
 
 `install()` makes the module importable under that name before tinygrad asks for it, as an entry of
 sys.modules, so it wins over CPython's own `test` package and over a tinygrad checkout's `test/mockgpu`; it is
@@ -61,6 +62,7 @@ import shutil
 import sys
 import threading
 import types
+from collections.abc import Callable
 
 MODULE, USB_MODULE, EMU_MODULE = "test.mockgpu.mockgpu", "test.mockgpu.usb", "test.mockgpu.amd.emu"
 SUPPORTED = ("MOCKKFD", "MOCK")
@@ -133,36 +135,42 @@ def _with_fault_hook(base: type) -> type:
 
 
 ENGINE_THREAD = "hwemu-engine"  # emu.amd.queue.Engine's thread name
-_deferred: list = []  # tinygrad Buffers that died on an engine thread, freed by the client's thread
-_tinygrads_del: list = []  # tinygrad's own Buffer.__del__, once replaced
+_deferred: list = []  # (tinygrad's finalizer, the object) that died on an engine thread: run by the client's thread
+# tinygrad's finalizers that free device memory, which waits for the device (HCQ's free synchronizes first)
+WAITING_FINALIZERS = (("tinygrad.device", "Buffer"), ("tinygrad.runtime.ops_amd", "AMDComputeQueue"))
 
 
 def _free_deferred() -> None:
     while _deferred:
-        _tinygrads_del[0](_deferred.pop())
+        finalize, obj = _deferred.pop()
+        finalize(obj)
 
 
-def _defer_buffer_frees() -> None:
-    """Make a tinygrad Buffer that dies on an engine thread wait for the client's thread (the module docstring)."""
-    buffer = getattr(sys.modules.get("tinygrad.device"), "Buffer", None)
-    if buffer is None or getattr(buffer.__del__, "__hwemu__", False):
-        return
-    _tinygrads_del.append(buffer.__del__)
+def _defer_waiting_finalizers() -> None:
+    """Make the tinygrad objects whose finalizers wait for the device, when they die on an engine thread, wait for
+    the client's thread (the module docstring)."""
+    for module, name in WAITING_FINALIZERS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None and "__del__" in vars(cls) and not getattr(cls.__del__, "__hwemu__", False):
+            _defer(cls, cls.__del__)
 
+
+def _defer(cls: type, tinygrads: Callable) -> None:
     def __del__(self) -> None:
         if threading.current_thread().name == ENGINE_THREAD:
-            _deferred.append(self)  # alive again; CPython will not finalize it twice
+            _deferred.append((tinygrads, self))  # alive again; CPython will not finalize it twice
             return
         _free_deferred()
-        _tinygrads_del[0](self)
+        tinygrads(self)
     __del__.__hwemu__ = True
-    buffer.__del__ = __del__
+    cls.__del__ = __del__
 
 
 def _on_engine(engine) -> None:
     """Make tinygrad's AMD signal poll wait for `engine`'s progress between reads, its doorbell stores kick the
-    engine, and its Buffers that die on the engine thread be freed by the client (see the module docstring)."""
-    _defer_buffer_frees()
+    engine, and its objects whose finalizers wait for the device, when they die on the engine thread, be
+    finalized by the client (see the module docstring)."""
+    _defer_waiting_finalizers()
     hcq2 = getattr(sys.modules.get("tinygrad.runtime.support.hcq2"), "HCQ2Compiled", None)
     if hcq2 is not None:  # HCQ2 takes its wall-time wait from a class attribute, not HCQDEV_WAIT_TIMEOUT_MS
         hcq2.wait_timeout_ms = float(os.environ.get("HCQDEV_WAIT_TIMEOUT_MS", WAIT_TIMEOUT_MS))
