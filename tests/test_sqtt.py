@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_tinygrad import check, run_tinygrad
 
-from emu.amd import drm, sqtt, target
+from emu.amd import drm, spi, sqtt, target
 from emu.amd.hw import pm4
 from emu.amd.memory import VM
 
@@ -94,6 +94,9 @@ print("SQTT " + json.dumps(out))
 """
 
 
+NO_TOKEN = ("s_delay_alu", "s_wait_alu", "s_barrier_wait")
+
+
 def _mnemonic(text: str) -> str:
     """An instruction's name as both listings spell it (tinygrad prints a dual-issue VOPD pair as VOPD(...))."""
     name = re.split(r"[ (]", text.strip(), maxsplit=1)[0].removesuffix("_e32").removesuffix("_e64").lower()
@@ -103,8 +106,9 @@ def _mnemonic(text: str) -> str:
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
 def test_a_traced_kernel_shows_the_instructions_hwemu_ran(arch, tmp_path):
     """A tinygrad kernel traced as its profiler traces it (VIZ=-2): per dispatch, the instructions tinygrad's
-    decoder maps the trace to are those HWEMU_TRACE shows hwemu running, wave by wave and in order (less the ones
-    that give no token); cycles never go back; a second run writes the same bytes."""
+    decoder maps shader engine 0's trace to are those HWEMU_TRACE shows hwemu running, wave by wave and in order
+    (less the ones that give no token), for the waves hwemu's placement puts on the SIMD that engine traces (tinygrad
+    selects SIMD 0 of WGP 0 in array 0); cycles never go back; a second run writes the same bytes."""
     dev = f"MOCKKFD+AMD:LLVM:{arch}"
     runs = [json.loads(check(run_tinygrad(PROGRAM, dev, {"VIZ": "-2"})).split("SQTT ", 1)[1].splitlines()[0])
             for _ in range(2)]
@@ -115,11 +119,16 @@ def test_a_traced_kernel_shows_the_instructions_hwemu_ran(arch, tmp_path):
         assert d["times"] == sorted(d["times"])
     log = tmp_path / "trace.txt"
     check(run_tinygrad(PROGRAM, dev, {"VIZ": "0", "HWEMU_TRACE": "1", "HWEMU_TRACE_FILE": str(log)}))
+    chip = target.get(arch)
+    wgps, simds = spi.wgps(chip), spi.simds(chip)
     ran: dict[int, list] = {}
     for line in log.read_text().splitlines():  # "d3 wg(0,0,0) w1 0x...: mnemonic operands | changes"
-        m = re.match(r"d(\d+) wg\([^)]*\) w(\d+) 0x[0-9a-f]+: (\S+)", line)
-        if m and m.group(3) not in ("s_delay_alu", "s_wait_alu", "s_barrier_wait"):
-            ran.setdefault(int(m.group(1)), []).append((int(m.group(2)) % 32, _mnemonic(m.group(3))))
+        m = re.match(r"d(\d+) wg\((\d+),0,0\) w(\d+) 0x[0-9a-f]+: (\S+)", line)
+        assert m, line  # the kernels' grids are one-dimensional
+        dispatch, wg, wave, name = int(m.group(1)), int(m.group(2)), int(m.group(3)), m.group(4)
+        ran.setdefault(dispatch, [])
+        if wgps[wg % len(wgps)] == (0, 0, 0) and wave % simds == 0 and name not in NO_TOKEN:
+            ran[dispatch].append((wave % 32, _mnemonic(name)))
     assert [[(w, _mnemonic(i)) for w, i in d["insts"]] for d in traced] == list(ran.values())[-len(traced):]
 
 
@@ -185,6 +194,35 @@ def test_a_full_buffer_keeps_what_fits():
     unit.event(pm4.EVENTS[12]["THREAD_TRACE_FINISH"])
     assert unit.read(regs["SQ_THREAD_TRACE_WPTR"]) * 32 == 1 << 12  # relative on GC 12
     assert not unit.error[0]
+
+
+def test_each_engine_traces_the_waves_placed_on_the_simd_it_selects():
+    """Shader engines 0 and 1 trace, selecting SIMD 1 of WGP 0 in array 0 and SIMD 2 of WGP 1 in array 1: of a
+    dispatch's waves, exactly those hwemu's placement (emu.amd.spi) puts there are recorded, each in its engine's
+    stream; the others run untraced."""
+    unit, vm, regs = _unit("gfx1100")
+    mask = pm4.REGS[11]["SQ_THREAD_TRACE_MASK"][1]
+    for se, (sa, wgp, simd) in ((0, (0, 0, 1)), (1, (1, 1, 2))):
+        unit.write(regs["GRBM_GFX_INDEX"], pm4.REGS[11]["GRBM_GFX_INDEX"][1]["se_index"].put(se))
+        unit.write(regs["SQ_THREAD_TRACE_MASK"], mask["wtype_include"].put(sqtt.CS_WAVES) | mask["sa_sel"].put(sa)
+                   | mask["wgp_sel"].put(wgp) | mask["simd_sel"].put(simd))
+        unit.write(regs["SQ_THREAD_TRACE_CTRL"], 1)
+    grid, start = (50, 3, 1), (0, 2, 0)
+    rec = unit.recording(None, 32, grid, start)
+    wgps = spi.wgps(target.get("gfx1100"))
+    want = set()
+    for n in range(150):
+        ids = (n % 50, 2 + n // 50, 0)
+        for wave in range(8):
+            if rec.wave(ids, wave) is not None:
+                assert (wgps[n % len(wgps)], wave % 4) in (((0, 0, 0), 1), ((1, 1, 1), 2))
+                want.add((wgps[n % len(wgps)][0], n, wave))
+    # engines first, then arrays, then WGPs: (1, 1, 1) is WGP 1 * 12 + array 1 * 6 + engine 1 of 48
+    assert {(se, n) for se, n, _ in want} == {(0, 0), (0, 48), (0, 96), (0, 144), (1, 19), (1, 67), (1, 115)}
+    assert len(want) == 14  # waves 1 and 5 or 2 and 6 of each workgroup there
+    sizes = [len(s.data) for s in unit.streams[:2]]
+    rec.close()  # wave starts only: each in its engine's stream (engine 2 does not trace)
+    assert all(len(s.data) > n for s, n in zip(unit.streams[:2], sizes, strict=True)) and unit.streams[2] is None
 
 
 def test_render_node_device_info_has_every_wgp_active():

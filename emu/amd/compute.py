@@ -99,7 +99,8 @@ def launch(gpu: Device, regs: ComputeRegisters, grid: tuple[int, int, int], wher
     counting = gpu.perfmon.counting(regs.perfcount, lanes) if gpu.perfmon is not None else None
     prog = gpu.code.program(regs.pgm, lanes, stats=counting is not None)
     waves, wave_bytes = scratch_slots(chip, regs.tmpring)
-    trace = gpu.sqtt.recording(prog, lanes) if regs.thread_trace and gpu.sqtt is not None else None
+    trace = gpu.sqtt.recording(prog, lanes, grid, regs.start) \
+        if regs.thread_trace and gpu.sqtt is not None else None
     if trace is None and timeline.session() is not None:
         trace = timeline.recording(chip, prog, lanes, kernel.name if kernel is not None else
                                    kernel_name(gpu.vm, prog, regs.pgm), dispatch_id)

@@ -134,8 +134,8 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
     wg = 0
     each = on_workgroup is not None or d.counters is not None  # one workgroup per native call
     while wg < total:
-        launch = slots.launch()
-        if launch is None or not GATE.enter():  # no native entry yet, or the process is exiting
+        launch = None if slots.traced(wg) else slots.launch()
+        if launch is None or not GATE.enter():  # traced, no native entry yet, or the process is exiting
             d.program.ahead = (total - wg - 1) / (wg + 1)  # for the compile's cost model (Program._spent)
             _run_workgroup(slots.start(wg), d.program, stats, deadline, slots.limit)
             if on_workgroup is not None:
@@ -144,7 +144,7 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
                 d.counters.workgroup(stats)
             wg += 1
             continue
-        end = wg + 1 if each else total
+        end = wg + 1 if each else slots.untraced(wg, total)
         fn, arm, looped = slots.region()
         t0 = time.thread_time()
         try:
@@ -165,7 +165,7 @@ def _run(vm: VM, d: Dispatch, slots: _WaveSlots, deadline: Deadline | None, on_w
         if not native:  # a wave needs the interpreter (or the time is up): Python goes on with its workgroup
             ids = slots.ids(wg)
             for w in slots.waves:
-                w.workgroup = ids
+                w.workgroup, w.trace = ids, None
             pending, waiting, left = launch.hand_over()
             _run_workgroup(slots.waves, d.program, stats, deadline, slots.limit, pending, waiting, left)
             wg += 1
@@ -309,10 +309,20 @@ class _WaveSlots:
         loop = prog.threaded.loop_from(self.d.entry) if prog.threaded is not None else None
         return (loop, prog.threaded.arm, True) if loop is not None else None
 
+    def traced(self, wg: int) -> bool:
+        """Whether a wave of workgroup `wg` (linear index) is traced: the workgroup then runs on the interpreter."""
+        if self.trace is None:
+            return False
+        ids = self.ids(wg)
+        return any(self.trace.selects(ids, i) for i in range(len(self.waves)))
+
+    def untraced(self, wg: int, end: int) -> int:
+        """The first workgroup after `wg` (before `end`) with a traced wave, else `end`: the native launcher runs
+        the ones before it."""
+        return next((n for n in range(wg + 1, end) if self.traced(n)), end) if self.trace is not None else end
+
     def launch(self) -> Launch | None:
-        """The native launcher, once the entry has native code (never while waves of the dispatch are traced)."""
-        if self.trace is not None:
-            return None
+        """The native launcher, once the entry has native code (for workgroups whose waves are not traced)."""
         if self._launch is None and self.region() is not None:
             self._launch = Launch(self.waves, self.initial, self.lds, self.d.entry, self.d.grid, self.d.start,
                                   self.id_slots, self.limit)

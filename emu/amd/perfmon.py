@@ -17,11 +17,11 @@ Blocks and instances:
 
 What is counted (the rest of the vendor's selects read 0): a dispatch counted runs with the per-category statistics
 of HWEMU_STATS on (emu.amd.exec.category), so the counters are the same numbers. Its workgroups go to the chip's
-WGPs round robin, engines first (workgroup n to engine n % SEs, then arrays, then WGPs), each WGP's SQ counting
-the workgroups it was given: SQ_WAVES, SQ_INSTS_{SALU, VALU, SMEM, LDS} (and _VMEM, _BRANCH where the table names
-them), SQ_WAVE32_INSTS / SQ_WAVE64_INSTS, SQ_INSTS_WAVE32_VALU / _LDS, and SQ_BUSY_CYCLES: the cycles of the thread
-trace's model (emu.amd.sqtt.cycles) for each category's instructions (VALU as plain VALU, memory and LDS 4, the rest
-1) plus one per wave, the waves of a WGP issuing one after another. GRBM_GUI_ACTIVE adds, per dispatch, the cycles
+WGPs as emu.amd.spi deals them (round robin, engines first), each WGP's SQ counting the workgroups it was given:
+SQ_WAVES, SQ_INSTS_{SALU, VALU, SMEM, LDS} (and _VMEM, _BRANCH where the table names them), SQ_WAVE32_INSTS /
+SQ_WAVE64_INSTS, SQ_INSTS_WAVE32_VALU / _LDS, and SQ_BUSY_CYCLES: the cycles of the thread trace's model
+(emu.amd.sqtt.cycles) for each category's instructions (VALU as plain VALU, memory and LDS 4, the rest 1) plus one
+per wave, the waves of a WGP issuing one after another. GRBM_GUI_ACTIVE adds, per dispatch, the cycles
 of its busiest WGP (WGPs run side by side); GRBM_COUNT the same plus the model's gap between dispatches.
 Nothing a driver writes here raises.
 """
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from emu.amd import sqtt, target
+from emu.amd import spi, sqtt, target
 from emu.amd.dispatch import Stats
 from emu.amd.exec.category import BRANCH, LDS, OTHER, SALU, SMEM, VALU, VMEM
 from emu.amd.grbm import GfxIndex
@@ -115,10 +115,8 @@ class PerfMonitor:
                                                                                  "GL2C_PERFCOUNTER", "CP_PERFMON")))
         self.owned |= {index.addr}
         self.plain: dict[int, int] = {}  # the other owned registers: what was written
-        per_array = chip.cus // chip.arrays // 2
-        self.shape = (chip.shader_engines, chip.arrays_per_engine, per_array)
-        self.wgps = [(se, sa, w) for w in range(per_array) for sa in range(chip.arrays_per_engine)
-                     for se in range(chip.shader_engines)]  # workgroup n runs on wgps[n % len]
+        self.wgps = spi.wgps(chip)  # workgroup n runs on wgps[n % len]
+        self.shape = (chip.shader_engines, chip.arrays_per_engine, len(self.wgps) // chip.arrays)
 
     # -- registers ---------------------------------------------------------------------------------------------
     def owns(self, addr: int) -> bool:

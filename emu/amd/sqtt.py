@@ -16,9 +16,10 @@ packet where they do not fit its delta field. s_delay_alu, s_wait_alu and s_barr
 hardware.
 
 hwemu's model, the same on every run whatever the host's load:
-- every wave of a traced dispatch runs on shader engine 0, in the shader array, WGP and SIMD that
-  SQ_THREAD_TRACE_MASK selects, in the wave slot of its index in the workgroup; so every wave gives instruction
-  tokens. The other shader engines' streams hold their header only;
+- waves run where hwemu's placement puts them (emu.amd.spi: workgroups round robin over the WGPs, engines first,
+  a workgroup's waves over its WGP's SIMDs), in the wave slot of their index in the workgroup. As on the hardware,
+  a shader engine traces the waves on the SIMD of the WGP and shader array its SQ_THREAD_TRACE_MASK selects (only
+  those run on the interpreter; the others keep their tier);
 - a wave issues its instructions one after another, each taking the cycles of its class (`cycles`), and the waves
   of a workgroup issue in the order hwemu runs them (each until s_barrier or s_endpgm); a dispatch starts
   DISPATCH_GAP cycles after the one before;
@@ -32,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from emu.amd import target
+from emu.amd import spi, target
 from emu.amd.exec.category import BRANCH, LDS, SALU, SMEM, VALU, VMEM, category
 from emu.amd.grbm import GfxIndex
 from emu.amd.hw import pm4
@@ -227,8 +228,11 @@ class Recording:
         self.steps: dict = {}
         self.issued: list = []
 
+    def selects(self, wg: tuple[int, int, int], wave: int) -> bool:
+        return self.select is None or self.select(wg, wave)
+
     def wave(self, wg: tuple[int, int, int], wave: int) -> Recording | None:
-        if self.select is not None and not self.select(wg, wave):
+        if not self.selects(wg, wave):
             return None
         self.issued.append((wave, None, tuple(wg)))
         return self
@@ -370,25 +374,40 @@ class ThreadTrace:
         self.vm.write(base + self.written[se], data)
         self.written[se] += len(data)
 
-    def recording(self, prog, lanes: int) -> Recording | None:
-        """A Recording of a dispatch of `prog` about to start, if shader engine 0 traces compute waves."""
-        if self.streams[0] is None or not self._get(0, "SQ_THREAD_TRACE_MASK", "wtype_include") & CS_WAVES:
+    def recording(self, prog, lanes: int, grid: tuple[int, int, int], start: tuple[int, int, int]) \
+            -> Recording | None:
+        """A Recording of a dispatch of `prog` (`grid` workgroups from `start`) about to start, of the waves on the
+        SIMDs the tracing shader engines select (None: no engine traces compute waves)."""
+        selected = {se: tuple(self._get(se, "SQ_THREAD_TRACE_MASK", f) for f in ("sa_sel", "wgp_sel", "simd_sel"))
+                    for se, s in enumerate(self.streams)
+                    if s is not None and self._get(se, "SQ_THREAD_TRACE_MASK", "wtype_include") & CS_WAVES}
+        if not selected:
             return None
-        return Recording(prog, lanes, self.layout, self.record)
+        wgps, simds = spi.wgps(self.chip), spi.simds(self.chip)
 
-    def record(self, rec: Recording) -> None:
-        """Append a dispatch's packets to shader engine 0's stream."""
-        s = self.streams[0]
-        if s is None:
-            return
-        exclude = self._get(0, "SQ_THREAD_TRACE_TOKEN_MASK", "token_exclude")
-        where = {"sa": self._get(0, "SQ_THREAD_TRACE_MASK", "sa_sel"),
-                 "wgp": self._get(0, "SQ_THREAD_TRACE_MASK", "wgp_sel"),
-                 "simd": self._get(0, "SQ_THREAD_TRACE_MASK", "simd_sel")}
+        def engine(wg: tuple[int, int, int]) -> tuple[int, int, int]:
+            return wgps[spi.workgroup(wg, grid, start) % len(wgps)]
+
+        def traced(wg: tuple[int, int, int], wave: int) -> bool:
+            se, sa, wgp = engine(wg)
+            return selected.get(se) == (sa, wgp, wave % simds)
+        return Recording(prog, lanes, self.layout, lambda rec: self.record(rec, engine), traced)
+
+    def record(self, rec: Recording, engine: Callable[[tuple[int, int, int]], tuple[int, int, int]]) -> None:
+        """Append a dispatch's packets to the streams of the shader engines its traced waves ran on (`engine(wg)`:
+        a workgroup's shader engine, array and WGP)."""
+        masks = {se: (self._get(se, "SQ_THREAD_TRACE_TOKEN_MASK", "token_exclude"),
+                      {"sa": self._get(se, "SQ_THREAD_TRACE_MASK", "sa_sel"),
+                       "wgp": self._get(se, "SQ_THREAD_TRACE_MASK", "wgp_sel"),
+                       "simd": self._get(se, "SQ_THREAD_TRACE_MASK", "simd_sel")})
+                 for se, s in enumerate(self.streams) if s is not None}
         t = start = self.clock + DISPATCH_GAP
-        for dt, kind, op, slot, _inst, _wg in rec.timed():
+        for dt, kind, op, slot, _inst, wg in rec.timed():
             t = start + dt
-            if exclude >> EXCLUDE[kind] & 1:
+            se = engine(wg)[0]
+            s = self.streams[se] if se in masks else None
+            exclude, where = masks.get(se, (0, {}))
+            if s is None or exclude >> EXCLUDE[kind] & 1:
                 continue
             wave = slot % 32
             if kind in ("WAVESTART", "WAVEEND"):

@@ -157,8 +157,11 @@ class Selection:
         s = self.steps[pc] = self.step(self.prog.single(pc), self.prog.inst(pc))
         return s
 
+    def selects(self, wg: tuple[int, int, int], wave: int) -> bool:
+        return self.tracer.filter.wave_wanted(wg, wave)
+
     def wave(self, wg: tuple[int, int, int], wave: int) -> Selection | None:
-        return self if self.tracer.filter.wave_wanted(wg, wave) else None
+        return self if self.selects(wg, wave) else None
 
     def shows(self, pc: int) -> bool:
         r = self.tracer.filter.pc
