@@ -101,8 +101,8 @@ def launch(gpu: Device, regs: ComputeRegisters, grid: tuple[int, int, int], wher
     waves, wave_bytes = scratch_slots(chip, regs.tmpring)
     trace = gpu.sqtt.recording(prog, lanes, grid, regs.start) \
         if regs.thread_trace and gpu.sqtt is not None else None
-    if trace is None and timeline.session() is not None:
-        trace = timeline.recording(chip, prog, lanes, kernel.name if kernel is not None else
+    if trace is None:
+        trace = timeline.recording(chip, prog, lanes, lambda: kernel.name if kernel is not None else
                                    kernel_name(gpu.vm, prog, regs.pgm), dispatch_id)
     d = Dispatch(prog, regs.pgm, grid, block, lanes, regs.rsrc2, regs.user_data, lds, regs.scratch_base, wave_bytes,
                  waves, regs.start, dispatch_id, regs.rsrc1, kernel, cancel, trace, counting)

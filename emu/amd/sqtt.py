@@ -374,12 +374,15 @@ class ThreadTrace:
         self.vm.write(base + self.written[se], data)
         self.written[se] += len(data)
 
+    def _where(self, se: int) -> dict[str, int]:
+        """The shader array, WGP and SIMD whose waves engine `se` traces (SQ_THREAD_TRACE_MASK)."""
+        return {k: self._get(se, "SQ_THREAD_TRACE_MASK", f"{k}_sel") for k in ("sa", "wgp", "simd")}
+
     def recording(self, prog, lanes: int, grid: tuple[int, int, int], start: tuple[int, int, int]) \
             -> Recording | None:
         """A Recording of a dispatch of `prog` (`grid` workgroups from `start`) about to start, of the waves on the
         SIMDs the tracing shader engines select (None: no engine traces compute waves)."""
-        selected = {se: tuple(self._get(se, "SQ_THREAD_TRACE_MASK", f) for f in ("sa_sel", "wgp_sel", "simd_sel"))
-                    for se, s in enumerate(self.streams)
+        selected = {se: tuple(self._where(se).values()) for se, s in enumerate(self.streams)
                     if s is not None and self._get(se, "SQ_THREAD_TRACE_MASK", "wtype_include") & CS_WAVES}
         if not selected:
             return None
@@ -396,19 +399,15 @@ class ThreadTrace:
     def record(self, rec: Recording, engine: Callable[[tuple[int, int, int]], tuple[int, int, int]]) -> None:
         """Append a dispatch's packets to the streams of the shader engines its traced waves ran on (`engine(wg)`:
         a workgroup's shader engine, array and WGP)."""
-        masks = {se: (self._get(se, "SQ_THREAD_TRACE_TOKEN_MASK", "token_exclude"),
-                      {"sa": self._get(se, "SQ_THREAD_TRACE_MASK", "sa_sel"),
-                       "wgp": self._get(se, "SQ_THREAD_TRACE_MASK", "wgp_sel"),
-                       "simd": self._get(se, "SQ_THREAD_TRACE_MASK", "simd_sel")})
+        masks = {se: (self._get(se, "SQ_THREAD_TRACE_TOKEN_MASK", "token_exclude"), self._where(se))
                  for se, s in enumerate(self.streams) if s is not None}
         t = start = self.clock + DISPATCH_GAP
         for dt, kind, op, slot, _inst, wg in rec.timed():
             t = start + dt
             se = engine(wg)[0]
-            s = self.streams[se] if se in masks else None
-            exclude, where = masks.get(se, (0, {}))
-            if s is None or exclude >> EXCLUDE[kind] & 1:
+            if se not in masks or masks[se][0] >> EXCLUDE[kind] & 1:
                 continue
+            s, where = self.streams[se], masks[se][1]
             wave = slot % 32
             if kind in ("WAVESTART", "WAVEEND"):
                 s.put(kind, t, wave=wave, **where)

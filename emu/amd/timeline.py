@@ -43,6 +43,7 @@ import sys
 import threading
 import time
 import weakref
+from collections.abc import Callable
 
 from emu.amd import target
 from emu.amd.debug import wavetrace
@@ -482,10 +483,11 @@ def _thread_trace_filter() -> wavetrace.Filter | None:
         return None
 
 
-def recording(chip: target.Target, prog, lanes: int, kernel: str, dispatch: int) -> Recording | None:
-    """What records the issue of the waves HWEMU_THREAD_TRACE selects in a dispatch about to start (None: none)."""
+def recording(chip: target.Target, prog, lanes: int, kernel: Callable[[], str], dispatch: int) -> Recording | None:
+    """What records the issue of the waves HWEMU_THREAD_TRACE selects in a dispatch about to start (None: none);
+    `kernel()` names its kernel (asked only when a thread trace is on)."""
     tl = _session
-    if tl is None or tl.waves is None or not tl.waves.dispatch_wanted(kernel, dispatch):
+    if tl is None or tl.waves is None or not tl.waves.dispatch_wanted(kernel(), dispatch):
         return None
     return Recording(prog, lanes, chip.gen.sqtt_layout or 3, select=tl.waves.wave_wanted)
 
