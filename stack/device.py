@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from objfile.codeobj import MAX_BUFFER, CodeObject, check_limit, hidden_args, pack_kernargs
 from stack.hcq import kfd_ioctl as k
 from stack.hcq import pm4, sdma
 from stack.hcq import program as hcqprogram
-from stack.hcq.codeobj import MAX_BUFFER, CodeObject, check_limit, hidden_args, pack_kernargs
 from stack.hcq.fileio import file_interface
 from stack.hcq.kfd import SDMA0_HWID, Kfd
 from stack.hcq.memory import GTT_PUBLIC, VRAM, VRAM_PUBLIC, Buffer, Memory

@@ -1,13 +1,13 @@
-"""LLVM IR -> HSA code object through llvmlite (LLVM 22) + ld.lld-19, read back with stack.hcq.codeobj."""
+"""LLVM IR -> HSA code object through llvmlite (LLVM 22) + ld.lld-19, read back with objfile.codeobj."""
 import re
 import shutil
 import subprocess
 
 import pytest
 
+from objfile.codeobj import CodeObject
 from stack.codegen import llvm as irc
 from stack.codegen.opencl import CompileError
-from stack.hcq.codeobj import CodeObject
 
 pytestmark = [pytest.mark.llvm,
               pytest.mark.skipif(not irc.available(), reason="needs llvmlite with AMDGPU and ld.lld-19")]

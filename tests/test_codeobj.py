@@ -14,8 +14,8 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from objfile.codeobj import CodeObject, CodeObjectError, KernelDescriptor, hidden_args, pack_kernargs
 from stack.codegen import opencl
-from stack.hcq.codeobj import CodeObject, CodeObjectError, KernelDescriptor, hidden_args, pack_kernargs
 
 TOOLS = opencl.available() and shutil.which("llvm-objdump-19") and shutil.which("llvm-readelf-19")
 needs_llvm = pytest.mark.skipif(not TOOLS, reason="needs clang-19, ld.lld-19, llvm-objdump-19, llvm-readelf-19")
@@ -247,7 +247,8 @@ def _with(data: bytes, at: int, new: bytes) -> bytes:
 def test_bad_code_objects_are_named():
     data = _compiled("gfx1100", "-O3")
     cases = [
-        (b"", "not an ELF"), (b"\x7fELF" + bytes(100), "64-bit little-endian"),
+        (b"", "not an ELF"), (b"\x7fELF" + bytes(100), "little-endian ELF of 32 or 64 bits"),
+        (_with(data, 4, b"\x01"), "not ELFCLASS64"),
         (_with(data, 7, b"\x03"), "OS/ABI is 3"), (_with(data, 8, b"\x09"), "ABI version 9"),
         (data[:2000], "runs past the end"), (_with(data, 18, b"\x3e\x00"), "not EM_AMDGPU"),
     ]

@@ -1,10 +1,12 @@
-"""stack.hcq.elf, the ELF64 reader under the code-object parser: real clang-19 code objects read as pyelftools reads
-them; random bytes and damaged code objects give a parsed file or an ElfError (CodeObjectError from
-CodeObject.parse) naming what is wrong, never another exception and never an allocation beyond the file's size."""
+"""objfile.elf, the ELF reader under the code-object parser and the Hexagon loader: real clang-19 code objects
+(ELF64) and Hexagon programs (ELF32) read as pyelftools reads them; random bytes and damaged code objects give a
+parsed file or an ElfError (CodeObjectError from CodeObject.parse) naming what is wrong, never another exception
+and never an allocation beyond the file's size."""
 import functools
 import io
 import re
 import struct
+import subprocess
 import tracemalloc
 
 import pytest
@@ -13,9 +15,10 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from objfile.codeobj import CodeObject, CodeObjectError
+from objfile.elf import PT_LOAD, SHT_DYNSYM, SHT_NOBITS, SHT_RELA, SHT_SYMTAB, Elf, ElfError
 from stack.codegen import opencl
-from stack.hcq.codeobj import CodeObject, CodeObjectError
-from stack.hcq.elf import PT_LOAD, SHT_DYNSYM, SHT_NOBITS, SHT_RELA, SHT_SYMTAB, Elf, ElfError
+from tools import dsp_llvm_agreement as la
 
 needs_clang = pytest.mark.skipif(not opencl.available(), reason="needs clang-19 and ld.lld-19")
 
@@ -54,12 +57,11 @@ SH_TYPES = (enums.ENUM_SH_TYPE_BASE, enums.ENUM_SH_TYPE_AMD64)
 P_TYPES = (enums.ENUM_P_TYPE_BASE,)
 
 
-@needs_clang
-@pytest.mark.parametrize("arch, opt", CONFIGS, ids=["-".join(c) for c in CONFIGS])
-def test_code_objects_read_as_pyelftools_reads_them(arch, opt):
-    data = _compiled(arch, opt)
+def _same_as_pyelftools(data: bytes) -> tuple[int, int]:
+    """Check every table of `data` against pyelftools'; the counts of symbols and relocations read."""
     ours, theirs = Elf(data), ELFFile(io.BytesIO(data))
     h = theirs.header
+    assert ours.bits == theirs.elfclass
     assert ours.header.e_machine == _num(h.e_machine, enums.ENUM_E_MACHINE)
     assert ours.header.e_type == _num(h.e_type, enums.ENUM_E_TYPE)
     assert [getattr(ours.header, k) for k in ("e_entry", "e_phoff", "e_shoff", "e_flags", "e_shstrndx")] == \
@@ -84,10 +86,33 @@ def test_code_objects_read_as_pyelftools_reads_them(arch, opt):
             assert got == [(r["r_offset"], r["r_info_sym"], r["r_info_type"], r["r_addend"])
                            for r in t.iter_relocations()]
             relocations += len(got)
-    assert symbols and relocations
     for p, t in zip(ours.segments, theirs.iter_segments(), strict=True):
         assert tuple(p) == (_num(t["p_type"], *P_TYPES), t["p_flags"], t["p_offset"], t["p_vaddr"], t["p_paddr"],
                             t["p_filesz"], t["p_memsz"], t["p_align"])
+    return symbols, relocations
+
+
+@needs_clang
+@pytest.mark.parametrize("arch, opt", CONFIGS, ids=["-".join(c) for c in CONFIGS])
+def test_code_objects_read_as_pyelftools_reads_them(arch, opt):
+    symbols, relocations = _same_as_pyelftools(_compiled(arch, opt))
+    assert symbols and relocations
+
+
+@pytest.mark.skipif(not la.corpus_available(), reason="clang-19 / ld.lld-19 not installed (./dev)")
+def test_hexagon_programs_and_objects_read_as_pyelftools_reads_them(tmp_path):
+    """ELF32: a clang-19 Hexagon program (what emu.dsp.linux loads) and its relocatable object (RELA entries)."""
+    src = la.PROGRAMS / "fround.c"
+    exe, obj = tmp_path / "fround", tmp_path / "fround.o"
+    la.compile_program(src, "-O2", exe)
+    subprocess.run([la.CLANG, *la.CFLAGS, "-O2", "-c", str(src), "-o", str(obj)], check=True, capture_output=True)
+    program = Elf(exe.read_bytes())
+    assert program.bits == 32 and any(p.type == PT_LOAD for p in program.segments)
+    assert _same_as_pyelftools(exe.read_bytes())[0]
+    symbols, relocations = _same_as_pyelftools(obj.read_bytes())
+    assert symbols and relocations
+    with pytest.raises(CodeObjectError, match="ELFCLASS64"):
+        CodeObject.parse(exe.read_bytes())
 
 
 @needs_clang
@@ -161,10 +186,12 @@ def _check(data: bytes) -> None:
 
 
 ELF_IDENT = b"\x7fELF\x02\x01\x01\x40\x02" + bytes(7)
+ELF32_IDENT = b"\x7fELF\x01\x01\x01\x00" + bytes(8)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.one_of(st.binary(max_size=512), st.binary(min_size=48, max_size=2048).map(lambda b: ELF_IDENT + b)))
+@given(st.one_of(st.binary(max_size=512), st.builds(lambda i, b: i + b, st.sampled_from([ELF_IDENT, ELF32_IDENT]),
+                                                     st.binary(min_size=36, max_size=2048))))
 def test_random_bytes_parse_or_raise_elf_error(data):
     _check(data)
 

@@ -13,7 +13,7 @@ import pytest
 
 from emu.amd import Wave
 from emu.amd.exec.hwreg import initial_mode
-from stack.hcq.codeobj import Rsrc1
+from objfile.codeobj import Rsrc1
 
 DIV_SCALE_F32 = "036afcd600030a04"  # v_div_scale_f32 v3, vcc_lo, v0, v1, v2
 DIV_SCALE_F64 = "066afdd600051204"  # v_div_scale_f64 v[6:7], vcc_lo, v[0:1], v[2:3], v[4:5]

@@ -76,7 +76,7 @@ amdhsa.kernels:
 @pytest.mark.parametrize("arch,run_as", [("gfx1100", "gfx1100"), ("gfx942", "gfx942"), ("gfx942", "gfx950")])
 def test_hand_assembled_kernel_with_raw_kernargs(arch, run_as, tmp_path):
     from emu.amd import GPU
-    from stack.hcq.codeobj import CodeObject
+    from objfile.codeobj import CodeObject
     data = hand_assembled(arch, tmp_path)
     if run_as == "gfx950":
         flags = int.from_bytes(data[48:52], "little")

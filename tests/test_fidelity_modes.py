@@ -28,7 +28,7 @@ def _flushed(x: np.ndarray) -> np.ndarray:
 def test_mode_at_wave_start_comes_from_rsrc1(arch, daz):
     from test_kernels import launch, result
 
-    from stack.hcq.codeobj import CodeObject
+    from objfile.codeobj import CodeObject
     src = ("kernel void k(global float *x, global float *y, global uint *mode) { int i = get_global_id(0);\n"
            "  y[i] = x[i] * 0.75f; if (i == 0) mode[0] = __builtin_amdgcn_s_getreg(1 | 31 << 11); }")
     code = opencl.compile_cl(src, arch, "-O3", ("-cl-denorms-are-zero",) if daz else ())

@@ -17,10 +17,10 @@ import struct
 import numpy as np
 import pytest
 
+from objfile.codeobj import CodeObject, KernargPreload, hidden_args, pack_kernargs
 from stack import Device
 from stack.codegen import opencl
 from stack.hcq import kfd_ioctl as k
-from stack.hcq.codeobj import CodeObject, KernargPreload, hidden_args, pack_kernargs
 from tools.kfd_client import HANG_MS, VRAM_FLAGS, RawClient, aql_packet, wait_for
 
 pytestmark = pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")

@@ -12,7 +12,7 @@ from emu.amd.hw import aql as hsa
 from emu.amd.hw import kd as ekd
 from emu.amd.hw import pm4 as epm4
 from emu.amd.hw import sdma as esdma
-from stack.hcq import codeobj as scodeobj
+from objfile import codeobj as scodeobj
 from stack.hcq import pm4 as spm4
 from stack.hcq import program as sprogram
 from stack.hcq import sdma as ssdma

@@ -365,7 +365,7 @@ def test_corpus(case, arch, opt):
 @pytest.mark.parametrize("case", ["reduce_sum", "divergent", "matmul", "atomics_lds", "private_index", "half2"])
 def test_wave64_agrees_with_wave32(case):
     """The same kernel built for wave32 and for wave64 on gfx1100 gives the numpy result both times."""
-    from stack.hcq.codeobj import CodeObject
+    from objfile.codeobj import CodeObject
     name, fn = CASES[case]
     for extra in ((), ("-mwavefrontsize64",)):
         code = build(name, "gfx1100", "-O3", extra)

@@ -1,6 +1,6 @@
-"""ARCHITECTURE.md's layout rules, checked on the source: no import cycles among the modules of emu/ and stack/
-(function-local and TYPE_CHECKING imports included, and importing `a.b.c` runs the packages `a` and `a.b` first),
-and the stack never imports emu."""
+"""ARCHITECTURE.md's layout rules, checked on the source: no import cycles among the modules of emu/, stack/ and
+objfile/ (function-local and TYPE_CHECKING imports included, and importing `a.b.c` runs the packages `a` and `a.b`
+first), the stack never imports emu, and objfile, which both read, imports neither."""
 from __future__ import annotations
 
 import ast
@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("emu", "stack")
+PACKAGES = ("emu", "stack", "objfile")
 
 
 def _modules() -> dict[str, Path]:
@@ -21,7 +21,7 @@ def _modules() -> dict[str, Path]:
 
 
 def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """The modules of emu/stack that importing `name` runs directly: each imported module and its packages."""
+    """The modules of our packages that importing `name` runs directly: each imported module and its packages."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -93,6 +93,13 @@ def test_stack_never_imports_emu():
     assert {m: d for m, d in bad.items() if d} == {}
 
 
+def test_object_files_are_read_by_a_leaf_package():
+    """objfile (the ELF and code-object readers) serves both sides, so it depends on neither."""
+    bad = {m: sorted(d for d in deps if d.split(".")[0] in ("emu", "stack")) for m, deps in _graph().items()
+           if m.split(".")[0] == "objfile"}
+    assert {m: d for m, d in bad.items() if d} == {}
+
+
 ARCH_NAME = re.compile(r"(rdna\d|cdna\d?|gfx\d+)", re.I)
 # where chips are told apart by name: the descriptor, and the conversion of the vendor tables and pseudocode
 NAMES_ALLOWED = ("emu/amd/target.py", "emu/amd/isa/", "emu/pcode/")
@@ -141,33 +148,19 @@ def test_operand_codes_come_from_the_register_table():
 # emu's seam modules implement stack's file-I/O hook interface and parse the DEV grammar: they may import stack
 STACK_SEAM = {"emu.cli": {"stack.hcq.fileio"}, "emu.os.system": {"stack.hcq.fileio"},
               "emu.os.tinygrad": {"stack.device"}}
-# not yet moved into emu (issue 24 item 4): the code-object reader (CodeObject, read through stack.hcq.elf; the runner's
-# kernarg packing pack_kernargs). This list only shrinks; a new stack import anywhere else in emu fails.
-STACK_PENDING = {
-    "emu.amd.gpu": {"stack.hcq.codeobj"}, "emu.amd.run": {"stack.hcq.codeobj"},
-    "emu.amd.debug.fault": {"stack.hcq.codeobj"}, "emu.amd.asm.disasm": {"stack.hcq.codeobj"}}
-
-
 def test_emu_imports_no_stack_definitions():
     """The device model decodes with the hardware's definitions (emu.amd.hw), never with the host runtime's
     encoders' constants: an encoder and a decoder that share one definition cannot catch a wrong field. Only the
-    seam modules import stack (STACK_SEAM), plus the imports still to move (STACK_PENDING)."""
+    seam modules import stack (STACK_SEAM)."""
     bad = {}
     for m, deps in _graph().items():
         if m.split(".")[0] != "emu":
             continue
-        allowed = STACK_SEAM.get(m, set()) | STACK_PENDING.get(m, set())
+        allowed = STACK_SEAM.get(m, set())
         extra = sorted(d for d in deps if d.split(".")[0] == "stack" and d not in allowed | {"stack", "stack.hcq"})
         if extra:
             bad[m] = extra
     assert bad == {}, f"emu modules importing stack: {bad}"
-
-
-def test_stack_pending_list_is_current():
-    """Every STACK_PENDING entry is still needed (remove it when its module moves off stack)."""
-    graph = _graph()
-    stale = {m: sorted(d - graph.get(m, set())) for m, d in STACK_PENDING.items() if d - graph.get(m, set())}
-    assert stale == {}
 
 
 def test_dispatches_start_in_one_place():
@@ -187,6 +180,6 @@ def test_ruff_finds_nothing():
     """The lint rules of pyproject.toml ([tool.ruff]) hold for every module and test."""
     import subprocess
     import sys
-    r = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "emu", "stack", "tools", "tests"],
+    r = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *PACKAGES, "tools", "tests"],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]

@@ -1,5 +1,5 @@
 """Bounded resources and checked arguments (issue 12, items 2 and 5): every size a code object or a caller gives
-is checked against the limits of stack.hcq.codeobj before anything is allocated, with an error naming the field,
+is checked against the limits of objfile.codeobj before anything is allocated, with an error naming the field,
 its value and the limit; buffers and code objects are released by free/unload; kernel arguments are checked
 against the metadata's types and ranges, never reinterpreted."""
 from __future__ import annotations
@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emu.amd.limits import LimitError as EmuLimitError
+from objfile import codeobj
+from objfile.codeobj import CodeObject, CodeObjectError, CodeObjectLimitError, KernArg, LimitError, pack_kernargs
 from stack.codegen import opencl
-from stack.hcq import codeobj
-from stack.hcq.codeobj import CodeObject, CodeObjectError, CodeObjectLimitError, KernArg, LimitError, pack_kernargs
 from tools import fuzz
 
 pytestmark = pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 build the code objects")

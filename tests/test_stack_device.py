@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from objfile.codeobj import CodeProperties, KernargPreload, KernelDescriptor, Rsrc1, Rsrc2, Rsrc3Gfx11
 from stack import parse_dev
 from stack.device import DevSpec
 from stack.hcq import pm4
 from stack.hcq import program as hp
-from stack.hcq.codeobj import CodeProperties, KernargPreload, KernelDescriptor, Rsrc1, Rsrc2, Rsrc3Gfx11
 from stack.hcq.kfd import Node, parse_properties
 from stack.hcq.queue import cwsr_sizes
 from stack.hcq.scratch import private_segment_buffer, scratch_layout
@@ -170,7 +170,7 @@ def test_dispatch_sequence(gfx):
 
 
 def test_kernel_registers_priv_and_lds():
-    from stack.hcq.codeobj import Kernel
+    from objfile.codeobj import Kernel
     kd = descriptor(0x408, rsrc2=0x9E | 3 << 15, group=1000)
     kernel = Kernel("k", "k.kd", 0x1000, kd, 0x1100, b"", (), 0, 0, 32, 0, 0, 0, 1000, 0, 256, False, {})
     r11, r9 = hp.kernel_registers(kernel, 0x10000, 11), hp.kernel_registers(kernel, 0x10000, 9)

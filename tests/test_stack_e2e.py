@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import test_kernels as corpus
 
+from objfile.codeobj import CodeObject
 from stack import Device, GPUError
 from stack.codegen import opencl
-from stack.hcq.codeobj import CodeObject
 
 pytestmark = [pytest.mark.llvm,
               pytest.mark.skipif(not opencl.available(), reason="clang-19 and ld.lld-19 are needed to build kernels")]

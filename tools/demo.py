@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from emu.amd import decode
-    from stack.hcq.codeobj import CodeObject
+    from objfile.codeobj import CodeObject
 
     kernel = CodeObject.parse(code).kernels["saxpy"]
     print(f"saxpy for {args.arch}: {len(kernel.code)} bytes of code")

@@ -63,10 +63,10 @@ def objdump_packets(path: Path) -> dict[int, str]:
 
 
 def text_section(path: Path) -> tuple[int, bytes]:
-    from elftools.elf.elffile import ELFFile
-    with open(path, "rb") as f:
-        sec = ELFFile(f).get_section_by_name(".text")
-        return sec["sh_addr"], sec.data()
+    from objfile.elf import Elf
+    elf = Elf(path.read_bytes())
+    sec = next(s for s in elf.sections if s.name == ".text")
+    return sec.addr, elf.data(sec)
 
 
 def corpus_diffs(decoder, opts=("-O0", "-O2")):

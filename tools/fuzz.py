@@ -13,7 +13,7 @@ Outcome classes: `completed`, `fault:KIND` (a GPU fault the emulated code caused
 named by a clean error), `exit:N` (a CLI's status); the bad ones are `fault:emulator-error` (a bug in hwemu),
 `uncaught:ERROR` (an exception that is neither), `traceback` (a CLI printed one, or one escaped its main()), `hang`
 (over the CPU time limit), `memory` (over the memory limit), `over-limit` (a VM allocation beyond the documented
-limits of stack.hcq.codeobj), `leak` (mappings left after free and unload), `crash` (the worker died), and those of
+limits of objfile.codeobj), `leak` (mappings left after free and unload), `crash` (the worker died), and those of
 tools.hostile_kfd (`internal`, `changed-on-error`, `dead-engine`, `canary`, `saxpy`, `stuck`). Corrupted code
 objects are flipped bytes, extreme values written into ELF, program and section header fields, kernel descriptor
 fields and metadata integers, cuts and spliced chunks. The kfd campaign takes ioctl structs, PM4, SDMA and AQL
@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from stack.hcq.codeobj import MAX_BUFFER
+from objfile.codeobj import MAX_BUFFER
 
 ARCHES = ("gfx1100", "gfx1201", "gfx942")
 BAD = ("fault:emulator-error", "uncaught", "traceback", "hang", "memory", "over-limit", "leak", "crash",
@@ -79,7 +79,7 @@ def run_stream(arch: str, insts: list[bytes], seed: int) -> str:
 
 def allocation_limit(name: str, arch: str) -> int:
     """The most a VM allocation of the runner named `name` may take under the documented limits."""
-    from stack.hcq import codeobj as co
+    from objfile import codeobj as co
     waves = co.MAX_WORKGROUP_SIZE // 32  # scratch: one slot per wave of a workgroup, each at most the largest
     return {"code object": co.MAX_IMAGE, "kernargs": co.MAX_KERNARG_SEGMENT, "buffer": co.MAX_BUFFER,
             "scratch": waves * co.max_wave_scratch(arch)}.get(name, 4096)
@@ -365,7 +365,7 @@ class Target:
     def __init__(self, blob: bytes):
         import msgpack
 
-        from stack.hcq.codeobj import CodeObject
+        from objfile.codeobj import CodeObject
         co = CodeObject.parse(blob)
         self.blob = blob
         self.phoff, shoff = (int.from_bytes(blob[at:at + 8], "little") for at in (32, 40))

@@ -40,8 +40,8 @@ class Bench:
     """One mock system with a raw client, a host canary, a victim buffer the inputs may aim at and saxpy loaded."""
 
     def __init__(self, arch: str = ARCH):
+        from objfile.codeobj import CodeObject
         from stack.codegen.opencl import compile_cl
-        from stack.hcq.codeobj import CodeObject
         self.c = c = RawClient(arch, 3)
         self.canary = (ctypes.c_char * 4096).from_buffer_copy(bytes(range(256)) * 16)
         # what ioctl pointer fields point at: large enough for any count the driver accepts (4096 events of 48 bytes)
@@ -95,7 +95,7 @@ class Bench:
     def saxpy(self, n: int = 256, block: int = 64) -> str | None:
         """None if saxpy on a fresh AQL queue is right; else what went wrong. The code image is written again first
         (the inputs may aim at it: it is GPU memory the client gave the GPU)."""
-        from stack.hcq.codeobj import hidden_args, pack_kernargs
+        from objfile.codeobj import hidden_args, pack_kernargs
         c, kern = self.c, self.co.kernels["saxpy"]
         self.code.mem[:self.co.image_size] = np.frombuffer(bytes(self.co.image(self.code.va)), np.uint8)
         xb, yb, args, sig = c.alloc(4 * n), c.alloc(4 * n), c.alloc(4096), c.alloc(4096)

@@ -12,7 +12,7 @@ and the limit.
   MAX_GRID_ITEMS        2^32-1  work-items of a dispatch per dimension (the AQL packet's 32-bit grid_size_*) and in all
   MAX_BUFFER            4 GiB   one buffer of the runner API (a buffer resource's NUM_RECORDS is 32 bits)
 
-The figures are the same as the host runtime's (stack.hcq.codeobj), which checks launches before it submits them;
+The figures are the same as the code-object limits (objfile.codeobj) the host runtime checks before it submits;
 tests/test_hw_crosscheck.py compares the two.
 """
 from __future__ import annotations

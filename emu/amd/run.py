@@ -12,7 +12,7 @@ Arguments, in the kernel's order:
 buffers given with it are still made (and written out after the run) but not passed: each one's address is printed
 before the launch (`arg K: buffer at 0x...`, the same on every run of the same command) for the raw bytes to hold.
 The arch defaults to the code object's. Bad input (unreadable, oversized or malformed files, bad
-arguments, sizes beyond the limits of stack.hcq.codeobj, an unusable --out directory) is reported in one line on
+arguments, sizes beyond the limits of objfile.codeobj, an unusable --out directory) is reported in one line on
 stderr with exit status 2; a GPU fault (the watchdog's included: --timeout) with exit status 1; Ctrl-C ends the
 run with status 130.
 """
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from emu.amd.limits import MAX_BUFFER, MAX_CODE_OBJECT, MAX_KERNARG_SEGMENT, check_limit, read_file
-from stack.hcq.codeobj import CodeObject
+from objfile.codeobj import CodeObject
 
 TYPES = {t: np.dtype(t.replace("i", "int").replace("u", "uint").replace("f", "float"))
          for t in ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "f32", "f64")}

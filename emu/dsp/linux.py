@@ -9,14 +9,14 @@ import io
 import time
 from dataclasses import dataclass, field
 
-from elftools.elf.elffile import ELFFile
-
 from emu.dsp.core import IllegalPacket, Thread
 from emu.dsp.isa import ISA, load
 from emu.dsp.memory import PAGE, Memory, MemoryFault
+from objfile.elf import PT_LOAD, Elf, ElfError
 
 STACK_TOP, STACK_SIZE = 0x80000000, 8 << 20
 MMAP_BASE = 0x40000000
+EM_QDSP6 = 164  # e_machine of Hexagon
 SYS_READ, SYS_WRITE, SYS_EXIT, SYS_EXIT_GROUP = 63, 64, 93, 94
 SYS_CLOCK_GETTIME, SYS_BRK, SYS_MUNMAP, SYS_MMAP2 = 113, 214, 215, 222
 _AT_PAGESZ, _AT_ENTRY, _AT_NULL = 6, 9, 0
@@ -60,17 +60,25 @@ class Process:
 
     def _load(self) -> int:
         with open(self.path, "rb") as f:
-            elf = ELFFile(f)
-            if elf["e_machine"] != "EM_QDSP6":
-                raise ValueError(f"{self.path}: not a Hexagon ELF ({elf['e_machine']})")
-            end = 0
-            for seg in elf.iter_segments(type="PT_LOAD"):
-                flags = seg["p_flags"]
-                perms = "r" * bool(flags & 4) + "w" * bool(flags & 2) + "x" * bool(flags & 1)
-                self.mem.map(seg["p_vaddr"], seg["p_memsz"], perms + "w")  # writable while loading
-                self.mem.write(seg["p_vaddr"], seg.data())
-                end = max(end, seg["p_vaddr"] + seg["p_memsz"])
-            self.entry = elf["e_entry"]
+            data = f.read()
+        try:
+            elf = Elf(data)
+        except ElfError as e:
+            raise ValueError(f"{self.path}: {e}") from None
+        if elf.bits != 32 or elf.header.e_machine != EM_QDSP6:
+            raise ValueError(f"{self.path}: not a 32-bit Hexagon ELF (machine {elf.header.e_machine})")
+        end = 0
+        for seg in elf.segments:
+            if seg.type != PT_LOAD:
+                continue
+            if seg.offset + seg.filesz > len(data) or seg.filesz > seg.memsz:
+                raise ValueError(f"{self.path}: PT_LOAD segment at {seg.vaddr:#x} lies outside the file or has "
+                                 f"filesz > memsz")
+            perms = "r" * bool(seg.flags & 4) + "w" * bool(seg.flags & 2) + "x" * bool(seg.flags & 1)
+            self.mem.map(seg.vaddr, seg.memsz, perms + "w")  # writable while loading
+            self.mem.write(seg.vaddr, data[seg.offset:seg.offset + seg.filesz])
+            end = max(end, seg.vaddr + seg.memsz)
+        self.entry = elf.header.e_entry
         return (end + PAGE - 1) // PAGE * PAGE
 
     def _stack(self) -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from objfile.codeobj import MAX_GRID_ITEMS, Kernel, KernelDescriptor, check_limit, max_lds, max_wave_scratch
 from stack.hcq import pm4
-from stack.hcq.codeobj import MAX_GRID_ITEMS, Kernel, KernelDescriptor, check_limit, max_lds, max_wave_scratch
 from stack.hcq.scratch import DYNAMIC_STACK
 
 DISPATCH_PACKET_BYTES = 64
@@ -116,7 +116,7 @@ def dispatch(gfx: int, regs: Registers, sgprs: list[int], tmpring_size: int, scr
 
 def check_private(kernel: Kernel) -> int:
     """A work-item's private segment bytes (the descriptor's, plus DYNAMIC_STACK when the compiler could not size
-    the stack), checked against a wave's largest scratch (stack.hcq.codeobj.max_wave_scratch): LimitError naming
+    the stack), checked against a wave's largest scratch (objfile.codeobj.max_wave_scratch): LimitError naming
     the kernel, the size and the limit."""
     kd = kernel.descriptor
     lanes = 32 if kd.wave32 else 64
@@ -128,7 +128,7 @@ def check_private(kernel: Kernel) -> int:
 
 def check_grid(kernel: Kernel, groups: tuple[int, int, int], local: tuple[int, int, int], dynamic_lds: int = 0) -> None:
     """A dispatch's work-items (per dimension and in all; the AQL packet's grid sizes are 32 bits) and LDS against
-    the limits of stack.hcq.codeobj, before anything is allocated: LimitError naming the field and the limit."""
+    the limits of objfile.codeobj, before anything is allocated: LimitError naming the field and the limit."""
     where = f"kernel {kernel.name!r}"
     items = [int(g) * int(n) for g, n in zip(groups, local, strict=True)]
     for axis, g, n, total in zip("xyz", groups, local, items, strict=True):

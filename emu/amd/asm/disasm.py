@@ -9,13 +9,13 @@ object, bad hex) and output that cannot be written print one line on stderr and 
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 
 from emu.amd import isa
 from emu.amd.decode import Inst, decode
-from stack.hcq.codeobj import EM_AMDGPU, read_file
+from objfile.codeobj import EM_AMDGPU, read_file
+from objfile.elf import SHT_SYMTAB, STT_FUNC, Elf, ElfError
 
 
 class DisasmError(ValueError):
@@ -24,25 +24,22 @@ class DisasmError(ValueError):
 
 def code_object_instructions(data: bytes, arch: str) -> list[tuple[str, list[Inst]]]:
     """(symbol, instructions) for every function symbol (kernels included) in the .text of a code object."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
     try:
-        elf = ELFFile(io.BytesIO(data))
-        if elf.header.e_machine not in ("EM_AMDGPU", EM_AMDGPU):
-            raise DisasmError(f"ELF machine is {elf.header.e_machine}, not EM_AMDGPU")
-        text = elf.get_section_by_name(".text")
-        symtab = elf.get_section_by_name(".symtab")
-        if text is None:
-            raise DisasmError("no .text section")
-        base, body = text["sh_addr"], text.data()
-        syms = sorted({(s["st_value"], s.name) for s in (symtab.iter_symbols() if symtab else ())
-                       if s["st_info"]["type"] == "STT_FUNC" and base <= s["st_value"] < base + len(body)})
-    except ELFError as e:
+        elf = Elf(data)
+    except ElfError as e:
         raise DisasmError(f"not a valid ELF code object: {e}") from None
-    except DisasmError:
-        raise
-    except Exception as e:  # pyelftools/construct report damaged tables in many ways
-        raise DisasmError(f"malformed ELF code object: {type(e).__name__}: {e}") from None
+    if elf.header.e_machine != EM_AMDGPU:
+        raise DisasmError(f"ELF machine is {elf.header.e_machine}, not EM_AMDGPU ({EM_AMDGPU})")
+    text = next((s for s in elf.sections if s.name == ".text"), None)
+    if text is None:
+        raise DisasmError("no .text section")
+    base, body = text.addr, elf.data(text)
+    try:
+        symbols = [y for s in elf.sections if s.type == SHT_SYMTAB for y in elf.symbols(s)]
+    except ElfError as e:
+        raise DisasmError(f"malformed ELF code object: {e}") from None
+    syms = sorted({(y.value, y.name) for y in symbols
+                   if y.info & 0xF == STT_FUNC and base <= y.value < base + len(body)})
     out = []
     for i, (addr, name) in enumerate(syms):
         end = syms[i + 1][0] if i + 1 < len(syms) else base + len(body)  # as llvm-objdump: up to the next symbol

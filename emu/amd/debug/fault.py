@@ -19,7 +19,7 @@ import numpy as np
 from emu.amd.debug import dwarf, history
 from emu.amd.memory import FaultRecord, GPUFault
 from emu.amd.regs import VCC
-from stack.hcq.codeobj import CodeObject
+from objfile.codeobj import CodeObject
 
 WINDOW = 32  # instructions of history a report shows
 SHOWN_LANES = 8  # faulting lanes listed one by one

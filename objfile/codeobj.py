@@ -1,7 +1,7 @@
 """HSA code objects (AMDGPU ELF, code object v4, v5 and v6): kernels, kernel descriptors, kernarg layouts.
 
 Facts from LLVM's AMDGPUUsage ("Code Object V4/V5 Metadata", "Kernel Descriptor"). The ELF is read with
-stack.hcq.elf, the NT_AMDGPU_METADATA note is msgpack. Any malformed input raises `CodeObjectError` naming what
+objfile.elf, the NT_AMDGPU_METADATA note is msgpack. Any malformed input raises `CodeObjectError` naming what
 is wrong and where.
 
   co = CodeObject.parse(data)
@@ -17,7 +17,7 @@ is wrong and where.
 
 Limits. Every size a code object or a launch gives is checked against one of these before anything is allocated;
 a size beyond one raises `LimitError` (a ValueError; `CodeObjectLimitError` when a code object carries it) naming
-the field, its value and the limit. The stack and the emulator share them (the emulator's launch checks import them):
+the field, its value and the limit. The stack and the emulator's runner share them:
 
   MAX_CODE_OBJECT      256 MiB  code object file size (the largest real ones, Tensile libraries, are tens of MiB)
   MAX_IMAGE            256 MiB  span of the PT_LOAD segments, p_vaddr + p_memsz (the image is mapped whole)
@@ -43,9 +43,10 @@ from dataclasses import dataclass, field, fields
 import msgpack
 import numpy as np
 
-from stack.hcq.elf import PT_LOAD, SHN_UNDEF, SHT_DYNSYM, SHT_NOTE, SHT_RELA, SHT_SYMTAB, Elf, ElfError, read_header
+from objfile.elf import PT_LOAD, SHN_UNDEF, SHT_DYNSYM, SHT_NOTE, SHT_RELA, SHT_SYMTAB, Elf, ElfError, read_header
 
 EM_AMDGPU = 224
+ELFCLASS64 = 2
 ELFOSABI_AMDGPU_HSA = 64
 ABI_VERSION = {2: 4, 3: 5, 4: 6}  # e_ident[EI_ABIVERSION] -> code object version
 # e_flags[7:0] EF_AMDGPU_MACH -> processor (LLVM's ELF.h / AMDGPUUsage numbering)
@@ -400,7 +401,9 @@ class CodeObject:
 
 def _parse(data: bytes) -> CodeObject:
     check_limit("code object", "size", len(data), MAX_CODE_OBJECT, CodeObjectLimitError)
-    h = read_header(data)  # magic, 64-bit, little-endian
+    h = read_header(data)  # magic, little-endian
+    if data[4] != ELFCLASS64:
+        raise CodeObjectError(f"ELF class is {data[4]}, not ELFCLASS64 ({ELFCLASS64}): code objects are 64-bit")
     if data[7] != ELFOSABI_AMDGPU_HSA:
         raise CodeObjectError(f"ELF OS/ABI is {data[7]}, not AMDGPU HSA ({ELFOSABI_AMDGPU_HSA})")
     version = ABI_VERSION.get(data[8])

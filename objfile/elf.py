@@ -1,6 +1,7 @@
-"""A reader of 64-bit little-endian ELF files, the format of HSA code objects (System V gABI, "Object Files").
+"""A reader of little-endian ELF files, 64-bit (HSA code objects) and 32-bit (Hexagon programs) (System V gABI,
+"Object Files").
 
-It reads what a code-object loader needs: the file header, the section headers with their names from the
+It reads what a program or code-object loader needs: the file header, the section headers with their names from the
 section-name string table, the program headers, symbol tables (SHT_SYMTAB, SHT_DYNSYM) with their names, SHT_RELA
 relocations and section data. Every offset, count and size the file gives is checked against the file before it is
 used, so a damaged file never causes a large allocation, and no byte is read as part of two sections (the gABI's
@@ -24,12 +25,28 @@ import numpy as np
 SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 2, 3, 4, 7, 8, 11
 SHN_UNDEF, SHN_XINDEX, PN_XNUM = 0, 0xFFFF, 0xFFFF
 PT_LOAD = 1
+STT_FUNC = 2  # st_info's low four bits
 
-_HEADER = struct.Struct("<HHIQQQIHHHHHH")  # after the 16-byte e_ident
-_SHDR = struct.Struct("<IIQQQQIIQQ")
-_PHDR = struct.Struct("<IIQQQQQQ")
-_SYM = struct.Struct("<IBBHQQ")
-_RELA = struct.Struct("<QQq")
+
+
+class _Class(NamedTuple):
+    """The table layouts of one ELF class (e_ident[EI_CLASS]), each field order mapped onto the tuples below."""
+    header: struct.Struct  # after the 16-byte e_ident
+    shdr: struct.Struct
+    phdr: struct.Struct
+    phdr_order: tuple[int, ...]  # Segment's fields, as indices into a program header entry
+    sym: struct.Struct
+    sym_order: tuple[int, ...]  # Symbol's value, size, info, other, shndx as indices into an entry
+    rela: struct.Struct
+    sym_shift: int  # r_info: the symbol index above, the type below
+
+
+_CLASSES = {
+    2: _Class(struct.Struct("<HHIQQQIHHHHHH"), struct.Struct("<IIQQQQIIQQ"), struct.Struct("<IIQQQQQQ"),
+              (0, 1, 2, 3, 4, 5, 6, 7), struct.Struct("<IBBHQQ"), (4, 5, 1, 2, 3), struct.Struct("<QQq"), 32),
+    1: _Class(struct.Struct("<HHIIIIIHHHHHH"), struct.Struct("<IIIIIIIIII"), struct.Struct("<IIIIIIII"),
+              (0, 6, 1, 2, 3, 4, 5, 7), struct.Struct("<IIIBBH"), (1, 2, 3, 4, 5), struct.Struct("<IIi"), 8),
+}
 
 
 class ElfError(ValueError):
@@ -93,32 +110,34 @@ class Symbol(NamedTuple):
 
 class Rela(NamedTuple):
     offset: int
-    info: int
+    sym: int
+    type: int
     addend: int
 
-    @property
-    def sym(self) -> int:
-        return self.info >> 32
 
-    @property
-    def type(self) -> int:
-        return self.info & 0xFFFFFFFF
+def _class(data: bytes) -> _Class:
+    if len(data) < 16 or data[:4] != b"\x7fELF":
+        raise ElfError("not an ELF file (bad magic or shorter than an ELF header)")
+    if data[4] not in _CLASSES or data[5] != 1:
+        raise ElfError(f"not a little-endian ELF of 32 or 64 bits (EI_CLASS {data[4]}, EI_DATA {data[5]})")
+    c = _CLASSES[data[4]]
+    if len(data) < 16 + c.header.size:
+        raise ElfError("not an ELF file (shorter than an ELF header)")
+    return c
 
 
 def read_header(data: bytes) -> Header:
-    """The file header of an ELF64 little-endian file."""
-    if len(data) < 64 or data[:4] != b"\x7fELF":
-        raise ElfError("not an ELF file (bad magic or shorter than an ELF header)")
-    if data[4] != 2 or data[5] != 1:
-        raise ElfError("not a 64-bit little-endian ELF")
-    return Header._make(_HEADER.unpack_from(data, 16))
+    """The file header of a little-endian ELF file (ELFCLASS64 or ELFCLASS32)."""
+    return Header._make(_class(data).header.unpack_from(data, 16))
 
 
 class Elf:
-    """The tables of one ELF64 little-endian file (`data`), checked against its size."""
+    """The tables of one little-endian ELF file (`data`), checked against its size. `bits` is 64 or 32."""
 
     def __init__(self, data: bytes):
         self.raw = data
+        c = self._c = _class(data)
+        self.bits = 64 if c is _CLASSES[2] else 32
         h = self.header = read_header(data)
         extended = h.e_shnum == 0 or h.e_shstrndx == SHN_XINDEX or h.e_phnum == PN_XNUM
         # section 0 holds the counts that do not fit the file header (extended numbering)
@@ -138,9 +157,9 @@ class Elf:
                 raise ElfError(f"{self.sections[j].where} at {start:#x} overlaps {self.sections[i].where}, which ends "
                                f"at {end:#x}")
         self._symbols: dict[int, list[Symbol]] = {}
-        self._table("program", h.e_phoff, phnum, h.e_phentsize, _PHDR.size)
-        self.segments = tuple(Segment._make(_PHDR.unpack_from(data, h.e_phoff + i * _PHDR.size))
-                              for i in range(phnum))
+        self._table("program", h.e_phoff, phnum, h.e_phentsize, c.phdr.size)
+        self.segments = tuple(Segment._make(e[k] for k in c.phdr_order) for e in
+                              (c.phdr.unpack_from(data, h.e_phoff + i * c.phdr.size) for i in range(phnum)))
 
     def _table(self, what: str, offset: int, count: int, entsize: int, size: int) -> None:
         """Check that `count` entries of `size` bytes at `offset` lie inside the file."""
@@ -151,8 +170,9 @@ class Elf:
                            f"file ({len(self.raw):#x} bytes): truncated?")
 
     def _section_headers(self, offset: int, count: int, entsize: int) -> list[tuple]:
-        self._table("section", offset, count, entsize, _SHDR.size)
-        return list(_SHDR.iter_unpack(self.raw[offset:offset + count * _SHDR.size]))
+        shdr = self._c.shdr
+        self._table("section", offset, count, entsize, shdr.size)
+        return list(shdr.iter_unpack(self.raw[offset:offset + count * shdr.size]))
 
     def _named(self, headers: list[tuple], shstrndx: int) -> tuple[Section, ...]:
         if shstrndx == SHN_UNDEF or not headers:
@@ -198,12 +218,15 @@ class Elf:
         if not 0 < link < len(self.sections) or self.sections[link].type != SHT_STRTAB:
             raise ElfError(f"{section.where}: sh_link {link} is not a string table section")
         strtab = self.sections[link]
-        entries = self._entries(section, _SYM, "a symbol")
+        entries = self._entries(section, self._c.sym, "a symbol")
         names = self._strings(strtab, [e[0] for e in entries], f"{section.where} symbol {{}} name", strtab.where)
-        out = self._symbols[section.index] = [Symbol(name, e[4], e[5], e[1], e[2], e[3])
+        order = self._c.sym_order
+        out = self._symbols[section.index] = [Symbol(name, *(e[k] for k in order))
                                               for name, e in zip(names, entries, strict=True)]
         return out
 
     def relocations(self, section: Section) -> list[Rela]:
         """The entries of an SHT_RELA section."""
-        return [Rela._make(e) for e in self._entries(section, _RELA, "a RELA entry")]
+        shift = self._c.sym_shift
+        return [Rela(offset, info >> shift, info & ((1 << shift) - 1), addend)
+                for offset, info, addend in self._entries(section, self._c.rela, "a RELA entry")]
