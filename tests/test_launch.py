@@ -43,6 +43,25 @@ kernel void tally(global const int *in, global int *count, global int *out) {
   barrier(CLK_LOCAL_MEM_FENCE);
   out[i] = s[0];
 }
+
+// order: the order the waves of a workgroup run in. Wave w of workgroup g goes trips[g][w] times round a loop
+// whose body ends at a barrier; each time round, its first work-item takes the next ticket of an LDS counter (a
+// plain read and write: a wave runs alone until its barrier) and writes it to tickets[g][w][i].
+kernel void order(global const int *trips, global int *tickets, int wave_size, int most) {
+  __local int counter;
+  uint l = get_local_id(0), w = l / wave_size, waves = get_local_size(0) / wave_size, g = get_group_id(0);
+  if (l == 0) counter = 0;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  int n = trips[g * waves + w];
+  for (int i = 0; i < n; i++) {
+    if (l % wave_size == 0) {
+      int t = counter;
+      counter = t + 1;
+      tickets[(g * waves + w) * most + i] = t;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
 """
 ARCHS = ("gfx1100", "gfx1201", "gfx942")
 
@@ -52,8 +71,9 @@ def code(arch: str) -> bytes:
     return opencl.compile_cl(SOURCE, arch)
 
 
-def _run(monkeypatch, tier: str, arch: str, kernel: str, grid, block, arrays):
-    """Launch on a new GPU under `tier`; returns (the arrays after the run, the dispatch's stats)."""
+def _run(monkeypatch, tier: str, arch: str, kernel: str, grid, block, arrays, *scalars):
+    """Launch on a new GPU under `tier` (the arrays as buffers, then the scalars); returns (the arrays after the run,
+    the dispatch's Stats)."""
     from emu.amd import GPU
     monkeypatch.setenv("HWEMU_TIER", tier)
     monkeypatch.setenv("HWEMU_HOT", "3")  # the launcher takes over after a few waves under `auto`
@@ -63,9 +83,13 @@ def _run(monkeypatch, tier: str, arch: str, kernel: str, grid, block, arrays):
     bufs = [gpu.alloc(a.nbytes) for a in arrays]
     for b, a in zip(bufs, arrays, strict=True):
         gpu.write(b, a)
-    stats = gpu.launch(prog, kernel, grid=grid, block=block, args=bufs)
+    stats = gpu.launch(prog, kernel, grid=grid, block=block, args=[*bufs, *scalars])
     out = [np.frombuffer(gpu.read(b), a.dtype).copy() for b, a in zip(bufs, arrays, strict=True)]
-    return out, (stats.waves, stats.wave_instructions, stats.lane_instructions)
+    return out, stats
+
+
+def _counts(stats) -> tuple[int, int, int]:
+    return stats.waves, stats.wave_instructions, stats.lane_instructions
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -81,7 +105,7 @@ def test_workgroup_ids_and_barriers(monkeypatch, arch):
     for tier in ("ref", "jit", "auto"):
         (out,), stats = _run(monkeypatch, tier, arch, "ids", grid, block, [np.zeros(n, np.int32)])
         np.testing.assert_array_equal(out, want, err_msg=tier)
-        results[tier] = stats
+        results[tier] = _counts(stats)
     assert results["jit"] == results["ref"] == results["auto"]
 
 
@@ -95,7 +119,7 @@ def test_atomic_mid_round_hands_over_to_python(monkeypatch, arch):
                                       [x, np.zeros(1, np.int32), np.zeros_like(x)])
         np.testing.assert_array_equal(out, np.repeat(x.reshape(groups, block).sum(1), block), err_msg=tier)
         assert count[0] == groups * 32, tier  # 32 work-items of each workgroup count themselves
-        results[tier] = stats
+        results[tier] = _counts(stats)
     assert results["jit"] == results["ref"] == results["auto"]
 
 
@@ -307,3 +331,35 @@ def test_a_refusal_is_known_to_later_processes(monkeypatch, own_refusals):
     assert jit.refused(entry)
     assert not jit.refused(("gfx1100", 64, 0xF0, entry[3]))
     assert jit._refused == {entry}
+
+
+def _tickets_by_the_rule(trips: np.ndarray, most: int) -> np.ndarray:
+    """dispatch.py's scheduling rule, stated on its own: a workgroup's waves run round-robin in wave order, each until
+    its barrier or its end, and a barrier releases when every wave still running has reached it. So the waves that
+    go round the loop an i-th time take that round's tickets in wave order."""
+    out = np.full(trips.shape + (most,), -1, np.int32)
+    for g, row in enumerate(trips):
+        ticket = 0
+        for i in range(most):
+            for w in np.flatnonzero(row > i):
+                out[g, w, i], ticket = ticket, ticket + 1
+    return out
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_waves_run_in_the_order_the_scheduler_describes(monkeypatch, arch):
+    """The Python scheduler (ref) and the native launcher (jit) both follow dispatch.py's rule, seen through the
+    order the waves take tickets, with waves that leave the loop (and end) after different numbers of barriers."""
+    from emu.amd import target
+    ws = target.get(arch).wave_size
+    groups, block, most = 4, 256, 5
+    trips = np.random.default_rng(2).integers(0, most + 1, (groups, block // ws)).astype(np.int32)
+    want = _tickets_by_the_rule(trips, most)
+    from emu.amd.exec import jit
+    monkeypatch.setenv("HWEMU_STATS", "1")  # counts the wave-instructions run natively
+    for tier in ("ref", "jit", "jit"):  # the second jit run starts from the regions the first compiled
+        (_, tickets), stats = _run(monkeypatch, tier, arch, "order", (groups,), (block,),
+                                   [trips.reshape(-1), np.full(want.size, -1, np.int32)], np.int32(ws), np.int32(most))
+        np.testing.assert_array_equal(tickets.reshape(want.shape), want, err_msg=tier)
+        assert jit.background.wait(300)
+    assert stats.native == stats.wave_instructions, "the native launcher ran every workgroup"
