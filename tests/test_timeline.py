@@ -310,7 +310,7 @@ def test_thread_trace_draws_what_the_selected_waves_issued(tmp_path, monkeypatch
     """HWEMU_THREAD_TRACE=wg=2,wave=1: one wave is drawn, each instruction it issued a slice in its wave's slice
     on its slot's track, in the order HWEMU_TRACE shows that wave running them (s_delay_alu gives no token, as on
     the hardware; s_endpgm ends the wave), each as long as its cycles, one after another; the results are those
-    of an untraced run."""
+    of an untraced run. HWEMU_TRACE at the same time prints its waves as it does alone."""
     gpu = GPU("gfx1100")
     prog = gpu.load(opencl.compile_cl(LOOP, "gfx1100"))
     x = gpu.alloc(4 * 256)
@@ -327,12 +327,18 @@ def test_thread_trace_draws_what_the_selected_waves_issued(tmp_path, monkeypatch
     ran = [ln.split(": ", 1)[1].split()[0] for ln in lines.read_text().splitlines()]
     gpu.write(x, start)
     monkeypatch.setenv(timeline.THREAD_TRACE, "wg=2,wave=1")
+    both = tmp_path / "both.txt"  # HWEMU_TRACE beside the thread trace: its waves print as without one
+    monkeypatch.setenv("HWEMU_TRACE", "wg=2")
+    monkeypatch.setenv("HWEMU_TRACE_FILE", str(both))
     timeline.start(tmp_path / "t.pftrace")
     try:
         gpu.launch(prog, "loop", grid=(4,), block=(64,), args=[x, np.int32(5)])
     finally:
         timeline.stop()
     np.testing.assert_array_equal(np.frombuffer(gpu.read(x), np.float32), want)
+    printed = [ln.split(" ", 3)[2:] for ln in both.read_text().splitlines()]  # [wave, "pc: instruction ..."]
+    assert [t.split(": ", 1)[1].split()[0] for w, t in printed if w == "w1"] == ran
+    assert {w for w, _ in printed} == {"w0", "w1"}  # wave 0 only HWEMU_TRACE selects
     slices, _ = read(tmp_path / "t.pftrace")
     traced = [s for s in slices if s["track"][-2:] == ("thread trace (1 cycle = 1 ns)", "wave slot 1")]
     waves = [s for s in traced if s["name"].startswith("wave ")]

@@ -63,7 +63,7 @@ class Dispatch:
     rsrc1: Rsrc1 = field(default_factory=lambda: Rsrc1(0))  # COMPUTE_PGM_RSRC1 (float modes at wave start)
     kernel: fault.Kernel | None = None  # what the launcher knows of the kernel, for fault reports
     cancel: Cancel | None = None  # its queue's: set when the queue is destroyed while the dispatch runs
-    trace: object | None = None  # what records its waves' instructions (emu.amd.sqtt.Recording); else HWEMU_TRACE's
+    trace: object | None = None  # what records its waves' instructions (emu.amd.sqtt.Recording), beside HWEMU_TRACE
     counters: object | None = None  # what is told the statistics after each workgroup (emu.amd.perfmon.Counting)
 
 
@@ -272,8 +272,7 @@ class _WaveSlots:
         self.fresh = True
         self._launch: Launch | None = None
         t, k = wavetrace.tracer(), d.kernel
-        self.trace = d.trace if d.trace is not None else \
-            t.selector(d.program, k and k.name, d.dispatch_id, k and k.base) if t is not None else None
+        self.trace = wavetrace.both(d.trace, t and t.selector(d.program, k and k.name, d.dispatch_id, k and k.base))
 
     def ids(self, wg: int) -> tuple[int, int, int]:
         """The ids of the workgroup with linear index `wg` (x fastest)."""

@@ -238,13 +238,17 @@ class Recording:
         return self
 
     def build(self, pc: int):
-        step, inst, issued = self.prog.single(pc), self.prog.inst(pc), self.issued
+        s = self.steps[pc] = self.step(self.prog.single(pc), self.prog.inst(pc))
+        return s
+
+    def step(self, step, inst):
+        """`step` (of `inst`) recording the issue when it has run."""
+        issued = self.issued
 
         def traced(w):
             r = step(w)
             issued.append((w.wave_id, inst, w.pc))
             return r
-        self.steps[pc] = traced
         return traced
 
     def timed(self):

@@ -185,6 +185,34 @@ class Selection:
         return traced
 
 
+class Both:
+    """A dispatch's thread trace (emu.amd.sqtt.Recording) and HWEMU_TRACE's selection together: a wave either
+    selects runs the steps of that one, a wave both select runs steps that record and print."""
+
+    def __init__(self, recording, selection: Selection):
+        self.recording, self.selection, self.prog = recording, selection, selection.prog
+        self.steps: dict = {}
+
+    def selects(self, wg: tuple[int, int, int], wave: int) -> bool:
+        return self.recording.selects(wg, wave) or self.selection.selects(wg, wave)
+
+    def wave(self, wg: tuple[int, int, int], wave: int):
+        r, s = self.recording.wave(wg, wave), self.selection.wave(wg, wave)
+        return self if r is not None and s is not None else r if r is not None else s
+
+    def build(self, pc: int):
+        inst = self.prog.inst(pc)
+        s = self.steps[pc] = self.selection.step(self.recording.step(self.prog.single(pc), inst), inst)
+        return s
+
+
+def both(recording, selection: Selection | None):
+    """What traces a dispatch's waves: its thread trace, HWEMU_TRACE's selection, both, or neither (None)."""
+    if recording is None or selection is None:
+        return recording if recording is not None else selection
+    return Both(recording, selection)
+
+
 def _head(w, inst) -> str:
     wg = ",".join(str(x) for x in w.workgroup) if w.workgroup is not None else "?"
     return f"d{w.dispatch} wg({wg}) w{w.wave_id} {inst.pc:#x}: {inst}"
