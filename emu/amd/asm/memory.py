@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from emu.amd import target
-from emu.amd.asm import names
+from emu.amd.asm import image_sizes, names
 from emu.amd.asm import syntax as syn
 from emu.amd.asm.operands import scalar
 from emu.amd.asm.spell import bad_class, join, operand_text, reg, src_text
@@ -190,7 +190,7 @@ def image_address_words(name: str, dim: int, a16: bool) -> int:
 def _image_sizes(inst: Inst, data: int, addr: int, nsa: bool) -> tuple[int, int]:
     """Data and address sizes as LLVM prints them: those of the opcode's default variant when it has no variant
     of these sizes (table read off llvm-mc by tools/gen_asm_names.py)."""
-    entry = names.of(names.IMAGE, inst.family).get((inst.op.value, int(nsa)))
+    entry = names.of(image_sizes.IMAGE, inst.family).get((inst.op.value, int(nsa)))
     if entry and entry[1] and addr not in entry[0].get(data, ()):
         return entry[1], entry[2]
     return data, addr

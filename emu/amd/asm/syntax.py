@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from emu.amd import target
-from emu.amd.asm import names
+from emu.amd.asm import buffer_formats, names
 from emu.amd.regs import DPP8FI
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ def buffer_format(inst: Inst) -> str:
         return ""
     if v == 1 or not inst.op.name.startswith("TBUFFER"):  # the default format is not printed
         return ""
-    name = names.of(names.BUFFER_FORMAT, inst.family).get(v)
+    name = names.of(buffer_formats.BUFFER_FORMAT, inst.family).get(v)
     return f"format:[{name}]" if name else f"format:{v}"
 
 
