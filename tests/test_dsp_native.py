@@ -8,7 +8,7 @@ from dsp_support import vendor_isa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emu.dsp import native, tables
+from emu.dsp import native, native_packet, tables
 from emu.dsp.core import IllegalPacket, Thread
 from emu.dsp.decode import Decoder
 from emu.dsp.linux import Process
@@ -199,7 +199,7 @@ def float_forms(isa) -> list:
         for f in fs:
             if any(h in isa.insns[f.tag].semantics for h in hints):
                 try:
-                    if uses_float(native._semantics(isa, f.tag)):
+                    if uses_float(native_packet.semantics(isa, f.tag)):
                         forms.append(f)
                 except Unsupported:
                     pass
