@@ -3,8 +3,9 @@ bit-identical to the reference backend (emu.pcode.pyback) for every input. Built
 instruction's semantics at an IRBuilder's position over values the caller provides, so that a translator can fuse
 many instructions into one native function over the wave's flat state. `standalone` wraps one Func in a
 JIT-compiled function with pyback's calling contract (what the tests compare). Modules: llvmemit (statements,
-integers), llvmfloats (floats, value helpers), this one (API, harness, coverage:
-`python -m emu.pcode.llvmback --coverage [--arch rdna3|rdna4|cdna]`).
+expressions), llvmfacts (what the emitter reads off the IR), llvmints (integer ops), llvmfloats (float ops, with
+llvmfbits: float bits, llvmfconv: conversions), llvmvalues (types, constants, lanes), this one (API, harness,
+coverage: `python -m emu.pcode.llvmback --coverage [--arch rdna3|rdna4|cdna]`).
 
     emit(b: ir.IRBuilder, f: Func, lanes: int, inputs: dict[str, ir.Value], hooks: Hooks) -> dict[str, ir.Value]
 
@@ -55,8 +56,8 @@ from llvmlite import ir
 from emu.pcode import runtime
 from emu.pcode.ir import DEFAULT_MODE, Func
 from emu.pcode.llvmemit import Hooks, emit
-from emu.pcode.llvmfloats import I1, I32, I64, const, elem, entry_alloca, lanes, like, resize
 from emu.pcode.llvmjit import OPT, Engine, engine
+from emu.pcode.llvmvalues import I1, I32, I64, const, elem, entry_alloca, lanes, like, resize
 from emu.pcode.typed import Unsupported
 
 __all__ = ["Engine", "Hooks", "emit", "engine", "standalone", "Unsupported"]

@@ -1,10 +1,11 @@
 """The LLVM backend's emitter: one Func's semantics written at an IRBuilder's position (emu.pcode.llvmback is the
-public face and documents the value rules; floats are emu.pcode.llvmfloats). Control flow mirrors the reference
-backend (emu.pcode.pyback) exactly: every expression is computed for all lanes, an If runs a branch only when a lane
-of its predicate is set, an assignment under a predicate is a select, a Break clears lanes from the loop's mask and
-a vector loop ends once no lane is left; loop bounds are uniform (lane 0 is taken). Variables live in allocas of
-the function's entry block (promoted to registers by LLVM); wave-wide names (masks, MODE, loop counters) are
-scalars, the others `<lanes x T>` vectors in vector Funcs.
+public face and documents the value rules; integer ops are emu.pcode.llvmints, float ones emu.pcode.llvmfloats,
+what is read off the IR first emu.pcode.llvmfacts). Control flow mirrors the reference backend (emu.pcode.pyback)
+exactly: every expression is computed for all lanes, an If runs a branch only when a lane of its predicate is set, an
+assignment under a predicate is a select, a Break clears lanes from the loop's mask and a vector loop ends once no
+lane is left; loop bounds are uniform (lane 0 is taken). Variables live in allocas of the function's entry block
+(promoted to registers by LLVM); wave-wide names (masks, MODE, loop counters) are scalars, the others `<lanes x T>`
+vectors in vector Funcs.
 """
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from llvmlite import ir
 
 from emu.pcode import llvmfloats as FL
 from emu.pcode.ir import DEFAULT_MODE, Assign, Break, Const, Expr, Fail, Func, If, Loop, Op, SetLaneBit, Store, Var
-from emu.pcode.llvmfloats import (
+from emu.pcode.llvmfacts import COMPARES, FOLD, NAN_BLIND, assigned, flat, loop_vars, round_trip, widening
+from emu.pcode.llvmints import IntOps, int_const
+from emu.pcode.llvmvalues import (
+    FTY,
     I1,
     I32,
     I64,
@@ -24,7 +28,7 @@ from emu.pcode.llvmfloats import (
     const,
     elem,
     entry_alloca,
-    intrinsic,
+    ext,
     lane0,
     lanes,
     like,
@@ -75,7 +79,10 @@ class _LoopMask:
         self.slot = slot
 
 
-class _Emitter:
+class _Emitter(IntOps):
+    """Emits one Func: variables, predicates, statements, expressions (integer operations: IntOps; float ones:
+    emu.pcode.llvmfloats)."""
+
     def __init__(self, b: ir.IRBuilder, f: Func, wave: int, inputs: dict, hooks: Hooks):
         self.b, self.f, self.wave, self.inputs, self.hooks = b, f, wave, inputs, hooks
         self.n = wave if f.vector else None
@@ -84,13 +91,13 @@ class _Emitter:
         self.mode = int(mode.constant) & 0xFFFFFFFF if isinstance(mode, ir.Constant) and isinstance(
             mode.constant, int) else resize(b, mode, 32)
         self.active = inputs.get("ACTIVE")
-        loop_vars = _loop_vars(f.body)
-        self.uniform = (set(f.masks) | {"MODE"} | loop_vars) if f.vector else set(f.vars)
+        looped = loop_vars(f.body)
+        self.uniform = (set(f.masks) | {"MODE"} | looped) if f.vector else set(f.vars)
         self.slots: dict[str, ir.AllocaInstr] = {}
         self.loops: list[tuple[ir.Block, _LoopMask | None]] = []  # enclosing loops: exit block, vector mask
-        self.loop_vars = loop_vars
+        self.loop_vars = looped
         # MODE's value when it is a compile-time constant the body never assigns: uniform conditions on it fold
-        self.mode_const = self.mode if isinstance(self.mode, int) and "MODE" not in _assigned(f.body) else None
+        self.mode_const = self.mode if isinstance(self.mode, int) and "MODE" not in assigned(f.body) else None
 
     # ---- variables ---------------------------------------------------------------------------------------------
     def var_type(self, var: str) -> ir.Type:
@@ -263,7 +270,7 @@ class _Emitter:
             self.block(s.then if k else s.orelse, m)
             return
         c = self.ex(s.cond, m)
-        if lanes(c) and _flat(s):  # small bodies without effects: both run under their predicates, no branches
+        if lanes(c) and flat(s):  # small bodies without effects: both run under their predicates, no branches
             for body, cond in ((s.then, c), (s.orelse, None)):
                 if body:
                     cond = b.not_(c) if cond is None else cond
@@ -362,17 +369,17 @@ class _Emitter:
             return int(e.value) if not e.ty.is_float else None
         if isinstance(e, Var):
             return self.mode_const if e.name == "MODE" else None
-        if not isinstance(e, Op) or e.op not in _FOLD or (e.op == "shr" and e.ty.kind == "i"):
+        if not isinstance(e, Op) or e.op not in FOLD or (e.op == "shr" and e.ty.kind == "i"):
             return None
         a = [self.fold(x) for x in e.args]
         if any(x is None for x in a):
             return None
         bits = e.ty.bits
-        return _FOLD[e.op](a, e.attr) & ((1 << bits) - 1 if bits else 1)
+        return FOLD[e.op](a, e.attr) & ((1 << bits) - 1 if bits else 1)
 
     def ex(self, e: Expr, m) -> ir.Value:
         if isinstance(e, Const):
-            return FL.constant(self.b, e.value, e.ty) if e.ty.is_float else _int_const(e)
+            return FL.constant(self.b, e.value, e.ty) if e.ty.is_float else int_const(e)
         if isinstance(e, Var):
             if e.name in self.f.arrays:
                 raise Unsupported(f"array {e.name} used as a value")
@@ -381,14 +388,14 @@ class _Emitter:
             raise Unsupported(f"IR node {type(e).__name__}")
         if e.op == "elem":
             return self.array_get(e, m)
-        if e.op in _NAN_BLIND and len(e.args) == 1 and _widening(e.args[0]):  # as well on the narrower value
+        if e.op in NAN_BLIND and len(e.args) == 1 and widening(e.args[0]):  # as well on the narrower value
             e = dataclasses.replace(e, args=e.args[0].args[:1])
         elif e.op == "fconv":
-            e = _round_trip(e)
+            e = round_trip(e)
             if not isinstance(e, Op):
                 return self.ex(e, m)
-        if e.op in _COMPARES:  # a compare sees values only: a widened operand is a plain fpext
-            a = [FL.ext(self.b, self.ex(x.args[0], m), FL.FTY[x.ty.bits]) if _widening(x) else self.ex(x, m)
+        if e.op in COMPARES:  # a compare sees values only: a widened operand is a plain fpext
+            a = [ext(self.b, self.ex(x.args[0], m), FTY[x.ty.bits]) if widening(x) else self.ex(x, m)
                  for x in e.args]
         else:
             a = [self.ex(x, m) for x in e.args]
@@ -411,148 +418,7 @@ class _Emitter:
             r = v if r is None else select(b, self.cmp_const(idx, k), v, r)
         return r
 
-    def setbits(self, x: ir.Value, lo: ir.Value, width: int, v: ir.Value, bits: int) -> ir.Value:
-        """x with bits lo .. lo+width-1 replaced by v's low bits (bits past x's width dropped)."""
-        b = self.b
-        if isinstance(lo, ir.Constant) and isinstance(lo.type, ir.IntType):  # a fixed field: at x's own width
-            c = lo.constant
-            if c >= bits:
-                return resize(b, x, bits)
-            xx, vv = bcast(b, resize(b, x, bits), resize(b, self.as_int(v), bits))
-            n, full = lanes(xx), (1 << bits) - 1
-            keep = const(xx.type, ~(((1 << width) - 1) << c) & full, n)
-            vv = b.and_(vv, const(xx.type, ((1 << width) - 1) & full, n))
-            return b.or_(b.and_(xx, keep), b.shl(vv, const(xx.type, c, n)) if c else vv)
-        k = max(bits, width) + 64
-        xx, vv = resize(b, x, k), resize(b, self.as_int(v), k)
-        lo = resize(b, lo, k) if elem(lo.type).width <= k else b.select(
-            b.icmp_unsigned("<", lo, const(lo.type, k, lanes(lo))), lo, const(lo.type, k - 1, lanes(lo)))
-        lo = resize(b, lo, k)
-        xx, vv, lo = bcast(b, xx, vv, lo)
-        n = lanes(xx)
-        fm = b.shl(const(xx.type, (1 << width) - 1, n), lo)
-        vv = b.and_(vv, const(xx.type, (1 << width) - 1, n))
-        r = b.or_(b.and_(xx, b.not_(fm)), b.shl(vv, lo))
-        return resize(b, r, bits)
-
-    def as_int(self, v: ir.Value) -> ir.Value:
-        if elem(v.type) == I1:
-            return self.b.zext(v, like(ir.IntType(1), lanes(v)))
-        return v
-
-    # integers -------------------------------------------------------------------------------------------------
-    def _arith(self, e, a, m):
-        x, y = (self.fit(v, scalar_type(e.ty)) for v in bcast(self.b, *a))
-        return getattr(self.b, {"add": "add", "sub": "sub", "mul": "mul"}[e.op])(x, y)
-
-    op_add = op_sub = op_mul = _arith
-
-    def op_div(self, e, a, m):
-        return self.idiv(e, a, False)
-
-    def op_mod(self, e, a, m):
-        return self.idiv(e, a, True)
-
-    def idiv(self, e: Op, a, mod: bool) -> ir.Value:
-        """Truncating division; x / 0 is all ones, x % 0 is x (pyback's L.idiv)."""
-        b, bits, signed = self.b, e.ty.bits, e.ty.kind == "i"
-        x, y = bcast(b, *(self.fit(v, scalar_type(e.ty)) for v in a))
-        n = lanes(x)
-        zero = b.icmp_unsigned("==", y, const(y.type, 0, n))
-        w = bits + 1 if signed else bits
-        xw, yw = resize(b, x, w, signed), resize(b, b.select(zero, const(y.type, 1, n), y), w, signed)
-        if signed:
-            r = b.srem(xw, yw) if mod else b.sdiv(xw, yw)
-        else:
-            r = b.urem(xw, yw) if mod else b.udiv(xw, yw)
-        return b.select(zero, x if mod else const(x.type, -1, n), resize(b, r, bits))
-
-    def op_neg(self, e, a, m):
-        return self.b.neg(a[0])
-
-    def op_not(self, e, a, m):
-        return self.b.not_(a[0])
-
-    def _bitop(self, e, a, m):
-        x, y = bcast(self.b, *a)
-        if elem(x.type) != I1:
-            x, y = (self.fit(v, scalar_type(e.ty)) for v in (x, y))
-        return getattr(self.b, {"and": "and_", "or": "or_", "xor": "xor", "land": "and_", "lor": "or_"}[e.op])(x, y)
-
-    op_and = op_or = op_xor = op_land = op_lor = _bitop
-
-    def op_lnot(self, e, a, m):
-        return self.b.not_(a[0])
-
-    def _cmp(self, e, a, m):
-        x, y = bcast(self.b, *a)
-        sym = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[e.op]
-        if e.args[0].ty.kind == "i":
-            return self.b.icmp_signed(sym, x, y)
-        return self.b.icmp_unsigned(sym, x, y)
-
-    op_eq = op_ne = op_lt = op_le = op_gt = op_ge = _cmp
-
-    def op_select(self, e, a, m):
-        return select(self.b, *a)
-
-    def op_shl(self, e, a, m):
-        return self.shift(e, a, "shl")
-
-    def op_shr(self, e, a, m):
-        return self.shift(e, a, "ashr" if e.ty.kind == "i" else "lshr")
-
-    def shift(self, e: Op, a, kind: str) -> ir.Value:
-        """Shifts by any amount: past the width gives 0 (left, logical right) or the sign (arithmetic)."""
-        b, bits = self.b, e.ty.bits
-        x, s = bcast(b, self.fit(a[0], scalar_type(e.ty)), a[1])
-        n = lanes(x)
-        k = max(elem(s.type).width, bits.bit_length() + 1)
-        s = resize(b, s, k)
-        big = b.icmp_unsigned(">=", s, const(s.type, bits, n))
-        amt = resize(b, b.select(big, const(s.type, bits - 1, n), s), bits)
-        r = getattr(b, kind)(x, amt)
-        return r if kind == "ashr" else b.select(big, const(x.type, 0, n), r)
-
-    def op_tobool(self, e, a, m):
-        x = a[0]
-        if elem(x.type) == I1:
-            return x
-        return self.b.icmp_unsigned("!=", x, const(x.type, 0, lanes(x)))
-
-    def op_frombool(self, e, a, m):
-        return self.b.zext(a[0], like(scalar_type(e.ty), lanes(a[0])))
-
-    def op_resize(self, e, a, m):
-        return resize(self.b, a[0], e.ty.bits, e.args[0].ty.kind == "i")
-
-    def op_extract(self, e, a, m):
-        """Bits lo .. lo+width-1 of x (0 past x's width)."""
-        b, width = self.b, e.attr
-        x, lo = bcast(b, self.as_int(a[0]), a[1])
-        k = max(elem(x.type).width, width, elem(lo.type).width)
-        xx, lo = resize(b, x, k), resize(b, lo, k)
-        n = lanes(xx)
-        big = b.icmp_unsigned(">=", lo, const(lo.type, k, n))
-        r = b.lshr(xx, b.select(big, const(lo.type, 0, n), lo))
-        r = b.select(big, const(xx.type, 0, n), r)
-        return resize(b, r, width)
-
-    def op_insert(self, e, a, m):
-        return self.setbits(a[0], a[1], e.attr, a[2], e.ty.bits)
-
-    def op_concat(self, e, a, m):
-        b, total = self.b, e.ty.bits
-        parts = bcast(b, *(self.as_int(v) for v in a))
-        r, sh = None, 0
-        for v, p in reversed(list(zip(parts, e.args, strict=True))):
-            w = resize(b, self.fit(v, ir.IntType(p.ty.bits)), total)
-            if sh:
-                w = b.shl(w, const(w.type, sh, lanes(w)))
-            r = w if r is None else b.or_(r, w)
-            sh += p.ty.bits
-        return r
-
+    # operations that reach beyond the values ------------------------------------------------------------------
     def op_lane_id(self, e, a, m):
         t = scalar_type(e.ty)
         if not self.n:
@@ -573,139 +439,7 @@ class _Emitter:
     def op_callout(self, e, a, m):
         return self.hooks.callout(self.b, e.attr, tuple(self.hookval(x) for x in a))
 
-    def op_iabs(self, e, a, m):
-        return intrinsic(self.b, "llvm.abs", a[0].type, [a[0], I1(0)])
-
-    def op_popcount(self, e, a, m):
-        return resize(self.b, intrinsic(self.b, "llvm.ctpop", a[0].type, [a[0]]), e.ty.bits)
-
-    def op_bitrev(self, e, a, m):
-        return intrinsic(self.b, "llvm.bitreverse", a[0].type, [a[0]])
-
-    def op_ff1(self, e, a, m):
-        b, x = self.b, a[0]
-        n = lanes(x)
-        r = resize(b, intrinsic(b, "llvm.cttz", x.type, [x, I1(0)]), e.ty.bits)
-        return b.select(b.icmp_unsigned("==", x, const(x.type, 0, n)), const(r.type, 0xFFFFFFFF, n), r)
-
-    def op_sext_from(self, e, a, m):
-        """Sign-extend x from bit n-1 (n = 0 gives 0; n past 64 counts as 64)."""
-        b = self.b
-        x, nn = bcast(b, resize(b, a[0], 64), resize(b, a[1], 64))
-        n = lanes(x)
-        c = b.select(b.icmp_unsigned(">", nn, const(I64, 64, n)), const(I64, 64, n), nn)
-        c = b.select(b.icmp_unsigned("==", c, const(I64, 0, n)), const(I64, 1, n), c)
-        sh = b.sub(const(I64, 64, n), c)
-        r = b.ashr(b.shl(x, sh), sh)
-        r = b.select(b.icmp_unsigned("==", nn, const(I64, 0, n)), const(I64, 0, n), r)
-        return resize(b, r, e.ty.bits)
-
-    def op_sat(self, e, a, m):
-        """Integer clamp to the result type's range."""
-        b, s, t = self.b, e.args[0].ty, e.ty
-        k = max(s.bits, t.bits) + 2
-        v = resize(b, a[0], k, s.kind == "i")
-        n = lanes(v)
-        lo, hi = (-(1 << t.bits - 1), (1 << t.bits - 1) - 1) if t.kind == "i" else (0, (1 << t.bits) - 1)
-        v = b.select(b.icmp_signed("<", v, const(v.type, lo, n)), const(v.type, lo, n), v)
-        v = b.select(b.icmp_signed(">", v, const(v.type, hi, n)), const(v.type, hi, n), v)
-        return resize(b, v, t.bits)
-
     def op_fmt_offset(self, e, a, m):
         raise Unsupported("formatted buffer op")
 
     op_fmt_load = op_fmt_offset
-
-
-def _int_const(e: Const) -> ir.Constant:
-    t = scalar_type(e.ty)
-    if t == I1:
-        return I1(bool(e.value))
-    if not e.ty.is_int:
-        raise Unsupported(f"constant of type {e.ty}")
-    return const(t, int(e.value))
-
-
-_COMPARES = {"eq", "ne", "lt", "le", "gt", "ge"}
-_NAN_BLIND = {"isnan", "issnan", "isqnan", "isinf", "signbit"}  # kept by a widening conversion (NaN payloads too)
-_FOLD = {
-    "extract": lambda a, w: (a[0] >> a[1]) & ((1 << w) - 1), "tobool": lambda a, w: int(a[0] != 0),
-    "lnot": lambda a, w: int(not a[0]), "land": lambda a, w: int(a[0] and a[1]), "lor": lambda a, w: int(a[0] or a[1]),
-    "and": lambda a, w: a[0] & a[1], "or": lambda a, w: a[0] | a[1], "xor": lambda a, w: a[0] ^ a[1],
-    "eq": lambda a, w: int(a[0] == a[1]), "ne": lambda a, w: int(a[0] != a[1]), "shr": lambda a, w: a[0] >> a[1],
-}
-_EFFECTS = {"load", "reg_read", "callout", "fmt_load", "fmt_offset", "elem"}
-_FLAT_LIMIT = 80  # IR nodes of an If's bodies that run branch-free
-
-
-def _widening(e: Expr) -> bool:
-    """A float conversion to a wider IEEE format (exact; NaN payloads shifted), nearest even, not quieting."""
-    if not (isinstance(e, Op) and e.op == "fconv" and e.attr != "quiet" and e.ty.kind == "f"):
-        return False
-    src = e.args[0].ty
-    return src.kind == "f" and src.bits < e.ty.bits and all(
-        isinstance(x, Const) and x.value == 0 for x in e.args[1:])
-
-
-def _round_trip(e: Op) -> Expr:
-    """fconv(fconv_wide(x)) and fconv(quiet(fconv_wide(x))) back to x's format are x and quiet(x) (widening is
-    exact, NaN payloads included, and the narrowing takes the same bits back)."""
-    if not all(isinstance(x, Const) and x.value == 0 for x in e.args[1:]) or e.ty.kind != "f":
-        return e
-    inner, quiet = e.args[0], e.attr == "quiet"
-    if isinstance(inner, Op) and inner.op == "quiet" and len(inner.args) == 1:
-        inner, quiet = inner.args[0], True
-    if not _widening(inner) or inner.args[0].ty != e.ty:
-        return e
-    x = inner.args[0]
-    return Op("quiet", (x,), e.ty) if quiet else x
-
-
-def _size(node) -> int | None:
-    """IR nodes of an expression or statements, None when they reach anything but assignments of values."""
-    if isinstance(node, tuple):
-        total = 0
-        for x in node:
-            k = _size(x)
-            if k is None:
-                return None
-            total += k
-        return total
-    if isinstance(node, (Const, Var)) or node is None:
-        return 1
-    if isinstance(node, Op):
-        return None if node.op in _EFFECTS else _size(node.args)
-    if isinstance(node, Assign):
-        return None if node.index is not None else _size((node.value, node.lo))
-    if isinstance(node, If):
-        return _size((node.cond, node.then, node.orelse))
-    return None
-
-
-def _flat(s: If) -> bool:
-    k = _size((s.then, s.orelse))
-    return k is not None and k <= _FLAT_LIMIT
-
-
-def _assigned(body: tuple) -> set[str]:
-    out: set[str] = set()
-    for s in body:
-        if isinstance(s, (Assign, SetLaneBit)):
-            out.add(s.var)
-        elif isinstance(s, If):
-            out |= _assigned(s.then) | _assigned(s.orelse)
-        elif isinstance(s, Loop):
-            out |= {s.var} | _assigned(s.body)
-    return out
-
-
-def _loop_vars(body: tuple) -> set[str]:
-    out: set[str] = set()
-    for s in body:
-        if isinstance(s, Loop):
-            out |= {s.var} | _loop_vars(s.body)
-        elif isinstance(s, If):
-            out |= _loop_vars(s.then) | _loop_vars(s.orelse)
-    return out
-
-

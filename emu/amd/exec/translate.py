@@ -40,7 +40,7 @@ from emu.amd.exec.state import BARRIER, CATEGORIES, CONSTANTS, END, EXEC, MODE, 
 from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT, _float_bits, _keeps_denormals, opsel_hi
 from emu.amd.regs import EXECZ, PRIVATE_BASE, PRIVATE_LIMIT, SHARED_BASE, TTMP0, TTMP_END, VCCZ, storage
 from emu.pcode.llvmemit import emit
-from emu.pcode.llvmfloats import entry_alloca
+from emu.pcode.llvmvalues import entry_alloca
 from emu.pcode.typed import Unsupported as PcodeUnsupported
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
