@@ -33,7 +33,8 @@ from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT
 from emu.amd.regs import EXEC, VCC, storage
 from emu.pcode import floats, pyback, runtime
 from emu.pcode.llvmjit import cache_dir
-from emu.pcode.npback import Decline, Natural, lane_bits, pack_lanes
+from emu.pcode.npback import Natural
+from emu.pcode.npvalues import Decline, lane_bits, pack_lanes
 from emu.pcode.typed import Unsupported as PcodeUnsupported
 
 GUARD = 0xF | hwreg.DENORM_ALL  # MODE bits a fused float step assumes: round to nearest even, denormals kept

@@ -17,7 +17,7 @@ from emu.amd.exec.operands import sext
 from emu.amd.exec.state import ACC
 from emu.amd.regs import VCC, storage
 from emu.pcode.ir import Assign, Const, Op, Store, Var
-from emu.pcode.npback import Decline
+from emu.pcode.npvalues import Decline
 
 U64, U32 = np.uint64, np.uint32
 U64_2 = U64(2)
