@@ -178,6 +178,11 @@ class _Builder:
     def ptr(self, base, i):
         return self.b.inttoptr(self.get(base, i), PTR)
 
+    def leave(self, result: int) -> None:
+        """Return to the host with `result` in RESULT."""
+        self.put(self.d, RESULT, result)
+        self.b.ret(I64(0))
+
     def wave(self, i):
         """The record of wave i (an i64 value)."""
         return self.word(self.d, self.b.add(I64(HEADER), self.b.mul(i, I64(WAVE_WORDS))))
@@ -201,30 +206,34 @@ class _Builder:
 
 
 def _module() -> ir.Module:
+    """`i64 launch(ptr d)`: runs the workgroups the data block `d` says, as far as it can (its result in RESULT)."""
     m = engine().module("launch")
     fn = ir.Function(m, ir.FunctionType(I64, [PTR]), "launch")
-    memcpy = ir.Function(m, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, ir.IntType(1)]), "llvm.memcpy.p0.p0.i64")
-    memset = ir.Function(m, ir.FunctionType(ir.VoidType(), [PTR, I8, I64, ir.IntType(1)]), "llvm.memset.p0.i64")
-    region_t = ir.FunctionType(I64, [PTR] * 4)
-    d = fn.args[0]
-    g = _Builder(fn, d)
-    b = g.b
-    ctr = g.ptr(d, CTR)
+    g = _Builder(fn, fn.args[0])
+    ctr = g.ptr(g.d, CTR)
     wg_loop, start, round_, pick, run, next_, round_end = (g.block(n) for n in (
         "workgroup", "start_workgroup", "round", "pick", "run", "next", "round_end"))
-    b.branch(wg_loop)
+    g.b.branch(wg_loop)
+    _next_workgroup(g, wg_loop, start, round_)
+    _round(g, ctr, round_, pick, run, next_, round_end)
+    _round_end(g, round_end, round_, wg_loop)
+    return m
 
-    def leave(result: int) -> None:
-        g.put(d, RESULT, result)
-        b.ret(I64(0))
 
-    # -- the next workgroup, or on with the current one
+def _next_workgroup(g: _Builder, wg_loop: ir.Block, start: ir.Block, round_: ir.Block) -> None:
+    """At `wg_loop`: the next workgroup (its waves started from their initial images, the LDS zeroed), or on with
+    the current one at `round_`; done after the last."""
+    b, d = g.b, g.d
+    memcpy = ir.Function(g.fn.module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64, ir.IntType(1)]),
+                         "llvm.memcpy.p0.p0.i64")
+    memset = ir.Function(g.fn.module, ir.FunctionType(ir.VoidType(), [PTR, I8, I64, ir.IntType(1)]),
+                         "llvm.memset.p0.i64")
     g.at(wg_loop)
     fresh = b.icmp_signed("==", g.get(d, PHASE), I64(0))
     finished = g.block("finished")
     b.cbranch(b.and_(fresh, b.icmp_signed(">=", g.get(d, WG), g.get(d, WG_END))), finished, start)
     g.at(finished)
-    leave(DONE)
+    g.leave(DONE)
     g.at(start)
     init = g.block("init")
     b.cbranch(fresh, init, round_)
@@ -255,7 +264,13 @@ def _module() -> ir.Module:
         g.put(d, word, 1 if word == PHASE else 0)
     b.branch(round_)
 
-    # -- a round: every wave that runs, until it reaches a barrier or its end
+
+def _round(g: _Builder, ctr, round_: ir.Block, pick: ir.Block, run: ir.Block, next_: ir.Block,
+           round_end: ir.Block) -> None:
+    """At `round_`: every wave that runs, through the region function until it reaches a barrier or its end (or
+    leaves to Python); `round_end` after the last."""
+    b, d = g.b, g.d
+    region_t = ir.FunctionType(I64, [PTR] * 4)
     g.at(round_)
     pos = g.get(d, POS)
     b.cbranch(b.icmp_signed("<", pos, g.get(d, NWAVES)), pick, round_end)
@@ -267,7 +282,7 @@ def _module() -> ir.Module:
     spent, call = g.block("spent"), g.block("call")
     b.cbranch(b.icmp_signed("<=", chunk, I64(0)), spent, call)
     g.at(spent)
-    leave(PAUSED)
+    g.leave(PAUSED)
     g.at(call)
     left = g.get(w, W_LEFT)
     budget = b.select(b.icmp_signed("<", chunk, left), chunk, left)
@@ -284,7 +299,7 @@ def _module() -> ir.Module:
     stopped, moved = g.block("stopped"), g.block("moved")
     b.cbranch(b.icmp_signed("<", nxt, I64(0)), stopped, moved)
     g.at(stopped)  # not the region's MODE or instruction
-    leave(LEFT_TO_PYTHON)
+    g.leave(LEFT_TO_PYTHON)
     g.at(moved)
     g.put(w, W_PC, nxt)
     ended, waits, other = g.block("ended"), g.block("waits"), g.block("other")
@@ -306,7 +321,10 @@ def _module() -> ir.Module:
     g.put(d, POS, b.add(pos, I64(1)))
     b.branch(round_)
 
-    # -- the end of a round: release the barrier, or the workgroup is done
+
+def _round_end(g: _Builder, round_end: ir.Block, round_: ir.Block, wg_loop: ir.Block) -> None:
+    """At `round_end`: release the barrier (another round), or the workgroup is done (its counts added up)."""
+    b, d = g.b, g.d
     g.at(round_end)
     release, complete = g.block("release"), g.block("complete")
     b.cbranch(b.icmp_signed("!=", g.get(d, ANY_BARRIER), I64(0)), release, complete)
@@ -330,4 +348,3 @@ def _module() -> ir.Module:
     g.put(d, PHASE, 0)
     g.add(d, WG, I64(1))
     b.branch(wg_loop)
-    return m
