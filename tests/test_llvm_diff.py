@@ -43,7 +43,7 @@ def test_random_dwords(arch):
     assert rate >= RANDOM_FLOOR[arch], f"{arch}: {rate:.4f}\n{_show(diffs)}"
 
 
-@pytest.mark.skipif(not Path(la.__file__).parent.parent.joinpath("emu/amd/strategies.py").exists(),
+@pytest.mark.skipif(not Path(la.__file__).parent.parent.joinpath("emu/amd/strategies/__init__.py").exists(),
                     reason="emu.amd.strategies not present")
 @pytest.mark.parametrize("arch", ARCHES)
 def test_strategy_instructions(arch):
