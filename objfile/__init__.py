@@ -1,4 +1,5 @@
-"""Object files both sides of the device read: ELF (objfile.elf) and HSA code objects (objfile.codeobj).
+"""Object files both sides of the device read: ELF (objfile.elf) and HSA code objects (objfile.codeobj; their
+kernarg segments: objfile.kernargs).
 
 A leaf package: it imports neither the emulator (emu) nor the host runtime (stack), which both import it. The
 host runtime loads code objects with it; emu's clients of the device (the runner, the CLI, the disassembler, fault

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from objfile.codeobj import MAX_BUFFER, CodeObject, check_limit, hidden_args, pack_kernargs
+from objfile.codeobj import MAX_BUFFER, CodeObject, check_limit
+from objfile.kernargs import hidden_args, pack_kernargs
 from stack.hcq import kfd_ioctl as k
 from stack.hcq import pm4, sdma
 from stack.hcq import program as hcqprogram

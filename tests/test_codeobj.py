@@ -14,7 +14,8 @@ from elftools.elf.elffile import ELFFile
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from objfile.codeobj import CodeObject, CodeObjectError, KernelDescriptor, hidden_args, pack_kernargs
+from objfile.codeobj import CodeObject, CodeObjectError, KernelDescriptor
+from objfile.kernargs import hidden_args, pack_kernargs
 from stack.codegen import opencl
 
 TOOLS = opencl.available() and shutil.which("llvm-objdump-19") and shutil.which("llvm-readelf-19")

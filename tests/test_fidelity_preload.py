@@ -17,7 +17,8 @@ import struct
 import numpy as np
 import pytest
 
-from objfile.codeobj import CodeObject, KernargPreload, hidden_args, pack_kernargs
+from objfile.codeobj import CodeObject, KernargPreload
+from objfile.kernargs import hidden_args, pack_kernargs
 from stack import Device
 from stack.codegen import opencl
 from stack.hcq import kfd_ioctl as k

@@ -18,8 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emu.amd.limits import LimitError as EmuLimitError
-from objfile import codeobj
-from objfile.codeobj import CodeObject, CodeObjectError, CodeObjectLimitError, KernArg, LimitError, pack_kernargs
+from objfile import codeobj, kernargs
+from objfile.codeobj import CodeObject, CodeObjectError, CodeObjectLimitError, KernArg, LimitError
+from objfile.kernargs import pack_kernargs
 from stack.codegen import opencl
 from tools import fuzz
 
@@ -331,12 +332,12 @@ def test_kernel_argument_packing_never_reinterprets(ts, value):
         raw = pack_kernargs(k, [value])[:size]
     except ValueError:
         return
-    kind, scalar = codeobj.arg_type(k.args[0])
+    kind, scalar = kernargs.arg_type(k.args[0])
     if isinstance(value, (bytes, np.ndarray)) or isinstance(value, np.generic) and not kind:
         assert raw == bytes(value.tobytes() if hasattr(value, "tobytes") else value)
     elif kind == "float":
         assert isinstance(value, (float, np.floating)) and scalar
-        got = struct.unpack(codeobj.FLOAT_FORMATS[size], raw)[0]
+        got = struct.unpack(kernargs.FLOAT_FORMATS[size], raw)[0]
         assert got == np.asarray(value).astype({2: np.float16, 4: np.float32, 8: np.float64}[size]) or \
             np.isnan(got) == np.isnan(value)
     else:

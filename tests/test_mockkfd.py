@@ -549,7 +549,8 @@ SAXPY = """__kernel void saxpy(__global float *y, __global const float *x, float
 @pytest.mark.skipif(not shutil.which("clang-19"), reason="needs clang-19 (llvm-19)")
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx942", "gfx90a"])
 def test_aql_dispatch_barrier_and_pm4_ib(arch):
-    from objfile.codeobj import CodeObject, hidden_args, pack_kernargs
+    from objfile.codeobj import CodeObject
+    from objfile.kernargs import hidden_args, pack_kernargs
     from stack.codegen.opencl import compile_cl
     c = RawClient(arch)
     co = CodeObject.parse(compile_cl(SAXPY, arch))

@@ -95,7 +95,7 @@ class Bench:
     def saxpy(self, n: int = 256, block: int = 64) -> str | None:
         """None if saxpy on a fresh AQL queue is right; else what went wrong. The code image is written again first
         (the inputs may aim at it: it is GPU memory the client gave the GPU)."""
-        from objfile.codeobj import hidden_args, pack_kernargs
+        from objfile.kernargs import hidden_args, pack_kernargs
         c, kern = self.c, self.co.kernels["saxpy"]
         self.code.mem[:self.co.image_size] = np.frombuffer(bytes(self.co.image(self.code.va)), np.uint8)
         xb, yb, args, sig = c.alloc(4 * n), c.alloc(4 * n), c.alloc(4096), c.alloc(4096)

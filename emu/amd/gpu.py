@@ -18,7 +18,7 @@ A fault raises `GPUFault` carrying the record; host memory is never touched and 
     gpu.unload(prog)                          the same for a code object; `with gpu.load(data) as prog:` unloads it
 
 Arguments are checked, never guessed: a buffer must be live and from this GPU, kernel arguments must match the
-metadata's types and ranges (objfile.codeobj.pack_kernargs), sizes must stay within the limits of emu.amd.limits
+metadata's types and ranges (objfile.kernargs.pack_kernargs), sizes must stay within the limits of emu.amd.limits
 (`LimitError` names the field, its value and the limit; `alloc` never raises MemoryError).
 """
 from __future__ import annotations
@@ -42,8 +42,9 @@ from emu.amd.limits import MAX_BUFFER, LimitError, check_limit
 from emu.amd.memory import VM, GPUFault
 from emu.amd.memspace import PRIVATE_APERTURE, SHARED_APERTURE
 from emu.amd.rsrc import private_segment
-from objfile.codeobj import CodeObject, pack_kernargs
+from objfile.codeobj import CodeObject
 from objfile.codeobj import LimitError as RuntimeLimitError
+from objfile.kernargs import pack_kernargs
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ class Buffer:
     freed: bool = False
 
     @property
-    def addr(self) -> int:  # what codeobj.pack_kernargs takes for a pointer argument
+    def addr(self) -> int:  # what kernargs.pack_kernargs takes for a pointer argument
         return self.va
 
     def view(self, ctype=ctypes.c_uint32, offset: int = 0, count: int | None = None):
