@@ -11,6 +11,8 @@ decoder and disassembler, and a core that runs static Linux programs.
     tables      numeric tables the vendor text indexes but does not contain (seed ROMs, CABAC)
     ir, lower   typed IR (C types, HVX vectors) and the lowering to it
     pyback      Python backend (one function per instruction; generated source cached), runtime, ieee
+    llvmback    LLVM backend (llvmfloat: floats); native: hot blocks run natively (native_core, native_packet,
+                native_block emit them)
     coverage    python -m emu.dsp.coverage [--json]
     decode      words -> packets (parse bits, duplexes, immext, end-of-loop, new values); strategies
     disasm      LLVM syntax
