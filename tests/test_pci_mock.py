@@ -118,7 +118,8 @@ def test_extended_capabilities_reach_resizable_bar0():
         assert sizes[0] == 256 * MiB and sizes[-1] == f.vram.size == 32 << 30
         assert ctrl & 7 == 0 and (ctrl >> 5) & 7 == 1 and MiB << ((ctrl >> 8) & 0x1F) == f.vram.size
         c.write(rebar + 8, 4, (ctrl & ~0x1F00) | 8 << 8)  # 256 MiB
-        assert _bar_size(c, 0, True) == f.vram.size == 256 * MiB
+        assert _bar_size(c, 0, True) == f.vram.size == 256 * MiB == len(f.vram.map())  # the host's window
+        assert parse_discovery(f.vram.read(f.vram_size - (64 << 10), 8 << 10))["ips"]  # VRAM is all still there
         c.write(rebar + 8, 4, (ctrl & ~0x1F00) | 30 << 8)  # 1 PiB: not offered, ignored
         assert _bar_size(c, 0, True) == 256 * MiB and (c.read(rebar + 8, 4) >> 8) & 0x1F == 8
 
@@ -387,15 +388,19 @@ def test_bad_mmio_accesses_say_what_and_where(fn, offset, size, value, what):
 
 
 @settings(max_examples=examples(60, 600), deadline=None, suppress_health_check=list(HealthCheck))
-@given(ops=st.lists(st.tuples(st.booleans(), st.integers(-8, (1 << 20) + 8), st.sampled_from([1, 2, 4, 8]),
-                              st.integers(-1, 1 << 33)), max_size=40))
+@given(ops=st.lists(st.tuples(st.booleans(), st.one_of(st.integers(-8, (1 << 20) + 8),
+                                                       st.sampled_from(["index", "data", "memsize"])),
+                              st.sampled_from([1, 2, 4, 4, 8]), st.integers(-1, 1 << 33)), max_size=40))
 def test_random_mmio_accesses_raise_only_the_documented_error(ops):
+    """Any access, the RSMU window aimed anywhere (itself included): an MMIOError or a 32-bit value."""
     with PCIFunction("gfx1201", vram=512 * MiB) as f:
-        index = f.regs.addr("regBIF_BX_PF0_RSMU_INDEX")
+        named = {"index": f.regs.addr("regBIF_BX_PF0_RSMU_INDEX") * 4,
+                 "data": f.regs.addr("regBIF_BX_PF0_RSMU_DATA") * 4, "memsize": 0xDE3 * 4}
         for is_write, offset, size, value in ops:
+            offset = named.get(offset, offset)
             try:
                 if is_write:
-                    f.mmio.write(offset if offset != 0 else index * 4, value, size)  # aim the window anywhere
+                    f.mmio.write(offset, value, size)
                 else:
                     assert 0 <= f.mmio.read(offset, size) <= 0xFFFFFFFF
             except MMIOError:

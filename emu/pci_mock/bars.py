@@ -42,15 +42,17 @@ class MemoryBar(Bar):
     def __init__(self, index: int, name: str, size: int, *, is64: bool, prefetch: bool,
                  sizes: tuple[int, ...] = ()) -> None:
         super().__init__(index, size, is64=is64, prefetch=prefetch, sizes=sizes)
+        self.capacity = max(self.sizes)
         self.fd = os.memfd_create(f"hwemu-{name}", os.MFD_CLOEXEC)
         self._closer = weakref.finalize(self, os.close, self.fd)
-        os.ftruncate(self.fd, max(self.sizes))
+        os.ftruncate(self.fd, self.capacity)
 
     def map(self) -> mmap.mmap:
         """A shared mapping of the BAR's current size, as a client's mmap of its resource file gives."""
         return mmap.mmap(self.fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
 
     def read(self, offset: int, length: int) -> bytes:
+        """The device's side: all of the memory, whatever window the BAR decodes now."""
         self._check(offset, length)
         return os.pread(self.fd, length, offset)
 
@@ -59,8 +61,8 @@ class MemoryBar(Bar):
         os.pwrite(self.fd, data, offset)
 
     def _check(self, offset: int, length: int) -> None:
-        if not (0 <= offset and 0 <= length and offset + length <= self.size):
-            raise ValueError(f"BAR{self.index}: {length:#x} bytes at {offset:#x} are outside its {self.size:#x}")
+        if not (0 <= offset and 0 <= length and offset + length <= self.capacity):
+            raise ValueError(f"BAR{self.index}: {length:#x} bytes at {offset:#x} are outside its {self.capacity:#x}")
 
     def close(self) -> None:
         self._closer()

@@ -35,7 +35,8 @@ class PCIFunction:
         self.regs = RegisterFile(self.blocks, self.vram_size)
         self.mmio = RegisterBar(5, MMIO_SIZE, self.regs)
         self.bars: dict[int, Bar] = {b.index: b for b in (self.vram, self.doorbells, self.mmio)}
-        self.config = ConfigSpace(t.device_id, REVISION, (0x1002, t.device_id), list(self.bars.values()))
+        subsystem = (0x1002, t.device_id)  # an AMD-built board: no board vendor's ids are claimed
+        self.config = ConfigSpace(t.device_id, REVISION, subsystem, list(self.bars.values()))
         self.discovery_offset = self.vram_size - discovery.OFFSET_FROM_END
         self.vram.write(self.discovery_offset, discovery.build(t, self.blocks))
 
