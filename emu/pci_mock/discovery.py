@@ -104,8 +104,7 @@ def build(t: Target, blocks: list[IPBlock]) -> bytes:
     gc = Layout(f"struct_gc_info_v{major}_{minor}")
     ip_at = _align(bh.size)
     die_at = ip_at + ih.size
-    entries = b"".join(struct.pack(f"<HBBBBBB{len(b.bases)}I", b.hw_id, b.instance, len(b.bases), *b.version, 0,
-                                   *b.bases) for b in blocks)
+    entries = b"".join(_ip_entry(b) for b in blocks)
     ip_end = die_at + dh.size + len(entries)
     gc_at = _align(ip_end)
     size = gc_at + gc.size
@@ -127,6 +126,15 @@ def build(t: Target, blocks: list[IPBlock]) -> bytes:
     after = bh.fields["binary_checksum"][0] + 2
     bh.pack_into(buf, 0, {"binary_checksum": checksum(buf[after:size])})
     return bytes(buf)
+
+
+def _ip_entry(b: IPBlock) -> bytes:
+    """One ip_v4 entry: the vendor struct's fields, its sub_revision/variant byte (0), then 32-bit bases."""
+    out = bytearray(IP_V4_HEADER) + struct.pack(f"<{len(b.bases)}I", *b.bases)
+    Layout("struct_ip_v4").pack_into(out, 0, {"hw_id": b.hw_id, "instance_number": b.instance,
+                                              "num_base_address": len(b.bases), "major": b.version[0],
+                                              "minor": b.version[1], "revision": b.version[2]})
+    return bytes(out)
 
 
 def _gc_info(t: Target, major: int, minor: int, size: int) -> dict[str, int]:
