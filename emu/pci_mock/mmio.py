@@ -76,6 +76,7 @@ class RegisterFile:
     def _name_registers(self) -> dict[str, tuple[int, ...]]:
         """register name -> its address in each instance of its block."""
         out: dict[str, list[int]] = {}
+        block_of: dict[str, IPBlock] = {}  # one name, one block (its instances differ only in their bases)
         for b in self.blocks:
             regs = vendor_table(b.tables, b.version) or {}
             for name, (off, seg) in regs.items():
@@ -83,6 +84,8 @@ class RegisterFile:
                 if seg >= len(b.bases) or (owner is not None and owner != b.name) or (
                         owner is None and b.name in OWNER_PREFIX.values()):
                     continue
+                if block_of.setdefault(name, b).hw_id != b.hw_id:
+                    raise RuntimeError(f"vendor register tables: {name} in both {block_of[name].name} and {b.name}")
                 insts = out.setdefault(name, [])
                 insts.extend([-1] * (b.instance + 1 - len(insts)))
                 insts[b.instance] = b.bases[seg] + off
