@@ -4,7 +4,11 @@ discovery.h (not by the builder's code) and by tinygrad's AM driver as a client,
 from __future__ import annotations
 
 import ctypes
+import os
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from depth import examples
@@ -17,6 +21,7 @@ from emu.pci_mock.config import ConfigSpaceError
 from emu.pci_mock.mmio import MMIOError
 from emu.pci_mock.tables import vendor_table
 
+ROOT = Path(__file__).resolve().parents[1]
 RDNA = [a for a, t in target.TARGETS.items() if t.mp0 is not None]
 MiB = 1 << 20
 # PCI header offsets and capability ids (PCI Local Bus 3.0, PCIe Base 4.0)
@@ -290,6 +295,13 @@ def _bases_match_register_file(f: PCIFunction, ips: dict) -> None:
             if b.instance < len(addrs) and addrs[b.instance] == bases[seg] + off:
                 checked += 1
     assert checked >= len(f.regs.names) > 1000
+
+
+def test_building_a_function_does_not_import_tinygrad():
+    """The vendor tables are read as data (and cached): the emulator never imports the wheel it reads."""
+    code = ("import sys; from emu.pci_mock import PCIFunction; PCIFunction('gfx1201', vram=512 << 20).close(); "
+            "assert 'tinygrad' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd="/")
 
 
 def test_chips_without_a_pci_model_are_refused():
