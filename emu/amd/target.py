@@ -123,6 +123,13 @@ class Target:
     lds_kb: int = 64
     workgroup_lds_kb: int = 64         # LDS one workgroup may allocate (the launch limit; 160 KiB on gfx950)
     scratch_slots_per_cu: int = 32
+    # the other IP versions of the chip's discovery table (the MOCKPCI function, emu.pci_mock); None where hwemu
+    # models no PCI function of the chip
+    mmhub: tuple[int, int, int] | None = None
+    mp0: tuple[int, int, int] | None = None   # PSP
+    mp1: tuple[int, int, int] | None = None   # SMU
+    hdp: tuple[int, int, int] | None = None
+    osssys: tuple[int, int, int] | None = None  # IH
 
     @property
     def isa(self) -> str:
@@ -147,23 +154,31 @@ class Target:
 
 
 _CDNA = dict(kernarg_preload=True, xnack=True)  # llc-19 preloads kernargs for gfx90a and gfx942
+
+
+def _soc(mmhub: tuple[int, int, int], mp: tuple[int, int, int], hdp: tuple[int, int, int],
+         osssys: tuple[int, int, int]) -> dict:
+    """The SoC IP versions amdgpu's discovery reports for a chip (PSP and SMU share the MP version)."""
+    return dict(mmhub=mmhub, mp0=mp, mp1=mp, hdp=hdp, osssys=osssys)
+
+
 TARGETS = {t.arch: t for t in (
     Target("gfx1100", RDNA3, "AMD Radeon RX 7900 XTX", 0x744C, 110000, 96, 6, 2, 2, 16, 24 * GIB, 2500, 1250,
-           (11, 0, 0), (6, 0, 0), (4, 3, 0), 6144),
+           (11, 0, 0), (6, 0, 0), (4, 3, 0), 6144, **_soc((3, 0, 0), (13, 0, 0), (6, 0, 0), (6, 0, 0))),
     Target("gfx1101", RDNA3, "AMD Radeon RX 7800 XT", 0x747E, 110001, 60, 3, 2, 2, 16, 16 * GIB, 2430, 1219,
-           (11, 0, 3), (6, 0, 3), (4, 3, 0), 4096),
+           (11, 0, 3), (6, 0, 3), (4, 3, 0), 4096, **_soc((3, 0, 0), (13, 0, 10), (6, 0, 0), (6, 0, 0))),
     Target("gfx1102", RDNA3, "AMD Radeon RX 7600", 0x7480, 110002, 32, 2, 2, 2, 16, 8 * GIB, 2655, 1125,
-           (11, 0, 2), (6, 0, 2), (4, 3, 0), 2048),
+           (11, 0, 2), (6, 0, 2), (4, 3, 0), 2048, **_soc((3, 0, 2), (13, 0, 7), (6, 0, 0), (6, 0, 0))),
     Target("gfx1103", RDNA3, "AMD Radeon 780M", 0x15BF, 110003, 12, 1, 2, 2, 16, 2 * GIB, 2700, 2800,
-           (11, 0, 1), (6, 0, 1), (7, 7, 0), 2048),
+           (11, 0, 1), (6, 0, 1), (7, 7, 0), 2048, **_soc((3, 0, 1), (13, 0, 4), (6, 0, 0), (6, 0, 0))),
     Target("gfx1150", RDNA3, "AMD Radeon 890M", 0x150E, 110500, 16, 1, 2, 2, 16, 2 * GIB, 2900, 2800,
-           (11, 5, 0), (6, 1, 0), (7, 11, 0), 2048),
+           (11, 5, 0), (6, 1, 0), (7, 11, 0), 2048, **_soc((3, 3, 0), (14, 0, 0), (6, 1, 0), (6, 1, 0))),
     Target("gfx1151", RDNA3, "AMD Radeon 8060S", 0x1586, 110501, 40, 2, 2, 2, 16, 32 * GIB, 2900, 4000,
-           (11, 5, 1), (6, 1, 1), (7, 11, 1), 2048),
+           (11, 5, 1), (6, 1, 1), (7, 11, 1), 2048, **_soc((3, 3, 1), (14, 0, 1), (6, 1, 0), (6, 1, 0))),
     Target("gfx1200", RDNA4, "AMD Radeon RX 9060 XT", 0x7590, 120000, 32, 2, 2, 2, 16, 16 * GIB, 3130, 1250,
-           (12, 0, 0), (7, 0, 0), (6, 3, 1), 4096),
+           (12, 0, 0), (7, 0, 0), (6, 3, 1), 4096, **_soc((4, 1, 0), (14, 0, 2), (7, 0, 0), (7, 0, 0))),
     Target("gfx1201", RDNA4, "AMD Radeon RX 9070 XT", 0x7550, 120001, 64, 4, 2, 2, 16, 16 * GIB, 2970, 1258,
-           (12, 0, 1), (7, 0, 1), (6, 3, 1), 8192),
+           (12, 0, 1), (7, 0, 1), (6, 3, 1), 8192, **_soc((4, 1, 0), (14, 0, 3), (7, 0, 0), (7, 0, 0))),
     Target("gfx90a", CDNA2, "AMD Instinct MI210", 0x740F, 90010, 104, 8, 1, 4, 8, 64 * GIB, 1700, 1600,
            (9, 4, 2), (4, 4, 0), (7, 4, 0), 8192, **_CDNA),
     Target("gfx942", CDNA3, "AMD Instinct MI300X (CPX partition)", 0x74A1, 90402, 38, 4, 1, 4, 8, 24 * GIB, 2100,

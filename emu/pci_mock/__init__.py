@@ -1,0 +1,23 @@
+"""MOCKPCI: the emulated AMD GPU as a PCI function, for user-space drivers that bind the device themselves (tinygrad's
+AM driver, later stack/hcq/pci.py) instead of going through /dev/kfd.
+
+Modelled now (the first step of issue 25):
+
+- `tables`: the vendor data, converted once from the pinned tinygrad wheel's autogen headers as data (PCI config
+  constants, the IP discovery structs and hardware ids, the IP blocks' segment bases, each IP version's registers);
+- `config`: the config space (header, BARs with the sizing protocol, PM / PCIe / MSI capabilities, Resizable BAR);
+- `bars`: VRAM (BAR0/1) and doorbells (BAR2/3) as memfd-backed shared memory a client maps;
+- `mmio`: the register file behind BAR5, per-IP vendor offsets at the discovery table's bases, with read/write hooks
+  for models; the VRAM-size register (RCC_CONFIG_MEMSIZE) and BIF's index/data window answer already;
+- `discovery`: the IP discovery binary at VRAM end - 64 KiB (the chip's IP versions from emu.amd.target, the same
+  the KFD topology reports);
+- `function`: `PCIFunction`, one GPU tying them together.
+
+Next steps: emu/os serves the function's sysfs tree (vendor, device, class, config, resource, resource0/2/5 mmaps,
+enable, driver/unbind) under DEV=MOCKPCI+AMD; register models on the hooks (NBIO/HDP flushes, GMC/MMHUB/GFXHUB with
+VMID page tables walked by the emu/amd GPU VM, IH rings, the PSP ring and firmware loading, the SMU mailbox, MES/KIQ
+queue mapping); doorbell writes reaching the same command processor and engines as MOCKKFD.
+"""
+from emu.pci_mock.function import PCIFunction
+
+__all__ = ["PCIFunction"]

@@ -1,0 +1,52 @@
+"""One emulated GPU as a PCI function: its config space, BARs, register file and the discovery binary in VRAM."""
+from __future__ import annotations
+
+from emu.amd import target
+from emu.pci_mock import discovery
+from emu.pci_mock.bars import Bar, MemoryBar
+from emu.pci_mock.config import ConfigSpace
+from emu.pci_mock.mmio import RegisterBar, RegisterFile
+
+MiB, GiB = 1 << 20, 1 << 30
+MIN_BAR0 = 256 * MiB      # the legacy VRAM window; Resizable BAR offers it and every size up to all of VRAM
+DOORBELL_SIZE = 2 * MiB   # BAR2 of AMD's dGPUs
+MMIO_SIZE = 1 * MiB       # BAR5 of AMD's dGPUs
+REVISION = 0x00           # no product revision is claimed
+
+
+class PCIFunction:
+    """The PCI function of chip `arch` with `vram` bytes of VRAM (default: the product's, emu.amd.target).
+
+    BAR0/1: VRAM (64-bit, prefetchable, resizable: it decodes all of VRAM, rounded up to a power of two);
+    BAR2/3: doorbells (64-bit, prefetchable); BAR5: the MMIO registers (32-bit). The discovery binary is in VRAM at
+    `vram - 64 KiB`; RCC_CONFIG_MEMSIZE reads `vram` in MiB.
+    """
+
+    def __init__(self, arch: str, vram: int | None = None) -> None:
+        self.target = t = target.get(arch)
+        self.vram_size = t.vram if vram is None else vram
+        if self.vram_size % MiB or self.vram_size < MIN_BAR0:
+            raise ValueError(f"VRAM of {self.vram_size:#x} bytes: a whole number of MiB, at least {MIN_BAR0:#x}")
+        self.blocks = discovery.ip_blocks(t)
+        bar0 = 1 << (self.vram_size - 1).bit_length()
+        sizes = tuple(MIN_BAR0 << i for i in range((bar0 // MIN_BAR0).bit_length()))
+        self.vram = MemoryBar(0, f"{t.arch}-vram", bar0, is64=True, prefetch=True, sizes=sizes)
+        self.doorbells = MemoryBar(2, f"{t.arch}-doorbells", DOORBELL_SIZE, is64=True, prefetch=True)
+        self.regs = RegisterFile(self.blocks, self.vram_size)
+        self.mmio = RegisterBar(5, MMIO_SIZE, self.regs)
+        self.bars: dict[int, Bar] = {b.index: b for b in (self.vram, self.doorbells, self.mmio)}
+        subsystem = (0x1002, t.device_id)  # an AMD-built board: no board vendor's ids are claimed
+        self.config = ConfigSpace(t.device_id, REVISION, subsystem, list(self.bars.values()))
+        self.discovery_offset = self.vram_size - discovery.OFFSET_FROM_END
+        self.vram.write(self.discovery_offset, discovery.build(t, self.blocks))
+
+    def close(self) -> None:
+        """Release the shared memory (clients' mappings stay valid until they unmap)."""
+        self.vram.close()
+        self.doorbells.close()
+
+    def __enter__(self) -> PCIFunction:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
