@@ -25,11 +25,11 @@ from collections.abc import Callable
 import numpy as np
 
 from emu.amd.exec import hwreg
+from emu.amd.exec.bind import SOURCES, Binding, Kind, Operand, fmt, valu_fields
 from emu.amd.exec.interp_mem import global_step, smem_step
-from emu.amd.exec.operands import constant, is_float
+from emu.amd.exec.operands import is_float
 from emu.amd.exec.plan import _BARRIERS, _CLOCKS, _ENDS, _ENGINE_NOPS, Planner
 from emu.amd.exec.state import ACC, MODE, SCC
-from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT
 from emu.amd.regs import EXEC, VCC, storage
 from emu.pcode import floats, pyback, runtime
 from emu.pcode.llvmjit import cache_dir
@@ -400,29 +400,6 @@ def _fusable_valu(inst, p: Planner) -> bool:
     return (inst.base in _VALU or inst.base == "VOPD") and not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST"))
 
 
-class _Half:
-    """One op of a VOPD pair, shaped as the VOP2 instruction the planner plans it as (emu.amd.exec.valu)."""
-    base = enc = "VOP2"
-    operands: dict = {}
-
-    def __init__(self, inst, op, fields: dict):
-        self.op, self.fields, self.literal, self.pc, self.size = op, fields, inst.literal, inst.pc, inst.size
-
-
-def _halves(p: Planner, inst) -> list[_Half]:
-    f, out = inst.fields, []
-    for opv, s0, s1, dst in ((f["opx"], "srcx0", "vsrcx1", f["vdstx"]),
-                             (f["opy"], "srcy0", "vsrcy1", (f["vdsty"] << 1) | ((f["vdstx"] & 1) ^ 1))):
-        dual = p.isa.op("VOPD", opv)
-        plain = dual.name.replace("V_DUAL_", "V_") if dual is not None else ""
-        op = next((p.isa.by_name[(sp, plain)] for sp in ("VOP2", "VOP1", "VOP3") if (sp, plain) in p.isa.by_name),
-                  None)
-        if op is None:
-            raise Decline(f"VOPD op {opv}")
-        out.append(_Half(inst, op, {"src0": f[s0], "vsrc1": f[s1], "vdst": dst}))
-    return out
-
-
 def _generate(p: Planner, inst, carry: tuple[bool, bool] = (False, False)) -> tuple:
     """(_Fragment, the arguments its code binds as A0, A1, ...); `carry`: (takes, gives) a carry chain's VCC lanes
     (_carries)."""
@@ -433,14 +410,12 @@ def _generate(p: Planner, inst, carry: tuple[bool, bool] = (False, False)) -> tu
         src.ds()
     elif inst.base == "VOPD":  # both ops read their sources before either writes
         stores: list = []
-        for k, half in enumerate(_halves(p, inst)):
-            src.inst = half
-            src.valu(stores, copy=k == 1)
-        src.inst = inst
+        for k, (op, fields) in enumerate(p.vopd_halves(inst)):
+            src.valu(p.valu_operands(inst, op, fields, base="VOP2"), "VOP2", stores, copy=k == 1)
         src.flush(stores)
         src.emit("w.lane_ops += 2 * n_act")
     else:
-        src.flush(src.valu([]))
+        src.flush(src.valu(p.valu_operands(inst), inst.base, []))
         src.emit("w.lane_ops += n_act")
     return src.fragment()
 
@@ -507,168 +482,159 @@ class _Source:
     # -- SALU --------------------------------------------------------------------------------------------------
     def salu(self) -> None:
         p, inst = self.p, self.inst
-        sem, reads, writes = p.salu_parts(inst)
-        f = sem.ir
+        bd = p.salu_operands(inst)
+        sem, f = bd.sem, bd.sem.ir
         if (sem.reads | sem.writes) & _SCALAR_ENGINE or f.files:
             raise Decline("hardware or register-file access")
-        fm = {} if inst.base == "SOPK" else {"S0": "ssrc0", "S1": "ssrc1", "D0": "sdst"}  # SOPK: the planner's
         self.needs.add("sg")
         if "MODE" in sem.reads and _rounds_floats(f):
             self.guard(f"sg[{MODE}] & {GUARD} != {hwreg.DENORM_ALL}")
         binds = {}
-        for n, r in reads:
+        for n, o in bd.inputs.items():
             bits = f.inputs.get(n)
             if bits is None:  # read by the engine only (MODE for rounding)
                 continue
-            code = self._scalar_read(n, r, fm.get(n), sem, bits)
+            code = self._scalar_read(bd, o, bits)
             binds[n] = f"({code}) & {(1 << bits) - 1}" if bits <= 64 else f"L.inp({code}, {bits})"
         gen = _Scalar(f, binds, f"int(sg[{MODE}])", p.lanes, self.consts)
         self.lines += gen.body_lines()
-        for n, wr in writes:
-            v = gen.output(n)
-            self._scalar_write(n, wr, v, fm.get(n), sem)
+        for n, o in bd.outputs.items():
+            self._scalar_write(bd, o, gen.output(n))
         if "PC" in sem.writes:
             self.emit(f"w.pc = int({gen.output('PC')}) & 0xFFFFFFFFFFFF")
             self.sets_pc = True
 
-    def _scalar_read(self, n: str, r: Callable, fld: str | None, sem, bits: int) -> str:
-        """Code of a SALU source: SGPRs and constants inline, the planner's reader otherwise."""
-        p, f = self.p, self.inst.fields
+    def _scalar_read(self, bd: Binding, o: Operand, bits: int) -> str:
+        """Code of a SALU source: SGPRs, constants and fields inline, the planner's reader otherwise."""
+        n = o.name
         if n == "PC":
             return "pc"
         if n == "SCC":
             return f"int(sg[{SCC}])"
-        if n == "SIMM16" and "simm16" in f:  # the planner's constant reader
-            return str(f["simm16"])
+        if o.kind in (Kind.FIELD, Kind.INLINE, Kind.LITERAL):
+            return str(o.value)
         mask = self._mask_read(VCC) if n in ("VCC", "VCCZ") else "w.active_mask" if n in ("EXEC", "EXECZ") else None
-        if mask is not None:  # the planner's readers: VCC & the wave's lanes, EXEC, and whether they are zero
-            return f"int({mask} == 0)" if n.endswith("Z") else mask
-        if fld is not None and fld in f and bits <= 64:
-            code, width = f[fld], p._width(sem, n, self.inst.op, fld)
-            c = constant(code, width, p._fmt(self.inst.op, fld), self.inst.literal)
-            if c is not None:
-                return str(c)
-            if _slots(code, width):  # SGPRs, TTMPs, VCC and EXEC (their slots hold them)
-                if width == 64:
-                    return f"int(sg[{code}]) | int(sg[{code + 1}]) << 32"
-                return f"int(sg[{code}])"
-        return f"{self.arg(r)}(w)"
+        if o.kind is Kind.STATE and mask is not None:  # the planner's readers: VCC & the wave's lanes, EXEC, and
+            return f"int({mask} == 0)" if n.endswith("Z") else mask  # whether they are zero
+        if o.scalar and bits <= 64 and _slots(o.code, o.bits):  # SGPRs, TTMPs, VCC and EXEC (their slots hold them)
+            if o.bits == 64:
+                return f"int(sg[{o.code}]) | int(sg[{o.code + 1}]) << 32"
+            return f"int(sg[{o.code}])"
+        return f"{self.arg(self.p.reader(self.inst, bd, o))}(w)"
 
-    def _scalar_write(self, n: str, wr: Callable, v: str, fld: str | None, sem) -> None:
-        code = self.inst.fields.get(fld) if fld else None
-        if n == "SCC":
+    def _scalar_write(self, bd: Binding, o: Operand, v: str) -> None:
+        code = o.code
+        if o.name == "SCC":
             self.emit(f"sg[{SCC}] = {v} & 1")
-        elif n == "D0" and code in (EXEC, EXEC + 1) and _slots(code, self.p._width(sem, n, self.inst.op, fld)):
-            if self.p._width(sem, n, self.inst.op, fld) == 64:
+        elif o.scalar and code in (EXEC, EXEC + 1) and _slots(code, o.bits):
+            if o.bits == 64:
                 self.emit(f"w.set_exec({v} & 0xFFFFFFFFFFFFFFFF)")
             elif code == EXEC:  # EXEC_LO; the other half kept
                 self.emit(f"w.set_exec(int(sg[{EXEC + 1}]) << 32 | ({v} & 0xFFFFFFFF))")
             else:
                 self.emit(f"w.set_exec(int(sg[{EXEC}]) | ({v} & 0xFFFFFFFF) << 32)")
-        elif n == "D0" and code is not None and _slots(code, self.p._width(sem, n, self.inst.op, fld)):
-            if self.p._width(sem, n, self.inst.op, fld) == 64:
+        elif o.scalar and _slots(code, o.bits):
+            if o.bits == 64:
                 self.emit(f"d = {v}")
                 self.emit(f"sg[{code}] = d & 0xFFFFFFFF")
                 self.emit(f"sg[{code + 1}] = d >> 32 & 0xFFFFFFFF")
             else:
                 self.emit(f"sg[{code}] = {v} & 0xFFFFFFFF")
         else:
-            self.emit(f"{self.arg(wr)}(w, {v})")
+            self.emit(f"{self.arg(self.p.writer(bd, o))}(w, {v})")
 
     # -- VALU --------------------------------------------------------------------------------------------------
-    def valu(self, stores: list, copy: bool = False) -> list:
+    def valu(self, bd: Binding, base: str, stores: list, copy: bool = False) -> list:
         """Computes the results of a VALU op (into o* variables) and appends their writes to `stores`; `copy`: a
-        result that may be a register row is copied (a write before this one's could change the row)."""
-        p, inst = self.p, self.inst
+        result that may be a register row is copied (a write before this one's could change the row). `base`: its
+        encoding (a VOPD half's is VOP2)."""
+        p = self.p
         self.exact = set()
-        op, f = inst.op, inst.fields
-        sem = p.sem(op)
+        sem, op = bd.sem, bd.op
         ir = sem.ir
         if ir.files:
             raise Decline("register files or memory")
-        fm = {"S0": "src0", "S1": "vsrc1", "D0": "vdst"} if inst.base in ("VOP2", "VOPC") else \
-            {"S0": "src0", "S1": "src1", "S2": "src2", "D0": "vdst"}
-        reads, writes, wmask, post = p._vparts(inst, op, sem, fm)
-        if wmask is not None:
-            raise Decline("write mask")
-        vop3 = inst.base in ("VOP3", "VOP3SD")
-        floaty = any(is_float(p._fmt(op, fm.get(n))) for n in ("S0", "S1", "S2", "D0") if fm.get(n)) \
-            or _rounds_floats(ir) or post is not None
+        d0 = bd.outputs.get("D0")
+        post = p.result_modifiers(d0) if d0 is not None else None
+        floaty = any(is_float(fmt(op, fld)) for fld in valu_fields(base).values()) or _rounds_floats(ir) \
+            or post is not None
         self.needs.update(("sg", "vg"))
         if floaty:
             self.guard(f"sg[{MODE}] & {GUARD} != {hwreg.DENORM_ALL}")
         if p.gen.gpr_indexing:
             self.guard("w.gpr_idx")
-        lanes = p.lanes
-        nat: dict[str, str] = {}  # natural-width code of per-lane sources
-        wide: dict[str, str] = {}  # reference-backend code of the other inputs
-        consts: dict[str, int] = {}  # encoding fields the semantics read
-        for n, r in reads:
+        nat, wide, consts = self._valu_inputs(bd)
+        self.needs.add("act")
+        unused = frozenset(n for n, o in bd.outputs.items() if n in ir.outputs and p.null is not None
+                           and o.kind is Kind.MASK and o.code == p.null)  # masks for NULL
+        gen, natural, unused = self._valu_code(bd, nat, wide, consts, unused)
+        for n, o in bd.outputs.items():  # every result is computed before the first write (a result may be a row)
+            if n not in ir.outputs or (natural and n in unused):  # a mask for NULL: nothing to write
+                continue
+            out = f"o{len(stores)}"
+            if n == "D0" and natural and ir.outputs[n] in (32, 64) and n not in ir.masks \
+                    and not (o.mods.omod or o.mods.clamp) and o.kind is Kind.VGPR:  # guarded: no flushing either
+                self.emit(f"{out} = {gen.natural_out(n)}" + (".copy()" if copy else ""))
+                stores.append((self._vgpr_store, out, ir.outputs[n], o.reg))
+                continue
+            self.emit(f"{out} = {gen.output(n)}")
+            if o.kind is Kind.MASK:  # a wave mask (int), or per-lane bits (a carry-out)
+                stores.append((self._mask_write, out if n in ir.masks else f"PK({out} != 0, {p.lanes})", o.code))
+                continue
+            v = out if n != "D0" or post is None else f"{self.arg(post)}(w, {out})"
+            stores.append((self.emit, f"{self.arg(p.writer(bd, o))}(w, {v}, act)"))
+        return stores
+
+    def _valu_inputs(self, bd: Binding) -> tuple[dict, dict, dict]:
+        """(natural-width code of per-lane sources, reference-backend code of the other inputs, encoding fields the
+        semantics read)."""
+        ir = bd.sem.ir
+        nat: dict[str, str] = {}
+        wide: dict[str, str] = {}
+        consts: dict[str, int] = {}
+        for n, o in bd.inputs.items():
             bits = ir.inputs.get(n)
             if bits is None:
                 continue
-            if n in ("S0", "S1", "S2"):
-                src = self._vector_source(n, fm[n], sem, bits, vop3)
-                if src is not None:
-                    nat[n] = src
-                    continue
-            if n in ("CLAMP", "OPSEL", "NEG", "OPSEL_HI", "NEG_HI") or n.startswith("INST."):
-                consts[n] = r(None) & ((1 << bits) - 1)
-                continue
-            if n == "VCC":  # the planner's reader: src2's mask in VOP3 forms without S2, else VCC
-                wide[n] = self._mask_read(f["src2"] if vop3 and "S2" not in sem.reads and "src2" in f else VCC)
-            elif n == "EXEC":
-                wide[n] = "w.active_mask"
+            src = self._vector_source(o, bits) if n in SOURCES else None
+            if src is not None:
+                nat[n] = src
+            elif o.kind is Kind.FIELD:
+                consts[n] = o.value & ((1 << bits) - 1)
             else:
-                wide[n] = None
-            if wide[n] is None:
-                wide[n] = f"{self.arg(r)}(w)"
-        self.needs.add("act")
-        unused = frozenset(n for n, _ in writes if n in ir.outputs and p.null is not None
-                           and self._mask_dest(n, sem, vop3) == p.null)  # masks for NULL
+                code = self._mask_read(o.code) if o.kind is Kind.MASK else self._mask_read(VCC) if n == "VCC" \
+                    else "w.active_mask" if n == "EXEC" else None
+                wide[n] = code if code is not None else f"{self.arg(self.p.reader(self.inst, bd, o))}(w)"
+        return nat, wide, consts
+
+    def _valu_code(self, bd: Binding, nat: dict, wide: dict, consts: dict, unused: frozenset) -> tuple:
+        """(the generator of the semantics' code, whether it is natural-width, the unused outputs): a carry chain's
+        VCC lanes taken and given as the fragment's `carry` says."""
+        ir, lanes = bd.sem.ir, self.p.lanes
         takes, gives = self.carry
         if takes and wide.get("VCC") != self._mask_read(VCC):
             raise Decline("carry-in not from VCC")
         if gives:
-            if "VCC" not in ir.outputs or self._mask_dest("VCC", sem, vop3) not in ("VCC", VCC):
+            o = bd.outputs.get("VCC")
+            if "VCC" not in ir.outputs or o is None or o.kind is not Kind.MASK or o.code != VCC:
                 raise Decline("carry-out not to VCC")
             unused |= {"VCC"}  # the next instruction takes the lanes, and writes VCC itself
         try:
             gen = Natural(ir, lanes, nat, wide, consts, self.consts, exact=frozenset(self.exact),
                           carry_in="VCC" if takes else None, carry_out="VCC" if gives else None)
             self.lines += gen.body_lines(unused)
-            natural = True
             if (takes and (not gen.took or "VCC" in gen.old_reads)) or (gives and not gen.gave):
                 raise Decline("no carry chain")
+            return gen, True, unused
         except Decline:
             if takes or gives:
                 raise
-            binds = {**{n: f"L.inp({c}, {ir.inputs[n]})" for n, c in wide.items()},
-                     **{n: str(v) for n, v in consts.items()},
-                     **{n: f"L.inp({c}.astype(U64), {ir.inputs[n]})" for n, c in nat.items()}}
-            gen = _Bound(ir, binds, f"int(sg[{MODE}])", lanes, self.consts)
-            self.lines += gen.body_lines()
-            natural = False
-        for n, wr in writes:  # every result is computed before the first write (a result may be a register row)
-            if n not in ir.outputs or (natural and n in unused):  # a mask for NULL: nothing to write
-                continue
-            o = f"o{len(stores)}"
-            keep = post is None or not (f.get("omod", 0) or f.get("clmp", 0))  # guarded: no flushing either
-            if n == "D0" and natural and ir.outputs[n] in (32, 64) and n not in ir.masks and keep \
-                    and self._plain_vdst(sem, op):
-                self.emit(f"{o} = {gen.natural_out(n)}" + (".copy()" if copy else ""))
-                stores.append((self._vgpr_store, o, ir.outputs[n], f["vdst"] + p._acc(inst, "vdst", None)))
-                continue
-            self.emit(f"{o} = {gen.output(n)}")
-            dest = self._mask_dest(n, sem, vop3)
-            if dest is not None:  # a wave mask (int), or per-lane bits (a carry-out)
-                stores.append((self._mask_write, o if n in ir.masks else f"PK({o} != 0, {lanes})", dest))
-                continue
-            v = o
-            if n == "D0" and post is not None:
-                v = f"{self.arg(post)}(w, {v})"
-            stores.append((self.emit, f"{self.arg(wr)}(w, {v}, act)"))
-        return stores
+        binds = {**{n: f"L.inp({c}, {ir.inputs[n]})" for n, c in wide.items()},
+                 **{n: str(v) for n, v in consts.items()},
+                 **{n: f"L.inp({c}.astype(U64), {ir.inputs[n]})" for n, c in nat.items()}}
+        gen = _Bound(ir, binds, f"int(sg[{MODE}])", lanes, self.consts)
+        self.lines += gen.body_lines()
+        return gen, False, unused
 
     def flush(self, stores: list) -> None:
         for fn, *a in stores:
@@ -683,28 +649,16 @@ class _Source:
             return f"(int(sg[{code}]) | int(sg[{code + 1}]) << 32)" if wide else f"int(sg[{code}])"
         return None
 
-    def _mask_dest(self, n: str, sem, vop3: bool) -> int | str | None:
-        """Where a mask result goes as the planner's writer puts it (an operand code, 'VCC' or 'EXEC'), or None."""
-        inst, p = self.inst, self.p
-        op, f = inst.op, inst.fields
-        if n == "D0" and not self._plain_vdst(sem, op) and (
-                inst.base == "VOPC" or p._fmt(op, "vdst") == MASK_FMT or "CMP" in op.name):
-            return VCC if inst.base == "VOPC" else f.get("vdst")
-        if n in ("VCC", "D1") and inst.base == "VOP3SD":
-            return f.get("sdst")
-        return n if n in ("VCC", "EXEC") else None
-
-    def _mask_write(self, v: str, dest: int | str) -> None:
-        """Writes mask result `v` ANDed with EXEC (int) to `dest`, as the planner's mask writers do."""
+    def _mask_write(self, v: str, dest: int) -> None:
+        """Writes mask result `v` ANDed with EXEC (int) to scalar code `dest`, as the planner's mask writers do (a
+        VOP2 carry-out: VCC_LO alone in wave32, VCC_HI is an SGPR there)."""
         wide = self.p.mask_bits == 64
         self.emit(f"m = {v} & w.active_mask")
-        if dest == "VCC":  # a VOP2 carry-out: VCC_LO alone in wave32 (VCC_HI is an SGPR there)
-            dest = VCC
-        if dest == "EXEC" or dest == EXEC:
+        if dest == EXEC:
             self.emit("w.set_exec(m)")
         elif dest == self.p.null:
             pass
-        elif isinstance(dest, int) and (storage(dest) or dest == VCC or (dest == VCC + 1 and not wide)):
+        elif storage(dest) or dest == VCC or (dest == VCC + 1 and not wide):
             self.emit(f"sg[{dest}] = m & 0xFFFFFFFF; sg[{dest + 1}] = m >> 32" if wide else f"sg[{dest}] = m")
         else:
             raise Decline(f"mask destination {dest}")
@@ -712,75 +666,52 @@ class _Source:
     # -- LDS --------------------------------------------------------------------------------------------------
     def ds(self) -> None:
         p, inst = self.p, self.inst
-        sem, reads, writes = p.ds_parts(inst)
+        bd = p.ds_operands(inst)
+        sem = bd.sem
         ir = sem.ir
         if sem.serial or not ir.files <= {"MEM", "LDS"}:
             raise Decline("atomics and register-file access")
         consts, wide, nat = {}, {}, {}
-        f = inst.fields
-        acc = ACC if f.get("acc") else 0
-        plain = {"DATA": "data0", "DATA0": "data0", "DATA1": "data1"}  # the planner's fields
-        regs = "VGPR" in sem.reads  # then ADDR and DATA are register numbers
-        for n, r in reads:
+        for n, o in bd.inputs.items():
             bits = ir.inputs.get(n)
-            if bits is None or n in ("MEM", "LDS"):
+            if bits is None:
                 continue
-            if n in ("OFFSET", "OFFSET0", "OFFSET1"):
-                consts[n] = r(None) & ((1 << bits) - 1)
-            elif n == "ADDR" and bits == 64 and not regs and {"OFFSET", "OFFSET0", "OFFSET1"} & sem.reads:
-                nat[n] = f"vg[{f['addr']}].astype(U64)"  # the VGPR (the pcode adds the offset)
-            elif n in plain and bits == 32 and not regs and p._width(sem, n, inst.op, plain[n]) == 32:
-                nat[n] = f"vg[{f[plain[n]] + acc}]"
+            if o.kind is Kind.FIELD:
+                consts[n] = o.value & ((1 << bits) - 1)
+            elif n == "ADDR" and bits == 64 and o.kind is Kind.VGPR and o.mods.offset is None:
+                nat[n] = f"vg[{o.reg}].astype(U64)"  # the VGPR (the pcode adds the offset)
+            elif n in ("DATA", "DATA0", "DATA1") and bits == 32 and o.kind is Kind.VGPR and o.bits == 32:
+                nat[n] = f"vg[{o.reg}]"
             else:
-                wide[n] = f"{self.arg(r)}(w)"
+                wide[n] = f"{self.arg(p.reader(inst, bd, o))}(w)"
         self.needs.update(("vg", "mem", "act"))
         gen = Natural(ir, p.lanes, nat, wide, consts, self.consts, memory=True)
         self.lines += gen.body_lines()
-        vdst = inst.fields["vdst"] + (ACC if inst.fields.get("acc") else 0)
-        for n, wr in writes:
-            if n in ("RETURN_DATA", "VDATA") and ir.outputs.get(n) == 32 and p._width(sem, n, inst.op, "vdst") == 32:
-                self._vgpr_store(gen.natural_out(n), 32, vdst)
+        for n, o in bd.outputs.items():
+            if n in ("RETURN_DATA", "VDATA") and ir.outputs.get(n) == 32 and o.bits == 32:
+                self._vgpr_store(gen.natural_out(n), 32, o.reg)
             else:
-                self.emit(f"{self.arg(wr)}(w, {gen.output(n)}, act)")
+                self.emit(f"{self.arg(p.writer(bd, o))}(w, {gen.output(n)}, act)")
         self.emit("w.lane_ops += n_act")
 
-    def _vector_source(self, n: str, fld: str, sem, bits: int, vop3: bool) -> str | None:
-        """Natural code (uint32 / uint64 array) of a 32/64-bit VALU source, or None for the planner's reader."""
-        p, inst = self.p, self.inst
-        op, f = inst.op, inst.fields
-        width = p._width(sem, n, op, fld)
-        if width not in (32, 64) or fld not in f:
+    def _vector_source(self, o: Operand, bits: int) -> str | None:
+        """Natural code (uint32 / uint64 array) of a 32/64-bit VALU source without abs / neg, or None for the
+        planner's reader."""
+        if o.bits not in (32, 64) or o.mods.abs or o.mods.neg:
             return None
-        i = int(n[1])
-        fmt = p._fmt(op, fld)
-        code = f[fld] + (256 if fld.startswith("vsrc") else 0) + p._acc(inst, fld, None)
-        mod = is_float(fmt) or op.name in FLOAT_MODIFIED
-        neg, abs_ = (f.get("neg", 0) >> i & 1, f.get("abs", 0) >> i & 1) if vop3 else (0, 0)
-        if mod and (neg or abs_):
-            return None
-        if code >= 256:
-            r = code - 256
-            if width == 32:
+        if o.kind is Kind.VGPR:
+            r = o.reg
+            if o.bits == 32:
                 return f"vg[{r}]"
             return f"vg[{r}:{r + 2}].T.copy().view(U64).ravel()"  # [lane] of the dword pairs
-        c = constant(code, width, fmt, inst.literal)
-        if c is not None:  # as the semantics read it (an inline shift amount: its low bits)
-            arr = np.full(p.lanes, c & ((1 << bits) - 1), np.uint32 if width == 32 else np.uint64)
+        if o.kind in (Kind.INLINE, Kind.LITERAL):  # as the semantics read it (an inline shift amount: its low bits)
+            arr = np.full(self.p.lanes, o.value & ((1 << bits) - 1), np.uint32 if o.bits == 32 else np.uint64)
             arr.flags.writeable = False
-            self.exact.add(n)
+            self.exact.add(o.name)
             return self.arg(arr)
-        if width == 32 and storage(code):  # an array, as the reference's reader gives (numpy
-            return f"sg.take({self.arg(np.full(p.lanes, code, np.intp))})"  # picks NaN payloads unlike for scalars)
+        if o.bits == 32 and o.kind is Kind.SGPR:  # an array, as the reference's reader gives (numpy picks NaN
+            return f"sg.take({self.arg(np.full(self.p.lanes, o.code, np.intp))})"  # payloads unlike for scalars)
         return None
-
-    def _plain_vdst(self, sem, op) -> bool:
-        """Whether D0 is a whole VGPR destination (the planner's test for a scalar destination fails)."""
-        inst, p = self.inst, self.p
-        dec, o = inst.operands.get("vdst"), op.operands.get("vdst")
-        scalar = (o is not None and o.kind in ("SREG", "SDST")) or inst.enc.endswith("_SDST") \
-            or inst.base == "VOPC" or p._fmt(op, "vdst") == MASK_FMT or (dec is not None and dec.kind in (
-                "sgpr", "special", "ttmp"))
-        return not scalar and "vdst" in inst.fields
 
     def _vgpr_store(self, v: str, bits: int, reg: int) -> None:
         self.emit(f"d = {v}")

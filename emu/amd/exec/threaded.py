@@ -32,8 +32,9 @@ from llvmlite import ir
 
 from emu.amd import target
 from emu.amd.exec import access, jit
+from emu.amd.exec.bind import ds_offset, memory_offset, smem_offsets, vopd_y
 from emu.amd.exec.operands import constant
-from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, smem_offsets
+from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS
 from emu.amd.exec.translate import (
     _BRANCHES,
     _GLOBAL,
@@ -50,8 +51,6 @@ from emu.amd.exec.translate import (
     Region,
     _fit,
     _Hooks,
-    ds_offset,
-    global_offset,
 )
 from emu.pcode.llvmemit import emit
 from emu.pcode.llvmjit import Closed, engine
@@ -119,8 +118,8 @@ class Kind:
 
 DERIVED = {  # Sym words computed from the instruction, by what Region calls them
     "literal": lambda inst: inst.literal,
-    "vdsty": lambda inst: Region._vopd_y(inst.fields),  # the VGPR a VOPD's opY writes
-    "offset:global": global_offset,
+    "vdsty": lambda inst: vopd_y(inst.fields),  # the VGPR a VOPD's opY writes
+    "offset:global": memory_offset,
     "offset:smem": lambda inst: smem_offsets(inst.fields, target.generation(inst.family))[0],
     "offset:ds": ds_offset,
 }
@@ -258,10 +257,10 @@ class Handler(Region):
         """The instruction's PC, from its entry."""
         return b.load(b.gep(self.fn.args[4], [I64(1)], source_etype=I64), typ=I64)
 
-    def _common(self, b, n: str, inst):
+    def _state(self, b, n: str, inst):
         if n == "PC" and inst.op.name not in _BRANCHES:  # e.g. s_getpc_b64: the instruction's own PC
             return self._here(b)
-        return super()._common(b, n, inst)
+        return super()._state(b, n, inst)
 
     @staticmethod
     def _vopd_y(f: dict):
@@ -269,8 +268,8 @@ class Handler(Region):
 
     def _branch(self, b, inst) -> None:
         """The pcode's PC, relative: the canonical instruction is at 0 and SIMM16 comes from the entry."""
-        sem = self.planner.sem(inst.op)
-        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, lambda n: None, vector=False), _Hooks())
+        bd = self.binder.salu_operands(inst)
+        out = emit(b, bd.sem.ir, self.lanes, self._inputs(b, bd, inst, lambda n: None, vector=False), _Hooks())
         pc = b.and_(_fit(b, out["PC"], 64), I64(PC_MASK))
         taken = self.fn.append_basic_block("taken")
         on = self.fn.append_basic_block("on")

@@ -31,13 +31,22 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from emu.amd import target
 from emu.amd.exec import access, hwreg
+from emu.amd.exec.bind import (
+    Binding,
+    Kind,
+    Operand,
+    OperandError,
+    Unsupported,
+    float_bits,
+    memory_offset,
+    smem_offsets,
+    vopd_y,
+)
 from emu.amd.exec.category import category
-from emu.amd.exec.operands import LITERAL, OperandError, Unsupported, constant, is_float, sext, sign_bit
-from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, _INST_FIELDS, _MODIFIER_FIELDS, smem_offsets
+from emu.amd.exec.operands import constant, sign_bit
+from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS
 from emu.amd.exec.state import BARRIER, CATEGORIES, CONSTANTS, END, EXEC, MODE, SCC, VCC
-from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT, _float_bits, _keeps_denormals, opsel_hi
 from emu.amd.regs import EXECZ, PRIVATE_BASE, PRIVATE_LIMIT, SHARED_BASE, TTMP0, TTMP_END, VCCZ, storage
 from emu.pcode.llvmemit import emit
 from emu.pcode.llvmfloats import entry_alloca
@@ -123,6 +132,7 @@ class _RegisterFileHooks(_Hooks):
 
 
 _LANE_READS = {"V_READFIRSTLANE_B32", "V_READLANE_B32"}
+_DS_IMMEDIATES = {"OFFSET": "offset:ds", "OFFSET0": "offset0", "OFFSET1": "offset1"}  # DS fields (threaded.DERIVED)
 _MATRIX = ("V_WMMA_",)  # VOP3P instructions taken: the matrix ops (their pcode indexes the register file)
 
 
@@ -149,12 +159,12 @@ class Region:
     ARGS = 4  # the native function's pointer arguments
 
     def __init__(self, prog, pc: int, mode: int):
-        self.prog, self.planner = prog, prog.planner
+        self.prog, self.binder = prog, prog.planner  # the planner binds the operands (emu.amd.exec.bind.Binder)
         self.lanes, self.fam, self.mode = prog.lanes, prog.family, mode
         self.entry = pc
         self.mask_bits = 64 if self.lanes == 64 else 32
         self.full = (1 << self.lanes) - 1
-        self.gen = self.planner.gen
+        self.gen = self.binder.gen
         self.m0, self.null = self.gen.m0, self.gen.null
 
     # -- discovery and module --------------------------------------------------------------------------------------
@@ -435,9 +445,9 @@ class Region:
         self._goto(b, nxt)
 
     def _branch(self, b, inst) -> None:
-        sem = self.planner.sem(inst.op)
-        ins = self._inputs(b, sem, inst, lambda n: None, vector=False)
-        out = emit(b, sem.ir, self.lanes, ins, _Hooks())
+        bd = self.binder.salu_operands(inst)
+        ins = self._inputs(b, bd, inst, lambda n: None, vector=False)
+        out = emit(b, bd.sem.ir, self.lanes, ins, _Hooks())
         pc = out["PC"]
         pc = b.zext(pc, I64) if pc.type.width < 64 else pc
         pc = b.and_(pc, I64(PC_MASK))  # relative to the entry, as the pcode's PC input (_common)
@@ -462,9 +472,8 @@ class Region:
         b.store(at, b.gep(self.ctr, [slot], source_etype=I64))
         b.store(b.add(n, I64(1)), p)
 
-    def _common(self, b, n: str, inst):
-        """A state name every encoding may read (as plan._common_read), as an LLVM value or a Python int."""
-        f = inst.fields
+    def _state(self, b, n: str, inst):
+        """Wave state the pcode names (as the reference's readers give it), as an LLVM value or a Python int."""
         if n == "SCC":
             return b.load(self._slot(b, SCC), typ=I32)
         if n in ("EXEC", "VCC"):
@@ -477,28 +486,34 @@ class Region:
             return self.mode
         if n == "PC":  # a branch's pcode computes its target relative to the entry (_branch)
             return inst.pc - self.entry if inst.op.name in _BRANCHES else b.add(self.base, self._rel(inst.pc))
-        if n == "SIMM16":
-            return f.get("simm16", 0)
-        if n in ("SIMM32", "LITERAL"):
-            return inst.literal or 0
-        if n == "OPSEL_HI":
-            return opsel_hi(f)
-        if n in _MODIFIER_FIELDS:
-            return f.get(_MODIFIER_FIELDS[n], 0)
-        if n in _INST_FIELDS:
-            return f.get(_INST_FIELDS[n], 0)
         raise Exit(f"reads {n}")
 
-    def _inputs(self, b, sem, inst, operand, vector: bool) -> dict:
-        """Every input of the semantics: `operand(name)` gives the instruction's operands (None: a common name)."""
-        f = sem.ir
+    def _operand(self, b, o: Operand, inst):
+        """A bound input (emu.amd.exec.bind) as an LLVM value or a Python int: registers read at 32 or 64 bits."""
+        k = o.kind
+        if k in (Kind.FIELD, Kind.INLINE, Kind.LITERAL) or (k is Kind.MASK and o.value is not None):
+            return o.value
+        if k is Kind.REGNUM:
+            if o.value is None:
+                raise Exit(f"{o.name} is no VGPR")
+            return o.value
+        if k is Kind.STATE:
+            return self._state(b, o.name, inst)
+        if k is Kind.VGPR:
+            return self._vgpr(b, o.reg, o.bits)
+        return self._scalar(b, o.code, self.mask_bits if k is Kind.MASK else 64 if o.bits > 32 else 32, o.fmt, None)
+
+    def _inputs(self, b, bd: Binding, inst, operand, vector: bool) -> dict:
+        """Every input of the semantics: `operand(name)` gives those the instruction's code renders itself (None:
+        the bound operand, _operand)."""
+        f = bd.sem.ir
         out = {}
         for n, bits in f.inputs.items():
             v = operand(n)
             if v is None:
-                v = self._common(b, n, inst)
+                v = self._operand(b, bd.inputs[n], inst)
             out[n] = self._shape(b, v, bits, vector and n not in f.masks and n != "MODE")
-        if "MODE" in sem.reads and "MODE" not in out:
+        if "MODE" in bd.sem.reads and "MODE" not in out:
             out["MODE"] = I32(self.mode)
         if vector:
             out["ACTIVE"] = self._lanes(b, self._exec(b))
@@ -533,29 +548,15 @@ class Region:
 
     # -- SALU --------------------------------------------------------------------------------------------------------
     def _salu(self, b, inst) -> None:
-        op, f = inst.op, inst.fields
-        sem = self.planner.sem(op)
+        bd = self.binder.salu_operands(inst)
+        sem = bd.sem
         if sem.writes - {"D0", "SCC", "EXEC", "VCC", "M0"} or sem.files:
-            raise Exit(f"{op.name} writes {sorted(sem.writes)}")
-        fm = {"S0": "ssrc0", "S1": "ssrc1", "D0": "sdst"}
-        if inst.base == "SOPK":
-            fm = {"S0": "sdst", "S1": "simm16", "D0": "sdst"} if "S1" in sem.reads or "SIMM16" in sem.reads \
-                else {"S0": "simm16", "D0": "sdst"}
-
-        def operand(n: str):
-            fld = fm.get(n)
-            if n in ("SRC0", "SRC1"):
-                return f.get("s" + n.lower(), 0)
-            if fld == "simm16" or (n == "SIMM16" and "simm16" in f):
-                return f.get("simm16", 0)
-            if fld is not None and fld in f:
-                bits = self.planner._width(sem, n, op, fld)
-                return self._scalar(b, f[fld], 64 if bits > 32 else 32, self.planner._fmt(op, fld), inst.literal)
-            return None
-        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=False), _Hooks())
+            raise Exit(f"{inst.op.name} writes {sorted(sem.writes)}")
+        out = emit(b, sem.ir, self.lanes, self._inputs(b, bd, inst, lambda n: None, vector=False), _Hooks())
         for n, v in out.items():
-            if n == "D0" and "sdst" in f:
-                self._set_scalar(b, f["sdst"], 64 if self.planner._width(sem, n, op, "sdst") > 32 else 32, v)
+            o = bd.outputs[n]
+            if o.scalar:
+                self._set_scalar(b, o.code, 64 if o.bits > 32 else 32, v)
             elif n == "SCC":
                 b.store(b.and_(_fit(b, v, 32), I32(1)), self._slot(b, SCC))
             elif n in ("EXEC", "VCC"):
@@ -570,37 +571,28 @@ class Region:
     def _ds(self, b, inst) -> None:
         """A DS instruction (as plan's MemoryPlans._ds): LDS through the lds pointer, bounds as emu.amd.memspace.LDS."""
         op, f = inst.op, inst.fields
-        sem = self.planner.sem(op)
+        bd = self.binder.ds_operands(inst)
+        sem = bd.sem
         if sem.serial or "VGPR" in sem.reads or f.get("acc") or sem.writes - {"MEM", "LDS", "VDATA", "RETURN_DATA"}:
             raise Exit(f"{op.name}: atomic, cross-lane or writes {sorted(sem.writes)}")
-        consts = {"OFFSET": self._imm("offset:ds", ds_offset(inst)), "OFFSET0": self._imm("offset0", f["offset0"]),
-                  "OFFSET1": self._imm("offset1", f["offset1"])}
-        data = {"DATA": "data0", "DATA0": "data0", "DATA2": "data1", "DATA1": "data1"}
-        pl = self.planner
 
         def operand(n: str):
+            o = bd.inputs.get(n)
             if n == "ADDR":
-                a = self._vgpr(b, f["addr"], 32)
-                if not consts.keys() & sem.reads:  # the pcode addresses MEM[ADDR] alone: the offset is in ADDR
-                    a = b.add(b.zext(a, ir.VectorType(I64, self.lanes)), self._shape(b, consts["OFFSET"], 64, True))
+                a = self._vgpr(b, o.reg, 32)
+                if o.mods.offset is not None:  # the pcode addresses MEM[ADDR] alone: the offset is in ADDR
+                    off = self._shape(b, self._imm("offset:ds", o.mods.offset), 64, True)
+                    a = b.add(b.zext(a, ir.VectorType(I64, self.lanes)), off)
                 return a
-            if n == "ADDR_BASE":
-                return self._vgpr(b, f["addr"], 32)
-            if n in consts:
-                return consts[n]
-            if n in data:
-                return self._vgpr(b, f[data[n]], pl._width(sem, n, op, data[n]))
-            if n == "RETURN_DATA":
-                return self._vgpr(b, f["vdst"], pl._width(sem, n, op, "vdst"))
-            if n == "VDST":
-                return f["vdst"]
+            if n in _DS_IMMEDIATES:
+                return self._imm(_DS_IMMEDIATES[n], o.value)
             return None
         exe = self._exec(b)
-        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True), _LDSHooks(self))
-        has_dst = "vdst" in op.operands
+        out = emit(b, sem.ir, self.lanes, self._inputs(b, bd, inst, operand, vector=True), _LDSHooks(self))
         for n, v in out.items():
-            if n in ("VDATA", "RETURN_DATA") and has_dst:
-                self._set_vgpr(b, f["vdst"], pl._width(sem, n, op, "vdst"), v, self._lanes(b, exe))
+            o = bd.outputs.get(n)
+            if o is not None and o.kind is Kind.VGPR:
+                self._set_vgpr(b, o.reg, o.bits, v, self._lanes(b, exe))
         self._lane_ops(b, exe, 1)
 
     # -- global memory: each lane placed through the VM's mapping table; a lane it cannot place leaves before the access
@@ -623,14 +615,13 @@ class Region:
     def _global(self, b, inst):
         """GLOBAL / FLAT loads and stores (as MemoryPlans._flat) through the VM table; atomics are exits."""
         op, f = inst.op, inst.fields
-        pl = self.planner
-        sem = pl.sem(op)
+        bd = self.binder.flat_operands(inst)
+        sem = bd.sem
         if sem.serial or f.get("acc") or sem.writes - {"MEM", "VDATA", "RETURN_DATA"} or "VGPR" in sem.reads:
             raise Exit(f"{op.name}: atomic or writes {sorted(sem.writes)}")
-        rdna4 = "ioffset" in f
-        vaddr, data, vdst = (f["vaddr"], f["vsrc"], f["vdst"]) if rdna4 else (f["addr"], f["data"], f["vdst"])
-        off = self._imm("offset:global", global_offset(inst))
-        saddr = f.get("saddr", pl.saddr_off)
+        vaddr = f["vaddr"] if "ioffset" in f else f["addr"]
+        off = self._imm("offset:global", memory_offset(inst))
+        saddr = f.get("saddr", self.binder.saddr_off)
         vec = ir.VectorType(I64, self.lanes)
         if inst.base.endswith("GLOBAL") and not self.gen.no_saddr(saddr):
             base = b.add(self._scalar(b, saddr, 64, "", None), self._shape(b, off, 64, False))
@@ -638,29 +629,20 @@ class Region:
         else:
             addr = b.add(self._vgpr(b, vaddr, 64), self._shape(b, off, 64, True))
         store = "MEM" in sem.writes
-        widths = [pl._width(sem, n, op, "vdst" if n == "VDATA" and not store else "data")
-                  for n in ("DATA", "VDATA", "DATA0") if n in sem.reads | sem.writes]
-        nbytes = max([sem.access_bits, *widths]) // 8
+        data = [o.bits for o in (*bd.inputs.values(), *bd.outputs.values()) if o.name in ("DATA", "VDATA", "DATA0")]
+        nbytes = max([sem.access_bits, *data]) // 8
         exe = self._exec(b)
         active = self._lanes(b, exe)
         b, hosts = self._place(b, inst, addr, nbytes, store, active)
 
         def operand(n: str):
-            if n == "ADDR":
-                return addr
-            if n == "VDATA" and "vdst" in op.operands:  # a d16 load keeps the other half of its destination
-                return self._vgpr(b, vdst, pl._width(sem, n, op, "vdst"))
-            if n in ("DATA", "VDATA", "DATA0"):
-                return self._vgpr(b, data, pl._width(sem, n, op, "data"))
-            if n == "OFFSET":
-                return off
-            return None
-        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True),
+            return addr if n == "ADDR" else off if n == "OFFSET" else None
+        out = emit(b, sem.ir, self.lanes, self._inputs(b, bd, inst, operand, vector=True),
                    _VMHooks(self, addr, hosts))
-        has_dst = "vdst" in op.operands or ("vdata" in op.operands and not store)
         for n, v in out.items():
-            if n in ("VDATA", "RETURN_DATA") and has_dst:
-                self._set_vgpr(b, vdst, pl._width(sem, n, op, "vdst"), v, active)
+            o = bd.outputs.get(n)
+            if o is not None and o.kind is Kind.VGPR:
+                self._set_vgpr(b, o.reg, o.bits, v, active)
         self._lane_ops(b, exe, 1)
         return b
 
@@ -668,7 +650,7 @@ class Region:
         """s_load / s_buffer_load of whole dwords into SGPRs (as Planner._smem)."""
         op, f = inst.op, inst.fields
         nbits = op.operands["sdata"].bits if "sdata" in op.operands else 0
-        if not nbits or nbits % 32 or self.planner.smem_access(op) < 4:
+        if not nbits or nbits % 32 or self.binder.smem_access(op) < 4:
             raise Exit("sub-dword scalar load")
         ndw, dst = nbits // 32, f["sdata"]
         if not (dst + ndw <= VCC + 2 or TTMP0 <= dst and dst + ndw <= TTMP_END):
@@ -692,104 +674,57 @@ class Region:
 
     # -- VALU --------------------------------------------------------------------------------------------------------
     def _valu(self, b, inst) -> None:
-        op = inst.op
-        sem = self.planner.sem(op)
-        fm = {"S0": "src0", "S1": "vsrc1", "D0": "vdst"} if inst.base in ("VOP2", "VOPC") else \
-            {"S0": "src0", "S1": "src1", "S2": "src2", "D0": "vdst"}
+        bd = self.binder.valu_operands(inst)
         exe = self._exec(b)
-        out = self._valu_out(b, inst, op, sem, fm, inst.fields, inst.base)
-        self._valu_write(b, inst, op, sem, inst.fields, inst.base, out, exe)
+        out = self._valu_out(b, inst, bd)
+        self._valu_write(b, bd, out, exe)
         self._lane_ops(b, exe, 1)
 
     def _vopd(self, b, inst) -> None:
-        f = inst.fields
         exe = self._exec(b)
         parts = []
-        for which, opv, s0, s1, dst in (("X", f["opx"], "srcx0", "vsrcx1", f["vdstx"]),
-                                        ("Y", f["opy"], "srcy0", "vsrcy1", self._vopd_y(f))):
-            dual = self.planner.isa.op("VOPD", opv)
-            if dual is None:
-                raise Exit(f"VOPD op{which} {opv}")
-            plain = dual.name.replace("V_DUAL_", "V_")
-            op = next((self.planner.isa.by_name[(sp, plain)] for sp in ("VOP2", "VOP1", "VOP3")
-                       if (sp, plain) in self.planner.isa.by_name), None)
-            if op is None:
-                raise Exit(f"{dual.name}: no VOP1/VOP2/VOP3 equivalent")
-            sem = self.planner.sem(op)
-            fields = {"src0": f[s0], "vsrc1": f[s1], "vdst": dst}
-            fm = {"S0": "src0", "S1": "vsrc1", "D0": "vdst"}
-            parts.append((op, sem, fields, self._valu_out(b, inst, op, sem, fm, fields, "VOP2")))
-        for op, sem, fields, out in parts:
-            self._valu_write(b, inst, op, sem, fields, "VOP2", out, exe)
+        for op, fields in self.binder.vopd_halves(inst, self._vopd_y(inst.fields)):
+            bd = self.binder.valu_operands(inst, op, fields, base="VOP2")
+            parts.append((bd, self._valu_out(b, inst, bd)))
+        for bd, out in parts:
+            self._valu_write(b, bd, out, exe)
         self._lane_ops(b, exe, 2)
 
     @staticmethod
     def _vopd_y(f: dict) -> int:
-        """The VGPR opY writes: vdsty holds its high bits, the low bit is the opposite of vdstx's."""
-        return (f["vdsty"] << 1) | ((f["vdstx"] & 1) ^ 1)
+        """The VGPR opY writes (emu.amd.exec.bind.vopd_y)."""
+        return vopd_y(f)
 
     def _lane_ops(self, b, exe, k: int) -> None:
         cnt = b.call(self.fn.module.declare_intrinsic("llvm.ctpop", [I64]), [exe])
         b.store(b.add(b.load(self.lane_ops, typ=I64), b.mul(cnt, I64(k))), self.lane_ops)
 
-    def _scalar_dst(self, inst, op, base: str, fields, dst_fmt: str) -> bool:
-        dec = inst.operands.get("vdst") if fields is inst.fields else None
-        return (op.operands.get("vdst") is not None and op.operands["vdst"].kind in ("SREG", "SDST")) \
-            or inst.enc.endswith("_SDST") or base == "VOPC" or dst_fmt == MASK_FMT \
-            or (dec is not None and dec.kind in ("sgpr", "special", "ttmp"))
-
-    def _valu_out(self, b, inst, op, sem, fm, f, base):
-        pl = self.planner
-        vop3 = base in ("VOP3", "VOP3SD")
-        negs, abss = f.get("neg", 0), f.get("abs", 0)
-        dst_fmt = pl._fmt(op, "vdst")
-        scalar_dst = self._scalar_dst(inst, op, base, f, dst_fmt)
-        mask_code = VCC if base == "VOPC" else f.get("vdst")
+    def _valu_out(self, b, inst, bd: Binding) -> dict:
+        """The outputs of a VALU binding's semantics on 32 / 64-bit sources with their abs / neg and denormal flushing
+        (no DPP, SDWA or packing), or a lane read's or matrix op's, whose register-file accesses go lane by lane."""
+        op, sem = bd.op, bd.sem
         if any(o.kind == "agpr" for o in inst.operands.values()):
             raise Exit("ACC VGPR operand")
 
         def operand(n: str):
-            if n in ("S0", "S1", "S2"):
-                i = int(n[1])
-                fld = fm.get(n)
-                if fld is None or fld not in f:
-                    raise Exit(f"reads {n} without a source field")
-                bits = pl._width(sem, n, op, fld)
-                fmt = pl._fmt(op, fld)
-                if bits not in (32, 64) or base == "VOP3P":
-                    raise Exit(f"{bits}-bit source")
-                code = f[fld] + (256 if fld.startswith("vsrc") else 0)
-                if code >= 256:
-                    v = self._vgpr(b, code - 256, bits)
-                else:
-                    c = constant(code, bits, fmt, inst.literal)
-                    if code == LITERAL and c is None:
-                        raise Exit("literal without a literal")
-                    v = self._shape(b, c if c is not None else self._scalar(b, code, bits, fmt, inst.literal),
-                                    bits, True)
-                if is_float(fmt) or op.name in FLOAT_MODIFIED:
-                    v = self._modify(b, v, bits, bool(abss >> i & 1), bool(negs >> i & 1))
-                if is_float(fmt) and not _keeps_denormals(op.name):
-                    v = self._flushed(b, v, _float_bits(fmt, bits), bits, hwreg.F32_KEEP_IN, hwreg.F16_KEEP_IN)
-                return v
-            if n == "D0":
-                if scalar_dst:
-                    return self._scalar(b, mask_code, self.mask_bits, "", None)
-                return self._vgpr(b, f["vdst"], pl._width(sem, "D0", op, "vdst"))
-            if n == "VCC" and vop3 and "S2" not in sem.reads and "src2" in f:
-                return self._scalar(b, f["src2"], self.mask_bits, "", None)
-            if n in ("SRC0", "SRC1", "SRC2", "VDST"):
-                fld = n.lower()
-                return f[fld] - (256 if fld != "vdst" else 0)
-            return None
+            o = bd.inputs[n]
+            if n not in ("S0", "S1", "S2"):
+                return None
+            if o.bits not in (32, 64) or inst.base == "VOP3P":
+                raise Exit(f"{o.bits}-bit source")
+            v = self._shape(b, self._operand(b, o, inst), o.bits, True)
+            v = self._modify(b, v, o.bits, o.mods.abs, o.mods.neg)
+            if o.mods.flush:
+                v = self._flushed(b, v, float_bits(o.fmt, o.bits), o.bits, hwreg.F32_KEEP_IN, hwreg.F16_KEEP_IN)
+            return v
         if sem.files:  # a lane read or a matrix op: inlined, its register-file accesses lane by lane
             srcs = ("src0", "src1", "src2") if op.name.startswith(_MATRIX) else ("src0",) if op.name in _LANE_READS \
                 else ()
             if not srcs or any(getattr(inst.operands.get(s), "kind", None) != "vgpr" for s in srcs):
                 raise Exit(f"{op.name} reads {sorted(sem.files)} with other than VGPR sources")
-            return emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True),
+            return emit(b, sem.ir, self.lanes, self._inputs(b, bd, inst, operand, vector=True),
                         _RegisterFileHooks(self))
-        return self._outlined(b, op.name, sem, self._inputs(b, sem, inst, operand, vector=True))
+        return self._outlined(b, op.name, sem, self._inputs(b, bd, inst, operand, vector=True))
 
     def _outlined(self, b, name: str, sem, inputs: dict) -> dict:
         """The outputs of semantics that touch no memory. Large ones (over OUTLINE_FROM LLVM instructions) are a call
@@ -847,50 +782,24 @@ class Region:
             v = b.and_(v, b.not_(s))
         return b.xor(v, s) if neg and not abs_ else b.or_(v, s) if neg else v
 
-    def _valu_write(self, b, inst, op, sem, f, base, out, exe) -> None:
-        pl = self.planner
-        dst_fmt = pl._fmt(op, "vdst")
-        scalar_dst = self._scalar_dst(inst, op, base, f, dst_fmt)
-        mask_code = VCC if base == "VOPC" else f.get("vdst")
+    def _valu_write(self, b, bd: Binding, out: dict, exe) -> None:
+        """A VALU binding's results: VGPRs (no output modifiers) and wave masks; a lane read's value to its SGPR."""
         active = self._lanes(b, exe)
         for n, v in out.items():
-            if n == "D0":
-                if scalar_dst and op.name in _LANE_READS:  # one value for the wave (every lane holds it)
-                    self._set_scalar(b, mask_code, 32, b.extract_element(_fit(b, v, 32), I32(0)))
-                    continue
-                if scalar_dst:
-                    if not (dst_fmt == MASK_FMT or base == "VOPC" or "CMP" in op.name) or n not in sem.masks:
-                        raise Exit("scalar VALU result that is not a mask")
-                    self._set_scalar(b, mask_code, self.mask_bits, b.and_(self._mask(b, v), exe))
-                    continue
-                bits = pl._width(sem, n, op, "vdst")
-                if is_float(dst_fmt) and (f.get("omod", 0) or f.get("clmp", 0)):
+            o = bd.outputs[n]
+            if n == "D0" and o.kind is Kind.VGPR:
+                if o.mods.omod or o.mods.clamp:
                     raise Exit("output modifiers")
-                if is_float(dst_fmt) and not _keeps_denormals(op.name) and bits in (32, 64):
-                    v = self._flushed(b, v, _float_bits(dst_fmt, bits), bits, hwreg.F32_KEEP_OUT, hwreg.F16_KEEP_OUT)
-                self._set_vgpr(b, f["vdst"], bits, v, active)
-            elif n in ("VCC", "D1") and base == "VOP3SD":
-                self._set_scalar(b, f["sdst"], self.mask_bits, b.and_(self._mask(b, v), exe))
-            elif n == "VCC":  # a VOP2 carry-out: VCC_LO alone in wave32
-                self._set_scalar(b, VCC, self.mask_bits, b.and_(self._mask(b, v), exe))
-            elif n == "EXEC":
-                self._set_pair(b, EXEC, b.and_(self._mask(b, v), exe))
+                if o.mods.flush and o.bits in (32, 64):
+                    v = self._flushed(b, v, float_bits(o.fmt, o.bits), o.bits, hwreg.F32_KEEP_OUT,
+                                      hwreg.F16_KEEP_OUT)
+                self._set_vgpr(b, o.reg, o.bits, v, active)
+            elif n == "D0" and bd.op.name in _LANE_READS:  # one value for the wave (every lane holds it)
+                self._set_scalar(b, o.code, 32, b.extract_element(_fit(b, v, 32), I32(0)))
+            elif o.kind is Kind.MASK and (n != "D0" or n in bd.sem.masks):
+                self._set_scalar(b, o.code, self.mask_bits, b.and_(self._mask(b, v), exe))
             else:
                 raise Exit(f"writes {n}")
-
-
-def global_offset(inst) -> int:
-    """The byte offset of a GLOBAL / FLAT / SCRATCH instruction."""
-    f = inst.fields
-    if "ioffset" in f:
-        return sext(f["ioffset"], 24)
-    return f["offset"] if target.generation(inst.family).flat_offset_unsigned and inst.base == "FLAT" \
-        else sext(f["offset"], 13)
-
-
-def ds_offset(inst) -> int:
-    """The byte offset of a DS instruction that names one (offset1:offset0)."""
-    return inst.fields["offset1"] << 8 | inst.fields["offset0"]
 
 
 def _fit(b, v, bits: int):
