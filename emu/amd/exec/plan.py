@@ -2,9 +2,9 @@
 
 A plan renders the instruction's binding (emu.amd.exec.bind: what each pcode name is in the instruction) as operand
 fetchers (registers, inline constants, literal, abs/neg/opsel, DPP, SDWA) around the compiled pcode semantics
-(emu.pcode.compile_op), and result writers (destination width, EXEC, omod/clamp). The semantics of every ALU and memory instruction come from the compiled pcode; the engine only
-moves values in and out. Engine-level control (s_endpgm, s_barrier, waits, s_trap) and plain SMEM loads
-(data movement of n dwords) are handled here directly.
+(emu.pcode.compile_op), and result writers (destination width, EXEC, omod/clamp). The semantics of every ALU and
+memory instruction come from the compiled pcode; the engine only moves values in and out. Engine-level control
+(s_endpgm, s_barrier, waits, s_trap) and plain SMEM loads (data movement of n dwords) are handled here directly.
 """
 from __future__ import annotations
 
