@@ -16,14 +16,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from emu.amd.exec import takes
+from emu.amd.exec.bind import OperandError, Unsupported
+from emu.amd.exec.control import BARRIERS, CLOCKS, ENDS, ENGINE_NOPS, HALTS
 from emu.amd.exec.interp_code import LOADS, act_lines, factory, row_loads
 from emu.amd.exec.interp_mem import global_step, smem_step
-from emu.amd.exec.interp_source import SALU, Source, generate
-from emu.amd.exec.plan import _BARRIERS, _CLOCKS, _ENDS, _ENGINE_NOPS, Planner
+from emu.amd.exec.interp_source import Source, generate
+from emu.amd.exec.plan import Planner
+from emu.amd.memory import GPUFault
+from emu.pcode.npback import Decline
 
-_CONTROL = _ENDS | _BARRIERS | _ENGINE_NOPS | _CLOCKS | {"S_TRAP", "S_CODE_END", "S_SETHALT"}
-_VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD")
-_cache: dict[tuple, tuple | None] = {}
+# what declines an instruction past emu.amd.exec.takes.lean: no generated form for its pcode (Decline), or a binding
+# its reference step faults on (a bad operand, no semantics)
+_DECLINES = (Decline, OperandError, Unsupported)
+_cache: dict[tuple, tuple] = {}  # (bytes, target, lanes[, carry]) -> (fused code, None) or (None, why not)
 
 
 class _Ref:
@@ -62,7 +68,7 @@ class Interp:
         while len(out) < BLOCK and not (until is not None and until(pc)):
             try:
                 nxt = self.decode(pc)
-            except Exception:  # not fetchable now: the block ends before it
+            except GPUFault:  # not fetchable now: the block ends before it
                 break
             if not nxt.valid:
                 break
@@ -76,11 +82,11 @@ class Interp:
         """Whether a block ends with this instruction (control, a PC write) or before it (invalid)."""
         if not inst.valid or inst.op.name in _BLOCK_ENDS:
             return True
-        if inst.base not in SALU or inst.op.name in _ENGINE_NOPS:
+        if inst.base not in takes.SALU or inst.op.name in ENGINE_NOPS:
             return False
         try:
             return "PC" in self.planner.sem(inst.op).writes
-        except Exception:  # no semantics: its step faults
+        except Unsupported:  # no semantics: its step faults
             return True
 
     def single(self, inst) -> Callable:
@@ -89,31 +95,43 @@ class Interp:
 
     def part(self, inst):
         """The fused code of one instruction as (its interp_source.Fragment, the arguments it binds), or its step (a
-        callable) when no generated code takes it."""
+        callable): a fused memory step, or the reference plan's step where the tier declines the instruction (counted
+        under HWEMU_STATS)."""
         p = self.planner
-        if inst.valid and inst.op.name in _ENGINE_NOPS:  # the PC moves on, nothing else
-            return Source(p, inst).fragment()
-        if inst.valid and inst.base in ("GLOBAL", "VGLOBAL", "SMEM"):
+        why = takes.lean(inst, p)
+        if why is None:
+            made, why = self._made(inst)
+            if made is not None:
+                return made
+        takes.declined("interp", inst, why)
+        return p.plan(inst)
+
+    def _made(self, inst) -> tuple:
+        """(the fused code or memory step of an instruction the tier takes, None), or (None, why it has none)."""
+        p = self.planner
+        if inst.op.name in ENGINE_NOPS:  # the PC moves on, nothing else
+            return Source(p, inst).fragment(), None
+        if inst.base in ("GLOBAL", "VGLOBAL", "SMEM"):
             try:
-                return (smem_step if inst.base == "SMEM" else global_step)(p, inst, _Ref(p, inst))
-            except Exception:  # Decline, or no semantics: the reference step takes it (and faults)
-                return p.plan(inst)
-        if not inst.valid or inst.op.name in _CONTROL or not (inst.base in SALU or inst.base == "DS"
-                                                              or _fusable_valu(inst, p)):
-            return p.plan(inst)
+                return (smem_step if inst.base == "SMEM" else global_step)(p, inst, _Ref(p, inst)), None
+            except _DECLINES as e:
+                return None, _why(e)
         key = (inst.raw, p.arch, p.lanes)
-        if key in _cache:
-            made = _cache[key]
-        else:
+        if key not in _cache:
             try:
-                made = _cache[key] = generate(p, inst)
-            except Exception:  # Decline, or no semantics / a bad operand: the reference step takes it (and faults)
-                made = _cache[key] = None
-        return p.plan(inst) if made is None else made
+                _cache[key] = generate(p, inst), None
+            except _DECLINES as e:
+                _cache[key] = None, _why(e)
+        return _cache[key]
+
+
+def _why(e: Exception) -> str:
+    """A decline's reason, as counted (emu.amd.exec.takes.declined)."""
+    return str(e) if isinstance(e, Decline) else "bad operand" if isinstance(e, OperandError) else "unsupported"
 
 
 BLOCK = 64  # instructions per block at most
-_BLOCK_ENDS = _ENDS | _BARRIERS | _CLOCKS | {"S_TRAP", "S_CODE_END", "S_SETHALT"}
+_BLOCK_ENDS = ENDS | BARRIERS | CLOCKS | HALTS
 
 
 def _block(p: Planner, insts: list, parts: list) -> Callable:
@@ -223,20 +241,15 @@ def _fused(p: Planner, insts: list, parts: list, first: Callable) -> Callable:
 _blocks: dict[str, Callable] = {}  # block source -> its factory (programs running the same code share it)
 
 
-def _fusable_valu(inst, p: Planner) -> bool:
-    return (inst.base in _VALU or inst.base == "VOPD") and not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST"))
-
-
 def _carried(p: Planner, inst, carry: tuple[bool, bool]) -> tuple | None:
     """The fragment of a VALU instruction taking and / or giving a carry chain's VCC lanes, or None."""
     key = (inst.raw, p.arch, p.lanes, carry)
     if key not in _cache:
         try:
-            _cache[key] = generate(p, inst, carry) if inst.valid and inst.base in _VALU and \
-                _fusable_valu(inst, p) else None
-        except Exception:  # Decline (no such chain in its code), or no semantics
-            _cache[key] = None
-    return _cache[key]
+            _cache[key] = (generate(p, inst, carry) if inst.base in takes.VALU else None), None
+        except Decline as e:  # no such chain in its code
+            _cache[key] = None, str(e)
+    return _cache[key][0]
 
 
 def _carries(p: Planner, insts: list, parts: list) -> list:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emu.amd.exec import hwreg
+from emu.amd.exec import hwreg, takes
 from emu.amd.exec.bind import SOURCES, Binding, Kind, Operand, fmt, valu_fields
 from emu.amd.exec.interp_backends import Bound, NaturalRows, Scalar, rounds_floats
 from emu.amd.exec.interp_code import LOADS, act_lines, factory, row_loads, row_local
@@ -27,16 +27,15 @@ from emu.amd.regs import EXEC, VCC, storage
 from emu.pcode.npback import Decline
 
 GUARD = 0xF | hwreg.DENORM_ALL  # MODE bits a fused float step assumes: round to nearest even, denormals kept
-SALU = ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP")
-_SCALAR_ENGINE = {"HW_REGISTERS", "HwRegWriteMask"}  # state the fused SALU step does not move
 _compiled: dict[tuple, Callable] = {}  # (generated source, its constants) -> factory
 
 
 def generate(p: Planner, inst, carry: tuple[bool, bool] = (False, False)) -> tuple:
-    """(Fragment, the arguments its code binds as A0, A1, ...) of a SALU, DS or VALU instruction (Decline: no
-    generated code takes it); `carry`: (takes, gives) a carry chain's VCC lanes (emu.amd.exec.interp)."""
+    """(Fragment, the arguments its code binds as A0, A1, ...) of a SALU, DS or VALU instruction the tier takes
+    (emu.amd.exec.takes.lean; Decline: no generated form for its pcode); `carry`: (takes, gives) a carry chain's VCC
+    lanes (emu.amd.exec.interp)."""
     src = Source(p, inst, carry)
-    if inst.base in SALU:
+    if inst.base in takes.SALU:
         src.salu()
     elif inst.base == "DS":
         src.ds()
@@ -139,8 +138,6 @@ class Source:
         p, inst = self.p, self.inst
         bd = p.salu_operands(inst)
         sem, f = bd.sem, bd.sem.ir
-        if (sem.reads | sem.writes) & _SCALAR_ENGINE or f.files:
-            raise Decline("hardware or register-file access")
         self.needs.add("sg")
         if "MODE" in sem.reads and rounds_floats(f):
             self.guard(f"sg[{MODE}] & {GUARD} != {hwreg.DENORM_ALL}")
@@ -208,7 +205,7 @@ class Source:
         self.exact = set()
         sem, op = bd.sem, bd.op
         ir = sem.ir
-        if ir.files:
+        if ir.files:  # a VOPD half's (emu.amd.exec.takes.lean declines the others)
             raise Decline("register files or memory")
         d0 = bd.outputs.get("D0")
         post = p.result_modifiers(d0) if d0 is not None else None
@@ -332,10 +329,7 @@ class Source:
     def ds(self) -> None:
         p, inst = self.p, self.inst
         bd = p.ds_operands(inst)
-        sem = bd.sem
-        ir = sem.ir
-        if sem.serial or not ir.files <= {"MEM", "LDS"}:
-            raise Decline("atomics and register-file access")
+        ir = bd.sem.ir
         consts, wide, nat, rows = {}, {}, {}, {}
         for n, o in bd.inputs.items():
             bits = ir.inputs.get(n)

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from emu.amd.exec import TIERS, access, category, translate
+from emu.amd.exec import TIERS, access, category, takes, translate
 from emu.amd.exec.state import WaveState
 from emu.amd.exec.translate import BASE, CTR_WORDS, LDS_SIZE, Exit, Region
 from emu.pcode.llvmjit import Closed, engine
@@ -62,6 +62,7 @@ _inflight: dict[int, float] = {}  # thread -> when the compile it runs began
 # are kept on disk too (refused()), so that every process shapes its regions alike and finds them in the disk cache.
 _refused: set[tuple] = set()
 _refused_read = [False]
+LLVM_FAILED = (RuntimeError,)  # what llvmlite raises when LLVM rejects a module (parsing, verification, codegen)
 
 
 def compile_seconds() -> float:
@@ -212,10 +213,12 @@ class _Background:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._count = 0
+        self.failed: Exception | None = None  # what a job raised, for raise_failure
 
     def __call__(self, job: Callable[[], None], first: bool = False) -> None:
         """Queue `job`; `first` jobs (the threaded tier's handlers: small, and every kernel gains) go before the
-        others."""
+        others. A failure of an earlier job is raised here (raise_failure)."""
+        self.raise_failure()
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="hwemu-compile", daemon=True)
@@ -230,12 +233,15 @@ class _Background:
         done = threading.Event()
         self(done.set)
         if timeout is None:
-            return done.wait()
+            done.wait()
+            self.raise_failure()
+            return True
         clock = time.pthread_getcpuclockid(self._thread.ident)
         start, began = time.clock_gettime(clock), time.monotonic()
         while not done.wait(0.5):
             if time.clock_gettime(clock) - start > timeout or time.monotonic() - began > HANG_WALL:
                 return False
+        self.raise_failure()
         return True
 
     def _loop(self) -> None:
@@ -243,9 +249,18 @@ class _Background:
             job = self._jobs.get()[2]
             try:
                 job()
-            except Exception as e:  # an emulator gap: the region stays interpreted, which is always correct
-                warnings.warn(f"hwemu: a hot region was not compiled ({type(e).__name__}: {e}); it runs interpreted",
-                              RuntimeWarning, stacklevel=1)
+            except LLVM_FAILED as e:  # LLVM rejected a module: the region stays interpreted, which is always correct
+                takes.declined("native", None, "LLVM rejected the module")
+                warnings.warn(f"hwemu: a hot region was not compiled (LLVM: {e}); it runs interpreted", RuntimeWarning,
+                              stacklevel=1)
+            except Exception as e:  # an emulator bug: kept for the waves' thread, which raises it (raise_failure)
+                self.failed = self.failed or e
+
+    def raise_failure(self) -> None:
+        """Raise, on the calling thread, what a job failed with other than LLVM's rejection (once)."""
+        e, self.failed = self.failed, None
+        if e is not None:
+            raise e
 
 
 background = _Background()  # background(job): run job() on the compile thread
@@ -282,6 +297,7 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
                     bad = e.args[0] if e.args and isinstance(e.args[0], int) else None  # the instruction's PC
                     if bad in insts:
                         _refuse(refusal(insts[bad]))
+                        takes.declined("native", insts[bad], str(e.args[-1]))
                     if bad is None or bad == pc:
                         return None
                     exits.add(bad)

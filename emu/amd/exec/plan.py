@@ -14,6 +14,7 @@ import numpy as np
 
 from emu.amd.exec import hwreg
 from emu.amd.exec.bind import Binder, Binding, Kind, Operand, OperandError, Unsupported, smem_offsets
+from emu.amd.exec.control import BARRIERS, CLOCKS, ENDS, ENGINE_NOPS, HALTS
 from emu.amd.exec.operands import RegisterFileView, as_int, scalar_reader, scalar_writer, to_mask
 from emu.amd.exec.state import BARRIER, END
 from emu.amd.exec.valu import SUBSTITUTE_ROWS, ValuPlans
@@ -21,19 +22,7 @@ from emu.amd.exec.vmem import MemoryPlans
 from emu.amd.memory import FaultRecord, GPUFault
 from emu.amd.regs import EXEC, TTMP0, TTMP_END, VCC
 
-_ENGINE_NOPS = {"S_NOP", "S_WAITCNT", "S_WAITCNT_DEPCTR", "S_WAIT_IDLE", "S_CLAUSE", "S_DELAY_ALU", "S_SLEEP",
-                "S_SET_INST_PREFETCH_DISTANCE", "S_SETPRIO", "S_ICACHE_INV", "S_WAIT_ALU", "S_WAIT_LOADCNT",
-                "S_WAIT_STORECNT", "S_WAIT_SAMPLECNT", "S_WAIT_BVHCNT", "S_WAIT_EXPCNT", "S_WAIT_DSCNT",
-                "S_WAIT_KMCNT", "S_WAIT_LOADCNT_DSCNT", "S_WAIT_STORECNT_DSCNT", "S_SENDMSG", "S_TTRACEDATA",
-                "S_TTRACEDATA_IMM", "S_INCPERFLEVEL", "S_DECPERFLEVEL", "S_WAKEUP", "S_WAITCNT_VSCNT",
-                "S_WAITCNT_VMCNT", "S_WAITCNT_EXPCNT", "S_WAITCNT_LGKMCNT",
-                "S_BARRIER_SIGNAL", "S_BARRIER_SIGNAL_ISFIRST", "S_DCACHE_INV", "S_GL1_INV", "S_DCACHE_WB",
-                "S_SET_VALU_COEXEC_MODE", "BUFFER_GL0_INV", "BUFFER_GL1_INV", "BUFFER_WBL2", "BUFFER_INV",
-                "BUFFER_WBINVL1", "BUFFER_WBINVL1_VOL", "GLOBAL_INV", "GLOBAL_WB", "GLOBAL_WBINV"}
-_BARRIERS = {"S_BARRIER", "S_BARRIER_WAIT"}
-_ENDS = {"S_ENDPGM", "S_ENDPGM_SAVED"}
 _MEM_BASES = {"GLOBAL", "FLAT", "SCRATCH", "VGLOBAL", "VFLAT", "VSCRATCH"}
-_CLOCKS = {"S_MEMTIME", "S_MEMREALTIME", "S_SENDMSG_RTN_B32", "S_SENDMSG_RTN_B64"}
 MSG_RTN_GET_REALTIME = 0x83  # s_sendmsg_rtn message that returns the clock (LLVM's sendmsg(MSG_RTN_GET_REALTIME))
 
 
@@ -57,17 +46,17 @@ class Planner(ValuPlans, MemoryPlans, Binder):
         base = inst.base
         try:
             name = inst.op.name
-            if name in _ENDS:
+            if name in ENDS:
                 return end_step
-            if name in _BARRIERS:
+            if name in BARRIERS:
                 return self._control(inst, BARRIER)
-            if name in _ENGINE_NOPS:
+            if name in ENGINE_NOPS:
                 return self._control(inst, 0)
             if name == "S_TRAP":
                 return _fault_step("trap", f"s_trap {inst.fields.get('simm16', 0) & 0xFF}")
-            if name in _CLOCKS:
+            if name in CLOCKS:
                 return self._clock(inst)
-            if name in ("S_CODE_END", "S_SETHALT"):
+            if name in HALTS:  # s_code_end, s_sethalt
                 return _fault_step("illegal-instruction", f"{name.lower()} executed")
             if base in ("SOP1", "SOP2", "SOPC", "SOPK", "SOPP"):
                 return self._salu(inst)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from emu.amd.exec import access, hwreg
+from emu.amd.exec import access, hwreg, takes
 from emu.amd.exec.bind import (
     Binding,
     Kind,
@@ -44,9 +44,10 @@ from emu.amd.exec.bind import (
     vopd_y,
 )
 from emu.amd.exec.category import category
+from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
 from emu.amd.exec.operands import constant, sign_bit
-from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS
 from emu.amd.exec.state import BARRIER, CATEGORIES, CONSTANTS, END, EXEC, MODE, SCC, VCC
+from emu.amd.memory import GPUFault
 from emu.amd.regs import EXECZ, PRIVATE_BASE, PRIVATE_LIMIT, SHARED_BASE, TTMP0, TTMP_END, VCCZ, storage
 from emu.pcode.llvmemit import emit
 from emu.pcode.llvmfloats import entry_alloca
@@ -54,11 +55,7 @@ from emu.pcode.typed import Unsupported as PcodeUnsupported
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
-_BRANCHES = {"S_BRANCH", "S_CBRANCH_SCC0", "S_CBRANCH_SCC1", "S_CBRANCH_VCCZ", "S_CBRANCH_VCCNZ",
-             "S_CBRANCH_EXECZ", "S_CBRANCH_EXECNZ"}
-_SALU = ("SOP1", "SOP2", "SOPC", "SOPK")
-_VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD")
-_GLOBAL = ("GLOBAL", "VGLOBAL", "FLAT", "VFLAT")
+_SALU = takes.SALU[:4]  # SOPP: the branches, waits and ends (control)
 # The words of a call's `ctr` array: in (budget, LDS size, VM table address, start PC), out (counts, status).
 BUDGET, EXECUTED, LANE_OPS, LDS_SIZE, VM_TABLE, START, STATUS = range(7)
 SINK = 7  # ctr[7..9]: where inactive lanes' loads and stores go
@@ -133,7 +130,6 @@ class _RegisterFileHooks(_Hooks):
 
 _LANE_READS = {"V_READFIRSTLANE_B32", "V_READLANE_B32"}
 _DS_IMMEDIATES = {"OFFSET": "offset:ds", "OFFSET0": "offset0", "OFFSET1": "offset1"}  # DS fields (threaded.DERIVED)
-_MATRIX = ("V_WMMA_",)  # VOP3P instructions taken: the matrix ops (their pcode indexes the register file)
 
 
 class _VMHooks(_Hooks):
@@ -207,8 +203,8 @@ class Region:
             self._count(b, inst)
             try:
                 self._inst(b, inst)
-            except (Exit, PcodeUnsupported, Unsupported, OperandError) as e:
-                raise Exit(pc) from e
+            except (Exit, PcodeUnsupported, Unsupported, OperandError) as e:  # the translator refuses it
+                raise Exit(pc, f"{type(e).__name__}: {e.args[-1] if e.args else ''}") from e
         return m
 
     def _imm(self, source: str, value: int):
@@ -242,41 +238,26 @@ class Region:
             while pc not in insts and pc not in exits and len(insts) < MAX_INSTS:
                 try:
                     inst = self.prog.inst(pc)
-                except Exception:  # unfetchable code: the interpreter reports the fault
+                except GPUFault:  # unfetchable code: the interpreter reports the fault
                     break
-                if not self.takeable(inst) or refused(inst):
+                why = takes.native(inst)
+                if why is not None:
+                    takes.declined("native", inst, why)
+                if why is not None or refused(inst):
                     break
                 insts[pc] = inst
                 name = inst.op.name
                 nxt = pc + inst.size
-                if name in _BRANCHES:
+                if name in SOPP_BRANCHES:
                     todo.append(self._target(inst))
                     if name == "S_BRANCH":
                         break
-                if name in _ENDS:
+                if name in ENDS:
                     break
                 pc = nxt
         if self.entry not in insts:
             raise Exit(self.entry)
         return insts
-
-    @staticmethod
-    def takeable(inst) -> bool:
-        """Whether the tier runs `inst` natively (else it is an exit)."""
-        if not inst.valid:
-            return False
-        name, base = inst.op.name, inst.base
-        if name in _ENDS or name in _BARRIERS or name in _BRANCHES or name in _ENGINE_NOPS:
-            return True
-        if base in _SALU:
-            return True
-        if base in _VALU or base == "VOPD":
-            return not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST"))
-        if base == "VOP3P":
-            return name.startswith(_MATRIX)
-        if base == "SMEM":
-            return inst.op.name.startswith(("S_LOAD_", "S_BUFFER_LOAD_"))
-        return base == "DS" or base in _GLOBAL
 
     @staticmethod
     def _target(inst) -> int:
@@ -423,12 +404,12 @@ class Region:
     def _inst(self, b, inst) -> None:
         name, base = inst.op.name, inst.base
         nxt = inst.pc + inst.size
-        if name in _BRANCHES:
+        if name in SOPP_BRANCHES:
             return self._branch(b, inst)
-        if name in _ENDS or name in _BARRIERS:  # the wave stops here (END: at s_endpgm) or after the barrier
-            b.store(I64(END if name in _ENDS else BARRIER), self._gep(b, self.ctr, STATUS, I64))
-            return self._leave(b, inst.pc if name in _ENDS else nxt)
-        if base == "SOPP" or name in _ENGINE_NOPS:  # waits, hints and cache controls
+        if name in ENDS or name in BARRIERS:  # the wave stops here (END: at s_endpgm) or after the barrier
+            b.store(I64(END if name in ENDS else BARRIER), self._gep(b, self.ctr, STATUS, I64))
+            return self._leave(b, inst.pc if name in ENDS else nxt)
+        if base == "SOPP" or name in ENGINE_NOPS:  # waits, hints and cache controls
             return self._goto(b, nxt)
         if base in _SALU:
             self._salu(b, inst)
@@ -436,7 +417,7 @@ class Region:
             self._vopd(b, inst)
         elif base == "DS":
             self._ds(b, inst)
-        elif base in _GLOBAL:
+        elif base in takes.GLOBAL:
             b = self._global(b, inst)
         elif base == "SMEM":
             b = self._smem(b, inst)
@@ -485,7 +466,7 @@ class Region:
         if n == "MODE":
             return self.mode
         if n == "PC":  # a branch's pcode computes its target relative to the entry (_branch)
-            return inst.pc - self.entry if inst.op.name in _BRANCHES else b.add(self.base, self._rel(inst.pc))
+            return inst.pc - self.entry if inst.op.name in SOPP_BRANCHES else b.add(self.base, self._rel(inst.pc))
         raise Exit(f"reads {n}")
 
     def _operand(self, b, o: Operand, inst):
@@ -718,8 +699,8 @@ class Region:
                 v = self._flushed(b, v, float_bits(o.fmt, o.bits), o.bits, hwreg.F32_KEEP_IN, hwreg.F16_KEEP_IN)
             return v
         if sem.files:  # a lane read or a matrix op: inlined, its register-file accesses lane by lane
-            srcs = ("src0", "src1", "src2") if op.name.startswith(_MATRIX) else ("src0",) if op.name in _LANE_READS \
-                else ()
+            srcs = ("src0", "src1", "src2") if op.name.startswith(takes.MATRIX) \
+                else ("src0",) if op.name in _LANE_READS else ()
             if not srcs or any(getattr(inst.operands.get(s), "kind", None) != "vgpr" for s in srcs):
                 raise Exit(f"{op.name} reads {sorted(sem.files)} with other than VGPR sources")
             return emit(b, sem.ir, self.lanes, self._inputs(b, bd, inst, operand, vector=True),
