@@ -42,9 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
-from emu.amd.exec import TIERS, access, category, takes, translate
+from emu.amd.exec import TIERS, access, takes, translate
 from emu.amd.exec.state import WaveState
-from emu.amd.exec.translate import BASE, CTR_WORDS, LDS_SIZE, Exit, Region
+from emu.amd.exec.translate import BASE, CTR_WORDS, LDS_SIZE, Region
+from emu.amd.exec.translate_state import Exit
 from emu.pcode.llvmjit import Closed, engine
 
 BUDGET = 1 << 20  # instructions per native call before the host gets control back
@@ -72,13 +73,18 @@ def compile_seconds() -> float:
     return _compiling[0] + sum(now - t for t in list(_inflight.values()))
 
 
+# the modules of emu/amd/exec the compiled code depends on: the translator, the operand binder and what it reads, the
+# tables of what the tier takes, the state layout, the categories it tallies, the threaded tier and the accesses
+NATIVE_SOURCES = ("translate*.py", "threaded.py", "access.py", "bind.py", "operands.py", "hwreg.py", "state.py",
+                  "control.py", "takes.py", "category.py")
+
+
 def _sources_digest() -> str:
-    """What the compiled code depends on besides the region: the translator (and the categories it tallies), the pcode
-    compiler and its fixups."""
+    """What the compiled code depends on besides the region: NATIVE_SOURCES, the pcode compiler and its fixups."""
     h = hashlib.sha256()
-    here = Path(translate.__file__)
-    for f in sorted([here, here.with_name("threaded.py"), here.with_name("access.py"), Path(category.__file__),
-                     *Path(engine.__code__.co_filename).parent.glob("*.py")]):
+    here = Path(translate.__file__).parent
+    for f in sorted({*(f for pattern in NATIVE_SOURCES for f in here.glob(pattern)),
+                     *Path(engine.__code__.co_filename).parent.glob("*.py")}):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 

@@ -35,21 +35,8 @@ from emu.amd.exec import access, jit, takes
 from emu.amd.exec.bind import ds_offset, memory_offset, smem_offsets, vopd_y
 from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
 from emu.amd.exec.operands import constant
-from emu.amd.exec.translate import (
-    BUDGET,
-    EXECUTED,
-    I32,
-    I64,
-    PC_MASK,
-    PTR,
-    START,
-    STATUS,
-    THREADED,
-    Exit,
-    Region,
-    _fit,
-    _Hooks,
-)
+from emu.amd.exec.translate import BUDGET, EXECUTED, PC_MASK, START, STATUS, THREADED, Region
+from emu.amd.exec.translate_state import I32, I64, PTR, Exit, Hooks, fit
 from emu.pcode.llvmemit import emit
 from emu.pcode.llvmjit import Closed, engine
 
@@ -246,13 +233,13 @@ class Handler(Region):
 
     def _shape(self, b, v, bits: int, vector: bool):
         if isinstance(v, Sym):
-            v = _fit(b, self._word(b, v), bits)
+            v = fit(b, self._word(b, v), bits)
         return super()._shape(b, v, bits, vector)
 
     def _scalar(self, b, code: int, bits: int, fmt: str, literal):
         c = constant(code, bits, fmt, literal)
         if isinstance(c, Sym):  # the literal, or an integer constant
-            return _fit(b, self._word(b, c), bits)
+            return fit(b, self._word(b, c), bits)
         return super()._scalar(b, code, bits, fmt, literal)
 
     def _imm(self, source: str, value: int):
@@ -274,8 +261,8 @@ class Handler(Region):
     def _branch(self, b, inst) -> None:
         """The pcode's PC, relative: the canonical instruction is at 0 and SIMM16 comes from the entry."""
         bd = self.binder.salu_operands(inst)
-        out = emit(b, bd.sem.ir, self.lanes, self._inputs(b, bd, inst, lambda n: None, vector=False), _Hooks())
-        pc = b.and_(_fit(b, out["PC"], 64), I64(PC_MASK))
+        out = emit(b, bd.sem.ir, self.lanes, self._inputs(b, bd, inst, lambda n: None, vector=False), Hooks())
+        pc = b.and_(fit(b, out["PC"], 64), I64(PC_MASK))
         taken = self.fn.append_basic_block("taken")
         on = self.fn.append_basic_block("on")
         b.cbranch(b.icmp_unsigned("!=", pc, I64(inst.size)), taken, on)
