@@ -1,13 +1,12 @@
-"""The lean interpreter tier (HWEMU_TIER=interp): one fused Python function per decoded instruction.
+"""The lean interpreter tier (HWEMU_TIER=interp): one fused Python function per decoded instruction, and per
+straight-line block.
 
-For each SALU and VALU instruction the planner's decisions (operands, widths, modifiers, destinations;
-emu.amd.exec.plan / valu) and the compiled pcode IR (emu.pcode) are turned into the source of one function that
-fetches the operands, runs the semantics and writes the results, register numbers and constants inlined, with no
-per-instruction dicts. Vector semantics whose body is straight-line code are emitted at natural widths (uint32
-rows, viewed as float32 where the pcode bitcasts; emu.pcode.npback); the rest goes through the reference
-backend's code generator (emu.pcode.pyback) bound to the operands. What no fused step takes (memory, DPP,
-VOPD, engine control, ...) runs the reference plan step, and so does a fused step whenever MODE rounds or
-flushes denormals where the fused code assumes it does not.
+For each instruction the tier takes (emu.amd.exec.takes.lean) its binding and compiled pcode become the source of one
+function (emu.amd.exec.interp_source), compiled through a disk cache (emu.amd.exec.interp_code); plain dword global
+loads and stores and scalar loads are fused memory steps (emu.amd.exec.interp_mem). What the tier declines (memory,
+DPP, engine control, ...) runs the reference plan step, and so does a fused step whenever MODE rounds or flushes
+denormals where the fused code assumes it does not. A block's instructions run as a chain of their steps at first and
+as one generated function once the block is warm, carry chains through VCC passed in arrays there.
 
 Generated code is compiled once per (instruction bytes, processor, wave size) and shared by every program;
 the PC is a parameter of the compiled factory. The run loop (emu.amd.exec.wave.run) sets np.errstate once.
