@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emu.amd.exec.operands import sext
+from emu.amd.exec.bind import memory_offset, smem_offsets
 from emu.amd.exec.state import ACC
 from emu.amd.regs import VCC, storage
 from emu.pcode import runtime
@@ -93,7 +93,7 @@ def global_step(p, inst, ref: Callable) -> Callable:
     vdst = f["vdst"] + acc
     if max(data, vdst) % ACC + n > ACC:
         raise Decline("registers past the file")
-    off = sext(f["ioffset"], 24) if rdna4 else sext(f["offset"], 13)
+    off = memory_offset(inst)
     saddr = f.get("saddr", p.saddr_off)
     saddr = None if p.gen.no_saddr(saddr) else saddr
     if saddr is not None and not storage(saddr, 2):
@@ -152,10 +152,7 @@ def smem_step(p, inst, ref: Callable) -> Callable:
         raise Decline("sub-dword")
     n = nbits // 32
     base, dst = f["sbase"] * 2, f["sdata"]
-    key = "ioffset" if "ioffset" in f else "offset"
-    off = sext(f[key], 24 if key == "ioffset" else 21)
-    soff = f.get("soffset")
-    soff = None if soff in (None, p.null) else soff
+    off, soff = smem_offsets(f, p.gen)
     if not (base + 2 <= VCC and dst + n <= VCC) or (soff is not None and soff >= VCC):
         raise Decline("registers outside the SGPRs")
     nxt = inst.pc + inst.size
