@@ -16,12 +16,16 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from emu.amd import isa, target
 from emu.amd.exec import hwreg
 from emu.amd.exec.operands import OperandError, Unsupported, constant, dest_register, is_float, sext, source_register
 from emu.amd.exec.state import ACC
 from emu.amd.regs import EXEC, LITERAL, VCC, VGPR0
+
+if TYPE_CHECKING:
+    from emu.pcode import Semantics
 
 MASK_FMT = "NUM_M64"  # operand format of wave masks (compare results, carry-outs)
 # untyped (B32/B16) sources the hardware reads as floats under VOP3 abs/neg (LLVM accepts |x| / -x on them)
@@ -106,7 +110,7 @@ class Binding:
     result the instruction drops, such as an atomic's pre-op value without GLC, has none). `fields`: the encoding
     fields they come from (a VOPD half's, or those VGPR indexing offset)."""
     op: isa.Op
-    sem: object  # emu.pcode.Semantics
+    sem: Semantics
     fields: dict
     inputs: dict[str, Operand]
     outputs: dict[str, Operand]
@@ -135,7 +139,7 @@ def table_entry(op: isa.Op, fld: str | None) -> isa.Operand | None:
     return op.operands.get(fld) or op.operands.get("v" + fld)
 
 
-def width(sem, name: str, op: isa.Op, fld: str | None, default: int = 32) -> int:
+def width(sem: Semantics, name: str, op: isa.Op, fld: str | None, default: int = 32) -> int:
     """Bits of an operand as the pcode types it; the operand table's for slices narrower than 16 (S0[5:0])."""
     b = sem.widths.get(name, 0)
     if b >= 16:
@@ -213,7 +217,7 @@ class Binder:
         self.mask_bits = 64 if lanes == 64 else 32
         self._sems: dict[tuple[str, str], object] = {}
 
-    def sem(self, op: isa.Op):
+    def sem(self, op: isa.Op) -> Semantics:
         """The compiled semantics of `op` (Unsupported: it has none, and faults when executed)."""
         key = (op.enc, op.name)
         s = self._sems.get(key)
@@ -285,7 +289,7 @@ class Binder:
         raise Unsupported(f"{op_name}: writes {name}, which the engine does not accept")
 
     # -- SALU ----------------------------------------------------------------------------------------------------
-    def salu_fields(self, inst, sem) -> dict[str, str]:
+    def salu_fields(self, inst, sem: Semantics) -> dict[str, str]:
         """The field of S0, S1 and D0: SOPK's 16-bit immediate is SIMM16, or S1 beside S0 = sdst, or else S0 (CDNA
         pcode)."""
         if inst.base != "SOPK":
@@ -410,7 +414,7 @@ class Binder:
                   else self.common(n, inst) for n in sorted(sem.reads - {"MEM", "ADDR"})}
         return Binding(op, sem, f, inputs, self._memory_outputs(sem, op, vdata, returns(f)))
 
-    def _memory_outputs(self, sem, op: isa.Op, vdst: int, returning: bool = True) -> dict[str, Operand]:
+    def _memory_outputs(self, sem: Semantics, op: isa.Op, vdst: int, returning: bool = True) -> dict[str, Operand]:
         """A memory op's register results: loaded data (VDATA), and an atomic's pre-op value (RETURN_DATA) when it
         is `returning`. Ops without a destination operand (DS_ADD_U32, stores) write none."""
         has_dst = "vdst" in op.operands or ("vdata" in op.operands and "STORE" not in op.name)

@@ -8,6 +8,7 @@ import marshal
 import os
 import tempfile
 from collections.abc import Callable
+from types import CodeType
 
 import numpy as np
 
@@ -48,7 +49,7 @@ def factory(text: str, name: str, **names) -> Callable:
     return ns["make"]
 
 
-def compiled(text: str, name: str):
+def compiled(text: str, name: str) -> CodeType:
     """`text` compiled, through a disk cache ($HWEMU_CACHE/interp) of marshalled code (after its SHA-256):
     compiling the generated source is most of a kernel's first run, and a test suite's processes run much the same
     code."""
