@@ -96,7 +96,7 @@ class Source:
         self.args: list = []  # closures and constants the factory binds (A0, A1, ...)
         self.consts: list = []  # the generated semantics' constants (K)
         self.exact: set[str] = set()  # natural sources already masked to the semantics' width
-        self.needs: set[str] = set()  # the wave arrays the code reads (_Fragment)
+        self.needs: set[str] = set()  # the wave arrays the code reads (Fragment)
         self.guards: list[str] = []  # conditions under which the reference step runs instead
         self.rows: set[tuple[str, int]] = set()  # (array, register) of the VGPR rows the code reads
         self.sets_pc = False  # the code sets the PC itself (a branch)
