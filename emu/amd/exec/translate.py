@@ -24,6 +24,10 @@ the words ctr[TALLY + c] of its categories, emu.amd.exec.category), sets ctr[STA
 returns the next PC; each taken branch stores its PC in the ring ctr[BRANCH_RING..] (a store per taken branch, not
 per instruction: from the start PC, the ring and the exit PC the instructions run can be listed again); it returns
 -1 without running anything when the wave's MODE is not the region's or the start is not one of its instructions.
+
+What the tier takes is emu.amd.exec.takes.native; the operands of each instruction are its binding (emu.amd.exec.bind)
+rendered as LLVM values. The ALU and memory instructions' code is in translate_alu and translate_mem, the access to
+the wave's flat state in translate_state.
 """
 from __future__ import annotations
 
