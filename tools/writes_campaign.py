@@ -31,8 +31,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hseed
 
 from emu.amd import isa, strategies
-from emu.amd.exec import threaded
-from emu.amd.exec.translate import Region
+from emu.amd.exec import takes, threaded
 from emu.amd.writes import Outcome, check
 from emu.pcode.llvmjit import engine
 
@@ -125,7 +124,7 @@ def _llvm_stats() -> Counter:
 
 def _native(tier: str, inst) -> bool:
     if tier == "jit":
-        return Region.takeable(inst)
+        return takes.native(inst) is None
     if tier == "threaded":
         return threaded.kind(inst) is not None
     return True

@@ -17,7 +17,7 @@ import os
 from collections import Counter
 from collections.abc import Callable
 
-from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS
+from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS
 from emu.amd.exec.state import CATEGORIES
 
 SALU, VALU, VMEM, SMEM, LDS, BRANCH, OTHER = range(len(CATEGORIES))
@@ -27,7 +27,7 @@ _BASES = {**dict.fromkeys(("SOP1", "SOP2", "SOPC", "SOPK"), SALU),
                            "VBUFFER", "VIMAGE", "VSAMPLE"), VMEM),
           "SMEM": SMEM, "DS": LDS, "LDSDIR": LDS, "VDSDIR": LDS}
 _BRANCH_PREFIXES = ("S_BRANCH", "S_CBRANCH_", "S_SETPC_", "S_SWAPPC_", "S_CALL_", "S_RFE_")
-_CONTROL = _ENGINE_NOPS | _BARRIERS | _ENDS
+_CONTROL = ENGINE_NOPS | BARRIERS | ENDS
 
 
 def category(inst) -> int:

@@ -1,4 +1,5 @@
-"""The lean interpreter's fused global-memory and scalar-memory steps.
+"""The lean interpreter's memory accesses: its fused global-memory and scalar-memory steps, and the LDS accesses of
+its generated code.
 
 A global load or store whose pcode moves whole dwords (`VDATA[32k+31:32k] = MEM[ADDR + 4k]`, or the store's
 mirror image; read from the compiled IR, anything else declines) becomes one closure: the lanes' addresses as the
@@ -6,6 +7,8 @@ reference plan computes them, then, when every active lane's whole access lies i
 store) at dword-aligned addresses, one typed gather or scatter per dword. A scalar load of n dwords from one
 mapping is one slice copy into the SGPR file. Any other case - a fault, a straddle, an unaligned lane, no active
 lane - runs the reference step before anything has changed, so faults and partial effects stay the reference's.
+The LDS accesses generated code calls (ML, MS, ML32, MS32: emu.pcode.npback's memory) gather and scatter dwords
+directly when every lane's access is aligned and in range, else go through the LDS's own load and store.
 """
 from __future__ import annotations
 
@@ -13,14 +16,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from emu.amd.exec.operands import sext
+from emu.amd.exec.bind import memory_offset, smem_offsets
 from emu.amd.exec.state import ACC
 from emu.amd.regs import VCC, storage
+from emu.pcode import runtime
 from emu.pcode.ir import Assign, Const, Op, Store, Var
 from emu.pcode.npvalues import Decline
 
 U64, U32 = np.uint64, np.uint32
-U64_2 = U64(2)
+U64_0, U64_2, U64_3, U32_MASK = U64(0), U64(2), U64(3), U64(0xFFFFFFFF)
 _TWOS = (np.full(32, 2, U32), np.full(64, 2, U32))  # shift amounts as arrays: array-array operations cost less
 _THREES = (np.full(32, 3, U32), np.full(64, 3, U32))
 _ZEROS = (bytes(4 * 32), bytes(4 * 64))
@@ -89,7 +93,7 @@ def global_step(p, inst, ref: Callable) -> Callable:
     vdst = f["vdst"] + acc
     if max(data, vdst) % ACC + n > ACC:
         raise Decline("registers past the file")
-    off = sext(f["ioffset"], 24) if rdna4 else sext(f["offset"], 13)
+    off = memory_offset(inst)
     saddr = f.get("saddr", p.saddr_off)
     saddr = None if p.gen.no_saddr(saddr) else saddr
     if saddr is not None and not storage(saddr, 2):
@@ -148,10 +152,7 @@ def smem_step(p, inst, ref: Callable) -> Callable:
         raise Decline("sub-dword")
     n = nbits // 32
     base, dst = f["sbase"] * 2, f["sdata"]
-    key = "ioffset" if "ioffset" in f else "offset"
-    off = sext(f[key], 24 if key == "ioffset" else 21)
-    soff = f.get("soffset")
-    soff = None if soff in (None, p.null) else soff
+    off, soff = smem_offsets(f, p.gen)
     if not (base + 2 <= VCC and dst + n <= VCC) or (soff is not None and soff >= VCC):
         raise Decline("registers outside the SGPRs")
     nxt = inst.pc + inst.size
@@ -223,3 +224,63 @@ def _place(vm, lo: int, hi: int, write: bool, last: list) -> tuple | None:
            np.full(64, m.va & 0xFFFFFFFF, U32)) if (m.end - 1) >> 32 == hi else None  # its 4 GiB window (_window)
     got = last[0] = (index, m.buf.view(U32), U64(m.va), m.va, m.end, m.writable, win)
     return got
+
+
+# -- LDS accesses of generated code ------------------------------------------------------------------------------
+def lds_load(mem, act: np.ndarray, addr: np.ndarray, bits: int) -> np.ndarray:
+    """LDS.load (uint64 per lane), with a direct dword gather when every lane's access is aligned and in range."""
+    a = addr & U32_MASK
+    if bits == 32 and not (a & U64_3).any() and int(a.max()) + 4 <= mem.size:
+        r = mem.mem[:mem.size & ~3].view(np.uint32)[a >> U64_2].astype(np.uint64)
+        return r if act.all() else np.where(act, r, U64_0)
+    return mem.load(np.broadcast_to(addr, act.shape), bits, act)
+
+
+def lds_store(mem, act: np.ndarray, addr: np.ndarray, value, bits: int) -> None:
+    """LDS.store, with a direct dword scatter (lane order: the highest lane wins) when aligned and in range."""
+    a = addr & U32_MASK
+    v = np.broadcast_to(runtime.arr(value), act.shape)
+    if bits == 32 and not (a & U64_3).any() and int(a.max()) + 4 <= mem.size:
+        m32 = mem.mem[:mem.size & ~3].view(np.uint32)
+        if act.all():
+            m32[a >> U64_2] = v
+        else:
+            m32[(a >> U64_2)[act]] = v[act]
+        return
+    mem.store(np.broadcast_to(addr, act.shape), bits, v, act)
+
+
+def _dwords(mem, addr: np.ndarray) -> np.ndarray | None:
+    """LDS as dwords when every lane's dword access at `addr` is aligned and in range, else None."""
+    bits = int(_OR(addr))  # at least the largest address, and its low bits say whether all are aligned
+    if bits & 3 or (bits + 4 > mem.size and int(_MAX(addr)) + 4 > mem.size):
+        return None
+    got = _lds_words[0]  # (LDS, its dwords) of the last access, replaced whole (threads may run other LDSs)
+    if got[0] is not mem:
+        got = _lds_words[0] = (mem, mem.mem[:mem.size & ~3].view(np.uint32))
+    return got[1]
+
+
+_lds_words: list[tuple] = [(None, None)]
+
+
+def lds_load32(mem, act: np.ndarray, addr: np.ndarray) -> np.ndarray:
+    """A dword per lane (uint32; inactive lanes' values are not used): a direct gather when every lane's access is
+    aligned and in range, else LDS.load."""
+    m32 = _dwords(mem, addr)
+    if m32 is not None:
+        return m32.take((addr >> U64_2).view(np.int64))
+    return mem.load(addr, 32, act).astype(np.uint32)
+
+
+def lds_store32(mem, act: np.ndarray, addr: np.ndarray, value: np.ndarray) -> None:
+    """Dword stores of the active lanes (the highest lane wins), directly when aligned and in range."""
+    m32 = _dwords(mem, addr)
+    if m32 is not None:
+        i = (addr >> U64_2).view(np.int64)
+        if act.all():
+            m32[i] = value
+        else:
+            m32[i[act]] = np.broadcast_to(value, act.shape)[act]
+        return
+    mem.store(addr, 32, np.broadcast_to(value, act.shape).astype(np.uint64), act)

@@ -42,9 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
-from emu.amd.exec import TIERS, access, category, translate
+from emu.amd.exec import TIERS, access, takes, translate
 from emu.amd.exec.state import WaveState
-from emu.amd.exec.translate import BASE, CTR_WORDS, LDS_SIZE, Exit, Region
+from emu.amd.exec.translate import BASE, CTR_WORDS, LDS_SIZE, Region
+from emu.amd.exec.translate_state import Exit
 from emu.pcode.llvmjit import Closed, engine
 
 BUDGET = 1 << 20  # instructions per native call before the host gets control back
@@ -62,6 +63,7 @@ _inflight: dict[int, float] = {}  # thread -> when the compile it runs began
 # are kept on disk too (refused()), so that every process shapes its regions alike and finds them in the disk cache.
 _refused: set[tuple] = set()
 _refused_read = [False]
+LLVM_FAILED = (RuntimeError,)  # what llvmlite raises when LLVM rejects a module (parsing, verification, codegen)
 
 
 def compile_seconds() -> float:
@@ -71,13 +73,18 @@ def compile_seconds() -> float:
     return _compiling[0] + sum(now - t for t in list(_inflight.values()))
 
 
+# the modules of emu/amd/exec the compiled code depends on: the translator, the operand binder and what it reads, the
+# tables of what the tier takes, the state layout, the categories it tallies, the threaded tier and the accesses
+NATIVE_SOURCES = ("translate*.py", "threaded.py", "access.py", "bind.py", "operands.py", "hwreg.py", "state.py",
+                  "control.py", "takes.py", "category.py")
+
+
 def _sources_digest() -> str:
-    """What the compiled code depends on besides the region: the translator (and the categories it tallies), the pcode
-    compiler and its fixups."""
+    """What the compiled code depends on besides the region: NATIVE_SOURCES, the pcode compiler and its fixups."""
     h = hashlib.sha256()
-    here = Path(translate.__file__)
-    for f in sorted([here, here.with_name("threaded.py"), here.with_name("access.py"), Path(category.__file__),
-                     *Path(engine.__code__.co_filename).parent.glob("*.py")]):
+    here = Path(translate.__file__).parent
+    for f in sorted({*(f for pattern in NATIVE_SOURCES for f in here.glob(pattern)),
+                     *Path(engine.__code__.co_filename).parent.glob("*.py")}):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
@@ -212,10 +219,12 @@ class _Background:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._count = 0
+        self.failed: Exception | None = None  # what a job raised, for raise_failure
 
     def __call__(self, job: Callable[[], None], first: bool = False) -> None:
         """Queue `job`; `first` jobs (the threaded tier's handlers: small, and every kernel gains) go before the
-        others."""
+        others. A failure of an earlier job is raised here (raise_failure)."""
+        self.raise_failure()
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="hwemu-compile", daemon=True)
@@ -230,12 +239,15 @@ class _Background:
         done = threading.Event()
         self(done.set)
         if timeout is None:
-            return done.wait()
+            done.wait()
+            self.raise_failure()
+            return True
         clock = time.pthread_getcpuclockid(self._thread.ident)
         start, began = time.clock_gettime(clock), time.monotonic()
         while not done.wait(0.5):
             if time.clock_gettime(clock) - start > timeout or time.monotonic() - began > HANG_WALL:
                 return False
+        self.raise_failure()
         return True
 
     def _loop(self) -> None:
@@ -243,9 +255,18 @@ class _Background:
             job = self._jobs.get()[2]
             try:
                 job()
-            except Exception as e:  # an emulator gap: the region stays interpreted, which is always correct
-                warnings.warn(f"hwemu: a hot region was not compiled ({type(e).__name__}: {e}); it runs interpreted",
-                              RuntimeWarning, stacklevel=1)
+            except LLVM_FAILED as e:  # LLVM rejected a module: the region stays interpreted, which is always correct
+                takes.declined("native", None, "LLVM rejected the module")
+                warnings.warn(f"hwemu: a hot region was not compiled (LLVM: {e}); it runs interpreted", RuntimeWarning,
+                              stacklevel=1)
+            except Exception as e:  # an emulator bug: kept for the waves' thread, which raises it (raise_failure)
+                self.failed = self.failed or e
+
+    def raise_failure(self) -> None:
+        """Raise, on the calling thread, what a job failed with other than LLVM's rejection (once)."""
+        e, self.failed = self.failed, None
+        if e is not None:
+            raise e
 
 
 background = _Background()  # background(job): run job() on the compile thread
@@ -282,6 +303,7 @@ def _native(prog, pc: int, mode: int, spent) -> Compiled | None:
                     bad = e.args[0] if e.args and isinstance(e.args[0], int) else None  # the instruction's PC
                     if bad in insts:
                         _refuse(refusal(insts[bad]))
+                        takes.declined("native", insts[bad], str(e.args[-1]))
                     if bad is None or bad == pc:
                         return None
                     exits.add(bad)

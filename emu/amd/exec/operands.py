@@ -84,27 +84,47 @@ def m0_null(fam: str) -> tuple[int, int | None]:
     return g.m0, g.null
 
 
+_SPECIAL_READS = frozenset({VCC, VCC + 1, EXEC, EXEC + 1, VCCZ, EXECZ, SCC, SHARED_BASE, SHARED_LIMIT, PRIVATE_BASE,
+                            PRIVATE_LIMIT})  # with M0 and NULL: the scalar codes a source reads that are no register
+
+
+def source_register(code: int, n: int, fam: str) -> bool:
+    """Whether a scalar source code names plain registers (n of them: True) or other state (False); OperandError
+    when it names nothing a source may read."""
+    if storage(code):
+        if not storage(code, n):
+            raise OperandError(f"scalar register {code}+{n} out of range")
+        return True
+    if code not in _SPECIAL_READS and code not in m0_null(fam):
+        raise OperandError(f"scalar operand code {code} is not supported")
+    return False
+
+
+def dest_register(code: int, fam: str) -> bool:
+    """Whether a scalar destination code names a plain register (True) or other state (False); OperandError when
+    it names nothing an instruction may write."""
+    if storage(code):
+        return True
+    if code not in (*m0_null(fam), VCC, VCC + 1, EXEC, EXEC + 1):
+        raise OperandError(f"scalar destination code {code} is not supported")
+    return False
+
+
 def scalar_reader(code: int, bits: int, fmt: str = "", literal: int | None = None, fam: str = "rdna3") -> Callable:
     """Fetcher of a scalar operand as a Python int of `bits` (32 or 64; 16 reads the low half)."""
     M0, NULL = m0_null(fam)
     c = constant(code, bits, fmt, literal)
     if c is not None:
         return lambda w, c=c: c
-    n = 2 if bits == 64 else 1
-    if storage(code):
-        if not storage(code, n):
-            raise OperandError(f"scalar register {code}+{n} out of range")
-        if n == 1:
+    if source_register(code, 2 if bits == 64 else 1, fam):
+        if bits != 64:
             return lambda w: int(w.sgpr[code])
         return lambda w: int(w.sgpr[code]) | int(w.sgpr[code + 1]) << 32
-    special = {VCC: lambda w: w.vcc, VCC + 1: lambda w: w.vcc >> 32, EXEC: lambda w: w.exec,
-               EXEC + 1: lambda w: w.exec >> 32, M0: lambda w: w.m0, NULL: lambda w: 0,
-               VCCZ: lambda w: int((w.vcc & w.full) == 0), EXECZ: lambda w: int(w.exec == 0), SCC: lambda w: w.scc,
-               SHARED_BASE: lambda w: SHARED_APERTURE >> 32, SHARED_LIMIT: lambda w: (SHARED_APERTURE >> 32),
-               PRIVATE_BASE: lambda w: PRIVATE_APERTURE >> 32, PRIVATE_LIMIT: lambda w: PRIVATE_APERTURE >> 32}
-    f = special.get(code)
-    if f is None:
-        raise OperandError(f"scalar operand code {code} is not supported")
+    f = {VCC: lambda w: w.vcc, VCC + 1: lambda w: w.vcc >> 32, EXEC: lambda w: w.exec,
+         EXEC + 1: lambda w: w.exec >> 32, M0: lambda w: w.m0, NULL: lambda w: 0,
+         VCCZ: lambda w: int((w.vcc & w.full) == 0), EXECZ: lambda w: int(w.exec == 0), SCC: lambda w: w.scc,
+         SHARED_BASE: lambda w: SHARED_APERTURE >> 32, SHARED_LIMIT: lambda w: (SHARED_APERTURE >> 32),
+         PRIVATE_BASE: lambda w: PRIVATE_APERTURE >> 32, PRIVATE_LIMIT: lambda w: PRIVATE_APERTURE >> 32}[code]
     if code in (SHARED_BASE, PRIVATE_BASE) and bits == 64:  # src_*_base as a 64-bit operand: the aperture base
         base = SHARED_APERTURE if code == SHARED_BASE else PRIVATE_APERTURE
         return lambda w: base
@@ -118,7 +138,7 @@ def scalar_reader(code: int, bits: int, fmt: str = "", literal: int | None = Non
 def scalar_writer(code: int, bits: int, fam: str = "rdna3") -> Callable:
     """Writer of a scalar destination (`bits` 32 or 64) taking (state, int)."""
     M0, NULL = m0_null(fam)
-    if storage(code):
+    if dest_register(code, fam):
         if bits == 64:
             def w64(w, v):
                 w.sgpr[code] = v & 0xFFFFFFFF
@@ -136,9 +156,7 @@ def scalar_writer(code: int, bits: int, fam: str = "rdna3") -> Callable:
         return wm0
     if code in (VCC, VCC + 1):
         return _mask_writer("vcc", code - VCC, bits)
-    if code in (EXEC, EXEC + 1):
-        return _mask_writer("exec", code - EXEC, bits)
-    raise OperandError(f"scalar destination code {code} is not supported")
+    return _mask_writer("exec", code - EXEC, bits)
 
 
 def _mask_writer(attr: str, half: int, bits: int) -> Callable:

@@ -31,28 +31,12 @@ import numpy as np
 from llvmlite import ir
 
 from emu.amd import target
-from emu.amd.exec import access, jit
+from emu.amd.exec import access, jit, takes
+from emu.amd.exec.bind import ds_offset, memory_offset, smem_offsets, vopd_y
+from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
 from emu.amd.exec.operands import constant
-from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, smem_offsets
-from emu.amd.exec.translate import (
-    _BRANCHES,
-    _GLOBAL,
-    BUDGET,
-    EXECUTED,
-    I32,
-    I64,
-    PC_MASK,
-    PTR,
-    START,
-    STATUS,
-    THREADED,
-    Exit,
-    Region,
-    _fit,
-    _Hooks,
-    ds_offset,
-    global_offset,
-)
+from emu.amd.exec.translate import BUDGET, EXECUTED, PC_MASK, START, STATUS, THREADED, Region
+from emu.amd.exec.translate_state import I32, I64, PTR, Exit, Hooks, fit
 from emu.pcode.llvmemit import emit
 from emu.pcode.llvmjit import Closed, engine
 
@@ -62,10 +46,14 @@ MAX_SPAN = 1 << 22  # bytes of code one program's index covers
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
 
 
+class NotSymbolic(TypeError):
+    """Code does with a Sym what cannot be done at run time: that kind of instruction gets no handler."""
+
+
 class Sym(int):
     """A field the handler reads at run time: entry word HEAD + slot, times scale, plus off. As an int it is the
     canonical value the code was built for (canonical register 0, or 256 for a VGPR source code). Affine arithmetic
-    keeps it symbolic; anything else raises TypeError, and that kind of instruction gets no handler."""
+    keeps it symbolic; anything else raises NotSymbolic."""
 
     def __new__(cls, value: int, slot: int, scale: int = 1, off: int = 0):
         s = super().__new__(cls, value)
@@ -74,7 +62,7 @@ class Sym(int):
 
     def __add__(self, k):
         if isinstance(k, Sym) or not isinstance(k, int):
-            raise TypeError("a register field added to a non-constant")
+            raise NotSymbolic("a register field added to a non-constant")
         return Sym(int(self) + k, self.slot, self.scale, self.off + k)
 
     __radd__ = __add__
@@ -84,7 +72,7 @@ class Sym(int):
 
     def __mul__(self, k):
         if isinstance(k, Sym) or not isinstance(k, int):
-            raise TypeError("a register field multiplied by a non-constant")
+            raise NotSymbolic("a register field multiplied by a non-constant")
         return Sym(int(self) * k, self.slot, self.scale * k, self.off * k)
 
     __rmul__ = __mul__
@@ -98,11 +86,11 @@ class Sym(int):
     def __and__(self, k):
         """Only a mask of 32 or more low bits: every use truncates the value to the operand's width anyway."""
         if isinstance(k, Sym) or not isinstance(k, int) or k & (k + 1) or k.bit_length() < 32:
-            raise TypeError("a field masked")
+            raise NotSymbolic("a field masked")
         return self
 
     def _no(self, *a):
-        raise TypeError("a field used as a constant")
+        raise NotSymbolic("a field used as a constant")
 
     __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __rshift__ = __neg__ = __invert__ = _no
     __floordiv__ = __mod__ = __index__ = _no
@@ -119,8 +107,8 @@ class Kind:
 
 DERIVED = {  # Sym words computed from the instruction, by what Region calls them
     "literal": lambda inst: inst.literal,
-    "vdsty": lambda inst: Region._vopd_y(inst.fields),  # the VGPR a VOPD's opY writes
-    "offset:global": global_offset,
+    "vdsty": lambda inst: vopd_y(inst.fields),  # the VGPR a VOPD's opY writes
+    "offset:global": memory_offset,
     "offset:smem": lambda inst: smem_offsets(inst.fields, target.generation(inst.family))[0],
     "offset:ds": ds_offset,
 }
@@ -141,16 +129,18 @@ def kind_of(inst) -> tuple[Kind, list[int]] | None:
 
 def kind(inst) -> Kind | None:
     """The kind of `inst` (None: the tier does not take it, or a register lies where a handler cannot reach it)."""
-    if not Region.takeable(inst):
+    why = takes.native(inst)
+    if why is not None:
+        takes.declined("threaded", inst, why)
         return None
     name = inst.op.name
     fields: dict[str, int] = {}
     sources: list[str] = []
     literal = None
-    if name in _BRANCHES:
+    if name in SOPP_BRANCHES:
         fields["simm16"] = Sym(0, 0)
         sources.append("simm16")
-    elif not (inst.base == "SOPP" or name in _ENGINE_NOPS or name in _ENDS or name in _BARRIERS):
+    elif not (inst.base == "SOPP" or name in ENGINE_NOPS or name in ENDS or name in BARRIERS):
         fields = {k: v for k, v in inst.fields.items() if k != "literal"}
 
         def sym(canon: int, source: str) -> Sym:
@@ -165,12 +155,13 @@ def kind(inst) -> Kind | None:
             if o.kind not in ("sgpr", "vgpr"):
                 continue
             if o.index + o.count > (256 if o.kind == "vgpr" else target.generation(inst.family).sgprs):
+                takes.declined("threaded", inst, "a register past a handler's reach")
                 return None
             fields[fld] = sym(256 if fields[fld] >= 256 else 0, "vdsty" if fld == "vdsty" else fld)
         if inst.literal is not None:
             literal = sym(1, "literal")  # nonzero: code that reads `literal or 0` keeps it
-        if inst.base in _GLOBAL or inst.base == "SMEM" and not target.generation(inst.family).smem_imm_bit:
-            sources.append("offset:global" if inst.base in _GLOBAL else "offset:smem")
+        if inst.base in takes.GLOBAL or inst.base == "SMEM" and not target.generation(inst.family).smem_imm_bit:
+            sources.append("offset:global" if inst.base in takes.GLOBAL else "offset:smem")
             fields.update((k, 0) for k in _OFFSETS & fields.keys())
         elif inst.base == "DS":
             sources += ["offset:ds", "offset0", "offset1"]
@@ -242,13 +233,13 @@ class Handler(Region):
 
     def _shape(self, b, v, bits: int, vector: bool):
         if isinstance(v, Sym):
-            v = _fit(b, self._word(b, v), bits)
+            v = fit(b, self._word(b, v), bits)
         return super()._shape(b, v, bits, vector)
 
     def _scalar(self, b, code: int, bits: int, fmt: str, literal):
         c = constant(code, bits, fmt, literal)
         if isinstance(c, Sym):  # the literal, or an integer constant
-            return _fit(b, self._word(b, c), bits)
+            return fit(b, self._word(b, c), bits)
         return super()._scalar(b, code, bits, fmt, literal)
 
     def _imm(self, source: str, value: int):
@@ -258,10 +249,10 @@ class Handler(Region):
         """The instruction's PC, from its entry."""
         return b.load(b.gep(self.fn.args[4], [I64(1)], source_etype=I64), typ=I64)
 
-    def _common(self, b, n: str, inst):
-        if n == "PC" and inst.op.name not in _BRANCHES:  # e.g. s_getpc_b64: the instruction's own PC
+    def _state(self, b, n: str, inst):
+        if n == "PC" and inst.op.name not in SOPP_BRANCHES:  # e.g. s_getpc_b64: the instruction's own PC
             return self._here(b)
-        return super()._common(b, n, inst)
+        return super()._state(b, n, inst)
 
     @staticmethod
     def _vopd_y(f: dict):
@@ -269,9 +260,9 @@ class Handler(Region):
 
     def _branch(self, b, inst) -> None:
         """The pcode's PC, relative: the canonical instruction is at 0 and SIMM16 comes from the entry."""
-        sem = self.planner.sem(inst.op)
-        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, lambda n: None, vector=False), _Hooks())
-        pc = b.and_(_fit(b, out["PC"], 64), I64(PC_MASK))
+        bd = self.binder.salu_operands(inst)
+        out = emit(b, bd.sem.ir, self.lanes, self._inputs(b, bd, inst, lambda n: None, vector=False), Hooks())
+        pc = b.and_(fit(b, out["PC"], 64), I64(PC_MASK))
         taken = self.fn.append_basic_block("taken")
         on = self.fn.append_basic_block("on")
         b.cbranch(b.icmp_unsigned("!=", pc, I64(inst.size)), taken, on)
@@ -354,7 +345,8 @@ def _make(prog, k: Kind, mode: int, full: tuple, build: bool) -> bool:
                 return False
             try:
                 addr = engine(ENGINE).compile(Handler(prog, k, mode).build("handler"), "handler", disk)
-            except (Exit, TypeError):  # not a kind the tier takes, or code that needs a register's value
+            except (Exit, NotSymbolic) as e:  # not a kind the tier takes, or code that needs a register's value
+                takes.declined("threaded", k.inst, str(e.args[-1] if e.args else e))
                 addr = None
     except Closed:
         pass

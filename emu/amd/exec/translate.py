@@ -24,6 +24,10 @@ the words ctr[TALLY + c] of its categories, emu.amd.exec.category), sets ctr[STA
 returns the next PC; each taken branch stores its PC in the ring ctr[BRANCH_RING..] (a store per taken branch, not
 per instruction: from the start PC, the ring and the exit PC the instructions run can be listed again); it returns
 -1 without running anything when the wave's MODE is not the region's or the start is not one of its instructions.
+
+What the tier takes is emu.amd.exec.takes.native; the operands of each instruction are its binding (emu.amd.exec.bind)
+rendered as LLVM values. The ALU and memory instructions' code is in translate_alu and translate_mem, the access to
+the wave's flat state in translate_state.
 """
 from __future__ import annotations
 
@@ -31,25 +35,20 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
-from emu.amd import target
-from emu.amd.exec import access, hwreg
+from emu.amd.exec import access, takes
+from emu.amd.exec.bind import Binding, Kind, Operand, OperandError, Unsupported
 from emu.amd.exec.category import category
-from emu.amd.exec.operands import LITERAL, OperandError, Unsupported, constant, is_float, sext, sign_bit
-from emu.amd.exec.plan import _BARRIERS, _ENDS, _ENGINE_NOPS, _INST_FIELDS, _MODIFIER_FIELDS, smem_offsets
-from emu.amd.exec.state import BARRIER, CATEGORIES, CONSTANTS, END, EXEC, MODE, SCC, VCC
-from emu.amd.exec.valu import FLOAT_MODIFIED, MASK_FMT, _float_bits, _keeps_denormals, opsel_hi
-from emu.amd.regs import EXECZ, PRIVATE_BASE, PRIVATE_LIMIT, SHARED_BASE, TTMP0, TTMP_END, VCCZ, storage
+from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
+from emu.amd.exec.state import BARRIER, CATEGORIES, END, EXEC, MODE, SCC, VCC
+from emu.amd.exec.translate_alu import AluCode
+from emu.amd.exec.translate_mem import MemoryCode
+from emu.amd.exec.translate_state import I1, I32, I64, PTR, Exit, Hooks, StateCode
+from emu.amd.memory import GPUFault
+from emu.amd.regs import EXECZ, VCCZ
 from emu.pcode.llvmemit import emit
-from emu.pcode.llvmvalues import entry_alloca
 from emu.pcode.typed import Unsupported as PcodeUnsupported
 
-I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
-PTR = ir.PointerType()
-_BRANCHES = {"S_BRANCH", "S_CBRANCH_SCC0", "S_CBRANCH_SCC1", "S_CBRANCH_VCCZ", "S_CBRANCH_VCCNZ",
-             "S_CBRANCH_EXECZ", "S_CBRANCH_EXECNZ"}
-_SALU = ("SOP1", "SOP2", "SOPC", "SOPK")
-_VALU = ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD")
-_GLOBAL = ("GLOBAL", "VGLOBAL", "FLAT", "VFLAT")
+_SALU = takes.SALU[:4]  # SOPP: the branches, waits and ends (control)
 # The words of a call's `ctr` array: in (budget, LDS size, VM table address, start PC), out (counts, status).
 BUDGET, EXECUTED, LANE_OPS, LDS_SIZE, VM_TABLE, START, STATUS = range(7)
 SINK = 7  # ctr[7..9]: where inactive lanes' loads and stores go
@@ -62,99 +61,20 @@ THREADED = TALLY + len(CATEGORIES)  # ctr[THREADED..+4]: the threaded tier's tab
 BASE = THREADED + 4  # ctr[BASE]: the PC of the region's entry (its code holds PCs as offsets from it)
 CTR_WORDS = BASE + 1
 MAX_INSTS = 4000  # instructions per region
-OUTLINE_FROM = 80  # LLVM instructions of a VALU's semantics from which its uses call one outlined copy
-OUT_SLOT = 32 * 16  # bytes per output of outlined semantics: 32 lanes of up to 128 bits (64 of 64)
-_SMALL: dict[tuple, bool] = {}  # (outlined semantics' key, lanes) -> whether they are inlined (under OUTLINE_FROM)
 
 
-class Exit(Exception):
-    """An instruction the tier does not take: the region leaves the native code before it."""
-
-
-class _Hooks:
-    """Memory, register files and Fail are not taken natively yet: an instruction that needs them is an exit."""
-
-    def _no(self, *a, **k):
-        raise PcodeUnsupported("not in the LLVM tier: memory, register files and callouts")
-
-    load = store = reg_read = reg_write = callout = fail = _no
-
-
-class _LDSHooks(_Hooks):
-    """MEM / LDS of a DS instruction: the workgroup's LDS; lanes whose access ends past its size read 0 and do not
-    write (their store goes to the counters' sink). Each access is a call of a per-lane function
-    (emu.amd.exec.access)."""
-
-    def __init__(self, region: Region):
-        self.r = region
-
-    def load(self, b, file, addr, bits, mask):
-        r = self.r
-        fn = access.function(r.fn.module, "hwemu_lds_load", r.lanes, bits)
-        return b.call(fn, [r.lds, r.lds_size, _fit(b, addr, 64), mask])
-
-    def store(self, b, file, addr, value, bits, mask):
-        r = self.r
-        fn = access.function(r.fn.module, "hwemu_lds_store", r.lanes, bits)
-        b.call(fn, [r.lds, r.lds_size, r._gep(b, r.ctr, SINK, I64), _fit(b, addr, 64), _fit(b, value, bits), mask])
-
-
-class _RegisterFileHooks(_Hooks):
-    """VGPR[lane][reg] reads and writes of pcode that indexes the register file (v_readfirstlane / v_readlane, the
-    matrix instructions), each lane's (lane, reg) through the gather and scatter functions (emu.amd.exec.access)."""
-
-    def __init__(self, region: Region):
-        self.r = region
-
-    def _index(self, b, file, index, bits):
-        if file != "VGPR" or bits != 32 or len(index) != 2:
-            raise PcodeUnsupported(f"{file} access of {bits} bits")
-        return [self.r._shape(b, x, 64, True) for x in index]
-
-    def reg_read(self, b, file, index, bits, mask):
-        lane, reg = self._index(b, file, index, bits)
-        fn = access.function(self.r.fn.module, "hwemu_vgpr_gather", self.r.lanes)
-        return b.call(fn, [self.r.v_ptr, lane, reg])
-
-    def reg_write(self, b, file, index, value, bits, mask):
-        lane, reg = self._index(b, file, index, bits)
-        fn = access.function(self.r.fn.module, "hwemu_vgpr_scatter", self.r.lanes)
-        b.call(fn, [self.r.v_ptr, lane, reg, self.r._shape(b, value, 32, True), self.r._shape(b, mask, 1, True)])
-
-
-_LANE_READS = {"V_READFIRSTLANE_B32", "V_READLANE_B32"}
-_MATRIX = ("V_WMMA_",)  # VOP3P instructions taken: the matrix ops (their pcode indexes the register file)
-
-
-class _VMHooks(_Hooks):
-    """MEM of a global access: lane i's byte address a is at host address hosts[i] + (a - addr[i]) (placed by
-    Region._place; inactive lanes point at a sink); stores go lane by lane in lane order. Each access is a call of
-    a per-lane function (emu.amd.exec.access)."""
-
-    def __init__(self, region: Region, addr, hosts):
-        self.r, self.addr, self.hosts = region, addr, hosts
-
-    def load(self, b, file, addr, bits, mask):
-        fn = access.function(self.r.fn.module, "hwemu_vm_load", self.r.lanes, bits)
-        return b.call(fn, [_fit(b, addr, 64), self.addr, self.hosts, mask])
-
-    def store(self, b, file, addr, value, bits, mask):
-        fn = access.function(self.r.fn.module, "hwemu_vm_store", self.r.lanes, bits)
-        b.call(fn, [_fit(b, addr, 64), self.addr, self.hosts, _fit(b, value, bits), mask])
-
-
-class Region:
+class Region(StateCode, AluCode, MemoryCode):
     """Translation of the region at `pc` of a program (emu.amd.exec.wave.Program) for one MODE."""
 
     ARGS = 4  # the native function's pointer arguments
 
     def __init__(self, prog, pc: int, mode: int):
-        self.prog, self.planner = prog, prog.planner
+        self.prog, self.binder = prog, prog.planner  # the planner binds the operands (emu.amd.exec.bind.Binder)
         self.lanes, self.fam, self.mode = prog.lanes, prog.family, mode
         self.entry = pc
         self.mask_bits = 64 if self.lanes == 64 else 32
         self.full = (1 << self.lanes) - 1
-        self.gen = self.planner.gen
+        self.gen = self.binder.gen
         self.m0, self.null = self.gen.m0, self.gen.null
 
     # -- discovery and module --------------------------------------------------------------------------------------
@@ -197,8 +117,8 @@ class Region:
             self._count(b, inst)
             try:
                 self._inst(b, inst)
-            except (Exit, PcodeUnsupported, Unsupported, OperandError) as e:
-                raise Exit(pc) from e
+            except (Exit, PcodeUnsupported, Unsupported, OperandError) as e:  # the translator refuses it
+                raise Exit(pc, f"{type(e).__name__}: {e.args[-1] if e.args else ''}") from e
         return m
 
     def _imm(self, source: str, value: int):
@@ -232,18 +152,21 @@ class Region:
             while pc not in insts and pc not in exits and len(insts) < MAX_INSTS:
                 try:
                     inst = self.prog.inst(pc)
-                except Exception:  # unfetchable code: the interpreter reports the fault
+                except GPUFault:  # unfetchable code: the interpreter reports the fault
                     break
-                if not self.takeable(inst) or refused(inst):
+                why = takes.native(inst)
+                if why is not None:
+                    takes.declined("native", inst, why)
+                if why is not None or refused(inst):
                     break
                 insts[pc] = inst
                 name = inst.op.name
                 nxt = pc + inst.size
-                if name in _BRANCHES:
+                if name in SOPP_BRANCHES:
                     todo.append(self._target(inst))
                     if name == "S_BRANCH":
                         break
-                if name in _ENDS:
+                if name in ENDS:
                     break
                 pc = nxt
         if self.entry not in insts:
@@ -251,137 +174,9 @@ class Region:
         return insts
 
     @staticmethod
-    def takeable(inst) -> bool:
-        """Whether the tier runs `inst` natively (else it is an exit)."""
-        if not inst.valid:
-            return False
-        name, base = inst.op.name, inst.base
-        if name in _ENDS or name in _BARRIERS or name in _BRANCHES or name in _ENGINE_NOPS:
-            return True
-        if base in _SALU:
-            return True
-        if base in _VALU or base == "VOPD":
-            return not inst.enc.endswith(("DPP16", "DPP8", "SDWA", "SDWA_SDST"))
-        if base == "VOP3P":
-            return name.startswith(_MATRIX)
-        if base == "SMEM":
-            return inst.op.name.startswith(("S_LOAD_", "S_BUFFER_LOAD_"))
-        return base == "DS" or base in _GLOBAL
-
-    @staticmethod
     def _target(inst) -> int:
         simm = inst.fields.get("simm16", 0)
         return (inst.pc + 4 + (simm - (1 << 16) if simm >> 15 else simm) * 4) & PC_MASK
-
-    # -- state access ----------------------------------------------------------------------------------------------
-    def vec(self, t: ir.Type) -> ir.VectorType:
-        return ir.VectorType(t, self.lanes)
-
-    def _gep(self, b, ptr, i: int, t: ir.Type):
-        return b.gep(ptr, [I64(i)], source_etype=t)
-
-    def _slot(self, b, i: int):
-        return self._gep(b, self.s_ptr, i, I32)
-
-    def _pair(self, b, i: int):
-        lo = b.zext(b.load(self._slot(b, i), typ=I32), I64)
-        hi = b.zext(b.load(self._slot(b, i + 1), typ=I32), I64)
-        return b.or_(lo, b.shl(hi, I64(32)))
-
-    def _set_pair(self, b, i: int, v) -> None:
-        b.store(b.trunc(v, I32), self._slot(b, i))
-        b.store(b.trunc(b.lshr(v, I64(32)), I32), self._slot(b, i + 1))
-
-    def _exec(self, b):
-        return self._pair(b, EXEC)
-
-    def _row(self, b, reg: int):
-        vt = ir.VectorType(I32, self.lanes)
-        return b.gep(self.v_ptr, [I64(reg * self.lanes)], source_etype=I32), vt
-
-    def _vgpr(self, b, reg: int, bits: int):
-        """VGPRs reg.. as <lanes x iB> (B <= 32: the low bits of one register; more: consecutive registers)."""
-        n = max(1, -(-bits // 32))
-        if reg < 0 or reg + n > 256 or bits > 128:
-            raise Exit("VGPR operand out of range or wider than 128 bits")
-        wide = ir.VectorType(ir.IntType(max(bits, 32 * n)), self.lanes)
-        v = None
-        for k in range(n):
-            p, vt = self._row(b, reg + k)
-            row = b.load(p, typ=vt, align=4)
-            row = b.zext(row, wide) if n > 1 else row
-            v = row if v is None else b.or_(v, b.shl(row, ir.Constant(wide, [32 * k] * self.lanes)))
-        return _fit(b, v, bits)
-
-    def _set_vgpr(self, b, reg: int, bits: int, v, active) -> None:
-        if bits % 32 or not 32 <= bits <= 128 or reg < 0 or reg + bits // 32 > 256:
-            raise Exit("VGPR destination not whole registers or out of range")
-        vt = ir.VectorType(I32, self.lanes)
-        parts = [_fit(b, v if k == 0 else b.lshr(v, ir.Constant(v.type, [32 * k] * self.lanes)), 32)
-                 for k in range(bits // 32)]
-        full = b.icmp_unsigned("==", b.bitcast(active, ir.IntType(self.lanes)), ir.IntType(self.lanes)(-1))
-        with b.if_else(full) as (every_lane, some_lanes):  # plain stores when EXEC is full (later loads forward)
-            with every_lane:
-                for k, part in enumerate(parts):
-                    b.store(part, self._row(b, reg + k)[0], align=4)
-            with some_lanes:
-                for k, part in enumerate(parts):
-                    p, _ = self._row(b, reg + k)
-                    b.store(b.select(active, part, b.load(p, typ=vt, align=4)), p, align=4)
-
-    def _scalar(self, b, code: int, bits: int, fmt: str, literal):
-        """A scalar source as an i32/i64 value (64-bit reads of register pairs)."""
-        c = constant(code, bits, fmt, literal)
-        if c is not None:
-            return ir.IntType(bits)(c & ((1 << bits) - 1))
-        wide = bits == 64
-        if code == self.null:
-            return ir.IntType(bits)(0)
-        if code in (VCCZ, EXECZ):
-            v = b.and_(self._pair(b, VCC if code == VCCZ else EXEC), I64(self.full))
-            z = b.zext(b.icmp_unsigned("==", v, I64(0)), ir.IntType(bits))
-            return z
-        if code == SCC:
-            v = b.load(self._slot(b, SCC), typ=I32)
-            return b.zext(v, I64) if wide else v
-        if code in (SHARED_BASE, PRIVATE_BASE) and wide:  # an aperture base as 64 bits: the base address
-            return I64(int(CONSTANTS[code]) << 32)
-        if storage(code):
-            if not storage(code, 2 if wide else 1):
-                raise Exit("scalar register tuple out of range")
-            return self._pair(b, code) if wide else b.load(self._slot(b, code), typ=I32)
-        if code in (VCC, EXEC) and wide:
-            return self._pair(b, code)
-        if code in (self.m0, VCC, VCC + 1, EXEC, EXEC + 1) or SHARED_BASE <= code <= PRIVATE_LIMIT:
-            v = b.load(self._slot(b, code), typ=I32)
-            return b.zext(v, I64) if wide else v
-        raise Exit(f"scalar operand code {code}")
-
-    def _set_scalar(self, b, code: int, bits: int, v) -> None:
-        """Store a scalar result (EXEC keeps only the wave's lanes, NULL drops it)."""
-        wide = bits == 64
-        v = _fit(b, v, bits)
-        if code == self.null:
-            return
-        if code in (EXEC, EXEC + 1):
-            if wide:
-                self._set_pair(b, EXEC, b.and_(v, I64(self.full)))
-            elif code == EXEC or self.lanes == 64:  # wave32 has no EXEC_HI lanes
-                b.store(v, self._slot(b, code))
-            return
-        if code == self.m0 and not wide:
-            b.store(v, self._slot(b, code))
-            return
-        if storage(code) or code in (VCC, VCC + 1):
-            n = 2 if wide else 1
-            if not (storage(code, n) or VCC <= code and code + n <= VCC + 2):
-                raise Exit("scalar destination tuple out of range")
-            if wide:
-                self._set_pair(b, code, v)
-            else:
-                b.store(v, self._slot(b, code))
-            return
-        raise Exit(f"scalar destination code {code}")
 
     # -- instructions ----------------------------------------------------------------------------------------------
     def _budget(self, b, pc: int):
@@ -413,12 +208,12 @@ class Region:
     def _inst(self, b, inst) -> None:
         name, base = inst.op.name, inst.base
         nxt = inst.pc + inst.size
-        if name in _BRANCHES:
+        if name in SOPP_BRANCHES:
             return self._branch(b, inst)
-        if name in _ENDS or name in _BARRIERS:  # the wave stops here (END: at s_endpgm) or after the barrier
-            b.store(I64(END if name in _ENDS else BARRIER), self._gep(b, self.ctr, STATUS, I64))
-            return self._leave(b, inst.pc if name in _ENDS else nxt)
-        if base == "SOPP" or name in _ENGINE_NOPS:  # waits, hints and cache controls
+        if name in ENDS or name in BARRIERS:  # the wave stops here (END: at s_endpgm) or after the barrier
+            b.store(I64(END if name in ENDS else BARRIER), self._gep(b, self.ctr, STATUS, I64))
+            return self._leave(b, inst.pc if name in ENDS else nxt)
+        if base == "SOPP" or name in ENGINE_NOPS:  # waits, hints and cache controls
             return self._goto(b, nxt)
         if base in _SALU:
             self._salu(b, inst)
@@ -426,7 +221,7 @@ class Region:
             self._vopd(b, inst)
         elif base == "DS":
             self._ds(b, inst)
-        elif base in _GLOBAL:
+        elif base in takes.GLOBAL:
             b = self._global(b, inst)
         elif base == "SMEM":
             b = self._smem(b, inst)
@@ -435,9 +230,9 @@ class Region:
         self._goto(b, nxt)
 
     def _branch(self, b, inst) -> None:
-        sem = self.planner.sem(inst.op)
-        ins = self._inputs(b, sem, inst, lambda n: None, vector=False)
-        out = emit(b, sem.ir, self.lanes, ins, _Hooks())
+        bd = self.binder.salu_operands(inst)
+        ins = self._inputs(b, bd, inst, lambda n: None, vector=False)
+        out = emit(b, bd.sem.ir, self.lanes, ins, Hooks())
         pc = out["PC"]
         pc = b.zext(pc, I64) if pc.type.width < 64 else pc
         pc = b.and_(pc, I64(PC_MASK))  # relative to the entry, as the pcode's PC input (_common)
@@ -462,9 +257,8 @@ class Region:
         b.store(at, b.gep(self.ctr, [slot], source_etype=I64))
         b.store(b.add(n, I64(1)), p)
 
-    def _common(self, b, n: str, inst):
-        """A state name every encoding may read (as plan._common_read), as an LLVM value or a Python int."""
-        f = inst.fields
+    def _state(self, b, n: str, inst):
+        """Wave state the pcode names (as the reference's readers give it), as an LLVM value or a Python int."""
         if n == "SCC":
             return b.load(self._slot(b, SCC), typ=I32)
         if n in ("EXEC", "VCC"):
@@ -476,139 +270,46 @@ class Region:
         if n == "MODE":
             return self.mode
         if n == "PC":  # a branch's pcode computes its target relative to the entry (_branch)
-            return inst.pc - self.entry if inst.op.name in _BRANCHES else b.add(self.base, self._rel(inst.pc))
-        if n == "SIMM16":
-            return f.get("simm16", 0)
-        if n in ("SIMM32", "LITERAL"):
-            return inst.literal or 0
-        if n == "OPSEL_HI":
-            return opsel_hi(f)
-        if n in _MODIFIER_FIELDS:
-            return f.get(_MODIFIER_FIELDS[n], 0)
-        if n in _INST_FIELDS:
-            return f.get(_INST_FIELDS[n], 0)
+            return inst.pc - self.entry if inst.op.name in SOPP_BRANCHES else b.add(self.base, self._rel(inst.pc))
         raise Exit(f"reads {n}")
 
-    def _inputs(self, b, sem, inst, operand, vector: bool) -> dict:
-        """Every input of the semantics: `operand(name)` gives the instruction's operands (None: a common name)."""
-        f = sem.ir
+    def _operand(self, b, o: Operand, inst):
+        """A bound input (emu.amd.exec.bind) as an LLVM value or a Python int: registers read at 32 or 64 bits."""
+        k = o.kind
+        if k in (Kind.FIELD, Kind.INLINE, Kind.LITERAL) or (k is Kind.MASK and o.value is not None):
+            return o.value
+        if k is Kind.REGNUM:
+            if o.value is None:
+                raise Exit(f"{o.name} is no VGPR")
+            return o.value
+        if k is Kind.STATE:
+            return self._state(b, o.name, inst)
+        if k is Kind.VGPR:
+            return self._vgpr(b, o.reg, o.bits)
+        return self._scalar(b, o.code, self.mask_bits if k is Kind.MASK else 64 if o.bits > 32 else 32, o.fmt, None)
+
+    def _inputs(self, b, bd: Binding, inst, operand, vector: bool) -> dict:
+        """Every input of the semantics: `operand(name)` gives those the instruction's code renders itself (None:
+        the bound operand, _operand)."""
+        f = bd.sem.ir
         out = {}
         for n, bits in f.inputs.items():
             v = operand(n)
             if v is None:
-                v = self._common(b, n, inst)
+                v = self._operand(b, bd.inputs[n], inst)
             out[n] = self._shape(b, v, bits, vector and n not in f.masks and n != "MODE")
-        if "MODE" in sem.reads and "MODE" not in out:
+        if "MODE" in bd.sem.reads and "MODE" not in out:
             out["MODE"] = I32(self.mode)
         if vector:
             out["ACTIVE"] = self._lanes(b, self._exec(b))
         return out
 
-    def _shape(self, b, v, bits: int, vector: bool):
-        """A Python int or LLVM integer as `iB` (or its lane splat)."""
-        t = ir.IntType(bits)
-        if isinstance(v, int):
-            c = t(v & ((1 << bits) - 1))
-            return ir.Constant(ir.VectorType(t, self.lanes), [c] * self.lanes) if vector else c
-        if isinstance(v.type, ir.VectorType):
-            return _fit(b, v, bits)
-        v = _fit(b, v, bits)
-        if not vector:
-            return v
-        vt = ir.VectorType(t, self.lanes)
-        one = b.insert_element(ir.Constant(vt, ir.Undefined), v, I32(0))
-        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, self.lanes),
-                                                                                 [0] * self.lanes))
-
-    def _lanes(self, b, mask):
-        """An i64 lane mask as <lanes x i1>."""
-        return b.bitcast(b.trunc(mask, ir.IntType(self.lanes)), ir.VectorType(I1, self.lanes))
-
-    def _mask(self, b, v):
-        """A mask result (i64, or per-lane values: set where nonzero) as i64."""
-        if not isinstance(v.type, ir.VectorType):
-            return b.zext(v, I64) if v.type.width < 64 else b.trunc(v, I64) if v.type.width > 64 else v
-        nz = b.icmp_unsigned("!=", v, ir.Constant(v.type, [0] * self.lanes))
-        return b.zext(b.bitcast(nz, ir.IntType(self.lanes)), I64)
-
-    # -- SALU --------------------------------------------------------------------------------------------------------
-    def _salu(self, b, inst) -> None:
-        op, f = inst.op, inst.fields
-        sem = self.planner.sem(op)
-        if sem.writes - {"D0", "SCC", "EXEC", "VCC", "M0"} or sem.files:
-            raise Exit(f"{op.name} writes {sorted(sem.writes)}")
-        fm = {"S0": "ssrc0", "S1": "ssrc1", "D0": "sdst"}
-        if inst.base == "SOPK":
-            fm = {"S0": "sdst", "S1": "simm16", "D0": "sdst"} if "S1" in sem.reads or "SIMM16" in sem.reads \
-                else {"S0": "simm16", "D0": "sdst"}
-
-        def operand(n: str):
-            fld = fm.get(n)
-            if n in ("SRC0", "SRC1"):
-                return f.get("s" + n.lower(), 0)
-            if fld == "simm16" or (n == "SIMM16" and "simm16" in f):
-                return f.get("simm16", 0)
-            if fld is not None and fld in f:
-                bits = self.planner._width(sem, n, op, fld)
-                return self._scalar(b, f[fld], 64 if bits > 32 else 32, self.planner._fmt(op, fld), inst.literal)
-            return None
-        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=False), _Hooks())
-        for n, v in out.items():
-            if n == "D0" and "sdst" in f:
-                self._set_scalar(b, f["sdst"], 64 if self.planner._width(sem, n, op, "sdst") > 32 else 32, v)
-            elif n == "SCC":
-                b.store(b.and_(_fit(b, v, 32), I32(1)), self._slot(b, SCC))
-            elif n in ("EXEC", "VCC"):
-                v = b.and_(self._mask(b, v), I64(self.full))
-                self._set_pair(b, EXEC if n == "EXEC" else VCC, v)
-            elif n == "M0":
-                self._set_scalar(b, self.m0, 32, v)
-            else:
-                raise Exit(f"writes {n}")
-
-    # -- LDS ---------------------------------------------------------------------------------------------------------
-    def _ds(self, b, inst) -> None:
-        """A DS instruction (as plan's MemoryPlans._ds): LDS through the lds pointer, bounds as emu.amd.memspace.LDS."""
-        op, f = inst.op, inst.fields
-        sem = self.planner.sem(op)
-        if sem.serial or "VGPR" in sem.reads or f.get("acc") or sem.writes - {"MEM", "LDS", "VDATA", "RETURN_DATA"}:
-            raise Exit(f"{op.name}: atomic, cross-lane or writes {sorted(sem.writes)}")
-        consts = {"OFFSET": self._imm("offset:ds", ds_offset(inst)), "OFFSET0": self._imm("offset0", f["offset0"]),
-                  "OFFSET1": self._imm("offset1", f["offset1"])}
-        data = {"DATA": "data0", "DATA0": "data0", "DATA2": "data1", "DATA1": "data1"}
-        pl = self.planner
-
-        def operand(n: str):
-            if n == "ADDR":
-                a = self._vgpr(b, f["addr"], 32)
-                if not consts.keys() & sem.reads:  # the pcode addresses MEM[ADDR] alone: the offset is in ADDR
-                    a = b.add(b.zext(a, ir.VectorType(I64, self.lanes)), self._shape(b, consts["OFFSET"], 64, True))
-                return a
-            if n == "ADDR_BASE":
-                return self._vgpr(b, f["addr"], 32)
-            if n in consts:
-                return consts[n]
-            if n in data:
-                return self._vgpr(b, f[data[n]], pl._width(sem, n, op, data[n]))
-            if n == "RETURN_DATA":
-                return self._vgpr(b, f["vdst"], pl._width(sem, n, op, "vdst"))
-            if n == "VDST":
-                return f["vdst"]
-            return None
-        exe = self._exec(b)
-        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True), _LDSHooks(self))
-        has_dst = "vdst" in op.operands
-        for n, v in out.items():
-            if n in ("VDATA", "RETURN_DATA") and has_dst:
-                self._set_vgpr(b, f["vdst"], pl._width(sem, n, op, "vdst"), v, self._lanes(b, exe))
-        self._lane_ops(b, exe, 1)
-
-    # -- global memory: each lane placed through the VM's mapping table; a lane it cannot place leaves before the access
+    # -- memory accesses placed through the VM's mapping table ----------------------------------------------------
     def _place(self, b, inst, addr, nbytes: int, write: bool, active):
         """Host addresses of every active lane's access (addr: <lanes x i64>); leaves the region at the instruction
         (before it has any effect) when a lane falls outside one mapping. Returns (builder, host addresses)."""
         table = b.inttoptr(b.load(self._gep(b, self.ctr, VM_TABLE, I64), typ=I64), PTR)
-        sink = b.ptrtoint(self._gep(b, self.ctr, SINK, I64), I64)
+        sink = b.ptrtoint(self.sink(b), I64)
         v64 = self.vec(I64)
         place = access.function(self.fn.module, "hwemu_place", self.lanes)
         hosts = b.call(place, [table, addr, I64(nbytes), I1(write), active, sink])
@@ -620,284 +321,6 @@ class Region:
         self._leave(ir.IRBuilder(out), inst.pc, uncount=inst)
         return ir.IRBuilder(go), hosts
 
-    def _global(self, b, inst):
-        """GLOBAL / FLAT loads and stores (as MemoryPlans._flat) through the VM table; atomics are exits."""
-        op, f = inst.op, inst.fields
-        pl = self.planner
-        sem = pl.sem(op)
-        if sem.serial or f.get("acc") or sem.writes - {"MEM", "VDATA", "RETURN_DATA"} or "VGPR" in sem.reads:
-            raise Exit(f"{op.name}: atomic or writes {sorted(sem.writes)}")
-        rdna4 = "ioffset" in f
-        vaddr, data, vdst = (f["vaddr"], f["vsrc"], f["vdst"]) if rdna4 else (f["addr"], f["data"], f["vdst"])
-        off = self._imm("offset:global", global_offset(inst))
-        saddr = f.get("saddr", pl.saddr_off)
-        vec = ir.VectorType(I64, self.lanes)
-        if inst.base.endswith("GLOBAL") and not self.gen.no_saddr(saddr):
-            base = b.add(self._scalar(b, saddr, 64, "", None), self._shape(b, off, 64, False))
-            addr = b.add(b.zext(self._vgpr(b, vaddr, 32), vec), self._shape(b, base, 64, True))
-        else:
-            addr = b.add(self._vgpr(b, vaddr, 64), self._shape(b, off, 64, True))
-        store = "MEM" in sem.writes
-        widths = [pl._width(sem, n, op, "vdst" if n == "VDATA" and not store else "data")
-                  for n in ("DATA", "VDATA", "DATA0") if n in sem.reads | sem.writes]
-        nbytes = max([sem.access_bits, *widths]) // 8
-        exe = self._exec(b)
-        active = self._lanes(b, exe)
-        b, hosts = self._place(b, inst, addr, nbytes, store, active)
-
-        def operand(n: str):
-            if n == "ADDR":
-                return addr
-            if n == "VDATA" and "vdst" in op.operands:  # a d16 load keeps the other half of its destination
-                return self._vgpr(b, vdst, pl._width(sem, n, op, "vdst"))
-            if n in ("DATA", "VDATA", "DATA0"):
-                return self._vgpr(b, data, pl._width(sem, n, op, "data"))
-            if n == "OFFSET":
-                return off
-            return None
-        out = emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True),
-                   _VMHooks(self, addr, hosts))
-        has_dst = "vdst" in op.operands or ("vdata" in op.operands and not store)
-        for n, v in out.items():
-            if n in ("VDATA", "RETURN_DATA") and has_dst:
-                self._set_vgpr(b, vdst, pl._width(sem, n, op, "vdst"), v, active)
-        self._lane_ops(b, exe, 1)
-        return b
-
-    def _smem(self, b, inst):
-        """s_load / s_buffer_load of whole dwords into SGPRs (as Planner._smem)."""
-        op, f = inst.op, inst.fields
-        nbits = op.operands["sdata"].bits if "sdata" in op.operands else 0
-        if not nbits or nbits % 32 or self.planner.smem_access(op) < 4:
-            raise Exit("sub-dword scalar load")
-        ndw, dst = nbits // 32, f["sdata"]
-        if not (dst + ndw <= VCC + 2 or TTMP0 <= dst and dst + ndw <= TTMP_END):
-            raise Exit("scalar load destination out of range")
-        base = self._scalar(b, f["sbase"] * 2, 64, "", None)
-        if op.name.startswith("S_BUFFER"):
-            base = b.and_(base, I64(0xFFFFFFFFFFFF))
-        off, soff = smem_offsets(f, self.gen)
-        addr = b.add(base, self._shape(b, self._imm("offset:smem", off), 64, False))
-        if soff is not None:
-            addr = b.add(addr, b.zext(self._scalar(b, soff, 32, "", None), I64))
-        addr = b.and_(addr, I64(0xFFFFFFFFFFFC))
-        one = ir.Constant(ir.VectorType(I1, self.lanes), [1] + [0] * (self.lanes - 1))
-        vec = self._shape(b, addr, 64, True)
-        b, hosts = self._place(b, inst, vec, 4 * ndw, False, one)
-        host = b.inttoptr(b.extract_element(hosts, I32(0)), ir.PointerType())
-        for k in range(ndw):
-            v = b.load(b.gep(host, [I64(k)], source_etype=I32), typ=I32, align=4)
-            b.store(v, self._slot(b, dst + k))
-        return b
-
-    # -- VALU --------------------------------------------------------------------------------------------------------
-    def _valu(self, b, inst) -> None:
-        op = inst.op
-        sem = self.planner.sem(op)
-        fm = {"S0": "src0", "S1": "vsrc1", "D0": "vdst"} if inst.base in ("VOP2", "VOPC") else \
-            {"S0": "src0", "S1": "src1", "S2": "src2", "D0": "vdst"}
-        exe = self._exec(b)
-        out = self._valu_out(b, inst, op, sem, fm, inst.fields, inst.base)
-        self._valu_write(b, inst, op, sem, inst.fields, inst.base, out, exe)
-        self._lane_ops(b, exe, 1)
-
-    def _vopd(self, b, inst) -> None:
-        f = inst.fields
-        exe = self._exec(b)
-        parts = []
-        for which, opv, s0, s1, dst in (("X", f["opx"], "srcx0", "vsrcx1", f["vdstx"]),
-                                        ("Y", f["opy"], "srcy0", "vsrcy1", self._vopd_y(f))):
-            dual = self.planner.isa.op("VOPD", opv)
-            if dual is None:
-                raise Exit(f"VOPD op{which} {opv}")
-            plain = dual.name.replace("V_DUAL_", "V_")
-            op = next((self.planner.isa.by_name[(sp, plain)] for sp in ("VOP2", "VOP1", "VOP3")
-                       if (sp, plain) in self.planner.isa.by_name), None)
-            if op is None:
-                raise Exit(f"{dual.name}: no VOP1/VOP2/VOP3 equivalent")
-            sem = self.planner.sem(op)
-            fields = {"src0": f[s0], "vsrc1": f[s1], "vdst": dst}
-            fm = {"S0": "src0", "S1": "vsrc1", "D0": "vdst"}
-            parts.append((op, sem, fields, self._valu_out(b, inst, op, sem, fm, fields, "VOP2")))
-        for op, sem, fields, out in parts:
-            self._valu_write(b, inst, op, sem, fields, "VOP2", out, exe)
-        self._lane_ops(b, exe, 2)
-
-    @staticmethod
-    def _vopd_y(f: dict) -> int:
-        """The VGPR opY writes: vdsty holds its high bits, the low bit is the opposite of vdstx's."""
-        return (f["vdsty"] << 1) | ((f["vdstx"] & 1) ^ 1)
-
-    def _lane_ops(self, b, exe, k: int) -> None:
-        cnt = b.call(self.fn.module.declare_intrinsic("llvm.ctpop", [I64]), [exe])
-        b.store(b.add(b.load(self.lane_ops, typ=I64), b.mul(cnt, I64(k))), self.lane_ops)
-
-    def _scalar_dst(self, inst, op, base: str, fields, dst_fmt: str) -> bool:
-        dec = inst.operands.get("vdst") if fields is inst.fields else None
-        return (op.operands.get("vdst") is not None and op.operands["vdst"].kind in ("SREG", "SDST")) \
-            or inst.enc.endswith("_SDST") or base == "VOPC" or dst_fmt == MASK_FMT \
-            or (dec is not None and dec.kind in ("sgpr", "special", "ttmp"))
-
-    def _valu_out(self, b, inst, op, sem, fm, f, base):
-        pl = self.planner
-        vop3 = base in ("VOP3", "VOP3SD")
-        negs, abss = f.get("neg", 0), f.get("abs", 0)
-        dst_fmt = pl._fmt(op, "vdst")
-        scalar_dst = self._scalar_dst(inst, op, base, f, dst_fmt)
-        mask_code = VCC if base == "VOPC" else f.get("vdst")
-        if any(o.kind == "agpr" for o in inst.operands.values()):
-            raise Exit("ACC VGPR operand")
-
-        def operand(n: str):
-            if n in ("S0", "S1", "S2"):
-                i = int(n[1])
-                fld = fm.get(n)
-                if fld is None or fld not in f:
-                    raise Exit(f"reads {n} without a source field")
-                bits = pl._width(sem, n, op, fld)
-                fmt = pl._fmt(op, fld)
-                if bits not in (32, 64) or base == "VOP3P":
-                    raise Exit(f"{bits}-bit source")
-                code = f[fld] + (256 if fld.startswith("vsrc") else 0)
-                if code >= 256:
-                    v = self._vgpr(b, code - 256, bits)
-                else:
-                    c = constant(code, bits, fmt, inst.literal)
-                    if code == LITERAL and c is None:
-                        raise Exit("literal without a literal")
-                    v = self._shape(b, c if c is not None else self._scalar(b, code, bits, fmt, inst.literal),
-                                    bits, True)
-                if is_float(fmt) or op.name in FLOAT_MODIFIED:
-                    v = self._modify(b, v, bits, bool(abss >> i & 1), bool(negs >> i & 1))
-                if is_float(fmt) and not _keeps_denormals(op.name):
-                    v = self._flushed(b, v, _float_bits(fmt, bits), bits, hwreg.F32_KEEP_IN, hwreg.F16_KEEP_IN)
-                return v
-            if n == "D0":
-                if scalar_dst:
-                    return self._scalar(b, mask_code, self.mask_bits, "", None)
-                return self._vgpr(b, f["vdst"], pl._width(sem, "D0", op, "vdst"))
-            if n == "VCC" and vop3 and "S2" not in sem.reads and "src2" in f:
-                return self._scalar(b, f["src2"], self.mask_bits, "", None)
-            if n in ("SRC0", "SRC1", "SRC2", "VDST"):
-                fld = n.lower()
-                return f[fld] - (256 if fld != "vdst" else 0)
-            return None
-        if sem.files:  # a lane read or a matrix op: inlined, its register-file accesses lane by lane
-            srcs = ("src0", "src1", "src2") if op.name.startswith(_MATRIX) else ("src0",) if op.name in _LANE_READS \
-                else ()
-            if not srcs or any(getattr(inst.operands.get(s), "kind", None) != "vgpr" for s in srcs):
-                raise Exit(f"{op.name} reads {sorted(sem.files)} with other than VGPR sources")
-            return emit(b, sem.ir, self.lanes, self._inputs(b, sem, inst, operand, vector=True),
-                        _RegisterFileHooks(self))
-        return self._outlined(b, op.name, sem, self._inputs(b, sem, inst, operand, vector=True))
-
-    def _outlined(self, b, name: str, sem, inputs: dict) -> dict:
-        """The outputs of semantics that touch no memory. Large ones (over OUTLINE_FROM LLVM instructions) are a call
-        of the module's function for `name` with these inputs' types and constant values (one per kind: a region
-        that runs an instruction many times carries its code once, which keeps LLVM's time per instruction small;
-        the function writes its outputs to a buffer the caller passes, one OUT_SLOT each). Small ones are inlined:
-        a call would cost more than their code."""
-        consts = tuple((n, str(v)) for n, v in inputs.items() if isinstance(v, ir.Constant))
-        params = [(n, v) for n, v in inputs.items() if not isinstance(v, ir.Constant)]
-        key = (name, tuple((n, str(v.type)) for n, v in params), consts)
-        if _SMALL.get((key, self.lanes)):  # known small (from another module): no function to build
-            return emit(b, sem.ir, self.lanes, inputs, _Hooks())
-        got = self.outlined.get(key)
-        if got is None:
-            fn = ir.Function(self.fn.module, ir.FunctionType(ir.VoidType(), [v.type for _, v in params] + [PTR]),
-                             f"sem{len(self.outlined)}")
-            fn.linkage = "internal"
-            fn.attributes.add("noinline")
-            hb = ir.IRBuilder(fn.append_basic_block("entry"))
-            args = {n: v for n, v in inputs.items() if isinstance(v, ir.Constant)}
-            args.update({n: a for (n, _), a in zip(params, fn.args, strict=False)})
-            out = emit(hb, sem.ir, self.lanes, args, _Hooks())
-            layout = [(n, v.type, k * OUT_SLOT) for k, (n, v) in enumerate(out.items())]
-            for k, v in enumerate(out.values()):
-                hb.store(v, hb.gep(fn.args[-1], [I64(k * OUT_SLOT)], source_etype=ir.IntType(8)), align=1)
-            hb.ret_void()
-            small = _SMALL[key, self.lanes] = sum(len(blk.instructions) for blk in fn.blocks) < OUTLINE_FROM
-            got = self.outlined[key] = (fn, layout, small)
-        fn, layout, small = got
-        if small:  # its function stays unused (LLVM drops it)
-            return emit(b, sem.ir, self.lanes, inputs, _Hooks())
-        buf = entry_alloca(b, ir.ArrayType(ir.IntType(8), max(1, len(layout)) * OUT_SLOT))
-        b.call(fn, [v for _, v in params] + [b.bitcast(buf, PTR)])
-        return {n: b.load(b.gep(buf, [I64(0), I64(at)], source_etype=buf.allocated_type), typ=t, align=1)
-                for n, t, at in layout}
-
-    def _flushed(self, b, v, fbits: int, bits: int, keep32: int, keep16: int):
-        """`v` (float bits per lane) with denormals read as zero of their sign where MODE.FP_DENORM flushes them
-        (the mode is compiled in); f16 data is left to the interpreter."""
-        if self.mode & (keep32 if fbits == 32 else keep16):
-            return v
-        if fbits != bits or bits not in (32, 64) or getattr(v.type.element, "width", 0) != bits:
-            raise Exit("f16 denormals flushed")
-        mant = 23 if bits == 32 else 52
-        exp = ir.Constant(v.type, [(sign_bit(bits) - 1) & ~((1 << mant) - 1)] * self.lanes)
-        sign = ir.Constant(v.type, [sign_bit(bits)] * self.lanes)
-        tiny = b.icmp_unsigned("==", b.and_(v, exp), ir.Constant(v.type, [0] * self.lanes))
-        return b.select(tiny, b.and_(v, sign), v)
-
-    def _modify(self, b, v, bits: int, abs_: bool, neg: bool):
-        if not (abs_ or neg):
-            return v
-        s = ir.Constant(v.type, [sign_bit(bits if bits > 16 else 16)] * self.lanes)
-        if abs_:
-            v = b.and_(v, b.not_(s))
-        return b.xor(v, s) if neg and not abs_ else b.or_(v, s) if neg else v
-
-    def _valu_write(self, b, inst, op, sem, f, base, out, exe) -> None:
-        pl = self.planner
-        dst_fmt = pl._fmt(op, "vdst")
-        scalar_dst = self._scalar_dst(inst, op, base, f, dst_fmt)
-        mask_code = VCC if base == "VOPC" else f.get("vdst")
-        active = self._lanes(b, exe)
-        for n, v in out.items():
-            if n == "D0":
-                if scalar_dst and op.name in _LANE_READS:  # one value for the wave (every lane holds it)
-                    self._set_scalar(b, mask_code, 32, b.extract_element(_fit(b, v, 32), I32(0)))
-                    continue
-                if scalar_dst:
-                    if not (dst_fmt == MASK_FMT or base == "VOPC" or "CMP" in op.name) or n not in sem.masks:
-                        raise Exit("scalar VALU result that is not a mask")
-                    self._set_scalar(b, mask_code, self.mask_bits, b.and_(self._mask(b, v), exe))
-                    continue
-                bits = pl._width(sem, n, op, "vdst")
-                if is_float(dst_fmt) and (f.get("omod", 0) or f.get("clmp", 0)):
-                    raise Exit("output modifiers")
-                if is_float(dst_fmt) and not _keeps_denormals(op.name) and bits in (32, 64):
-                    v = self._flushed(b, v, _float_bits(dst_fmt, bits), bits, hwreg.F32_KEEP_OUT, hwreg.F16_KEEP_OUT)
-                self._set_vgpr(b, f["vdst"], bits, v, active)
-            elif n in ("VCC", "D1") and base == "VOP3SD":
-                self._set_scalar(b, f["sdst"], self.mask_bits, b.and_(self._mask(b, v), exe))
-            elif n == "VCC":  # a VOP2 carry-out: VCC_LO alone in wave32
-                self._set_scalar(b, VCC, self.mask_bits, b.and_(self._mask(b, v), exe))
-            elif n == "EXEC":
-                self._set_pair(b, EXEC, b.and_(self._mask(b, v), exe))
-            else:
-                raise Exit(f"writes {n}")
-
-
-def global_offset(inst) -> int:
-    """The byte offset of a GLOBAL / FLAT / SCRATCH instruction."""
-    f = inst.fields
-    if "ioffset" in f:
-        return sext(f["ioffset"], 24)
-    return f["offset"] if target.generation(inst.family).flat_offset_unsigned and inst.base == "FLAT" \
-        else sext(f["offset"], 13)
-
-
-def ds_offset(inst) -> int:
-    """The byte offset of a DS instruction that names one (offset1:offset0)."""
-    return inst.fields["offset1"] << 8 | inst.fields["offset0"]
-
-
-def _fit(b, v, bits: int):
-    """An integer (or integer vector) value zero-extended or truncated to `bits`."""
-    vt = v.type
-    w = (vt.element if isinstance(vt, ir.VectorType) else vt).width
-    if w == bits:
-        return v
-    t = ir.IntType(bits) if not isinstance(vt, ir.VectorType) else ir.VectorType(ir.IntType(bits), vt.count)
-    return b.trunc(v, t) if w > bits else b.zext(v, t)
+    def sink(self, b):
+        """Where inactive lanes' loads and stores go (ctr[SINK..])."""
+        return self._gep(b, self.ctr, SINK, I64)

@@ -1,13 +1,14 @@
 """Memory instruction plans: LDS (DS), global / flat / scratch, buffer (MUBUF/MTBUF/VBUFFER) with resource
-descriptor range checking. Addresses are computed from the encoding; the pcode moves the data."""
+descriptor range checking. Addresses are computed from the encoding, the data registers are the binding's
+(emu.amd.exec.bind); the pcode moves the data."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
 
-from emu.amd.exec.operands import Unsupported, scalar_reader, sext, vgpr_reader, vgpr_writer
-from emu.amd.exec.state import ACC
+from emu.amd.exec.bind import Binding, Unsupported, memory_offset, width
+from emu.amd.exec.operands import scalar_reader, vgpr_reader
 from emu.amd.memspace import Buffer, Swizzled
 from emu.amd.rsrc import BufferResource
 
@@ -23,53 +24,15 @@ class MemoryPlans:
 
     def ds_parts(self, inst) -> tuple:
         """(semantics, [(name, reader)], [(name, writer)]) of an LDS instruction."""
-        op, f = inst.op, inst.fields
-        sem = self.sem(op)
-        consts = {"OFFSET": f["offset1"] << 8 | f["offset0"], "OFFSET0": f["offset0"], "OFFSET1": f["offset1"]}
-        fm = {"DATA": ("data0", None), "DATA0": ("data0", None), "DATA2": ("data1", None), "DATA1": ("data1", None)}
+        bd = self.ds_operands(inst)
         reads = [("MEM", lambda w: w.lds), ("LDS", lambda w: w.lds)]
-        acc = ACC if f.get("acc") else 0
-        addr = vgpr_reader(f["addr"], 32)
-        if not consts.keys() & sem.reads:  # pcode that addresses MEM[ADDR] alone: the offset is part of ADDR
-            off = U64(consts["OFFSET"])
-            addr = (lambda a: lambda w: a(w) + off)(addr)
-        regs = "VGPR" in sem.reads  # cross-lane ops (permute, swizzle) name registers: ADDR, DATA0 are numbers
-        src = f["data0"] if "data0" in op.operands else f["addr"]  # ds_swizzle reads the register in addr
-        numbers = {"ADDR": f["addr"], "DATA0": src, "DATA": src, "DATA1": f["data1"], "VDST": f["vdst"]}
-        for n in sorted(sem.reads - {"MEM", "LDS"}):
-            if regs and n in numbers:
-                reads.append((n, lambda w, c=numbers[n] + acc: c))
-            elif n == "ADDR":
-                reads.append((n, addr))
-            elif n == "ADDR_BASE":  # two-address ops add each offset themselves
-                reads.append((n, vgpr_reader(f["addr"], 32)))
-            elif n in consts:
-                reads.append((n, lambda w, c=consts[n]: c))
-            elif n in fm:
-                fld, bits = fm[n]
-                bits = bits or self._width(sem, n, op, fld)
-                reads.append((n, _wide_reader(f[fld] + acc, bits)))
-            elif n in ("VDST",):
-                reads.append((n, lambda w, c=f["vdst"] + acc: c))
-            elif n == "RETURN_DATA":
-                reads.append((n, _wide_reader(f["vdst"] + acc, self._width(sem, n, op, "vdst"))))
-            else:
-                reads.append((n, self._common_read(n, inst)))
-        return sem, reads, self._vmem_writes(sem, op, f["vdst"] + acc)
+        return bd.sem, reads + self._reads(inst, bd), self._writes(bd)
 
-    def _vmem_writes(self, sem, op, vdst: int, returns: bool = True) -> list:
-        """Writers of a memory op's register results: loaded data (VDATA), and an atomic's pre-op value
-        (RETURN_DATA) when it `returns`. Ops without a destination operand (DS_ADD_U32, stores) write none."""
-        writes = []
-        has_dst = "vdst" in op.operands or ("vdata" in op.operands and "STORE" not in op.name)
-        for n in sorted(sem.writes - {"MEM", "LDS"}):
-            if n in ("VDATA", "RETURN_DATA"):
-                if has_dst and (n == "VDATA" or returns):
-                    writes.append((n, _wide_writer(vdst, self._width(sem, n, op, "vdst"))))
-            else:
-                sw = self._state_writer(n, op.name)
-                writes.append((n, lambda w, v, act, sw=sw: sw(w, v)))
-        return writes
+    def _reads(self, inst, bd: Binding) -> list:
+        return [(n, self.reader(inst, bd, o)) for n, o in bd.inputs.items()]
+
+    def _writes(self, bd: Binding) -> list:
+        return [(n, self.writer(bd, o)) for n, o in bd.outputs.items()]
 
     # -- global / flat / scratch -------------------------------------------------------------------------------
     def _flat(self, inst) -> Callable:
@@ -78,16 +41,10 @@ class MemoryPlans:
         if "VGPR" in sem.reads:  # RDNA4 *_BLOCK: MEM[VGPR[laneId][ADDR]] <-> VGPR[laneId][VDATA + i] for M0's i
             raise Unsupported(f"{op.name}: block transfers (VGPRs selected by M0) are not modelled")
         base = inst.base.removeprefix("V") if inst.base.startswith("V") else inst.base
-        rdna4 = "ioffset" in f
-        vaddr = f["vaddr"] if rdna4 else f["addr"]
-        acc = ACC if f.get("acc") else 0  # CDNA: data and destination are ACC VGPRs
-        data = (f["vsrc"] if rdna4 else f["data"]) + acc
-        vdst = f["vdst"] + acc
-        off = sext(f["ioffset"], 24) if rdna4 else (
-            f["offset"] if self.gen.flat_offset_unsigned and base == "FLAT" else sext(f["offset"], 13))
+        vaddr = f["vaddr"] if "ioffset" in f else f["addr"]
+        off = memory_offset(inst)
         saddr = f.get("saddr", self.saddr_off)
         saddr = None if self.gen.no_saddr(saddr) else saddr
-        returns = self._returns(op, f)
         if base == "SCRATCH":
             sve = f["sve"] if "sve" in f else saddr is None  # gfx90a has no SVE bit: VADDR unless SADDR is on
             vr = vgpr_reader(vaddr, 32) if sve else (lambda w: U64(0))
@@ -103,25 +60,10 @@ class MemoryPlans:
             vr = vgpr_reader(vaddr, 64)
             addr = lambda w: vr(w) + U64(off & 0xFFFFFFFFFFFFFFFF)  # noqa: E731
             space = (lambda w: w.flat) if base == "FLAT" else (lambda w: w.vm)
-        reads = []
-        for n in sorted(sem.reads - {"MEM", "ADDR"}):
-            if n == "VDATA" and "vdst" in op.operands:  # a d16 load keeps the other half of its destination
-                reads.append((n, _wide_reader(vdst, self._width(sem, n, op, "vdst"))))
-            elif n in ("DATA", "VDATA", "DATA0"):
-                reads.append((n, _wide_reader(data, self._width(sem, n, op, "data"))))
-            elif n == "OFFSET":
-                reads.append((n, lambda w: off))
-            else:
-                reads.append((n, self._common_read(n, inst)))
-        writes = self._vmem_writes(sem, op, vdst, returns)
+        bd = self.flat_operands(inst)
+        reads, writes = self._reads(inst, bd), self._writes(bd)
         step = _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
         return lambda w: step(w, {"ADDR": addr(w), "MEM": space(w)})
-
-    def _returns(self, op, f) -> bool:
-        """Whether an atomic returns the pre-op value (glc / sc0 / th bit 0)."""
-        if "th" in f:
-            return bool(f["th"] & 1)
-        return bool(f.get("glc", f.get("sc0", 0)))
 
     # -- buffer ------------------------------------------------------------------------------------------------
     def _buffer(self, inst) -> Callable:
@@ -136,7 +78,7 @@ class MemoryPlans:
         vr = vgpr_reader(f["vaddr"], 32)
         vr2 = vgpr_reader(f["vaddr"] + 1, 32)
         access = sem.access_bits  # a sub-dword access is range-checked with its own size
-        nbytes = access // 8 if 0 < access < 32 else max(4, self._width(sem, "VDATA", op, "vdata") // 8)
+        nbytes = access // 8 if 0 < access < 32 else max(4, width(sem, "VDATA", op, "vdata") // 8)
 
         swizzle_fields, tid = self.gen.buffer_swizzle, np.arange(self.lanes, dtype=U64)
 
@@ -156,38 +98,14 @@ class MemoryPlans:
             lane = base + (index // n) * U64(r.stride) * n + index % n * U64(r.element_size)
             return offset, Swizzled(Buffer(w.vm, ok), lane, r.element_size, r.index_stride)
 
-        reads = []
-        vdata = f["vdata"] + (ACC if f.get("acc") else 0)  # CDNA: data and destination are ACC VGPRs
-        for n in sorted(sem.reads - {"MEM", "ADDR"}):
-            if n in ("DATA", "VDATA"):
-                reads.append((n, _wide_reader(vdata, self._width(sem, n, op, "vdata"))))
-            else:
-                reads.append((n, self._common_read(n, inst)))
-        writes = self._vmem_writes(sem, op, vdata, self._returns(op, f))
+        bd = self.buffer_operands(inst)
+        reads, writes = self._reads(inst, bd), self._writes(bd)
         inner = _mem_step(sem, reads, writes, inst.pc + inst.size, self.lanes)
 
         def step(w):
             a, mem = space(w)
             return inner(w, {"ADDR": a, "MEM": mem})
         return step
-
-
-def _wide_reader(reg: int, bits: int) -> Callable:
-    """Per-lane value of `bits` from consecutive VGPRs: uint64 [lanes] up to 64 bits, else uint64 [dwords, lanes]."""
-    if bits <= 64:
-        return vgpr_reader(reg, bits)
-    n = bits // 32
-    return lambda w: w.vgpr[reg:reg + n].astype(U64)
-
-
-def _wide_writer(reg: int, bits: int) -> Callable:
-    if bits <= 64:
-        return vgpr_writer(reg, bits)
-    n = bits // 32
-
-    def wr(w, v, act):
-        np.copyto(w.vgpr[reg:reg + n], v, where=act, casting="unsafe")
-    return wr
 
 
 def _mem_step(sem, reads, writes, nxt: int, lanes: int) -> Callable:
