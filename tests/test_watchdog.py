@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import functools
+import signal
 import subprocess
 import sys
 import threading
@@ -79,6 +80,8 @@ def test_bad_timeout_setting_is_named(monkeypatch):
 def test_ctrl_c_stops_a_launch(monkeypatch, tier):
     gpu, prog = _gpu(monkeypatch, tier)
     flag = gpu.alloc(4)
+    # a process a shell started in the background inherits SIGINT ignored, and interrupt_main then does nothing
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)  # what SIGINT does: KeyboardInterrupt in the main thread
     timer.start()
     try:
@@ -86,6 +89,7 @@ def test_ctrl_c_stops_a_launch(monkeypatch, tier):
             gpu.launch(prog, "spin", grid=(1,), block=(32,), args=[flag], timeout=0)  # no time limit
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, handler)
     _still_works(gpu, prog)
 
 
