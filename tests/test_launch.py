@@ -5,8 +5,10 @@ counts (waves, wave- and lane-instructions) against the reference tier's.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -363,3 +365,53 @@ def test_waves_run_in_the_order_the_scheduler_describes(monkeypatch, arch):
         np.testing.assert_array_equal(tickets.reshape(want.shape), want, err_msg=tier)
         assert jit.background.wait(300)
     assert stats.native == stats.wave_instructions, "the native launcher ran every workgroup"
+
+
+
+def test_a_translator_bug_keeps_the_region_interpreted(monkeypatch):
+    """A translator bug while compiling a hot region in the background: the region stays interpreted (the results
+    stay right), HWEMU_STATS counts it and a warning says it."""
+    from emu.amd import GPU
+    from emu.amd.exec import category, jit, takes, translate
+    monkeypatch.setenv("HWEMU_TIER", "auto")
+    monkeypatch.setenv("HWEMU_HOT", "2")
+    monkeypatch.setenv("HWEMU_COMPILE_COST", "0")
+    monkeypatch.setenv("HWEMU_THREADED", "0")
+    monkeypatch.setenv("HWEMU_STATS", "1")
+    monkeypatch.setattr(jit, "STRICT", False)
+    monkeypatch.setattr(takes, "_declined", collections.defaultdict(lambda: collections.defaultdict(set)))
+
+    def broken(*a, **k):
+        raise KeyError("a translator bug")
+    monkeypatch.setattr(translate.Region, "module", broken)
+    src = "kernel void k(global int *o) { o[get_global_id(0)] = %d * (int)get_global_id(0) - 3; }"
+    factor = int.from_bytes(os.urandom(3), "little") | 1  # code no disk cache holds
+    gpu = GPU("gfx1100")
+    prog = gpu.load(opencl.compile_cl(src % factor, "gfx1100"))
+    out = gpu.alloc(4 * 1024)
+    assert category.enabled()
+    with pytest.warns(RuntimeWarning, match="emulator bug: KeyError"):
+        for _ in range(2):
+            gpu.launch(prog, "k", grid=(32,), block=(32,), args=[out])
+            assert jit.background.wait(300)
+    want = (factor * np.arange(1024, dtype=np.int64) - 3).astype(np.int32)
+    np.testing.assert_array_equal(np.frombuffer(gpu.read(out), np.int32), want)
+    assert not prog.program(32).compiled
+    assert "emulator bug (KeyError)" in takes.report()
+
+
+@pytest.mark.parametrize("how", ["HWEMU_STRICT", "warnings as errors"])
+def test_a_compile_thread_failure_is_raised_where_asked(monkeypatch, how):
+    """Under HWEMU_STRICT (hwemu's own tests) a translator bug on the compile thread is raised on the waves' thread,
+    not hidden as a slowdown; so is the warning, when the client's warning filter makes it an error."""
+    from emu.amd.exec import jit
+    monkeypatch.setattr(jit, "STRICT", how == "HWEMU_STRICT")
+
+    def job():
+        raise KeyError("a translator bug")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        jit.background(job)
+        with pytest.raises(KeyError if how == "HWEMU_STRICT" else RuntimeWarning, match="a translator bug"):
+            jit.background.wait(300)
+    assert jit.background.wait(300), "the compile thread goes on"
