@@ -13,7 +13,7 @@ settings.register_profile("ci", derandomize=True, **_COMMON)
 settings.register_profile("dev", **_COMMON)
 settings.register_profile("explore", **_COMMON)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")  # pytest's --hypothesis-profile loads another
-# A translator bug on the compile thread fails the test (a wave fault) instead of running interpreted (emu.amd.exec.jit).
+# A translator bug on the compile thread fails the test (a wave fault) rather than running interpreted (jit.py).
 os.environ.setdefault("HWEMU_STRICT", "1")
 
 # The dispatch watchdog runs with its default (60 s of engine CPU time, which waiting on a loaded machine does not

@@ -14,16 +14,15 @@ All of its state is the int64 array `Launch.d`: a header (the words below) and o
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 from llvmlite import ir
 
 from emu.amd.debug.history import handed_over
+from emu.amd.exec import jit
 from emu.amd.exec.state import BARRIER, END, SLOTS, WaveState
 from emu.amd.exec.translate import (
     BRANCHES,
@@ -58,7 +57,6 @@ I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 CHUNK_SIZE = 1 << 22  # instructions per call before the host looks at the clock (and Ctrl-C)
-_SOURCE_KEY = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 _fn = None
 _lock = threading.Lock()
 
@@ -68,7 +66,7 @@ def launcher():
     global _fn
     with _lock:
         if _fn is None:
-            _fn = _SIG(engine().compile(_module(), "launch", key=f"launch {_SOURCE_KEY}"))
+            _fn = _SIG(engine().compile(_module(), "launch", key=f"launch {jit.sources()}"))
     return _fn
 
 
