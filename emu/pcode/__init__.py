@@ -189,7 +189,7 @@ def _compile(fam: str, space: str, name: str) -> Semantics:
     f = lower_op(fam, space, name)
     fn, src = pyback.build(f)
     writes = frozenset(f.outputs) | f.file_writes
-    reads = frozenset(f.inputs) | f.files | ({"MODE"} if _rounds(f) else frozenset())
+    reads = frozenset(f.inputs) | f.files | ({"MODE"} if rounds(f) else frozenset())
     widths = {**f.inputs, **f.outputs}
     serial = f.vector and any(m in f.files and m in f.file_writes and _loads(f, m) for m in ("MEM", "LDS"))
     return Semantics(name, reads, writes, widths, f.files, f, src, fn, serial)
@@ -223,7 +223,7 @@ def _accesses(f: Func) -> list[tuple[str, str, int]]:
             for n in _nodes(f) if not isinstance(n, Op) or n.op == "load"]
 
 
-def _rounds(f: Func) -> bool:
+def rounds(f: Func) -> bool:
     """Whether the IR has a basic float operation whose rounding MODE.FP_ROUND selects."""
     from emu.pcode.ir import Op
     return any(isinstance(n, Op) and n.op in ROUNDED and n.ty.kind == "f" for n in _nodes(f))

@@ -142,6 +142,7 @@ class Natural(NaturalOps):
         self.old_reads: set[str] = set()  # variables read before the body assigned them
         self.deferred: dict[str, tuple[int, str]] = {}  # mask -> (line index, its lane-bit line) not yet needed
         self.rows: dict[str, str] = {}  # inputs that are a VGPR row (`vg[N]`) -> N: read as f32 / i32 from vf / vi
+        self.whole: set[str] = set()  # natural-width inputs read as bound, not masked to their bits
         for var, bits in f.inputs.items():
             v = pyback.pyname(var)
             t = f.vars[var]
@@ -151,6 +152,8 @@ class Natural(NaturalOps):
                 mask = bits < nat_bits(t) and var not in exact
                 self.lines.append(f"{v} = {nat[var]}" + (f" & {self.k(t, ones(bits))}" if mask else ""))
                 self.rep[var] = "n"
+                if not mask:
+                    self.whole.add(var)
                 row = _ROW.fullmatch(nat[var])
                 if row and not mask and t.bits == 32:
                     self.rows[var] = row.group(1)

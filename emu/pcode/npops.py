@@ -9,7 +9,6 @@ from emu.pcode.npvalues import Decline, is_nat, nat_bits, ones, utype, wider
 
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "and": "&", "or": "|", "xor": "^"}
 _FLOAT_ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _FDT = {16: "np.float16", 32: "np.float32", 64: "np.float64"}
 _TYPED_ROWS = {"np.float32": "vf", "np.int32": "vi"}  # the VGPR file's views as these types (the caller loads them)
 
@@ -176,13 +175,13 @@ class NaturalOps:
                 s = f"np.int{t.bits}"
                 return f"({self.view(e.args[0], a[0], s)} >> {self.view(e.args[1], amt, s)}).view({utype(t)})"
             return None
-        if op in _CMP:
+        if op in pyback.CMP:
             s = ts[0]
             if s.kind == "f" or s.kind == "bool" or (s.kind == "u" and is_nat(s)):
-                return f"({a[0]} {_CMP[op]} {a[1]})"
+                return f"({a[0]} {pyback.CMP[op]} {a[1]})"
             if s.kind == "i" and s.bits in (32, 64):
                 t = f"np.int{s.bits}"
-                return f"({self.view(e.args[0], a[0], t)} {_CMP[op]} {self.view(e.args[1], a[1], t)})"
+                return f"({self.view(e.args[0], a[0], t)} {pyback.CMP[op]} {self.view(e.args[1], a[1], t)})"
             return None
         if op in ("land", "lor"):
             return f"({a[0]} {'&' if op == 'land' else '|'} {a[1]})"
@@ -257,11 +256,11 @@ class NaturalOps:
             return f"L.arr(ML(mem, act, {a[0]}, {e.ty.bits}))"
         if e.op in ("load", "fmt_load", "fmt_offset", "callout", "reg_read"):
             raise Decline(f"state access {e.op}")
-        if e.op in pyback.ROUNDED and e.ty.is_float and not pyback._bf(e.ty):
+        if e.op in pyback.ROUNDED and e.ty.is_float and not pyback.is_bf(e.ty):
             return f"F.rop({e.op!r}, 0, {', '.join(a)})"  # the caller guarantees MODE rounds to nearest
         fn = getattr(self.g, "op_" + e.op, None)
         if fn is not None:
             return fn(e, a, "True")
-        if e.op in pyback._NP1:
-            return self.g.round(e.ty, f"{pyback._NP1[e.op]}({a[0]})", e.op)
+        if e.op in pyback.NP1:
+            return self.g.round(e.ty, f"{pyback.NP1[e.op]}({a[0]})", e.op)
         raise Decline(f"op {e.op}")

@@ -17,8 +17,8 @@ from emu.pcode.typed import Unsupported
 _FDT = {16: np.float16, 32: np.float32, 64: np.float64}
 _ARITH = {"add": "+", "sub": "-", "mul": "*"}
 _BIT = {"and": "&", "or": "|", "xor": "^"}
-_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_NP1 = {"sqrt": "np.sqrt", "trunc": "np.trunc", "floor": "np.floor", "ceil": "np.ceil", "fabs": "np.abs",
+CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+NP1 = {"sqrt": "np.sqrt", "trunc": "np.trunc", "floor": "np.floor", "ceil": "np.ceil", "fabs": "np.abs",
         "signbit": "np.signbit", "isnan": "np.isnan", "isinf": "np.isinf", "fract": "F.fract", "log2": "F.log2",
         "exp2": "F.exp2", "sin": "F.sin", "cos": "F.cos", "mantissa": "F.mantissa", "is_even": "F.is_even",
         "rint": "np.rint", "rsq": "F.rsq"}
@@ -31,7 +31,8 @@ def _m(bits: int) -> int:
     return (1 << bits) - 1
 
 
-def _bf(t: Ty) -> bool:
+def is_bf(t: Ty) -> bool:
+    """Whether `t` is bfloat16 (computed as f32, rounded to bf16)."""
     return t.kind == "bf"
 
 
@@ -88,7 +89,7 @@ class Gen:
             if t.kind == "bool":
                 return repr(bool(e.value))
             if t.is_float:
-                return self.const(_FDT[_fbits(t)](floats.bf16(np.float32(e.value)) if _bf(t) else e.value))
+                return self.const(_FDT[_fbits(t)](floats.bf16(np.float32(e.value)) if is_bf(t) else e.value))
             if t.is_int:
                 return repr(int(e.value) & _m(t.bits))
             raise Unsupported(f"untyped constant {e.value!r}")
@@ -103,16 +104,16 @@ class Gen:
             return fn(e, a, m)
         if e.op == "sqrt":
             return self.directed(e, a, f"np.sqrt({a[0]})")
-        if e.op in _NP1:
-            return self.round(t, f"{_NP1[e.op]}({a[0]})", e.op)
+        if e.op in NP1:
+            return self.round(t, f"{NP1[e.op]}({a[0]})", e.op)
         raise Unsupported(f"no backend for op {e.op}")
 
     def round(self, t: Ty, code: str, op: str) -> str:
-        return f"F.bf16({code})" if _bf(t) and op in _ROUNDS else code
+        return f"F.bf16({code})" if is_bf(t) and op in _ROUNDS else code
 
     def directed(self, e: Op, a, native: str) -> str:
         """A basic float operation: nearest even, or as MODE.FP_ROUND says when the caller passes MODE."""
-        if _bf(e.ty):
+        if is_bf(e.ty):
             return self.round(e.ty, native, e.op)
         return f"F.rop({e.op!r}, st.get('MODE', {DEFAULT_MODE}), {', '.join(a)})"
 
@@ -156,7 +157,7 @@ class Gen:
         t = e.args[0].ty
         if t.kind == "i":
             a = [f"L.sx({x}, {t.bits})" for x in a]
-        return f"({a[0]} {_CMP[e.op]} {a[1]})"
+        return f"({a[0]} {CMP[e.op]} {a[1]})"
 
     op_eq = op_ne = op_lt = op_le = op_gt = op_ge = _cmp
 
@@ -197,16 +198,16 @@ class Gen:
     def op_bitcast(self, e, a, m):
         s, t = e.args[0].ty, e.ty
         if t.is_float:
-            return f"F.i2f({a[0]}, {t.bits}, {_bf(t)})"
-        return f"F.f2i({a[0]}, {s.bits}, {_bf(s)})"
+            return f"F.i2f({a[0]}, {t.bits}, {is_bf(t)})"
+        return f"F.f2i({a[0]}, {s.bits}, {is_bf(s)})"
 
     def op_fconv(self, e, a, m):
         rm = a[1] if len(a) > 1 else "0"
-        return f"F.fconv({a[0]}, {_fbits(e.ty)}, {_bf(e.ty)}, {rm}, {e.attr == 'quiet'})"
+        return f"F.fconv({a[0]}, {_fbits(e.ty)}, {is_bf(e.ty)}, {rm}, {e.attr == 'quiet'})"
 
     def op_itof(self, e, a, m):
         s = e.args[0].ty
-        return f"F.itof({a[0]}, {s.bits}, {s.kind == 'i'}, {_fbits(e.ty)}, {_bf(e.ty)})"
+        return f"F.itof({a[0]}, {s.bits}, {s.kind == 'i'}, {_fbits(e.ty)}, {is_bf(e.ty)})"
 
     def op_ftoi(self, e, a, m):
         return f"F.ftoi({a[0]}, {e.ty.bits}, {e.ty.kind == 'i'})"
@@ -242,7 +243,7 @@ class Gen:
         return f"L.fmt_load(st, {a[0]}, {e.attr}, {m}, nl)"
 
     def op_mf_decode(self, e, a, m):
-        return f"F.mf_decode({a[0]}, {e.attr!r}, {_fbits(e.ty)}, {_bf(e.ty)})"
+        return f"F.mf_decode({a[0]}, {e.attr!r}, {_fbits(e.ty)}, {is_bf(e.ty)})"
 
     def op_mf_encode(self, e, a, m):
         if len(a) == 2:
@@ -250,7 +251,7 @@ class Gen:
         return f"F.mf_encode({a[0]}, {e.attr!r})"
 
     def op_fconv_sr(self, e, a, m):
-        return f"F.fconv_sr({a[0]}, {a[1]}, {_fbits(e.ty)}, {_bf(e.ty)})"
+        return f"F.fconv_sr({a[0]}, {a[1]}, {_fbits(e.ty)}, {is_bf(e.ty)})"
 
     def op_reg_read(self, e, a, m):
         return f"L.rget(st, {e.attr!r}, ({', '.join(a)},), {e.ty.bits})"
@@ -266,12 +267,12 @@ class Gen:
 
     def _fclass(self, e, a, m):
         t = e.args[0].ty
-        return f"F.{e.op}({a[0]}, {_fbits(t) if not _bf(t) else 16}, {_bf(t)})"
+        return f"F.{e.op}({a[0]}, {_fbits(t) if not is_bf(t) else 16}, {is_bf(t)})"
 
     op_issnan = op_isqnan = op_isdenorm = op_exponent = _fclass
 
     def op_quiet(self, e, a, m):
-        return f"F.quiet({a[0]}, {e.ty.bits}, {_bf(e.ty)})"
+        return f"F.quiet({a[0]}, {e.ty.bits}, {is_bf(e.ty)})"
 
     def op_iabs(self, e, a, m):
         return f"L.iabs({a[0]}, {e.ty.bits})"

@@ -19,7 +19,7 @@ class NaturalRows(Natural):
         super().__init__(f, lanes, nat, wide, consts, K, **kw)
         self.typed_rows: set[tuple[str, int]] = set()
         for var, reg in rows.items():
-            if f.vars[var].bits == 32 and f"{pyback.pyname(var)} = {nat[var]}" in self.lines:  # not masked
+            if f.vars[var].bits == 32 and var in self.whole:
                 self.rows[var] = str(reg)
         # npback names a typed row `view[N]` (its caller loads the views): the step reads the row's local instead
         self.typed = {f"{v}[{reg}]": (v, int(reg)) for reg in self.rows.values() for v in VIEWS.values()}
@@ -34,11 +34,11 @@ class NaturalRows(Natural):
 
 
 def rounds_floats(f) -> bool:
-    """emu.pcode._rounds, remembered per IR function (compiled semantics live as long as the process)."""
+    """emu.pcode.rounds, remembered per IR function (compiled semantics live as long as the process)."""
     r = _rounding.get(id(f))
     if r is None or r[0] is not f:
-        from emu.pcode import _rounds
-        r = _rounding[id(f)] = (f, _rounds(f))
+        from emu.pcode import rounds
+        r = _rounding[id(f)] = (f, rounds(f))
     return r[1]
 
 
@@ -55,7 +55,7 @@ class Bound(pyback.Gen):
         self.consts = consts  # shared with the step's other generated code (K)
 
     def directed(self, e, a, native: str) -> str:
-        if pyback._bf(e.ty):
+        if pyback.is_bf(e.ty):
             return self.round(e.ty, native, e.op)
         return f"F.rop({e.op!r}, {self.mode}, {', '.join(a)})"
 
@@ -107,7 +107,7 @@ class Scalar(Bound):
         t = e.args[0].ty
         if t.kind == "i" and _small_int(t):  # signed order is the unsigned order of the values with the sign flipped
             sign = 1 << (t.bits - 1)
-            return f"(({a[0]} ^ {sign}) {pyback._CMP[e.op]} ({a[1]} ^ {sign}))"
+            return f"(({a[0]} ^ {sign}) {pyback.CMP[e.op]} ({a[1]} ^ {sign}))"
         return super()._cmp(e, a, m)
 
     op_eq = op_ne = op_lt = op_le = op_gt = op_ge = _cmp
