@@ -77,6 +77,7 @@ class Process:
     vms: dict[int, int] = field(default_factory=dict)  # gpu_id -> drm fd
     bos: dict[int, BufferObject] = field(default_factory=dict)
     by_va: ByVA = field(default_factory=ByVA)  # the same buffers by VA
+    by_mmap: dict[int, BufferObject] = field(default_factory=dict)  # VRAM and GTT buffers by render-node offset
     events: dict[int, Event] = field(default_factory=dict)
     event_page: np.ndarray | None = None  # uint64 slots
     event_page_bo: BufferObject | None = None
@@ -165,13 +166,12 @@ class KFD:
 
     def mmap_render(self, gpu, size: int, offset: int) -> tuple[Heap, int]:
         """(heap, offset in it) that an mmap of `gpu`'s render node at `offset` maps."""
-        for bo in self.proc.bos.values():
-            if bo.heap is not None and bo.mmap_offset == offset and bo.gpu is gpu:
-                if size > bo.size:
-                    raise _einval(f"MOCKKFD mmap: {size:#x} bytes exceed the {bo.size:#x}-byte buffer at offset "
-                                  f"{offset:#x}")
-                return bo.heap, bo.offset
-        raise _einval(f"MOCKKFD mmap: render node offset {offset:#x} names no buffer of {gpu.name}")
+        bo = self.proc.by_mmap.get(offset)
+        if bo is None or bo.gpu is not gpu:
+            raise _einval(f"MOCKKFD mmap: render node offset {offset:#x} names no buffer of {gpu.name}")
+        if size > bo.size:
+            raise _einval(f"MOCKKFD mmap: {size:#x} bytes exceed the {bo.size:#x}-byte buffer at offset {offset:#x}")
+        return bo.heap, bo.offset
 
     # -- ioctls ------------------------------------------------------------------------------------------------
     def _get_version(self, a, _):
@@ -272,6 +272,8 @@ class KFD:
                           else None, off, mmap_offset)
         self.proc.bos[handle] = bo
         self.proc.by_va.add(bo)
+        if bo.heap is not None:
+            self.proc.by_mmap[mmap_offset] = bo
         a.handle, a.mmap_offset = handle, mmap_offset
 
     def _free_memory_of_gpu(self, a, _):
@@ -284,6 +286,7 @@ class KFD:
         del self.proc.bos[a.handle]
         self.proc.by_va.remove(bo)
         if bo.heap is not None:
+            del self.proc.by_mmap[bo.mmap_offset]
             bo.heap.release(bo.offset, bo.size)
 
     def _map_memory_to_gpu(self, a, _, unmap: bool = False):
