@@ -26,8 +26,8 @@ of its busiest WGP (WGPs run side by side); GRBM_COUNT the same plus the model's
 SQC_LDS_IDX_ACTIVE and SQC_LDS_BANK_CONFLICT count the LDS cycles and bank-conflict cycles of the DS
 instructions, and GL2C_HIT / GL2C_MISS each channel's hits and misses, by the models of emu.amd.accesses and
 emu.amd.gl2c: a dispatch counted with any of them selected runs on the interpreter, its memory instructions'
-addresses seen (the others keep their tiers); the L2 is empty at the start of each dispatch (hwemu sees only
-counted dispatches' accesses; a runtime's ACQUIRE_MEM before a kernel invalidates the L2 likewise).
+addresses seen (the others keep their tiers); the L2 is empty at the start of each dispatch, as after a GL2
+invalidate (hwemu sees only counted dispatches' accesses, so it keeps no lines from one to the next).
 Nothing a driver writes here raises.
 """
 from __future__ import annotations
