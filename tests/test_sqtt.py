@@ -14,6 +14,7 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_stats import mnemonic_category
 from test_tinygrad import check, run_tinygrad
 
 from emu.amd import drm, spi, sqtt, target
@@ -26,14 +27,24 @@ OPS = {3: [0x0, 0x1, 0x3, 0x4, 0x5, 0x9, 0xB, 0xD, 0xE, 0xF, 0x12, 0x13, *range(
            0x7A]}
 
 
+DECODER_NAMES = {"reg": "subop", "value": "val32"}  # tinygrad's names of the REG token's fields
+
+
 @st.composite
 def _packets(draw, layout: int):
     out, t = [], 0
     for _ in range(draw(st.integers(1, 40))):
-        kind = draw(st.sampled_from(["WAVESTART", "WAVEEND", "INST", "VALUINST", "IMMEDIATE"]))
+        kind = draw(st.sampled_from(["WAVESTART", "WAVEEND", "INST", "VALUINST", "IMMEDIATE", "ALUEXEC", "VMEMEXEC",
+                                     "EVENT", "REG"]))
         t += draw(st.one_of(st.integers(0, 8), st.integers(0, 1 << 30)))
         fields = {"wave": draw(st.integers(0, 31))}
-        if kind == "INST":
+        if kind in ("ALUEXEC", "VMEMEXEC"):
+            fields = {"src": draw(st.integers(0, 3))}
+        elif kind == "EVENT":
+            fields = {"event": draw(st.integers(0, (1 << 13) - 1))}
+        elif kind == "REG":
+            fields = {"reg": draw(st.integers(0, 0xFFFF)), "value": draw(st.integers(0, (1 << 32) - 1))}
+        elif kind == "INST":
             fields["op"] = draw(st.sampled_from(OPS[layout]))
         elif kind in ("WAVESTART", "WAVEEND"):
             fields.update(sa=draw(st.integers(0, 1)), simd=draw(st.integers(0, 3)),
@@ -63,13 +74,14 @@ def test_packets_read_back_with_a_public_decoder(layout, data):
         assert type(p).__name__.removesuffix("_RDNA4") == kind
         assert p._time == t
         for name, value in fields.items():
-            v = getattr(p, name)
+            v = getattr(p, DECODER_NAMES.get(name, name))
             assert getattr(v, "value", v) == value, (kind, name)
 
 
 PROGRAM = """
-import json, os, sys
+import ctypes, json, os, sys
 from tinygrad import Tensor, Device
+from tinygrad.runtime.autogen import sqtt as rgp
 from tinygrad.device import Compiled, ProfileProgramEvent
 from tinygrad.engine.realize import run_linear
 from tinygrad.renderer.amd.sqtt import decode, map_insts
@@ -87,14 +99,24 @@ arch = "gfx" + str(dev.target[0]) + "".join("%x" % x for x in dev.target[1:])
 out = []
 for e in events[start:]:
     if type(e).__name__ == "ProfileSQTTEvent" and e.se == 0:
-        times = [p._time for p in decode(e.blob)]
+        packets = list(decode(e.blob))
         insts = [(i.wave, str(i.inst)) for p, i in map_insts(e.blob, progs[e.kern].lib, arch) if i is not None]
-        out.append({"blob": e.blob.hex(), "times": times, "insts": insts})
+        regs = [p.val32 for p in packets if type(p).__name__ == "REG"]
+        marker = sum(ctypes.sizeof(m) for m in (rgp.struct_rgp_sqtt_marker_pipeline_bind,
+                                                rgp.struct_rgp_sqtt_marker_event)) // 4
+        out.append({"blob": e.blob.hex(), "times": [p._time for p in packets], "insts": insts, "regs": regs,
+                    "types": sorted({type(p).__name__.removesuffix("_RDNA4") for p in packets}),
+                    "events": [p.event for p in packets if type(p).__name__ == "EVENT"],
+                    "exec": [(type(p).__name__, p.src.name) for p in packets if type(p).__name__.endswith("EXEC")],
+                    "marker_dwords": marker, "bind_id": rgp.RGP_SQTT_MARKER_IDENTIFIER_BIND_PIPELINE,
+                    "event_id": rgp.RGP_SQTT_MARKER_IDENTIFIER_EVENT})
 print("SQTT " + json.dumps(out))
 """
 
 
 NO_TOKEN = ("s_delay_alu", "s_wait_alu", "s_barrier_wait")
+KNOWN = {"LAYOUT_HEADER", "NOP", "TS_DELTA_OR_MARK", "WAVESTART", "WAVEEND", "INST", "VALUINST", "IMMEDIATE", "ALUEXEC",
+         "VMEMEXEC", "REG", "EVENT"}  # the packets hwemu writes
 
 
 def _mnemonic(text: str) -> str:
@@ -115,8 +137,20 @@ def test_a_traced_kernel_shows_the_instructions_hwemu_ran(arch, tmp_path):
     assert [d["blob"] for d in runs[0]] == [d["blob"] for d in runs[1]], "the trace differs between two runs"
     traced = runs[0]
     assert traced and all(d["insts"] for d in traced)
+    events = pm4.EVENTS[target.get(arch).gen.gfx]
     for d in traced:
         assert d["times"] == sorted(d["times"])
+        assert KNOWN >= set(d["types"]) >= {"REG", "EVENT", "ALUEXEC"}, d["types"]  # no packet the decoder misreads
+        # sqtt_setup_exec's markers, dword by dword: pipeline bind (identifier in bits 3:0), event, global size
+        regs = d["regs"]
+        assert len(regs) == d["marker_dwords"] + 3 and regs[0] & 0xF == d["bind_id"]
+        assert regs[d["marker_dwords"] - 3] & 0xF == d["event_id"]
+        assert events["THREAD_TRACE_MARKER"] in d["events"] and d["events"][-1] == events["THREAD_TRACE_FINISH"]
+        # one execution token per ALU, vector memory and DS instruction, of its kind
+        kinds = [mnemonic_category(_mnemonic(i)) if not _mnemonic(i) == "vopd" else "VALU" for _, i in d["insts"]]
+        want = sorted([("ALUEXEC", k) for k in kinds if k in ("SALU", "VALU")] +
+                      [("VMEMEXEC", "LDS" if k == "LDS" else "VMEM") for k in kinds if k in ("VMEM", "LDS")])
+        assert sorted(map(tuple, d["exec"])) == want
     log = tmp_path / "trace.txt"
     check(run_tinygrad(PROGRAM, dev, {"VIZ": "0", "HWEMU_TRACE": "1", "HWEMU_TRACE_FILE": str(log)}))
     chip = target.get(arch)

@@ -99,10 +99,11 @@ def launch(gpu: Device, regs: ComputeRegisters, grid: tuple[int, int, int], wher
     counting = gpu.perfmon.counting(regs.perfcount, lanes) if gpu.perfmon is not None else None
     prog = gpu.code.program(regs.pgm, lanes, stats=counting is not None)
     waves, wave_bytes = scratch_slots(chip, regs.tmpring)
-    trace = gpu.sqtt.recording(prog, lanes, grid, regs.start) \
+    view = counting.view(prog) if counting is not None else prog  # what traced waves build their steps from
+    trace = gpu.sqtt.recording(view, lanes, grid, regs.start) \
         if regs.thread_trace and gpu.sqtt is not None else None
     if trace is None:
-        trace = timeline.recording(chip, prog, lanes, lambda: kernel.name if kernel is not None else
+        trace = timeline.recording(chip, view, lanes, lambda: kernel.name if kernel is not None else
                                    kernel_name(gpu.vm, prog, regs.pgm), dispatch_id)
     d = Dispatch(prog, regs.pgm, grid, block, lanes, regs.rsrc2, regs.user_data, lds, regs.scratch_base, wave_bytes,
                  waves, regs.start, dispatch_id, regs.rsrc1, kernel, cancel, trace, counting)

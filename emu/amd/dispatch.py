@@ -250,7 +250,9 @@ class _WaveSlots:
     def __init__(self, vm: VM, d: Dispatch, arch: str, nwaves: int, nitems: int):
         self.d = d
         self.limit = wave_limit()  # the watchdog's instructions per wave between barriers
-        self.lds = LDS(d.lds_size)
+        seen = d.counters.accesses if d.counters is not None else None  # counters that need the addresses
+        self.lds = LDS(d.lds_size) if seen is None else seen.lds(d.lds_size)
+        vm = vm if seen is None else seen.vm(vm)
         self.waves, self.initial = [], []
         chip = target.get(arch)
         offset_slot = -1 if chip.gen.architected_scratch else _wave_offset_slot(d.rsrc2)
@@ -272,7 +274,10 @@ class _WaveSlots:
         self.fresh = True
         self._launch: Launch | None = None
         t, k = wavetrace.tracer(), d.kernel
-        self.trace = wavetrace.both(d.trace, t and t.selector(d.program, k and k.name, d.dispatch_id, k and k.base))
+        self.trace = wavetrace.both(d.trace, t and t.selector(seen or d.program, k and k.name, d.dispatch_id,
+                                                              k and k.base))
+        if seen is not None:  # every wave runs on the interpreter, its memory accesses seen
+            self.trace = seen.beside(self.trace)
 
     def ids(self, wg: int) -> tuple[int, int, int]:
         """The ids of the workgroup with linear index `wg` (x fastest)."""

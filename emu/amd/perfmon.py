@@ -13,7 +13,7 @@ Blocks and instances:
 - SQ: one per WGP, selected by shader engine, shader array and instance_index = wgp << 2; counter k is selected by
   SQ_PERFCOUNTER{2k}_SELECT and read at SQ_PERFCOUNTER{k}_LO, 32 bits (the odd selects keep what is written);
 - GRBM: one for the GPU, 64-bit counters;
-- GL2C: registers kept, every counter reads 0 (hwemu models no cache).
+- GL2C: one per L2 channel (emu.amd.gl2c), selected by instance_index.
 
 What is counted (the rest of the vendor's selects read 0): a dispatch counted runs with the per-category statistics
 of HWEMU_STATS on (emu.amd.exec.category), so the counters are the same numbers. Its workgroups go to the chip's
@@ -23,13 +23,19 @@ SQ_WAVE64_INSTS, SQ_INSTS_WAVE32_VALU / _LDS, and SQ_BUSY_CYCLES: the cycles of 
 (emu.amd.sqtt.cycles) for each category's instructions (VALU as plain VALU, memory and LDS 4, the rest 1) plus one
 per wave, the waves of a WGP issuing one after another. GRBM_GUI_ACTIVE adds, per dispatch, the cycles
 of its busiest WGP (WGPs run side by side); GRBM_COUNT the same plus the model's gap between dispatches.
+SQC_LDS_IDX_ACTIVE and SQC_LDS_BANK_CONFLICT count the LDS cycles and bank-conflict cycles of the DS
+instructions, and GL2C_HIT / GL2C_MISS each channel's hits and misses, by the models of emu.amd.accesses and
+emu.amd.gl2c: a dispatch counted with any of them selected runs on the interpreter, its memory instructions'
+addresses seen (the others keep their tiers); the L2 is empty at the start of each dispatch, as after a GL2
+invalidate (hwemu sees only counted dispatches' accesses, so it keeps no lines from one to the next).
 Nothing a driver writes here raises.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from emu.amd import spi, sqtt, target
+from emu.amd import gl2c, spi, sqtt, target
+from emu.amd.accesses import Accesses
 from emu.amd.dispatch import Stats
 from emu.amd.exec.category import BRANCH, LDS, OTHER, SALU, SMEM, VALU, VMEM
 from emu.amd.grbm import GfxIndex
@@ -50,6 +56,7 @@ class Work:
     waves: int
     categories: list[int]
     lanes: int
+    lds: tuple[int, int] = (0, 0)  # DS cycles and bank-conflict cycles (emu.amd.accesses)
 
     def cycles(self) -> int:
         return self.waves + sum(n * sqtt.cycles(*_MODEL[c], self.lanes) for c, n in enumerate(self.categories))
@@ -65,12 +72,16 @@ class Work:
             return sum(c) if w32 == (name == "SQ_WAVE32_INSTS") else 0
         if name in ("SQ_INSTS_WAVE32_VALU", "SQ_INSTS_WAVE32_LDS"):
             return c[VALU if name.endswith("VALU") else LDS] if w32 else 0
+        if name in _LDS:
+            return self.lds[_LDS.index(name)]
         i = _INSTS.get(name)
         return 0 if i is None else c[i]
 
 
 _INSTS = {"SQ_INSTS_SALU": SALU, "SQ_INSTS_VALU": VALU, "SQ_INSTS_VMEM": VMEM, "SQ_INSTS_SMEM": SMEM,
           "SQ_INSTS_LDS": LDS, "SQ_INSTS_BRANCH": BRANCH}
+_LDS = ("SQC_LDS_IDX_ACTIVE", "SQC_LDS_BANK_CONFLICT")  # what needs the DS instructions' addresses
+_L2 = ("GL2C_HIT", "GL2C_MISS")  # what needs the memory instructions' addresses
 
 
 @dataclass
@@ -117,12 +128,15 @@ class PerfMonitor:
         self.plain: dict[int, int] = {}  # the other owned registers: what was written
         self.wgps = spi.wgps(chip)  # workgroup n runs on wgps[n % len]
         self.shape = (chip.shader_engines, chip.arrays_per_engine, len(self.wgps) // chip.arrays)
+        self.channels = gl2c.channels(chip.l2_kb)
 
     # -- registers ---------------------------------------------------------------------------------------------
     def owns(self, addr: int) -> bool:
         return addr in self.owned
 
     def _instances(self, blk: Block) -> list[tuple]:
+        if blk.name == "GL2C":
+            return [(c,) for c in self.index.instances(self.channels)]
         if blk.name != "SQ":
             return [()]
         ses, sas, wgps = self.shape
@@ -178,7 +192,13 @@ class PerfMonitor:
             return None
         (a, f), (a2, f2) = self.sq_ctrl, self.sq_ctrl2
         forced = bool(f2["force_en"].get(self.plain.get(a2, 0)))
-        return Counting(self, lanes, (perfcount or forced) and bool(f["cs_en"].get(self.plain.get(a, 0))))
+        sq = (perfcount or forced) and bool(f["cs_en"].get(self.plain.get(a, 0)))
+        return Counting(self, lanes, sq, sq and self._selected("SQ", _LDS), self._selected("GL2C", _L2))
+
+    def _selected(self, block: str, names: tuple[str, ...]) -> bool:
+        """Whether a counter of `block`, on any instance, counts one of `names`."""
+        blk = self.blocks[block]
+        return any(self.names.get((block, blk.sel.get(v))) in names for v in blk.selects.values())
 
     def credit_sq(self, wgp: tuple[int, int, int], work: Work) -> None:
         blk = self.blocks["SQ"]
@@ -194,20 +214,41 @@ class PerfMonitor:
             n = busy if name == "GRBM_GUI_ACTIVE" else busy + sqtt.DISPATCH_GAP if name == "GRBM_COUNT" else 0
             blk.counts[(), k] = blk.counts.get(((), k), 0) + n
 
+    def credit_gl2c(self, hits: list[int], misses: list[int]) -> None:
+        blk = self.blocks["GL2C"]
+        for c in range(self.channels):
+            for k in range(len(blk.slots)):
+                name = self._name(blk, (c,), k)
+                if name in _L2:
+                    n = (hits if name == "GL2C_HIT" else misses)[c]
+                    blk.counts[(c,), k] = blk.counts.get(((c,), k), 0) + n
+
 
 class Counting:
     """One counted dispatch as it runs: told the dispatch's statistics after each workgroup (emu.amd.dispatch),
-    it credits the workgroup's share to the WGP it ran on; `close` credits the dispatch's cycles to the GRBM."""
+    it credits the workgroup's share to the WGP it ran on; `close` credits the dispatch's cycles to the GRBM and
+    its L2 requests to the GL2C. `banks` / `l2`: the selected counters need the DS instructions' bank cycles /
+    the L2 model (emu.amd.accesses sees the addresses, `view`)."""
 
-    def __init__(self, unit: PerfMonitor, lanes: int, sq: bool):
+    def __init__(self, unit: PerfMonitor, lanes: int, sq: bool, banks: bool = False, l2: bool = False):
         self.unit, self.lanes, self.sq = unit, lanes, sq
         self.workgroups, self.waves, self.categories = 0, 0, [0] * len(_MODEL)
         self.busy: dict[tuple[int, int, int], int] = {}
+        self.banks, self.l2 = banks, gl2c.L2(unit.chip.l2_kb) if l2 else None
+        self.accesses: Accesses | None = None
+
+    def view(self, prog):
+        """What the dispatch of `prog` runs its traced waves' steps from: `prog`, or when the counters need
+        addresses the Accesses that sees them (every wave then runs on it)."""
+        if self.banks or self.l2 is not None:
+            self.accesses = Accesses(prog, self.l2, self.banks)
+            return self.accesses
+        return prog
 
     def workgroup(self, stats: Stats) -> None:
         """The work `stats` gained since the last call is a workgroup's (or the part of one a fault left)."""
         work = Work(stats.waves - self.waves, [a - b for a, b in zip(stats.categories, self.categories, strict=True)],
-                    self.lanes)
+                    self.lanes, self.accesses.take() if self.accesses is not None else (0, 0))
         self.waves, self.categories = stats.waves, list(stats.categories)
         if not work.waves:
             return
@@ -220,3 +261,5 @@ class Counting:
 
     def close(self) -> None:
         self.unit.credit_grbm(max(self.busy.values(), default=0))
+        if self.l2 is not None:
+            self.unit.credit_gl2c(*self.l2.take())

@@ -23,7 +23,16 @@ hwemu's model, the same on every run whatever the host's load:
 - a wave issues its instructions one after another, each taking the cycles of its class (`cycles`), and the waves
   of a workgroup issue in the order hwemu runs them (each until s_barrier or s_endpgm); a dispatch starts
   DISPATCH_GAP cycles after the one before;
-- execution tokens (ALUEXEC, VMEMEXEC), WAVERDY, WAVEALLOC, REG, EVENT, PERF and UTILCTR tokens are not written.
+- an instruction executes in the cycle it issues: an ALU instruction's token is followed, in that cycle, by an
+  ALUEXEC token (source SALU or VALU), a vector memory or DS instruction's by a VMEMEXEC token (source VMEM or
+  LDS); scalar memory and control instructions give none;
+- the CP's writes to SQ_THREAD_TRACE_USERDATA_n (the markers a profiler leaves, as radv's and tinygrad's
+  sqtt_userdata do) give a REG token on each tracing engine they reach, while TOKEN_MASK.reg_include has the SQ's
+  registers (SQDEC) and reg_exclude does not leave out user data: its register's dword offset in bits 31:16 and the
+  value written in bits 63:32, the bits AMD's decoders and tinygrad's read them from (the type bits 15:4 are 0);
+  each EVENT_WRITE the CP processes gives an EVENT token naming its event type on every tracing engine (FINISH and
+  STOP before they flush). Each of these comes one cycle after the trace's last packet;
+- WAVERDY, WAVEALLOC, PERF and UTILCTR tokens are not written.
 A buffer too small keeps what fits (the write pointer stops at its last 32 bytes); a buffer the GPU VM cannot
 write is a VM fault, reported to the driver as the hardware's UTCL2 reports one (a memory exception naming the
 address), and leaves STATUS.write_error set with nothing written. Nothing a driver programs here raises.
@@ -62,6 +71,10 @@ def _wave_event(code: int, nibbles: int, delta: int, wgp: int, wave: int) -> Pac
 _COMMON = {"VALUINST": Packet(0b011, 3, 3, {"delta": (3, 3), "flag": (6, 1), "wave": (7, 5)}),
            "IMMEDIATE": Packet(0b1101, 4, 3, {"delta": (4, 3), "wave": (7, 5)}),
            "NOP": Packet(0b0000, 4, 1, {}),
+           "ALUEXEC": Packet(0b1110, 4, 2, {"delta": (4, 2), "src": (6, 2)}),
+           "VMEMEXEC": Packet(0b1111, 4, 2, {"delta": (4, 2), "src": (6, 2)}),
+           "EVENT": Packet(0b01100001, 8, 6, {"delta": (8, 3), "event": (11, 13)}),
+           "REG": Packet(0b1001, 4, 16, {"delta": (4, 3), "reg": (16, 16), "value": (32, 32)}),
            "LAYOUT_HEADER": Packet(0b0010001, 7, 16, {"layout": (7, 6), "simd": (13, 2), "group": (15, 3)})}
 LAYOUTS = {
     3: {**_COMMON,
@@ -84,7 +97,12 @@ SALU_WR_EXEC, VALU_WR_EXEC = 0x72, 0x73
 GLOBAL_RD, GLOBAL_WR = 0x21, {3: 0x24, 4: 0x23}  # + 1 without a scalar base; stores + (dwords - 1)
 SMEM_WR, BUF_RD, BUF_WR, LDS_DIR, BARRIER_SIGNAL = 0x2, 0x2F, 0x31, 0x6E, 0x7A  # layout 4's
 # token exclusion bits of SQ_THREAD_TRACE_TOKEN_MASK (the same on gfx11 and gfx12)
-EXCLUDE = {"VALUINST": 2, "WAVESTART": 4, "WAVEEND": 4, "IMMEDIATE": 5, "INST": 8}
+EXCLUDE = {"VMEMEXEC": 0, "ALUEXEC": 1, "VALUINST": 2, "WAVESTART": 4, "WAVEEND": 4, "IMMEDIATE": 5, "REG": 6,
+           "EVENT": 7, "INST": 8}
+ALU_SALU, ALU_VALU, MEM_LDS, MEM_VMEM = 1, 2, 0, 2  # the src fields of ALUEXEC and VMEMEXEC
+_EXEC = {SALU: ("ALUEXEC", ALU_SALU), VALU: ("ALUEXEC", ALU_VALU), VMEM: ("VMEMEXEC", MEM_VMEM),
+         LDS: ("VMEMEXEC", MEM_LDS)}
+SQDEC, USER_DATA = 1, 1  # TOKEN_MASK.reg_include: the SQ's registers; .reg_exclude: user data
 CS_WAVES = 1 << 6  # SQ_THREAD_TRACE_MASK.wtype_include: compute shader waves
 _SILENT = frozenset(("S_DELAY_ALU", "S_WAIT_ALU", "S_BARRIER_WAIT"))
 _TRANS = ("V_EXP_", "V_LOG_", "V_RCP_", "V_RSQ_", "V_SQRT_", "V_SIN_", "V_COS_")
@@ -296,6 +314,7 @@ class ThreadTrace:
         self.owned = frozenset(a for n, (a, _) in pm4.REGS[gfx].items() if n.startswith("SQ_THREAD_TRACE_")) | {
             self.index.addr}
         self.fields = {n: pm4.REGS[gfx][n][1] for n in self.regs}
+        self.userdata = frozenset(a for n, (a, _) in pm4.REGS[gfx].items() if n.startswith("SQ_THREAD_TRACE_USERDATA_"))
         self.events = pm4.EVENTS[gfx]
         self.values: list[dict[int, int]] = [{} for _ in range(chip.shader_engines)]
         self.streams: list[Stream | None] = [None] * chip.shader_engines
@@ -315,12 +334,15 @@ class ThreadTrace:
         if addr == self.index.addr:
             self.index.value = value
             return
-        for se in self.index.engines(len(self.values)):
+        engines = self.index.engines(len(self.values))
+        for se in engines:
             was = self._get(se, "SQ_THREAD_TRACE_CTRL", "mode")
             self.values[se][addr] = value
             now = self._get(se, "SQ_THREAD_TRACE_CTRL", "mode")
             if addr == self.regs["SQ_THREAD_TRACE_CTRL"] and bool(was) != bool(now):
                 self._start(se) if now else self._flush(se)
+        if addr in self.userdata:
+            self._mark(engines, "REG", reg=addr & 0xFFFF, value=value & 0xFFFFFFFF)
 
     def read(self, addr: int) -> int:
         if addr == self.index.addr:
@@ -334,7 +356,8 @@ class ThreadTrace:
         return self.values[se].get(addr, 0)
 
     def event(self, event: int) -> None:
-        """An EVENT_WRITE: FINISH and STOP flush every engine's stream to its buffer."""
+        """An EVENT_WRITE: its EVENT token; FINISH and STOP then flush every engine's stream to its buffer."""
+        self._mark(range(len(self.values)), "EVENT", event=event)
         if event in (self.events["THREAD_TRACE_FINISH"], self.events["THREAD_TRACE_STOP"]):
             for se in range(len(self.values)):
                 self._flush(se)
@@ -406,17 +429,29 @@ class ThreadTrace:
         masks = {se: (self._get(se, "SQ_THREAD_TRACE_TOKEN_MASK", "token_exclude"), self._where(se))
                  for se, s in enumerate(self.streams) if s is not None}
         t = start = self.clock + DISPATCH_GAP
-        for dt, kind, op, slot, _inst, wg in rec.timed():
+        for dt, kind, op, slot, inst, wg in rec.timed():
             t = start + dt
             se = engine(wg)[0]
-            if se not in masks or masks[se][0] >> EXCLUDE[kind] & 1:
+            if se not in masks:
                 continue
-            s, where = self.streams[se], masks[se][1]
-            wave = slot % 32
-            if kind in ("WAVESTART", "WAVEEND"):
-                s.put(kind, t, wave=wave, **where)
-            elif kind == "INST":
-                s.put(kind, t, wave=wave, op=op)
-            else:
-                s.put(kind, t, wave=wave)
+            (exclude, where), s = masks[se], self.streams[se]
+            if not exclude >> EXCLUDE[kind] & 1:
+                extra = where if kind in ("WAVESTART", "WAVEEND") else {"op": op} if kind == "INST" else {}
+                s.put(kind, t, wave=slot % 32, **extra)
+            ex = _EXEC.get(category(inst)) if inst is not None else None
+            if ex is not None and not exclude >> EXCLUDE[ex[0]] & 1:
+                s.put(ex[0], t, src=ex[1])
         self.clock = t
+
+    def _mark(self, engines, kind: str, **fields: int) -> None:
+        """A REG or EVENT token one cycle after the trace's last packet, in the streams of `engines` that trace and
+        do not leave it out."""
+        self.clock += 1
+        for se in engines:
+            s = self.streams[se]
+            if s is None or self._get(se, "SQ_THREAD_TRACE_TOKEN_MASK", "token_exclude") >> EXCLUDE[kind] & 1:
+                continue
+            if kind == "REG" and not (self._get(se, "SQ_THREAD_TRACE_TOKEN_MASK", "reg_include") & SQDEC and
+                                      not self._get(se, "SQ_THREAD_TRACE_TOKEN_MASK", "reg_exclude") & USER_DATA):
+                continue
+            s.put(kind, max(self.clock, s.time), **fields)

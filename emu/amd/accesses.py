@@ -1,0 +1,190 @@
+"""The memory accesses of a counted dispatch's instructions, for the performance counters that depend on addresses:
+the LDS's bank conflicts (SQC_LDS_IDX_ACTIVE, SQC_LDS_BANK_CONFLICT) and the L2's hits and misses (emu.amd.gl2c).
+
+Where they are seen: the native tiers and the lean interpreter's fused steps reach memory directly, so a dispatch
+whose selected counters need addresses runs every wave on the interpreter (as a traced wave does: the thread trace
+and HWEMU_TRACE build their steps on this view of the program), its memory instructions (VMEM, SMEM, DS) on the
+reference plans, whose every access goes through a memory space's load, store or read (emu.amd.memspace,
+emu.amd.memory): the waves' VM and LDS are recording views of the real ones, and each instruction's accesses are
+accounted when it has run. Dispatches whose counters need no addresses keep their tiers.
+
+The LDS (AMD's RDNA whitepaper: a WGP's 128 KiB LDS is 64 banks of 512 dwords, a half of 32 banks by each CU;
+AMD's ROCm guide to LDS bank conflicts: banks 4 bytes wide, lanes that access different dwords of one bank in the
+same cycle are serialised). hwemu's model: a DS instruction is served 32 lanes at a time (a wave64 in two halves)
+by 32 banks, dword d (byte address >> 2) in bank d % 32; a half needs as many cycles as the most distinct dwords
+one bank holds among those its active lanes access (lanes accessing one dword share it; an instruction's accesses
+together: both addresses of the 2ADDR forms, the dwords of a 64- or 128-bit access), which is at least
+ceil(distinct dwords / 32); the cycles over that least are bank conflicts. SQC_LDS_IDX_ACTIVE counts the cycles and
+SQC_LDS_BANK_CONFLICT the conflict cycles (ROCm's definitions: cycles the LDS is used for indexed operations, cycles
+it is stalled by bank conflicts) of DS instructions; LDS-direct loads and flat accesses to the LDS aperture count
+in neither.
+
+The L2: every VMEM and SMEM instruction makes one request per distinct 128-byte line its active lanes' accesses
+touch (reads and writes alike), in the order of the lines' addresses.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from emu.amd.exec.category import LDS as DS
+from emu.amd.exec.category import SMEM, VMEM, category, tallied
+from emu.amd.gl2c import L2
+from emu.amd.memspace import LDS
+
+BANKS = 32  # the banks serving one half of a wave's lanes
+LINE_SHIFT = 7  # 128-byte L2 lines
+
+
+class _LDS(LDS):
+    """The workgroup's LDS, its accesses logged as (True, addresses, bytes, active lanes)."""
+
+    def __init__(self, size: int, log: list):
+        super().__init__(size)
+        self.log = log
+
+    def load(self, addr, bits: int, active=None) -> np.ndarray:
+        self.log.append((True, addr, bits // 8, active))
+        return super().load(addr, bits, active)
+
+    def store(self, addr, bits: int, value, active=None) -> None:
+        self.log.append((True, addr, bits // 8, active))
+        super().store(addr, bits, value, active)
+
+
+class _VM:
+    """The GPU VM as the waves reach it, its accesses logged as (False, addresses, bytes, active lanes)."""
+
+    def __init__(self, vm, log: list):
+        self._vm, self._log = vm, log
+
+    def __getattr__(self, name: str):
+        return getattr(self._vm, name)
+
+    def load(self, addr, bits: int, active=None) -> np.ndarray:
+        self._log.append((False, addr, bits // 8, active))
+        return self._vm.load(addr, bits, active)
+
+    def store(self, addr, bits: int, value, active=None) -> None:
+        self._log.append((False, addr, bits // 8, active))
+        self._vm.store(addr, bits, value, active)
+
+    def read(self, va: int, n: int) -> bytes:
+        self._log.append((False, np.array([va], np.uint64), n, None))
+        return self._vm.read(va, n)
+
+
+def _lanes(addr, active) -> tuple[np.ndarray, np.ndarray]:
+    """The active lanes' indices and their addresses (uint64)."""
+    a = np.asarray(addr, np.uint64).reshape(-1)
+    if active is None:
+        return np.arange(a.size), a
+    idx = np.flatnonzero(np.broadcast_to(np.asarray(active, bool), a.shape))
+    return idx, a[idx]
+
+
+def bank_cycles(accesses: list[tuple], lanes: int) -> tuple[int, int]:
+    """(cycles, conflict cycles) of one DS instruction's LDS accesses (addresses, bytes, active lanes), by the
+    module's rule."""
+    groups: list[list[np.ndarray]] = [[] for _ in range(-(-lanes // BANKS))]
+    for addr, nbytes, active in accesses:
+        idx, a = _lanes(addr, active)
+        a = a & np.uint64(0xFFFFFFFF)
+        first, last = a >> np.uint64(2), (a + np.uint64(max(nbytes, 1) - 1)) >> np.uint64(2)
+        for k in range(int((last - first).max()) + 1 if a.size else 0):
+            d, keep = first + np.uint64(k), first + np.uint64(k) <= last
+            for g, dwords in enumerate(groups):
+                dwords.append(d[keep & (idx // BANKS == g)])
+    cycles = conflicts = 0
+    for dwords in groups:
+        u = np.unique(np.concatenate(dwords)) if dwords else np.zeros(0, np.uint64)
+        if u.size:
+            most = int(np.bincount((u % np.uint64(BANKS)).astype(np.intp), minlength=BANKS).max())
+            cycles += most
+            conflicts += most - -(-u.size // BANKS)
+    return cycles, conflicts
+
+
+def lines(accesses: list[tuple]) -> list[int]:
+    """The distinct 128-byte lines (address >> 7) accesses (addresses, bytes, active lanes) touch, in order."""
+    parts = []
+    for addr, nbytes, active in accesses:
+        _, a = _lanes(addr, active)
+        parts += [a >> np.uint64(LINE_SHIFT), (a + np.uint64(max(nbytes, 1) - 1)) >> np.uint64(LINE_SHIFT)]
+    return [int(x) for x in np.unique(np.concatenate(parts))] if parts else []
+
+
+class Accesses:
+    """One counted dispatch's view of its program: steps that account their memory accesses (`l2`: the L2 model
+    fed, if any; `banks`: DS instructions' bank cycles counted). It is also the waves' tracer where nothing else
+    traces them (`beside`), so every wave runs its steps."""
+
+    def __init__(self, prog, l2: L2 | None, banks: bool):
+        self.prog, self.l2, self.banks = prog, l2, banks
+        self.log: list[tuple] = []
+        self.steps: dict = {}
+        self.inner = None  # the dispatch's other tracer (thread trace, HWEMU_TRACE), built on this view
+        self.lds_cycles = self.lds_conflicts = 0
+
+    def vm(self, vm) -> _VM:
+        """The view of `vm` the dispatch's waves are given."""
+        return _VM(vm, self.log)
+
+    def lds(self, size: int) -> LDS:
+        """The LDS the dispatch's workgroups are given."""
+        return _LDS(size, self.log)
+
+    # -- the program's view ------------------------------------------------------------------------------------
+    def inst(self, pc: int):
+        return self.prog.inst(pc)
+
+    def single(self, pc: int):
+        """The step of the instruction at pc: the program's, or for a memory instruction the reference plan's
+        accounting its accesses."""
+        inst = self.prog.inst(pc)
+        cat = category(inst)
+        if cat not in (VMEM, SMEM, DS):
+            return self.prog.single(pc)
+        step = tallied(self.prog.planner.plan(inst), [cat]) if self.prog.stats else self.prog.planner.plan(inst)
+        log, lanes, ds = self.log, self.prog.lanes, cat == DS and inst.base == "DS"
+
+        def counted(w):
+            log.clear()
+            try:
+                return step(w)
+            finally:
+                self._account(ds, lanes)
+        return counted
+
+    def _account(self, ds: bool, lanes: int) -> None:
+        lds = [e[1:] for e in self.log if e[0]]
+        mem = [e[1:] for e in self.log if not e[0]]
+        self.log.clear()
+        if ds and lds and self.banks:
+            cycles, conflicts = bank_cycles(lds, lanes)
+            self.lds_cycles += cycles
+            self.lds_conflicts += conflicts
+        if mem and self.l2 is not None:
+            for n in lines(mem):
+                self.l2.request(n)
+
+    def take(self) -> tuple[int, int]:
+        """The DS cycles and conflict cycles since the last take."""
+        out = self.lds_cycles, self.lds_conflicts
+        self.lds_cycles = self.lds_conflicts = 0
+        return out
+
+    # -- the tracer of the waves nothing else traces -----------------------------------------------------------
+    def beside(self, inner) -> Accesses:
+        self.inner = inner
+        return self
+
+    def selects(self, wg: tuple[int, int, int], wave: int) -> bool:
+        return True
+
+    def wave(self, wg: tuple[int, int, int], wave: int):
+        r = self.inner.wave(wg, wave) if self.inner is not None else None
+        return self if r is None else r
+
+    def build(self, pc: int):
+        s = self.steps[pc] = self.single(pc)
+        return s
