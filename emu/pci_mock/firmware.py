@@ -12,6 +12,7 @@ without raising: a missing file is the PSP's to refuse (emu.pci_mock.psp), and t
 """
 from __future__ import annotations
 
+import functools
 import getpass
 import re
 import shutil
@@ -54,6 +55,30 @@ def path(name: str) -> Path | None:
     """The cached firmware file `name` (e.g. 'psp_13_0_0_sos.bin'), or None when it was not fetched."""
     p = folder() / name
     return p if p.is_file() else None
+
+
+SIGNED_MAGIC, MAGIC_AT, IMAGE_HEADER = b"$PS1", 0x10, 0x100  # a signed image's header (emu.pci_mock.psp)
+
+
+def identify(header: bytes) -> str | None:
+    """The cached firmware file holding the signed image whose 256-byte header is `header`, or None."""
+    return _signed_images(str(folder())).get(bytes(header[:IMAGE_HEADER]))
+
+
+@functools.cache
+def _signed_images(where: str) -> dict[bytes, str]:
+    """Every signed image header in the cached files -> the file's name (read once per process)."""
+    out: dict[bytes, str] = {}
+    for f in sorted(Path(where).glob("*.bin")):
+        try:
+            data = f.read_bytes()
+        except OSError:
+            continue
+        at = data.find(SIGNED_MAGIC)
+        while at >= MAGIC_AT:
+            out.setdefault(data[at - MAGIC_AT:at - MAGIC_AT + IMAGE_HEADER], f.name)
+            at = data.find(SIGNED_MAGIC, at + 1)
+    return out
 
 
 def backports_stanza(sources: str) -> str | None:
