@@ -276,3 +276,20 @@ def test_psp_any_register_writes_leave_it_answering(ops):
         for n, v in ops:
             wr(f, f"regMP0_SMN_C2PMSG_{n}", v)
         assert rd(f, "regMP0_SMN_C2PMSG_35") & READY
+
+
+# -- RLC ------------------------------------------------------------------------------------------------------------
+def test_rlc_takes_safe_mode_requests_and_reports_autoload(fn):
+    """The driver writes CMD with MESSAGE 1 (enter) or 0 (leave) and waits for CMD to clear; BOOTLOAD_COMPLETE is
+    set once the PSP's RLC autoload ran."""
+    wr(fn, "regRLC_SAFE_MODE", 1 << 1 | 1)
+    assert rd(fn, "regRLC_SAFE_MODE") & 1 == 0 and fn.rlc.safe_mode
+    wr(fn, "regRLC_SAFE_MODE", 1)
+    assert rd(fn, "regRLC_SAFE_MODE") & 1 == 0 and not fn.rlc.safe_mode
+    assert rd(fn, "regRLC_RLCS_BOOTLOAD_STATUS") >> 31 == 0
+    d = Driver(fn)
+    d.boot_sos(KDB)
+    for t in (am.GFX_FW_TYPE_RLC_G, am.GFX_FW_TYPE_IMU_I, am.GFX_FW_TYPE_IMU_D):
+        assert d.load_ip_fw(image(b"r" * 40), t) == (0, True)
+    assert d.submit(am.struct_psp_gfx_cmd_resp(cmd_id=am.GFX_CMD_ID_AUTOLOAD_RLC)) == (0, True)
+    assert rd(fn, "regRLC_RLCS_BOOTLOAD_STATUS") >> 31 == 1

@@ -9,6 +9,7 @@ from emu.pci_mock.gmc import GMC
 from emu.pci_mock.mmio import RegisterBar, RegisterFile
 from emu.pci_mock.nbio import HDP
 from emu.pci_mock.psp import PSP
+from emu.pci_mock.rlc import RLC
 from emu.pci_mock.smu import SMU
 
 MiB, GiB = 1 << 20, 1 << 30
@@ -45,8 +46,10 @@ class PCIFunction:
         self.vram.write(self.discovery_offset, discovery.build(t, self.blocks))
         self.hdp = HDP(self.regs)
         self.gmc = GMC(self.regs, self.vram_size)
-        self.smu = SMU(self.regs, t)
-        self.psp = PSP(self.regs, self.vram, self.gmc, self.smu, t.mp0)
+        self.rlc = RLC(self.regs)
+        # the SMU and PSP of chips whose MP registers the vendor's tables have (not the APUs')
+        self.smu = SMU(self.regs, t) if SMU.MAILBOX in self.regs.names else None
+        self.psp = PSP(self.regs, self.vram, self.gmc, self.smu, self.rlc, t.mp0) if self.smu else None
 
     def close(self) -> None:
         """Release the shared memory (clients' mappings stay valid until they unmap)."""

@@ -1,6 +1,7 @@
 """The PSP (MP0): its bootloader, which starts the secure OS (sOS), and the sOS's ring, through which a driver has
 the firmware of the other IP blocks loaded. Nothing loaded is executed: each image is checked the way the PSP
-checks it, recorded in `loaded`, and the block it is for is told (the SMU starts: emu.pci_mock.smu).
+checks it, recorded in `loaded`, and the block it is for is told (the SMU starts: emu.pci_mock.smu; the RLC's
+autoload completes: emu.pci_mock.rlc).
 
 Registers (amdgpu's psp_v13_0.c / psp_v14_0.c; MP0_SMN_C2PMSG_n, MPASP_SMN_C2PMSG_n on MP0 14):
 
@@ -37,6 +38,7 @@ import sys
 from emu.pci_mock.bars import MemoryBar
 from emu.pci_mock.gmc import GMC
 from emu.pci_mock.mmio import RegisterFile
+from emu.pci_mock.rlc import RLC
 from emu.pci_mock.smu import SMU
 from emu.pci_mock.tables import tables
 
@@ -74,8 +76,9 @@ def _field(struct_name: str, name: str) -> tuple[int, int]:
 
 
 class PSP:
-    def __init__(self, regs: RegisterFile, vram: MemoryBar, gmc: GMC, smu: SMU, mp0: tuple[int, int, int]) -> None:
-        self.regs, self.vram, self.gmc, self.smu = regs, vram, gmc, smu
+    def __init__(self, regs: RegisterFile, vram: MemoryBar, gmc: GMC, smu: SMU, rlc: RLC,
+                 mp0: tuple[int, int, int]) -> None:
+        self.regs, self.vram, self.gmc, self.smu, self.rlc = regs, vram, gmc, smu, rlc
         pref = "regMP0_SMN_C2PMSG_" if mp0[0] < 14 else "regMPASP_SMN_C2PMSG_"
         self.r = {n: regs.addr(f"{pref}{n}") for n in (35, 36, 64, 67, 69, 70, 71, 81)}
         self.keys: set[bytes] = set()         # the key database's key ids (every aligned 16 bytes of its body)
@@ -263,4 +266,5 @@ class PSP:
         if missing:
             raise Refused(TEE_ERROR_BAD_STATE, f"RLC autoload before {', '.join(missing)} were loaded")
         self.loaded["AUTOLOAD_RLC"] = 0
+        self.rlc.autoloaded()
         return {}

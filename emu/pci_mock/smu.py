@@ -28,6 +28,7 @@ MIN_CLOCK_MHZ = 100       # the modelled lowest DPM level of every clock
 
 
 class SMU:
+    MAILBOX = "regMP1_SMN_C2PMSG_66"  # the register a chip's tables must have for it to have this model
     def __init__(self, regs: RegisterFile, t: Target, on_reset: Callable[[], None] | None = None) -> None:
         c = tables()["smu"][TABLE[t.mp1[0]]]
         self.regs, self.c, self.on_reset = regs, c, on_reset
