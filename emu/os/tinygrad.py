@@ -7,6 +7,14 @@ drives the real ones. The class here is hwemu's mock interface (emu.os) for the 
 many as tinygrad's own mock gives; a GPU nobody opens costs a few empty memory files).
 It is only a calling-convention adapter: the driver, queues and GPUs are emu.os's, shared with hwemu's own stack.
 
+Under MOCKPCI (tinygrad's AM driver, which binds the GPU's PCI function itself), the class is emu.os.pci's (one GPU
+by default, as tinygrad's own mock has). tinygrad reads and writes the MMIO registers through a memoryview of its
+mapping of resource5 (`MMIOInterface`, built by `to_mv` in its hcq module); on hardware each of those loads and stores
+is a bus transaction the GPU answers, and plain memory cannot answer. So the adapter makes hcq's `to_mv`, for an
+address range inside a register window the mock mapped, give emu.os.pci's RegisterView instead of a memoryview: the
+same item loads and stores, made register reads and writes with their models' side effects. Every other range is
+tinygrad's own `to_mv`.
+
 tinygrad's fault-injection hook, `MOCKGPU_EMU_FAULTADDR=0xADDR` (set while the process runs; its test_hcq's
 test_on_device_hang), maps onto hwemu's fault injection (emu.os.system.MockSystem.inject_fault): when the process waits
 on KFD events with it set to a new value, the first GPU raises a VM fault at that address through the real fault
@@ -65,8 +73,10 @@ import types
 from collections.abc import Callable
 
 MODULE, USB_MODULE, EMU_MODULE = "test.mockgpu.mockgpu", "test.mockgpu.usb", "test.mockgpu.amd.emu"
-SUPPORTED = ("MOCKKFD", "MOCK")
+HCQ_MODULE = "tinygrad.runtime.support.hcq"
+SUPPORTED = ("MOCKKFD", "MOCK", "MOCKPCI")
 DEFAULT_GPUS = 6  # tinygrad's own mock has six
+PCI_DEFAULT_GPUS = 1  # and one PCI function
 FAULT_ENV = "MOCKGPU_EMU_FAULTADDR"
 POLL_SLEEP = 0.002  # seconds a signal poll waits for the engine's next packet at most (the signal may be the CPU's)
 WAIT_TIMEOUT_MS = 300_000  # tinygrad's wait for a signal that does not move (its default: 30,000)
@@ -83,8 +93,14 @@ def mock_interface():
     """hwemu's file-I/O interface class for the mock system DEV describes, with tinygrad's fault-injection hook."""
     from emu.os import interface
     from stack.device import parse_dev
-    spec = parse_dev(os.environ.get("DEV", "MOCKKFD+AMD"))
-    gpus = max(spec.indices) + 1 if spec.indices else int(os.environ.get("HWEMU_GPUS", DEFAULT_GPUS))
+    dev = os.environ.get("DEV", "MOCKKFD+AMD")
+    pci = any(t.strip().startswith("MOCKPCI") for t in dev.split(";"))
+    # stack's grammar serves KFD interfaces only; MOCKPCI's DEV has the same arch and indices
+    spec = parse_dev(dev.replace("MOCKPCI", "MOCKKFD"))
+    default = PCI_DEFAULT_GPUS if pci else DEFAULT_GPUS
+    gpus = max(spec.indices) + 1 if spec.indices else int(os.environ.get("HWEMU_GPUS", default))
+    if pci:
+        return _with_register_views(spec.arch, gpus)
     cls = interface(spec.arch, gpus)
     cls.system.default_performance_level("profile_standard")  # what tinygrad's PMC/SQTT check wants
     return _with_fault_hook(cls)
@@ -132,6 +148,22 @@ def _with_fault_hook(base: type) -> type:
             return [d for d in (k.EventData * w.num_events).from_address(w.events_ptr)
                     if d.memory_exception_data.gpu_id == gpu_id and d.memory_exception_data.va in vas]
     return TinygradMockFileIO
+
+
+def _with_register_views(arch: str | None, gpus: int) -> type:
+    """emu.os.pci's interface class, with tinygrad's views of register BARs made register accesses (the module
+    docstring)."""
+    from emu.os import pci
+    cls = pci.interface(arch, gpus)
+    hcq = sys.modules.get(HCQ_MODULE)
+    to_mv = getattr(hcq, "to_mv", None)
+    if to_mv is not None and not getattr(to_mv, "__hwemu__", False):
+        def registers_or_memory(ptr: int, sz: int):
+            view = cls.system.register_view(ptr, sz)
+            return to_mv(ptr, sz) if view is None else view
+        registers_or_memory.__hwemu__ = True
+        hcq.to_mv = registers_or_memory
+    return cls
 
 
 ENGINE_THREAD = "hwemu-engine"  # emu.amd.queue.Engine's thread name

@@ -1,7 +1,7 @@
 """MOCKPCI: the emulated AMD GPU as a PCI function, for user-space drivers that bind the device themselves (tinygrad's
 AM driver, later stack/hcq/pci.py) instead of going through /dev/kfd.
 
-Modelled now (the first step of issue 25):
+Modelled now (the first steps of issue 25):
 
 - `tables`: the vendor data, converted once from the pinned tinygrad wheel's autogen headers as data (PCI config
   constants, the IP discovery structs and hardware ids, the IP blocks' segment bases, each IP version's registers);
@@ -11,12 +11,15 @@ Modelled now (the first step of issue 25):
   for models; the VRAM-size register (RCC_CONFIG_MEMSIZE) and BIF's index/data window answer already;
 - `discovery`: the IP discovery binary at VRAM end - 64 KiB (the chip's IP versions from emu.amd.target, the same
   the KFD topology reports);
+- the register models on the hooks, in the order a driver's boot reaches them: `nbio` (HDP flushes), `gmc` (the FB
+  location, the VM invalidation engines), `psp` (the bootloader, the sOS ring, firmware checked and recorded, never
+  run), `smu` (the message mailbox), `rlc` (safe mode, the autoload's completion);
+- `firmware`: the distribution's firmware files, fetched into hwemu's cache;
 - `function`: `PCIFunction`, one GPU tying them together.
 
-Next steps: emu/os serves the function's sysfs tree (vendor, device, class, config, resource, resource0/2/5 mmaps,
-enable, driver/unbind) under DEV=MOCKPCI+AMD; register models on the hooks (NBIO/HDP flushes, GMC/MMHUB/GFXHUB with
-VMID page tables walked by the emu/amd GPU VM, IH rings, the PSP ring and firmware loading, the SMU mailbox, MES/KIQ
-queue mapping); doorbell writes reaching the same command processor and engines as MOCKKFD.
+emu/os/pci serves the functions' sysfs folders, BAR mappings and /proc/self/pagemap under DEV=MOCKPCI+AMD. Next
+steps: the GMC's VMID page tables walked by the emu/amd GPU VM, the IH ring, HQD/MES and SDMA queue registers, and
+doorbell writes reaching the same command processor and engines as MOCKKFD.
 """
 from emu.pci_mock.function import PCIFunction
 

@@ -165,6 +165,16 @@ class ConfigSpace:
                   wmask=P["PCI_REBAR_CTRL_BAR_SIZE"])
         return at
 
+    def rebar_sizes(self) -> int:
+        """The BAR0 sizes Resizable BAR offers: bit n set for 2^n MiB (as Linux's resource0_resize shows them)."""
+        return self.read(self._rebar + P["PCI_REBAR_CAP"], 4) >> 4
+
+    def resize_bar0(self, n: int) -> None:
+        """Write BAR0's size 2^n MiB into the Resizable BAR control (an unsupported size is dropped)."""
+        ctrl = self._rebar + P["PCI_REBAR_CTRL"]
+        field = P["PCI_REBAR_CTRL_BAR_SIZE"]
+        self.write(ctrl, 4, (self.read(ctrl, 4) & ~field) | (n << P["PCI_REBAR_CTRL_BAR_SHIFT"] & field))
+
     def _resize_bar0(self) -> None:
         """After a write to the Resizable BAR control: BAR0 takes a supported size, any other encoding is dropped."""
         ctrl, bar0 = self._rebar + P["PCI_REBAR_CTRL"], self._bars[0]

@@ -5,7 +5,12 @@ from emu.amd import target
 from emu.pci_mock import discovery
 from emu.pci_mock.bars import Bar, MemoryBar
 from emu.pci_mock.config import ConfigSpace
+from emu.pci_mock.gmc import GMC
 from emu.pci_mock.mmio import RegisterBar, RegisterFile
+from emu.pci_mock.nbio import HDP
+from emu.pci_mock.psp import PSP
+from emu.pci_mock.rlc import RLC
+from emu.pci_mock.smu import SMU
 
 MiB, GiB = 1 << 20, 1 << 30
 MIN_BAR0 = 256 * MiB      # the legacy VRAM window; Resizable BAR offers it and every size up to all of VRAM
@@ -39,6 +44,12 @@ class PCIFunction:
         self.config = ConfigSpace(t.device_id, REVISION, subsystem, list(self.bars.values()))
         self.discovery_offset = self.vram_size - discovery.OFFSET_FROM_END
         self.vram.write(self.discovery_offset, discovery.build(t, self.blocks))
+        self.hdp = HDP(self.regs)
+        self.gmc = GMC(self.regs, self.vram_size)
+        self.rlc = RLC(self.regs)
+        # the SMU and PSP of chips whose MP registers the vendor's tables have (not the APUs')
+        self.smu = SMU(self.regs, t) if SMU.MAILBOX in self.regs.names else None
+        self.psp = PSP(self.regs, self.vram, self.gmc, self.smu, self.rlc, t.mp0) if self.smu else None
 
     def close(self) -> None:
         """Release the shared memory (clients' mappings stay valid until they unmap)."""

@@ -104,6 +104,15 @@ class RegisterFile:
     def on_write(self, addr: int, hook: WriteHook) -> None:
         self._write_hooks[self._check(addr)] = hook
 
+    def stored(self, addr: int) -> int:
+        """What register `addr` holds, bypassing its hooks (for the models that own it)."""
+        return self._values.get(self._check(addr), 0)
+
+    def drop_hooks(self, addr: int) -> None:
+        """Make register `addr` plain storage again."""
+        self._read_hooks.pop(addr, None)
+        self._write_hooks.pop(addr, None)
+
     def read(self, addr: int) -> int:
         hook = self._read_hooks.get(self._check(addr))
         return hook(addr) & 0xFFFFFFFF if hook else self._values.get(addr, 0)

@@ -5,7 +5,10 @@
 - am/am.py (amdgpu's discovery.h): the IP discovery structs, flattened to their scalar fields; the binary's
   signatures, table ids and the IP blocks' hardware ids;
 - am/navi_offsets.py: the register segment bases of each IP block (gfx10 and later);
-- am/regs.py: each IP version's registers, name -> (dword offset in its segment, segment).
+- am/regs.py: each IP version's registers, name -> (dword offset in its segment, segment);
+- am/am.py (amdgpu's psp_gfx_if.h, amdgpu_psp.h): the PSP's bootloader commands, ring control commands, ring
+  frame and command buffer layouts, command ids, firmware types and status codes;
+- am/smu_*.py (amdgpu's SMU message headers): each SMU table's message ids, result codes and clock ids.
 """
 from __future__ import annotations
 
@@ -17,10 +20,14 @@ from pathlib import Path
 
 from emu import cache
 
-SCHEMA = 1  # bump when the cached representation changes
+SCHEMA = 2  # bump when the cached representation changes
 STRUCTS = ("struct_binary_header", "struct_ip_discovery_header", "struct_die_header", "struct_ip_v4",
            "struct_gc_info_v1_0", "struct_gc_info_v1_1", "struct_gc_info_v1_2", "struct_gc_info_v1_3",
            "struct_gc_info_v2_0", "struct_gc_info_v2_1")
+PSP_STRUCTS = ("struct_psp_gfx_rb_frame", "struct_psp_gfx_cmd_resp")
+PSP_PREFIXES = ("GFX_CMD_ID_", "GFX_CTRL_CMD_ID_", "PSP_BL__", "PSP_RING_TYPE__", "TEE_", "PSP_ERR_", "GFX_FW_TYPE_",
+                "PSP_FW_TYPE_", "PSP_1_MEG", "PSP_CMD_BUFFER_SIZE", "PSP_FENCE_BUFFER_SIZE", "PSP_TMR_ALIGNMENT")
+SMU_TABLES = ("smu_13_0_0", "smu_14_0_2")  # the consumer SMUs' message tables (the others are datacenter parts')
 REG_TABLES = ("gc", "mmhub", "nbio", "nbif", "mp", "hdp", "osssys", "sdma")  # regs.py's tables: <prefix>_<version>
 _SCALARS = {"c_uint8": 1, "c_ubyte": 1, "c_uint16": 2, "c_uint32": 4, "c_uint64": 8}
 _BASE = re.compile(r"([A-Z0-9]+)_BASE__INST(\d+)_SEG(\d+)")
@@ -51,7 +58,7 @@ def _flatten(rel: str, name: str, prefix: str = "", base: int = 0) -> dict[str, 
             size = _size(rel, ast.unparse(elem))
             for i in range(n):
                 scalar_or_struct(ast.unparse(elem), f"{path}[{i}]", off + i * size)
-        elif typ.startswith("struct_"):
+        elif typ.startswith(("struct_", "union_")):
             out.update(_flatten(rel, typ, path + ".", off))
         else:
             out[path] = (off, _SCALARS[typ.removeprefix("ctypes.")], bits, bit)
@@ -64,7 +71,9 @@ def _flatten(rel: str, name: str, prefix: str = "", base: int = 0) -> dict[str, 
 def _size(rel: str, typ: str) -> int:
     from emu.amd.hw import vendor
     typ = _aliases(rel).get(typ, typ)
-    return vendor.struct_sizes(rel)[typ] if typ.startswith("struct_") else _SCALARS[typ.removeprefix("ctypes.")]
+    if typ.startswith(("struct_", "union_")):
+        return vendor.struct_sizes(rel)[typ]
+    return _SCALARS[typ.removeprefix("ctypes.")]
 
 
 def _discovery() -> dict:
@@ -98,9 +107,23 @@ def _regs() -> dict[str, dict[str, tuple[int, int]]]:
             for t in names if t.split("_")[0] in REG_TABLES}
 
 
+def _psp() -> dict:
+    from emu.amd.hw import vendor
+    return {"structs": {n: {"size": vendor.struct_sizes("am/am.py")[n], "fields": _flatten("am/am.py", n)}
+                        for n in PSP_STRUCTS},
+            "consts": {k: v for k, v in vendor.constants("am/am.py").items() if k.startswith(PSP_PREFIXES)}}
+
+
+def _smu() -> dict[str, dict[str, int]]:
+    from emu.amd.hw import vendor
+    return {t: {k: v for k, v in vendor.constants(f"am/{t}.py").items()
+                if k.startswith(("PPSMC_MSG_", "PPSMC_Result_", "PPCLK_"))} for t in SMU_TABLES}
+
+
 def convert() -> dict:
     from emu.amd.hw import vendor
-    return {"pci": dict(vendor.constants("pci.py")), "discovery": _discovery(), "bases": _bases(), "regs": _regs()}
+    return {"pci": dict(vendor.constants("pci.py")), "discovery": _discovery(), "bases": _bases(), "regs": _regs(),
+            "psp": _psp(), "smu": _smu()}
 
 
 def _cache_path() -> Path:
