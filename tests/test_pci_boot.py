@@ -3,6 +3,7 @@ discovery, PSP (bootloader, sOS ring, every firmware image), SMU, GFX and SDMA i
 firmware (tests/am_firmware.py, the test-only shim of tinygrad's firmware lookup)."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -43,8 +44,12 @@ def test_tinygrads_am_driver_boots_the_function(arch):
     if missing:
         pytest.skip(f"firmware {', '.join(missing)} not in hwemu's cache (`./dev firmware` fetches it)")
     env = {**os.environ, "DEV": f"MOCKPCI+AMD::{arch}", "PYTHONPATH": f"{ROOT / 'emu/os/boot'}:{ROOT}", "HWEMU": "1"}
-    out = subprocess.run([sys.executable, "-c", BOOT.format(tests=str(ROOT / "tests"))], env=env,
-                         capture_output=True, text=True, timeout=600, cwd="/")
+    # tinygrad locks /tmp/am_<bdf>.lock while it owns a device, and the mock's first function has one bdf: the cases
+    # take turns (pytest-xdist runs them at once), as two drivers of one device would
+    with open(os.path.join("/tmp", "hwemu-test-pci-boot.lock"), "w") as turn:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        out = subprocess.run([sys.executable, "-c", BOOT.format(tests=str(ROOT / "tests"))], env=env,
+                             capture_output=True, text=True, timeout=600, cwd="/")
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
     assert r["sos"] and r["scratch7"] == 0xA0000008  # tinygrad's "booted by AM" mark, written after its boot
