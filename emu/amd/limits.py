@@ -23,6 +23,7 @@ from typing import Protocol
 
 from emu.amd import target
 from emu.amd.hw import pm4
+from objfile.codeobj import LimitError, check_limit, size_text  # the one message format, shared with the host
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 MAX_CODE_OBJECT = 256 * MIB
@@ -31,10 +32,6 @@ MAX_WORKGROUP_SIZE = 1024
 MAX_GRID_ITEMS = (1 << 32) - 1
 MAX_BUFFER = 4 * GIB
 DYNAMIC_STACK = 16384  # private bytes per lane the runner gives a kernel whose stack size is unknown (as ROCm does)
-
-
-class LimitError(ValueError):
-    """A size beyond one of the limits; the message names the field, its value and the limit."""
 
 
 class FileLimitError(LimitError):
@@ -50,24 +47,6 @@ def max_wave_scratch(arch: str) -> int:
     """Bytes of private memory one wave can have: the largest COMPUTE_TMPRING_SIZE.WAVESIZE in bytes."""
     gfx = target.generation(arch).gfx
     return ((1 << pm4.TMPRING_SIZE_WAVESIZE[gfx].width) - 1) * pm4.SCRATCH_WAVESIZE_GRANULE[gfx]
-
-
-def size_text(n: int, count: bool = False) -> str:
-    """A limit as the messages write it: '64 KiB', '256 MiB' (bytes, unless `count`), '2^32 - 1', or the number."""
-    for unit, name in ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
-        if not count and n >= unit and n % unit == 0:
-            return f"{n // unit} {name}"
-    return f"2^{n.bit_length()} - 1" if n > 1024 and not n & (n + 1) else str(n)
-
-
-def check_limit(where: str, name: str, value: int, limit: int, error: type[LimitError] = LimitError,
-                count: bool = False) -> None:
-    """Raise `error` ("WHERE: NAME VALUE exceeds the LIMIT limit") unless 0 <= value <= limit; `count` when the
-    limit counts things rather than bytes."""
-    if value < 0:
-        raise error(f"{where}: {name} {value} is negative")
-    if value > limit:
-        raise error(f"{where}: {name} {value} exceeds the {size_text(limit, count)} limit")
 
 
 def read_file(path, limit: int = MAX_CODE_OBJECT, what: str = "a code object") -> bytes:
