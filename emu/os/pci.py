@@ -29,7 +29,7 @@ import os
 import struct
 import threading
 
-from emu.os.system import MockFileIO
+from emu.os.system import MockFileIO, Systems
 from emu.pci_mock import PCIFunction
 from emu.pci_mock.bars import MemoryBar
 from emu.pci_mock.config import SIZE as CONFIG_SIZE
@@ -52,7 +52,6 @@ PM_PRESENT, PM_PFN_MASK = 1 << 63, (1 << 55) - 1
 FIRST_PFN = 0x100000       # synthetic system memory starts at 4 GiB, below the BARs
 PREFETCH_WINDOW = 1 << 40  # 64-bit BARs of GPU i at PREFETCH_WINDOW + i * 64 GiB (BAR0; BAR2 32 GiB above)
 MMIO_WINDOW = 0xD0000000   # 32-bit BAR5 of GPU i at MMIO_WINDOW + i MiB
-DEFAULT_ARCH = "gfx1100"
 
 
 def bdf(index: int) -> str:
@@ -380,19 +379,13 @@ class PCIFileIO(MockFileIO):
         os_munmap(addr, size)
 
 
-_systems: dict[tuple[str, int], type[PCIFileIO]] = {}
-_systems_lock = threading.Lock()
+_pci = Systems(PCIFileIO, PCISystem)
 
 
 def interface(arch: str | None = None, gpus: int = 1) -> type[PCIFileIO]:
     """The file-I/O interface class of the process's mock PCI system with `gpus` GPUs of `arch` (default gfx1100)."""
-    key = ((arch or DEFAULT_ARCH).lower(), gpus)
-    with _systems_lock:
-        cls = _systems.get(key)
-        if cls is None:
-            cls = _systems[key] = type("PCIFileIO", (PCIFileIO,), {"system": PCISystem(*key)})
-        return cls
+    return _pci.interface(arch, gpus)
 
 
 def systems() -> list[PCISystem]:
-    return [c.system for c in _systems.values()]
+    return _pci.all()

@@ -15,6 +15,7 @@ import errno
 import os
 import sys
 import threading
+from collections.abc import Callable
 
 from emu.amd import drm, kernel_stats, topology
 from emu.amd.bo import Heap
@@ -258,15 +259,34 @@ def _wrap_fd(path: str, fd: int) -> FileIO:
     return f
 
 
-_systems: dict[tuple[str, int], type[MockFileIO]] = {}
-_systems_lock = threading.Lock()
+class Systems:
+    """The process's mock systems of one interface: one per (chip, GPU count), each served by a file-I/O class of its
+    own whose `system` it is."""
+
+    def __init__(self, base: type, make: Callable[[str, int], object]) -> None:
+        self.base, self.make = base, make
+        self.classes: dict[tuple[str, int], type] = {}
+        self.lock = threading.Lock()
+
+    def interface(self, arch: str | None, gpus: int) -> type:
+        key = ((arch or DEFAULT_ARCH).lower(), gpus)
+        with self.lock:
+            cls = self.classes.get(key)
+            if cls is None:
+                cls = self.classes[key] = type(self.base.__name__, (self.base,), {"system": self.make(*key)})
+            return cls
+
+    def all(self) -> list:
+        return [c.system for c in self.classes.values()]
+
+
+_mock = Systems(MockFileIO, MockSystem)
 
 
 def _after_fork_in_child() -> None:
     """A forked child is a new process to the driver: the parent's queues are not its own, and its engine thread
     did not survive the fork (KFD likewise serves only the process that opened it)."""
-    global _systems_lock
-    _systems_lock = threading.Lock()
+    _mock.lock = threading.Lock()
     for s in systems():
         s.lock = threading.RLock()
         s.kfd.lock, s.kfd.cond = s.lock, threading.Condition(s.lock)
@@ -280,14 +300,9 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 
 def interface(arch: str | None = None, gpus: int = 1) -> type[MockFileIO]:
     """The file-I/O interface class of the process's mock system with `gpus` GPUs of `arch` (default gfx1100)."""
-    key = ((arch or DEFAULT_ARCH).lower(), gpus)
-    with _systems_lock:
-        cls = _systems.get(key)
-        if cls is None:
-            cls = _systems[key] = type("MockFileIO", (MockFileIO,), {"system": MockSystem(*key)})
-        return cls
+    return _mock.interface(arch, gpus)
 
 
 def systems() -> list[MockSystem]:
     """The mock systems this process has created."""
-    return [c.system for c in _systems.values()]
+    return _mock.all()
