@@ -266,6 +266,39 @@ def test_a_region_compiled_at_one_address_runs_at_another(monkeypatch, arch):
             assert stats["compiled"] == compiled + 1
 
 
+def test_a_programs_first_wave_asks_for_its_whole_kernel_once(monkeypatch):
+    """A program's first step asks for the handlers of its whole kernel (its loop and the code after the loop's
+    branch included), so that the threaded loop runs on through its blocks instead of coming back to Python at
+    each: one request per program, and the results right from the first dispatch."""
+    from emu.amd import GPU
+    from emu.amd.exec import jit, threaded
+    monkeypatch.setenv("HWEMU_TIER", "auto")
+    monkeypatch.setenv("HWEMU_COMPILE_COST", "1e9")  # no region: the threaded loop runs what has handlers
+    seed = int.from_bytes(os.urandom(3), "little")
+    code_object = opencl.compile_cl(WALK % seed, "gfx1100")
+    table = [3, 1, 4, 1, 5, 9, 2, 6]
+    want = []
+    for i in range(64):
+        acc = seed
+        for k in range(5 + (i & 3)):
+            acc = (acc * 7 + table[(i + k) & 7]) & 0xFFFFFFFF
+        want.append(acc)
+    requests = []
+    request = threaded.Table.request
+    monkeypatch.setattr(threaded.Table, "request",
+                        lambda self, pc, mode: requests.append(pc) or request(self, pc, mode))
+    gpu = GPU("gfx1100")
+    for n in range(2):  # the second program finds the first one's handlers made
+        prog = gpu.load(code_object)
+        requests.clear()
+        out = gpu.alloc(4 * 64)
+        gpu.launch(prog, "walk", grid=(2,), block=(32,), args=[out, np.int32(5)])
+        assert jit.background.wait(300)
+        np.testing.assert_array_equal(np.frombuffer(gpu.read(out), np.uint32), np.array(want, np.uint32))
+        if n:
+            assert len(requests) == 1, f"one request for the whole kernel, not one per block ({len(requests)})"
+
+
 @pytest.fixture
 def own_refusals(monkeypatch, tmp_path):
     """The translator's refusals (emu.amd.exec.jit.refused) in a file of the test's, none known yet: what a test

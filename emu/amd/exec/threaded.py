@@ -31,6 +31,7 @@ import numpy as np
 from llvmlite import ir
 
 from emu.amd import target
+from emu.amd.decode import decoder
 from emu.amd.exec import access, jit, takes
 from emu.amd.exec.bind import ds_offset, memory_offset, smem_offsets, vopd_y
 from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
@@ -43,6 +44,7 @@ from emu.pcode.llvmjit import Closed, engine
 ENGINE = "threaded"  # the LLVM engine of handlers (emu.pcode.llvmjit.engine): regions compile on another
 HEAD = 2  # entry words before the Sym words: handler address, PC
 MAX_SPAN = 1 << 22  # bytes of code one program's index covers
+SWEEP = 4096  # instructions a program's first request decodes ahead (its whole kernel, as a rule)
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
 
 
@@ -418,8 +420,12 @@ class Table:
         """Ask for the handlers of the instructions of the interpreter's step at pc, up to the first asked for
         before (a step that starts inside an earlier one's block asks for no instruction twice)."""
         prog = self.prog
-        first = prog.inst(pc)
-        for inst in (prog.interp.members(first, self.asked.__contains__) if prog.interp is not None else [first]):
+        if not self.asked:  # the first step: the whole kernel at once, so that the loop runs it without coming back
+            insts = self._sweep(pc)
+        else:
+            first = prog.inst(pc)
+            insts = prog.interp.members(first, self.asked.__contains__) if prog.interp is not None else [first]
+        for inst in insts:
             if inst.pc in self.asked:
                 continue
             self.asked.add(inst.pc)
@@ -437,6 +443,28 @@ class Table:
             elif _handlers[full] is not None:
                 self._put(inst.pc, _handlers[full], ws)
         self.install()
+
+    def _sweep(self, pc: int) -> list:
+        """The instructions from `pc` (where the program's first wave starts) in address order, decoded from one
+        fetch, up to the first s_endpgm past every branch target before it, an invalid instruction or SWEEP of them.
+        Code that only other paths reach (an indirect jump's target) is asked for when it runs."""
+        prog = self.prog
+        code = prog.fetch(pc, 16 * SWEEP)
+        d = decoder(prog.family)
+        out, off, reach = [], 0, pc
+        while off < len(code) and len(out) < SWEEP:
+            at = pc + off
+            inst = prog.insts.get(at) or d.decode_one(code, off, at)
+            if not inst.valid:
+                break
+            prog.insts.setdefault(at, inst)
+            out.append(inst)
+            off += inst.size
+            if inst.op.name in SOPP_BRANCHES:
+                reach = max(reach, Region._target(inst))
+            elif inst.op.name in ENDS and pc + off > reach:
+                break
+        return out
 
     def install(self) -> None:
         """Put in the handlers made since the last look that instructions of this program wait for."""
