@@ -2,6 +2,8 @@
 rebuilt (compiled objects, converted tables, fetched vendor sources); each user names its own subfolder."""
 from __future__ import annotations
 
+import hashlib
+import marshal
 import os
 import pickle
 from collections.abc import Callable, Mapping
@@ -26,12 +28,30 @@ def pickled(path: Path, convert: Callable[[], T]) -> T:
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
         pass
     out = convert()
+    _write(path, pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    return out
+
+
+def sealed(path: Path, convert: Callable[[], T]) -> T:
+    """Like `pickled`, for plain data (marshal: ints, strings, tuples, lists, None) kept under its SHA-256: a file that
+    was cut short or damaged is converted anew, never read as something else."""
+    try:
+        data = path.read_bytes()
+        if hashlib.sha256(data[32:]).digest() == data[:32]:
+            return marshal.loads(data[32:])
+    except (OSError, EOFError, ValueError, TypeError):
+        pass
+    out = convert()
+    body = marshal.dumps(out)
+    _write(path, hashlib.sha256(body).digest() + body)
+    return out
+
+
+def _write(path: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as f:
-            pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     except OSError:
         pass
-    return out

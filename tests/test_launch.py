@@ -299,6 +299,50 @@ def test_a_programs_first_wave_asks_for_its_whole_kernel_once(monkeypatch):
             assert len(requests) == 1, f"one request for the whole kernel, not one per block ({len(requests)})"
 
 
+def test_a_kernel_met_before_is_not_decoded_again(monkeypatch, tmp_path):
+    """A kernel's instructions are kept on disk as kinds and words (what another process, or an earlier run of a
+    test suite, found): a program of the same code asks for its handlers without decoding its kernel, and runs it
+    right; a kept file that was damaged is decoded anew, never read as other instructions."""
+    import sys
+    import threading
+
+    from emu.amd import GPU
+    from emu.amd.exec import jit, threaded
+    decoder = sys.modules["emu.amd.decode"].Decoder
+    monkeypatch.setenv("HWEMU_TIER", "auto")
+    monkeypatch.setenv("HWEMU_COMPILE_COST", "1e9")
+    monkeypatch.setattr(threaded, "kernels_dir", lambda: tmp_path)
+    seed = int.from_bytes(os.urandom(3), "little")
+    code_object = opencl.compile_cl(WALK % seed, "gfx1100")
+    table = [3, 1, 4, 1, 5, 9, 2, 6]
+    want = []
+    for i in range(64):
+        acc = seed
+        for k in range(5 + (i & 3)):
+            acc = (acc * 7 + table[(i + k) & 7]) & 0xFFFFFFFF
+        want.append(acc)
+    decoded = []
+    decode_one = decoder.decode_one
+    me = threading.get_ident()
+    monkeypatch.setattr(decoder, "decode_one", lambda self, code, off, pc: (
+        threading.get_ident() == me and decoded.append(pc)) or decode_one(self, code, off, pc))
+    gpu = GPU("gfx1100")
+    counts = []
+    for n in range(3):
+        if n == 2:  # damaged on disk: cut short
+            kept, = tmp_path.iterdir()
+            kept.write_bytes(kept.read_bytes()[:-3])
+        prog = gpu.load(code_object)
+        decoded.clear()
+        out = gpu.alloc(4 * 64)
+        gpu.launch(prog, "walk", grid=(2,), block=(32,), args=[out, np.int32(5)])
+        assert jit.background.wait(300)
+        np.testing.assert_array_equal(np.frombuffer(gpu.read(out), np.uint32), np.array(want, np.uint32))
+        counts.append(len(decoded))
+    assert counts[1] == 1, f"the second program decodes only its first step's instruction ({counts})"
+    assert counts[0] == counts[2] > 8, f"the first and the damaged one decode the kernel ({counts})"
+
+
 @pytest.fixture
 def own_refusals(monkeypatch, tmp_path):
     """The translator's refusals (emu.amd.exec.jit.refused) in a file of the test's, none known yet: what a test

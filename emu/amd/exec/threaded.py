@@ -24,15 +24,20 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
+import hashlib
+import importlib.metadata
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 from llvmlite import ir
 
+from emu import cache
 from emu.amd import target
 from emu.amd.decode import decoder
-from emu.amd.exec import access, jit, takes
+from emu.amd.exec import access, category, jit, takes
 from emu.amd.exec.bind import ds_offset, memory_offset, smem_offsets, vopd_y
 from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
 from emu.amd.exec.operands import constant
@@ -179,6 +184,27 @@ def kind(inst) -> Kind | None:
 
 
 _by_key: dict[tuple, Kind] = {}  # one Kind per key: instructions that differ only in Sym words share it
+
+
+def _keyed(made: tuple[Kind, list[int]] | None) -> tuple[tuple | None, list[int] | None]:
+    """(the kind's key, the words) of kind_of's answer: what a kernel's instructions are kept on disk as."""
+    return (None, None) if made is None else (made[0].key, made[1])
+
+
+def kernels_dir() -> Path:
+    """Where kernels' instructions are kept as kinds and words: $HWEMU_CACHE/kernels."""
+    return cache.root() / "kernels"
+
+
+@functools.cache
+def _decoder_sources() -> str:
+    """The digest of what decodes instructions into kinds besides jit.sources(): the decoder, its operand rules and
+    the vendor tables' conversion (a change to them decodes the kernels again)."""
+    h = hashlib.sha256(importlib.metadata.version("tinygrad").encode())
+    amd = Path(target.__file__).parent
+    for f in sorted([amd / "decode.py", amd / "target.py", *amd.glob("asm/*.py"), *amd.glob("isa/*.py")]):
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def words(k: Kind, inst) -> list[int]:
@@ -418,38 +444,59 @@ class Table:
 
     def request(self, pc: int, mode: int) -> None:
         """Ask for the handlers of the instructions of the interpreter's step at pc, up to the first asked for
-        before (a step that starts inside an earlier one's block asks for no instruction twice)."""
+        before (a step that starts inside an earlier one's block asks for no instruction twice); the first request
+        asks for the whole kernel (`_kernel`), so that the loop runs through it without coming back."""
         prog = self.prog
-        if not self.asked:  # the first step: the whole kernel at once, so that the loop runs it without coming back
-            insts = self._sweep(pc)
+        head = (prog.planner.arch, prog.lanes, mode, prog.stats)
+        if not self.asked:
+            wanted = self._kernel(pc, head)
         else:
             first = prog.inst(pc)
             insts = prog.interp.members(first, self.asked.__contains__) if prog.interp is not None else [first]
-        for inst in insts:
-            if inst.pc in self.asked:
+            wanted = [(inst.pc, *_keyed(kind_of(inst))) for inst in insts]
+        for at, key, ws in wanted:
+            if at in self.asked:
                 continue
-            self.asked.add(inst.pc)
-            made = kind_of(inst)
-            if made is None:
+            self.asked.add(at)
+            if key is None:
                 continue
-            k, ws = made
-            full = (prog.planner.arch, prog.lanes, mode, prog.stats, k.key)
-            if full not in _asked:
+            full = (*head, key)
+            if full not in _asked:  # the first of its kind in this process: made from its instruction
+                made = kind_of(prog.inst(at))
+                if made is None or made[0].key != key:  # a kernel kept by other sources: asked for as it runs
+                    self.asked.discard(at)
+                    continue
                 _asked.add(full)
+                k = made[0]
                 if not _make(prog, k, mode, full, build=self.sync):  # the compile thread builds what the disk lacks
                     jit.background(lambda k=k, full=full: _make(prog, k, mode, full, build=True), first=True)
             if full not in _handlers:  # made later: it is in _made after what this table has looked at
-                self.want.setdefault(full, []).append((inst.pc, ws))
+                self.want.setdefault(full, []).append((at, ws))
             elif _handlers[full] is not None:
-                self._put(inst.pc, _handlers[full], ws)
+                self._put(at, _handlers[full], ws)
         self.install()
 
-    def _sweep(self, pc: int) -> list:
-        """The instructions from `pc` (where the program's first wave starts) in address order, decoded from one
-        fetch, up to the first s_endpgm past every branch target before it, an invalid instruction or SWEEP of them.
-        Code that only other paths reach (an indirect jump's target) is asked for when it runs."""
+    def _kernel(self, pc: int, head: tuple) -> list[tuple[int, tuple | None, list[int] | None]]:
+        """(PC, kind key, words) of every instruction of the kernel that starts at pc (`_sweep`). Another process
+        that met the same code (a test run's kernels recur in every run) left them on disk (keyed by the code, the
+        decoder's and the tier's sources): then nothing is decoded (except under HWEMU_STATS, which counts what
+        the tier declines as it decodes)."""
+        code = self.prog.fetch(pc, 16 * SWEEP)
+
+        def rows() -> list:
+            return [(inst.pc - pc, *_keyed(kind_of(inst))) for inst in self._sweep(pc, code)]
+        if category.enabled():
+            found = rows()
+        else:
+            digest = hashlib.sha256(f"{jit.sources()} {_decoder_sources()} {head!r}".encode() + code).hexdigest()
+            found = cache.sealed(kernels_dir() / digest[:40], rows)
+        return [(pc + off, key, ws) for off, key, ws in found]
+
+    def _sweep(self, pc: int, code: bytes) -> list:
+        """The instructions of `code` (the bytes from pc, where the program's first wave starts) in address order,
+        up to the first s_endpgm past every branch target before it, an invalid instruction or SWEEP of them. Code
+        that only other paths reach (an indirect jump's target) is asked for when it runs."""
         prog = self.prog
-        code = prog.fetch(pc, 16 * SWEEP)
         d = decoder(prog.family)
         out, off, reach = [], 0, pc
         while off < len(code) and len(out) < SWEEP:
