@@ -282,6 +282,20 @@ def case_bitops(arch, code):
     np.testing.assert_array_equal(result(gpu, bufs[2], out).reshape(n, 10), np.array(ref, np.uint64))
 
 
+def case_int24(arch, code):
+    n = 40
+    a, b, c = (rng(s).integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32) for s in (34, 35, 36))
+    a[:3], b[:3] = [0xFFFFFF, 0x800000, 0xFF7FFFFF], [0xFFFFFF, 0x800000, 0x12FFFFFF]  # the extremes, high bits set
+    out = np.zeros(6 * n, np.uint32)
+    gpu, bufs = launch(arch, code, "int24", (2,), (32,), a, b, c, out, np.int32(n))
+    ref = []
+    for x, y, z in zip(a.tolist(), b.tolist(), c.tolist(), strict=True):
+        ux, uy = x & 0xFFFFFF, y & 0xFFFFFF
+        sx, sy = ux - (ux >> 23 << 24), uy - (uy >> 23 << 24)
+        ref.append([ux * uy, sx * sy, ux * uy + z, sx * sy + z, ux * uy >> 32, sx * sy >> 32])
+    np.testing.assert_array_equal(result(gpu, bufs[3], out).reshape(n, 6), np.array(ref, np.int64) & 0xFFFFFFFF)
+
+
 def case_half2(arch, code):
     n = 40
     a, b, c = (floats(2 * n, s, np.float16, 4.0).reshape(n, 2) for s in (31, 32, 33))
@@ -346,7 +360,7 @@ CASES = {
     "divergent": ("divergence.cl", case_divergent), "collatz": ("divergence.cl", case_collatz),
     "atomics_global": ("atomics.cl", case_atomics_global), "atomics_lds": ("atomics.cl", case_atomics_lds),
     "private_index": ("private_scratch.cl", case_private_index), "spill": ("private_scratch.cl", case_spill),
-    "bitops": ("bitops.cl", case_bitops), "half2": ("half2.cl", case_half2),
+    "bitops": ("bitops.cl", case_bitops), "half2": ("half2.cl", case_half2), "int24": ("int24.cl", case_int24),
     "divmod64": ("int64_divmod.cl", case_divmod64),
     "round_f32": ("rounding.cl", _rounding("round_f32", np.float32)),
     "round_f64": ("rounding.cl", _rounding("round_f64", np.float64)),
@@ -486,3 +500,11 @@ def test_scalar_subdword_tiers(tier, monkeypatch):
     """RDNA4's sub-dword scalar loads (tinygrad's test_emulated_shl / shr reach them) in every tier."""
     monkeypatch.setenv("HWEMU_TIER", tier)
     case_scalar_subdword("gfx1201", build("scalar_subdword.cl", "gfx1201", "-O3"))
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+@pytest.mark.parametrize("tier", ["ref", "interp", "threaded", "jit"])
+def test_int24_tiers(tier, arch, monkeypatch):
+    """The 24-bit multiplies of tinygrad's index arithmetic in every tier (the native ones compile them)."""
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    case_int24(arch, build("int24.cl", arch, "-O3"))

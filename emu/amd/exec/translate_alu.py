@@ -1,5 +1,5 @@
 """ALU instructions as the LLVM tier's code (emu.amd.exec.translate): SALU, and VALU (VOP1/2/3/C/3SD, VOPD) on
-32 / 64-bit sources without DPP, SDWA, packing or output modifiers, their abs / neg and denormal flushing folded in
+24 / 32 / 64-bit sources without DPP, SDWA, packing or output modifiers, their abs / neg and denormal flushing folded in
 for the region's MODE; lane reads and WMMA with their register-file accesses lane by lane (emu.amd.exec.access).
 Large semantics are outlined into one function per module and kind."""
 from __future__ import annotations
@@ -104,9 +104,9 @@ class AluCode:
             o = bd.inputs[n]
             if n not in ("S0", "S1", "S2"):
                 return None
-            if o.bits not in (32, 64) or inst.base == "VOP3P":
+            if o.bits not in (24, 32, 64) or inst.base == "VOP3P" or o.bits == 24 and (o.mods.abs or o.mods.neg):
                 raise Exit(f"{o.bits}-bit source")
-            v = self._shape(b, self._operand(b, o, inst), o.bits, True)
+            v = self._shape(b, self._operand(b, o, inst), o.bits, True)  # 24: a register's low bits
             v = self._modify(b, v, o.bits, o.mods.abs, o.mods.neg)
             if o.mods.flush:
                 v = self._flushed(b, v, float_bits(o.fmt, o.bits), o.bits, hwreg.F32_KEEP_IN, hwreg.F16_KEEP_IN)
