@@ -69,6 +69,7 @@ class PCIFunction:
         self.engine = Engine([]) if engine is None else engine
         self.gpu = GPUDevice(t.arch, node, 0, self.engine, doorbells=self.doorbells.array.view(np.uint64))
         self.ih = self.gpu.driver = InterruptHandler(self.regs, self.vram, self.gmc, self.gpu.gfx)
+        self.ih.on_cleared = self.gpu.fault_reported
         self.gfxhub = GFXHub(self.regs, self.gmc, self.vram, self.vram_size, self.gpu,
                              NoSystemPages() if memory is None else memory)
         self.refusals: list[str] = []  # queue registers that describe no queue

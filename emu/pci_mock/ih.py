@@ -19,7 +19,8 @@ ring id [23:16], VMID [27:24], VMID type [31] (0: the GFX hub); dwords 1-2 a tim
   The fault's page goes into GCVM_L2_PROTECTION_FAULT_ADDR_LO32/HI32 and the access's direction (RW), VMID and a
   PERMISSION_FAULTS bit (the model's: bit 0, the valid check) into PROTECTION_FAULT_STATUS, which hold the first
   fault until the driver writes PROTECTION_FAULT_CNTL's CLEAR_PROTECTION_FAULT_STATUS_ADDR; later ones set
-  MORE_FAULTS;
+  MORE_FAULTS. The queue that faulted stays halted until then, and then goes on after the packet that faulted
+  (`on_cleared`: GPUDevice.fault_reported, the same as MOCKKFD's after the process has been told);
 - SQ_INTERRUPT_ID: a wave's error (an illegal instruction, a trap, the watchdog); CP_BAD_OPCODE_ERROR: a packet the
   command processor cannot run.
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -57,6 +59,7 @@ class InterruptHandler:
         self.regs, self.vram, self.gmc, self.gfx = regs, vram, gmc, gfx
         self.delivered: list[tuple[int, int, tuple[int, ...]]] = []  # (client, source, data) written to the ring
         self.dropped = 0
+        self.on_cleared: Callable[[], None] | None = None  # the driver has taken the fault
         self._lock = threading.Lock()
         status = "regGCVM_L2_PROTECTION_FAULT_STATUS" + ("_LO32" if gfx >= 12 else "")
         self.status_name = status
@@ -131,3 +134,5 @@ class InterruptHandler:
             for n in (self.status_name, "regGCVM_L2_PROTECTION_FAULT_ADDR_LO32",
                       "regGCVM_L2_PROTECTION_FAULT_ADDR_HI32"):
                 self.regs.store(self._r[n], 0)
+            if self.on_cleared is not None:
+                self.on_cleared()
