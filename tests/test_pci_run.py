@@ -6,20 +6,10 @@ reads), its recovery resets the compute queue, and the next program runs. The ex
 addresses the test chose."""
 from __future__ import annotations
 
-import fcntl
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from test_pci_boot import run_am
 
-from emu.amd import target
-from emu.pci_mock import firmware
-
-ROOT = Path(__file__).resolve().parents[1]
 WILD = 0x7000_0000_0000  # inside the context's range, never mapped by tinygrad (its VAs start at 0x2000_0000_0000)
 RUN = """
 import json, sys
@@ -49,24 +39,9 @@ print(json.dumps(out))
 """
 
 
-def run_tinygrad(arch: str) -> tuple[dict, str]:
-    pytest.importorskip("tinygrad")
-    missing = [n for n in firmware.names(target.get(arch)) if firmware.path(n) is None]
-    if missing:
-        pytest.skip(f"firmware {', '.join(missing)} not in hwemu's cache (`./dev firmware` fetches it)")
-    env = {**os.environ, "DEV": f"MOCKPCI+AMD::{arch}", "PYTHONPATH": f"{ROOT / 'emu/os/boot'}:{ROOT}", "HWEMU": "1"}
-    # tinygrad locks /tmp/am_<bdf>.lock while it owns a device: the cases take turns (test_pci_boot's lock)
-    with open(os.path.join("/tmp", "hwemu-test-pci-boot.lock"), "w") as turn:
-        fcntl.flock(turn, fcntl.LOCK_EX)
-        out = subprocess.run([sys.executable, "-c", RUN.format(tests=str(ROOT / "tests"), wild=WILD)], env=env,
-                             capture_output=True, text=True, timeout=900, cwd="/")
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1]), out.stdout + out.stderr
-
-
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
 def test_tinygrads_am_driver_runs_kernels_and_copies(arch):
-    r, text = run_tinygrad(arch)
+    r, text = run_am(RUN.replace("{wild}", str(WILD)), arch, timeout=900)
     assert r["add"] == (np.array([1, 2, 3]) + 1).tolist()
     assert r["sum"] == float(np.arange(1000).sum())
     assert r["kinds"] == ["ComputeQueue", "SDMAQueue"]
