@@ -156,6 +156,20 @@ def test_unmapping_and_invalidating_takes_pages_out(fn):
     assert translated(fn, START + 5 * 4096) is None
 
 
+def test_a_mapping_in_use_stays_while_the_driver_maps_next_to_it(fn):
+    clear(fn)
+    pdb2, pdb1, pdb0, ptb = (TABLES + i * 4096 for i in range(4))
+    for t, nxt in ((pdb2, pdb1), (pdb1, pdb0), (pdb0, ptb)):
+        put(fn, t, 0, nxt | V)
+    put(fn, ptb, 8, 0x200000 | V | W)
+    program(fn, pdb2)
+    before = fn.gpu.vm.mapping(START + 8 * 4096)
+    put(fn, ptb, 9, 0x201000 | V | W)  # the next page, contiguous in VA and in VRAM
+    reg(fn, "regGCVM_INVALIDATE_ENG17_REQ", 1)
+    assert fn.gpu.vm.mapping(START + 8 * 4096) is before  # never unmapped: an engine may be using it
+    assert translated(fn, START + 9 * 4096) == (fn.vram.array.ctypes.data + 0x201000, True)
+
+
 def test_system_pages_the_host_unmaps_leave_the_vm(fn):
     clear(fn)
     pdb2, pdb1, pdb0, ptb = (TABLES + i * 4096 for i in range(4))

@@ -26,6 +26,7 @@ touches a page the process gave back. Read and execute permissions are not model
 """
 from __future__ import annotations
 
+import bisect
 import ctypes
 import threading
 from dataclasses import dataclass
@@ -181,6 +182,29 @@ class NoSystemPages:
         return []
 
 
+def _inside(r: Run, runs: list[Run], vas: list[int]) -> bool:
+    """Whether every page of `r` translates the same in `runs` (sorted, with their vas in `vas`)."""
+    i = bisect.bisect_right(vas, r.va) - 1
+    n = runs[i] if i >= 0 else None
+    return n is not None and r.va + r.size <= n.va + n.size and n.phys + (r.va - n.va) == r.phys and \
+        (n.system, n.writable) == (r.system, r.writable)
+
+
+def subtract(runs: list[Run], holes: list[Run]) -> list[Run]:
+    """`runs` (sorted) without the bytes of `holes` (sorted, each inside one of them)."""
+    out, j = [], 0
+    for r in runs:
+        pos, end = r.va, r.va + r.size
+        while j < len(holes) and holes[j].va < end:
+            h = holes[j]
+            if h.va > pos:
+                out.append(Run(pos, h.va - pos, r.phys + pos - r.va, r.system, r.writable))
+            pos, j = max(pos, h.va + h.size), j + 1
+        if pos < end:
+            out.append(Run(pos, end - pos, r.phys + pos - r.va, r.system, r.writable))
+    return out
+
+
 class GFXHub:
     """Context 0 of the GFX hub of one function, kept in `gpu.vm` (see the module docstring); `memory` is the
     system memory system-page entries address."""
@@ -250,17 +274,19 @@ class GFXHub:
         return np.frombuffer(bytes(out), np.uint64)
 
     def walk(self) -> None:
-        """Read the tables again and make the VM map what they map (see the module docstring)."""
+        """Read the tables again and make the VM map what they map (see the module docstring). A mapping whose
+        pages still translate as they did stays as it is (an engine may be using it while the driver maps more);
+        only what changed is unmapped, and only what is new is mapped."""
         with self._lock:
             self.walks += 1
             runs = self.runs()
-            keep = set(runs)
-            for run in [r for r in self.mapped if r not in keep]:
+            vas = [r.va for r in runs]
+            kept = sorted((r for r in self.mapped if _inside(r, runs, vas)), key=lambda r: r.va)
+            for run in set(self.mapped) - set(kept):
                 self._drop(run)
-            for run in runs:
-                if run not in self.mapped:
-                    self.mapped[run] = [self.gpu.vm.map(va, buf, writable=run.writable, name=f"gcvm {run.va:#x}")
-                                        for va, buf in self._backing(run)]
+            for run in subtract(runs, kept):
+                self.mapped[run] = [self.gpu.vm.map(va, buf, writable=run.writable, name=f"gcvm {run.va:#x}")
+                                    for va, buf in self._backing(run)]
 
     def _drop(self, run: Run) -> None:
         for m in self.mapped.pop(run):
