@@ -84,6 +84,12 @@ def test_hqd_registers_with_bad_values(fn, data):
     check(fn, q)
     reg(fn, "regCP_HQD_DEQUEUE_REQUEST", 2)
     assert q is None or q.id not in fn.gpu.queues
+    seen = fn.engine.served
+    for _ in range(PROGRESS if q is not None else 0):  # until its last packet has finished
+        if not q.serving:
+            break
+        seen = fn.engine.wait_progress(seen, 0.05)
+    assert fn.regs.read(fn.regs.addr("regCP_HQD_ACTIVE")) == 0
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -24,11 +24,11 @@ ring id [23:16], VMID [27:24], VMID type [31] (0: the GFX hub); dwords 1-2 a tim
 - SQ_INTERRUPT_ID: a wave's error (an illegal instruction, a trap, the watchdog); CP_BAD_OPCODE_ERROR: a packet the
   command processor cannot run.
 
-Each fault is also written to stderr as a report (emu.amd.kfd.fault_report, the report MOCKKFD gives).
+Each fault's report (emu.amd.kfd.fault_report, the report MOCKKFD gives) is written to a file, named on stderr with
+the fault in one line, as the kernel logs a VM fault.
 """
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 
@@ -105,7 +105,7 @@ class InterruptHandler:
         addr = rec.addresses[0] if rec.addresses else 0
         page = addr // PAGE
         self._fault_status(page, rec.write)
-        print(fault_report(gpu, rec), file=sys.stderr)
+        fault_report(gpu, rec)
         self.post(GFX, source(self.gfx, "UTCL2_FAULT"), (page & 0xFFFFFFFF, page >> 32 & 0xF))
 
     def hw_exception(self, gpu, rec: FaultRecord | None = None) -> None:
@@ -113,7 +113,7 @@ class InterruptHandler:
         if rec is None or rec.kind == "cp-error":
             self.post(GRBM_CP, source(self.gfx, "CP_BAD_OPCODE_ERROR"))
             return
-        print(fault_report(gpu, rec), file=sys.stderr)
+        fault_report(gpu, rec)
         self.post(GFX, source(self.gfx, "SQ_INTERRUPT_ID"),
                   (SQ_ILLEGAL_INST if rec.kind == "illegal-instruction" else 0, SQ_ERROR))
 

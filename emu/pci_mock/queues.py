@@ -70,6 +70,7 @@ class ComputeQueues(_Rings):
         super().__init__(regs, gpu, ids, refusals)
         self.banks: dict[tuple[int, int, int], dict[str, int]] = {}
         self.queues: dict[tuple[int, int, int], object] = {}
+        self.draining: dict[tuple[int, int, int], object] = {}  # dequeued, maybe still finishing a packet
         self._cntl = regs.names["regGRBM_GFX_CNTL"]
         for name, addrs in regs.names.items():
             if name.startswith(BANKED) and not name.startswith(NOT_BANKED):
@@ -86,7 +87,9 @@ class ComputeQueues(_Rings):
         key = self._selected()
         q = self.queues.get(key)
         if name == PQ + "ACTIVE":
-            return int(q is not None and (q.id in self.gpu.queues or q.serving))
+            if q is None and (d := self.draining.get(key)) is not None:
+                return int(d.serving)
+            return int(q is not None)
         if name == PQ + "PQ_RPTR" and q is not None:
             return q.rptr & 0xFFFFFFFF
         return self.banks.get(key, {}).get(name, 0)
@@ -99,8 +102,9 @@ class ComputeQueues(_Rings):
             q = self._activate(key, bank)
             if q is not None:
                 self.queues[key] = q
+                self.draining.pop(key, None)
         elif name == PQ + "DEQUEUE_REQUEST" and value and key in self.queues:
-            q = self.queues.pop(key)
+            q = self.draining[key] = self.queues.pop(key)
             if q.id in self.gpu.queues:
                 self.gpu.destroy_queue(q)
 
