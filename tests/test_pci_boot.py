@@ -37,8 +37,9 @@ print(json.dumps({{"sos": adev.psp.is_sos_alive(), "scratch7": adev.regSCRATCH_R
 """
 
 
-@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
-def test_tinygrads_am_driver_boots_the_function(arch):
+def run_am(script: str, arch: str, timeout: float = 600) -> tuple[dict, str]:
+    """Run `script` (a format string given `tests`, the tests folder) under DEV=MOCKPCI+AMD for `arch` in a fresh
+    process; returns the JSON of its last stdout line and all it printed."""
     pytest.importorskip("tinygrad")
     missing = [n for n in firmware.names(target.get(arch)) if firmware.path(n) is None]
     if missing:
@@ -48,10 +49,15 @@ def test_tinygrads_am_driver_boots_the_function(arch):
     # take turns (pytest-xdist runs them at once), as two drivers of one device would
     with open(os.path.join("/tmp", "hwemu-test-pci-boot.lock"), "w") as turn:
         fcntl.flock(turn, fcntl.LOCK_EX)
-        out = subprocess.run([sys.executable, "-c", BOOT.format(tests=str(ROOT / "tests"))], env=env,
-                             capture_output=True, text=True, timeout=600, cwd="/")
+        out = subprocess.run([sys.executable, "-c", script.format(tests=str(ROOT / "tests"))], env=env,
+                             capture_output=True, text=True, timeout=timeout, cwd="/")
     assert out.returncode == 0, out.stderr[-3000:]
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+def test_tinygrads_am_driver_boots_the_function(arch):
+    r, _ = run_am(BOOT, arch)
     assert r["sos"] and r["scratch7"] == 0xA0000008  # tinygrad's "booted by AM" mark, written after its boot
     assert set(r["descs"]) <= set(r["loaded"]) and {"SMU", "TOC", "AUTOLOAD_RLC"} <= set(r["loaded"])
     assert {"SetDriverDramAddrHigh", "EnableAllSmuFeatures", "GetDpmFreqByIndex", "SetSoftMinByFreq"} <= set(r["smu"])

@@ -366,7 +366,7 @@ def test_register_written_and_read_back_at_base_plus_offset(fn):
 
 
 def test_hooks_take_reads_and_writes_of_one_register(fn):
-    addr, seen = fn.regs.addr("regCP_HQD_ACTIVE"), []
+    addr, seen = fn.regs.addr("regGRBM_SCRATCH_REG5"), []  # a register no model owns
     fn.regs.on_write(addr, lambda a, v: (seen.append(v), fn.regs.store(a, v | 1)))
     fn.mmio.write(addr * 4, 6)
     assert seen == [6] and fn.mmio.read(addr * 4) == 7

@@ -1,6 +1,8 @@
 """One emulated GPU behind MOCKKFD: its VRAM, GPU VM, doorbells, queues and engines.
 
-The driver (emu.amd.kfd) maps buffers into the VM, creates queues on it and receives its interrupts and faults.
+The driver (emu.amd.kfd; under MOCKPCI the PCI function's interrupt handler, emu.pci_mock.ih) maps buffers into the
+VM (MOCKPCI: the GFX hub's page tables, emu.pci_mock.vmhub), creates queues on it and receives its interrupts and
+faults.
 Queues are run by the system's engine thread (emu.amd.queue.Engine); their dispatches decode code through the
 GPU's instruction cache (emu.amd.icache).
 """
@@ -31,7 +33,9 @@ QUEUE_CLASSES = {"pm4": ComputeQueue, "aql": AQLQueue, "sdma": SDMAQueue}
 
 
 class GPUDevice:
-    def __init__(self, arch: str, node: int, render_minor: int, engine):
+    def __init__(self, arch: str, node: int, render_minor: int, engine, doorbells: np.ndarray | None = None):
+        """`doorbells`: the uint64 doorbell memory the queues' write pointers are read from (default: the device's
+        own page of DOORBELLS, which the KFD maps for clients)."""
         self.chip = topology.chip(arch)
         self.arch, self.family, self.gfx = self.chip.arch, self.chip.isa, self.chip.gen.gfx
         self.node, self.render_minor, self.engine = node, render_minor, engine
@@ -40,10 +44,10 @@ class GPUDevice:
         self.vm = VM()
         self.vram = Heap(f"vram{node}", self.chip.vram)
         self.doorbell_heap = Heap(f"doorbells{node}", DOORBELLS * 8)
-        self.doorbells = self.doorbell_heap.mem.view(np.uint64)
+        self.doorbells = self.doorbell_heap.mem.view(np.uint64) if doorbells is None else doorbells
         self.mmio_heap = Heap(f"mmio{node}", PAGE)
         self.queues: dict[int, Queue] = {}
-        self.kfd = None  # the driver, set when it takes the GPU
+        self.driver = None  # the driver (emu.amd.kfd.KFD, emu.pci_mock.ih.InterruptHandler), set when it takes the GPU
         self.faults: list[FaultRecord] = []
         self.stats: dict[str, int] = {}
         self.kernel_stats: dict[str, kernel_stats.KernelStats] = {}  # kernel name -> its dispatches (HWEMU_STATS)
@@ -74,8 +78,11 @@ class GPUDevice:
         one and then rung a doorbell or kicked the engine (a submission or a wait): work it submitted after unmapping
         never touches the pages. (Pages unmapped while work submitted before still uses them are the client's
         use-after-free, as on the hardware.) True if a mapping was invalidated."""
-        user, kicks, bells = self.vm.user, self.engine.doorbells.kicks, self.doorbells.tobytes()
-        if not user or self._validated == (kicks, bells) and self._validated_user is user:
+        user = self.vm.user
+        if not user:
+            return False
+        kicks, bells = self.engine.doorbells.kicks, tuple(int(self.doorbells[q.doorbell]) for q in self.queues.values())
+        if self._validated == (kicks, bells) and self._validated_user is user:
             return False
         gone = [user[i] for i in inaccessible([(m.host, m.size, m.writable) for m in user])]
         for m in gone:
@@ -85,12 +92,14 @@ class GPUDevice:
         return bool(gone)
 
     # -- queues ------------------------------------------------------------------------------------------------
-    def create_queue(self, qid: int, kind: str, ring: int, ring_size: int, rptr: int, wptr: int) -> Queue:
+    def create_queue(self, qid: int, kind: str, ring: int, ring_size: int, rptr: int, wptr: int,
+                     doorbell: int | None = None, start: int = 0) -> Queue:
+        """A queue on doorbell slot `doorbell` (default: a free one) whose write pointer starts at `start`."""
         used = {q.doorbell for q in self.queues.values()}
-        slot = next((i for i in range(DOORBELLS) if i not in used), None)
+        slot = next((i for i in range(DOORBELLS) if i not in used), None) if doorbell is None else doorbell
         if slot is None:
             raise OSError(errno.ENOSPC, f"CREATE_QUEUE: all {DOORBELLS} doorbells of {self.name} are in use")
-        self.doorbells[slot] = 0
+        self.doorbells[slot] = start
         q = QUEUE_CLASSES[kind](self, qid, slot, ring, ring_size, rptr, wptr)
         self.queues[qid] = q
         self.engine.kick()
@@ -106,8 +115,9 @@ class GPUDevice:
         self.engine.kick()
 
     # -- events to the driver ------------------------------------------------------------------------------------
-    def interrupt(self, ctxid: int) -> None:
-        self.kfd.interrupt(ctxid)
+    def interrupt(self, ctxid: int, source: str = "CP_EOP_INTERRUPT") -> None:
+        """An interrupt with a context id from `source` (the vendor's source name: CP_EOP_INTERRUPT, SDMA_TRAP)."""
+        self.driver.interrupt(ctxid, source)
 
     def inject_fault(self, addr: int, write: bool = False) -> FaultRecord:
         """Fault injection: a GPU VM fault at `addr` raised now, as if an engine's access there had missed the page
@@ -121,14 +131,14 @@ class GPUDevice:
     def fault(self, q: Queue | None, rec: FaultRecord) -> None:
         self.faults.append(rec)
         if rec.kind in ("unmapped", "read-only"):
-            self.kfd.memory_fault(self, rec)
+            self.driver.memory_fault(self, rec)
         else:  # a hang (the watchdog), an illegal instruction, a trap: the hardware reports a hang of the queue
-            self.kfd.hw_exception(self, rec)
+            self.driver.hw_exception(self, rec)
 
     def cp_error(self, q: Queue, why: str) -> None:
         self.faults.append(FaultRecord("cp-error", detail=f"queue {q.id}: {why}"))
         print(f"hwemu: CP error on {self.name}: queue {q.id}: {why}", file=sys.stderr)  # the event carries no text
-        self.kfd.hw_exception(self)
+        self.driver.hw_exception(self)
 
     def fault_reported(self) -> None:
         """The driver delivered the fault to the process: halted queues resume after the packet that faulted."""

@@ -120,7 +120,7 @@ class KFD:
         self.proc = Process()
         self.calls: dict[str, int] = {}
         for g in gpus:
-            g.kfd = self
+            g.driver = self
 
     # -- entry points -------------------------------------------------------------------------------------------
     def ioctl(self, request: int, arg, render_fds: dict[int, object]) -> int:
@@ -477,8 +477,9 @@ class KFD:
                 g.fault_reported()
 
     # -- from the GPUs -----------------------------------------------------------------------------------------
-    def interrupt(self, ctxid: int) -> None:
-        """An end-of-pipe / SDMA trap interrupt with a context id: signal that event, or scan the slots."""
+    def interrupt(self, ctxid: int, source: str = "") -> None:
+        """An end-of-pipe / SDMA trap interrupt (either `source`) with a context id: signal that event, or scan the
+        slots."""
         with self.cond:
             p = self.proc
             ev = p.events.get(ctxid)

@@ -129,7 +129,7 @@ class SDMAQueue(Queue):
         elif op == s.SDMA_OP_FENCE:
             self._write(_addr(k["FENCE"], "addr", pkt), np.array([_get(k["FENCE"], "data", pkt)], np.uint32).tobytes())
         elif op == s.SDMA_OP_TRAP:
-            self.gpu.interrupt(_get(k["TRAP"], "int_context", pkt))
+            self.gpu.interrupt(_get(k["TRAP"], "int_context", pkt), "SDMA_TRAP")
         elif op == s.SDMA_OP_POLL_REGMEM:
             func = _get(k["POLL_REGMEM"], "func", pkt)
             if func not in COMPARE or not _get(k["POLL_REGMEM"], "mem_poll", pkt):

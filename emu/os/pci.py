@@ -29,6 +29,7 @@ import os
 import struct
 import threading
 
+from emu.amd.queue import Engine
 from emu.os.system import MockFileIO, Systems
 from emu.pci_mock import PCIFunction
 from emu.pci_mock.bars import MemoryBar
@@ -93,6 +94,10 @@ class SystemMemory:
         raw = struct.pack(f"<{count}Q", *(PM_PRESENT | self._assign(p * PAGE) for p in range(first, first + count)))
         return raw[offset % 8:offset % 8 + size]
 
+    def frames(self, first: int, end: int) -> list[int]:
+        """The frames in [first, end) handed out, in order."""
+        return sorted(f for f in self.page_of if first <= f < end)
+
     def host_address(self, phys: int) -> int | None:
         """The host address of physical address `phys`, or None for a frame that was never handed out."""
         page = self.page_of.get(phys // PAGE)
@@ -145,8 +150,10 @@ class PCISystem:
             raise ValueError(f"a mock PCI system has 1 to 16 GPUs, not {ngpus}")
         self.arch = arch
         self.lock = threading.RLock()
-        self.functions = [PCIFunction(arch) for _ in range(ngpus)]
         self.memory = SystemMemory()
+        self.engine = Engine([])  # runs the queues of every function
+        self.functions = [PCIFunction(arch, engine=self.engine, node=i + 1, memory=self.memory)
+                          for i in range(ngpus)]
         self.enabled = [False] * ngpus
         self.bound = [True] * ngpus  # amdgpu binds every GPU at boot
         self._windows: list[tuple[int, int, RegisterBar]] = []  # (start, end, bar), sorted
@@ -249,6 +256,8 @@ class PCISystem:
     def unmap(self, addr: int, size: int) -> None:
         with self.lock:
             self._windows = [w for w in self._windows if not (addr <= w[0] and w[1] <= addr + size)]
+            for fn in self.functions:  # the GPU stops reaching the pages before the host gives them back
+                fn.gfxhub.host_unmapped(addr, size)
             self.memory.release(addr, size)
 
     def read_special(self, path: str, size: int | None, offset: int) -> bytes | None:

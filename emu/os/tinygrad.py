@@ -163,7 +163,12 @@ def _with_register_views(arch: str | None, gpus: int) -> type:
             return to_mv(ptr, sz) if view is None else view
         registers_or_memory.__hwemu__ = True
         hcq.to_mv = registers_or_memory
-    return cls
+
+    class TinygradPCIFileIO(cls):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            _on_engine(self.system.engine)
+    return TinygradPCIFileIO
 
 
 ENGINE_THREAD = "hwemu-engine"  # emu.amd.queue.Engine's thread name

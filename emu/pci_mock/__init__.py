@@ -15,11 +15,15 @@ Modelled now (the first steps of issue 25):
   location, the VM invalidation engines), `psp` (the bootloader, the sOS ring, firmware checked and recorded, never
   run), `smu` (the message mailbox), `rlc` (safe mode, the autoload's completion);
 - `firmware`: the distribution's firmware files, fetched into hwemu's cache;
+- the GPU behind them (emu.amd.device, the engines MOCKKFD's queues run on): `vmhub` (the GFX hub's VMID 0: the
+  system aperture and the driver's page tables walked into the device's GPU VM), `queues` (the HQD registers of
+  compute queues, banked by GRBM_GFX_CNTL, and the SDMA ring registers, starting queues on BAR2's doorbells), `ih`
+  (the IH ring: end-of-pipe, SDMA trap, VM fault and wave / CP error interrupts; the fault status registers);
 - `function`: `PCIFunction`, one GPU tying them together.
 
-emu/os/pci serves the functions' sysfs folders, BAR mappings and /proc/self/pagemap under DEV=MOCKPCI+AMD. Next
-steps: the GMC's VMID page tables walked by the emu/amd GPU VM, the IH ring, HQD/MES and SDMA queue registers, and
-doorbell writes reaching the same command processor and engines as MOCKKFD.
+emu/os/pci serves the functions' sysfs folders, BAR mappings and /proc/self/pagemap under DEV=MOCKPCI+AMD. Not
+modelled yet: MES, KIQ, user VMIDs (contexts 1-15), the MM hub's tables (what the PSP and IH reach is VRAM through
+the frame buffer's MC addresses).
 """
 from emu.pci_mock.function import PCIFunction
 

@@ -7,9 +7,12 @@ emu.pci_mock.mmio's register file, reached by dword accesses.
 """
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import weakref
+
+import numpy as np
 
 from emu.pci_mock.tables import tables
 
@@ -50,6 +53,12 @@ class MemoryBar(Bar):
     def map(self) -> mmap.mmap:
         """A shared mapping of the BAR's current size, as a client's mmap of its resource file gives."""
         return mmap.mmap(self.fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+
+    @functools.cached_property
+    def array(self) -> np.ndarray:
+        """The device's side as uint8 numpy memory: all of it, whatever window the BAR decodes now."""
+        return np.frombuffer(mmap.mmap(self.fd, self.capacity, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE),
+                             np.uint8)
 
     def read(self, offset: int, length: int) -> bytes:
         """The device's side: all of the memory, whatever window the BAR decodes now."""

@@ -1,16 +1,26 @@
-"""One emulated GPU as a PCI function: its config space, BARs, register file and the discovery binary in VRAM."""
+"""One emulated GPU as a PCI function: its config space, BARs, register file and the discovery binary in VRAM, the
+register models, and the GPU device (emu.amd.device: engines, VM, queues) they drive."""
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
+
 from emu.amd import target
+from emu.amd.device import GPUDevice
+from emu.amd.queue import Engine
 from emu.pci_mock import discovery
 from emu.pci_mock.bars import Bar, MemoryBar
 from emu.pci_mock.config import ConfigSpace
 from emu.pci_mock.gmc import GMC
+from emu.pci_mock.ih import InterruptHandler
 from emu.pci_mock.mmio import RegisterBar, RegisterFile
 from emu.pci_mock.nbio import HDP
 from emu.pci_mock.psp import PSP
+from emu.pci_mock.queues import ComputeQueues, SDMAQueues
 from emu.pci_mock.rlc import RLC
 from emu.pci_mock.smu import SMU
+from emu.pci_mock.vmhub import GFXHub, NoSystemPages, SystemPages
 
 MiB, GiB = 1 << 20, 1 << 30
 MIN_BAR0 = 256 * MiB      # the legacy VRAM window; Resizable BAR offers it and every size up to all of VRAM
@@ -25,9 +35,15 @@ class PCIFunction:
     BAR0/1: VRAM (64-bit, prefetchable, resizable: it decodes all of VRAM, rounded up to a power of two);
     BAR2/3: doorbells (64-bit, prefetchable); BAR5: the MMIO registers (32-bit). The discovery binary is in VRAM at
     `vram - 64 KiB`; RCC_CONFIG_MEMSIZE reads `vram` in MiB.
+
+    The GPU (`gpu`, node `node` of `engine`, which runs its queues; default: an engine of its own) reads its
+    doorbells from BAR2; its VM is the GFX hub's context 0 (`gfxhub`), its queues are the ones the HQD and SDMA
+    registers start (`compute`, `sdma`), and what it reports goes to the IH ring (`ih`). `memory`: the system
+    memory the GPU reaches by DMA (emu.os.pci.SystemMemory; default: none).
     """
 
-    def __init__(self, arch: str, vram: int | None = None) -> None:
+    def __init__(self, arch: str, vram: int | None = None, engine: Engine | None = None, node: int = 1,
+                 memory: SystemPages | None = None) -> None:
         self.target = t = target.get(arch)
         self.vram_size = t.vram if vram is None else vram
         if self.vram_size % MiB or self.vram_size < MIN_BAR0:
@@ -50,6 +66,17 @@ class PCIFunction:
         # the SMU and PSP of chips whose MP registers the vendor's tables have (not the APUs')
         self.smu = SMU(self.regs, t) if SMU.MAILBOX in self.regs.names else None
         self.psp = PSP(self.regs, self.vram, self.gmc, self.smu, self.rlc, t.mp0) if self.smu else None
+        self.engine = Engine([]) if engine is None else engine
+        self.gpu = GPUDevice(t.arch, node, 0, self.engine, doorbells=self.doorbells.array.view(np.uint64))
+        self.ih = self.gpu.driver = InterruptHandler(self.regs, self.vram, self.gmc, self.gpu.gfx)
+        self.ih.on_cleared = self.gpu.fault_reported
+        self.gfxhub = GFXHub(self.regs, self.gmc, self.vram, self.vram_size, self.gpu,
+                             NoSystemPages() if memory is None else memory)
+        self.refusals: list[str] = []  # queue registers that describe no queue
+        ids = itertools.count(1)
+        self.compute = ComputeQueues(self.regs, self.gpu, ids, self.refusals)
+        self.sdma = SDMAQueues(self.regs, self.gpu, ids, self.refusals)
+        self.engine.gpus.append(self.gpu)
 
     def close(self) -> None:
         """Release the shared memory (clients' mappings stay valid until they unmap)."""

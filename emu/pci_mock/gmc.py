@@ -5,12 +5,13 @@
   VRAM are FB_BASE + offset (`vram_offset` maps them back, None outside VRAM);
 - the 18 VM invalidation engines of each hub: SEM (reading it takes the engine's semaphore: 1 when it was free,
   0 while held; writing 0 releases it), REQ (an invalidation request for the VMIDs of its per_vmid_invalidate_req
-  bits), ACK (the VMIDs whose invalidation completed). Invalidations complete at once (the model's translations
-  are never cached stale), so a request's VMIDs read back in ACK.
-
-The VMID page tables the hubs walk are a later step (issue 25).
+  bits), ACK (the VMIDs whose invalidation completed). Invalidations complete at once: the listeners
+  (`on_invalidate`, emu.pci_mock.vmhub's translation of the GFX hub) re-read the page tables before the request's
+  VMIDs read back in ACK.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from emu.pci_mock.mmio import RegisterFile
 
@@ -24,6 +25,7 @@ class GMC:
     def __init__(self, regs: RegisterFile, vram_size: int) -> None:
         self.regs, self.vram_size, self.fb_base = regs, vram_size, FB_BASE
         self.invalidations = 0
+        self.on_invalidate: list[Callable[[str, int], None]] = []  # called with (hub, VMID bits) of each request
         top = (FB_BASE + vram_size - 1) >> FB_UNIT
         for hub in HUBS:
             for name, value in ((f"reg{hub}MC_VM_FB_LOCATION_BASE", FB_BASE >> FB_UNIT),
@@ -37,8 +39,7 @@ class GMC:
         regs, name = self.regs, f"reg{hub}VM_INVALIDATE_ENG{e}"
         for i, req in enumerate(regs.names.get(f"{name}_REQ", ())):
             ack = regs.names[f"{name}_ACK"][i]
-            regs.on_write(req, lambda a, v, ack=ack: (regs.store(a, v), regs.store(ack, v & VMID_BITS),
-                                                       self._count()))
+            regs.on_write(req, lambda a, v, ack=ack, hub=hub: self._invalidate(hub, a, v, ack))
             sems = regs.names.get(f"{name}_SEM", ())
             if i < len(sems):
                 regs.on_read(sems[i], lambda a: self._take(a))
@@ -50,8 +51,12 @@ class GMC:
         self.regs.store(sem, 1)
         return 0 if held else 1
 
-    def _count(self) -> None:
+    def _invalidate(self, hub: str, req: int, value: int, ack: int) -> None:
+        self.regs.store(req, value)
         self.invalidations += 1
+        for listener in self.on_invalidate:
+            listener(hub, value & VMID_BITS)
+        self.regs.store(ack, value & VMID_BITS)
 
     def vram_offset(self, mc: int, size: int = 1) -> int | None:
         """The VRAM offset of MC address range [mc, mc+size), or None when it is not all VRAM."""

@@ -46,6 +46,7 @@ class RegisterFile:
         self._values: dict[int, int] = {}
         self._read_hooks: dict[int, ReadHook] = {}
         self._write_hooks: dict[int, WriteHook] = {}
+        self.fields: dict[str, dict[str, tuple[int, int]]] = {}  # register name -> field -> (lowest, highest bit)
         self.names: dict[str, tuple[int, ...]] = self._name_registers()
         nbif = next(b for b in self.blocks if b.name == "NBIO")
         memsize = nbif.bases[RCC_CONFIG_MEMSIZE[0]] + RCC_CONFIG_MEMSIZE[1]
@@ -79,6 +80,7 @@ class RegisterFile:
         block_of: dict[str, IPBlock] = {}  # one name, one block (its instances differ only in their bases)
         for b in self.blocks:
             regs = vendor_table(b.tables, b.version) or {}
+            fields = vendor_table(b.tables, b.version, "fields") or {}
             for name, (off, seg) in regs.items():
                 owner = next((o for p, o in OWNER_PREFIX.items() if name.startswith(p)), None)
                 if seg >= len(b.bases) or (owner is not None and owner != b.name) or (
@@ -86,6 +88,7 @@ class RegisterFile:
                     continue
                 if block_of.setdefault(name, b).hw_id != b.hw_id:
                     raise RuntimeError(f"vendor register tables: {name} in both {block_of[name].name} and {b.name}")
+                self.fields.setdefault(name, fields.get(name, {}))
                 insts = out.setdefault(name, [])
                 insts.extend([-1] * (b.instance + 1 - len(insts)))
                 insts[b.instance] = b.bases[seg] + off
@@ -97,6 +100,25 @@ class RegisterFile:
         if insts is None or not 0 <= instance < len(insts) or insts[instance] < 0:
             raise MMIOError(f"no register {name!r} instance {instance} on this chip")
         return insts[instance]
+
+    def field(self, name: str, value: int, field: str) -> int:
+        """Field `field` of register `name` (the vendor's lower-case field name) in `value`."""
+        lo, hi = self._field(name, field)
+        return value >> lo & ((1 << (hi - lo + 1)) - 1)
+
+    def encode(self, name: str, **values: int) -> int:
+        """A value of register `name` with the given fields (the others 0)."""
+        out = 0
+        for f, v in values.items():
+            lo, hi = self._field(name, f)
+            out |= (v & ((1 << (hi - lo + 1)) - 1)) << lo
+        return out
+
+    def _field(self, name: str, field: str) -> tuple[int, int]:
+        f = self.fields.get(name, {}).get(field)
+        if f is None:
+            raise MMIOError(f"register {name!r} has no field {field!r} on this chip")
+        return f
 
     def on_read(self, addr: int, hook: ReadHook) -> None:
         self._read_hooks[self._check(addr)] = hook

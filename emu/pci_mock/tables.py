@@ -5,10 +5,13 @@
 - am/am.py (amdgpu's discovery.h): the IP discovery structs, flattened to their scalar fields; the binary's
   signatures, table ids and the IP blocks' hardware ids;
 - am/navi_offsets.py: the register segment bases of each IP block (gfx10 and later);
-- am/regs.py: each IP version's registers, name -> (dword offset in its segment, segment);
+- am/regs.py: each IP version's registers, name -> (dword offset in its segment, segment), and their fields,
+  name -> field -> (lowest bit, highest bit);
 - am/am.py (amdgpu's psp_gfx_if.h, amdgpu_psp.h): the PSP's bootloader commands, ring control commands, ring
   frame and command buffer layouts, command ids, firmware types and status codes;
-- am/smu_*.py (amdgpu's SMU message headers): each SMU table's message ids, result codes and clock ids.
+- am/smu_*.py (amdgpu's SMU message headers): each SMU table's message ids, result codes and clock ids;
+- am/am.py (amdgpu_vm.h): the page-table entry bits (AMDGPU_PTE_*, AMDGPU_PDE_*);
+- am/am.py (soc15_ih_clientid.h, the ivsrcid headers): interrupt client and source ids.
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from pathlib import Path
 
 from emu import cache
 
-SCHEMA = 2  # bump when the cached representation changes
+SCHEMA = 3  # bump when the cached representation changes
 STRUCTS = ("struct_binary_header", "struct_ip_discovery_header", "struct_die_header", "struct_ip_v4",
            "struct_gc_info_v1_0", "struct_gc_info_v1_1", "struct_gc_info_v1_2", "struct_gc_info_v1_3",
            "struct_gc_info_v2_0", "struct_gc_info_v2_1")
@@ -29,6 +32,7 @@ PSP_PREFIXES = ("GFX_CMD_ID_", "GFX_CTRL_CMD_ID_", "PSP_BL__", "PSP_RING_TYPE__"
                 "PSP_FW_TYPE_", "PSP_1_MEG", "PSP_CMD_BUFFER_SIZE", "PSP_FENCE_BUFFER_SIZE", "PSP_TMR_ALIGNMENT")
 SMU_TABLES = ("smu_13_0_0", "smu_14_0_2")  # the consumer SMUs' message tables (the others are datacenter parts')
 REG_TABLES = ("gc", "mmhub", "nbio", "nbif", "mp", "hdp", "osssys", "sdma")  # regs.py's tables: <prefix>_<version>
+IH_PREFIXES = ("SOC21_IH_CLIENTID_", "GFX_11_0_0__SRCID__", "GFX_12_0_0__SRCID__")
 _SCALARS = {"c_uint8": 1, "c_ubyte": 1, "c_uint16": 2, "c_uint32": 4, "c_uint64": 8}
 _BASE = re.compile(r"([A-Z0-9]+)_BASE__INST(\d+)_SEG(\d+)")
 
@@ -98,13 +102,12 @@ def _bases() -> dict[str, dict[int, list[int]]]:
     return {ip: {i: segs for i, segs in insts.items() if any(segs)} for ip, insts in out.items()}
 
 
-def _regs() -> dict[str, dict[str, tuple[int, int]]]:
-    """regs.py's tables by name ('gc_11_0_0', ...): register -> (dword offset, segment)."""
+def _reg_tables() -> dict[str, dict[str, tuple]]:
+    """regs.py's tables by name ('gc_11_0_0', ...): register -> (dword offset, segment, fields)."""
     from emu.amd.hw import vendor
     names = next(ast.literal_eval(st.value) for st in vendor.parse("am/regs.py").body
                  if isinstance(st, ast.Assign) and getattr(st.targets[0], "id", None) == "__all__")
-    return {t: {reg: (off, seg) for reg, (off, seg, _fields) in vendor.dict_display("am/regs.py", t).items()}
-            for t in names if t.split("_")[0] in REG_TABLES}
+    return {t: vendor.dict_display("am/regs.py", t) for t in names if t.split("_")[0] in REG_TABLES}
 
 
 def _psp() -> dict:
@@ -122,8 +125,13 @@ def _smu() -> dict[str, dict[str, int]]:
 
 def convert() -> dict:
     from emu.amd.hw import vendor
-    return {"pci": dict(vendor.constants("pci.py")), "discovery": _discovery(), "bases": _bases(), "regs": _regs(),
-            "psp": _psp(), "smu": _smu()}
+    regs, c = _reg_tables(), vendor.constants("am/am.py")
+    return {"pci": dict(vendor.constants("pci.py")), "discovery": _discovery(), "bases": _bases(),
+            "regs": {t: {r: (off, seg) for r, (off, seg, _f) in rs.items()} for t, rs in regs.items()},
+            "fields": {t: {r: f for r, (_o, _s, f) in rs.items() if f} for t, rs in regs.items()},
+            "psp": _psp(), "smu": _smu(),
+            "vm": {k: v for k, v in c.items() if k.startswith(("AMDGPU_PTE_", "AMDGPU_PDE_"))},
+            "ih": {k: v for k, v in c.items() if k.startswith(IH_PREFIXES)}}
 
 
 def _cache_path() -> Path:
@@ -137,11 +145,12 @@ def tables() -> dict:
     return cache.pickled(_cache_path(), convert)
 
 
-def vendor_table(prefixes: Iterable[str], version: tuple[int, int, int]) -> dict[str, tuple[int, int]] | None:
+def vendor_table(prefixes: Iterable[str], version: tuple[int, int, int], kind: str = "regs") -> dict | None:
     """The am/regs.py table describing an IP of `version`: the one of the same major version at or below it (minor
-    revisions share their register headers), else None."""
+    revisions share their register headers), else None. `kind` "regs": register -> (dword offset, segment);
+    "fields": register -> field -> (lowest bit, highest bit)."""
     found = []
-    for name, regs in tables()["regs"].items():
+    for name, regs in tables()[kind].items():
         prefix, *ver = name.split("_")
         v = tuple(map(int, ver))
         if prefix in prefixes and v[0] == version[0] and v <= version:
