@@ -38,8 +38,9 @@ def corpus_available() -> bool:
     return bool(shutil.which(CLANG) and shutil.which(LLVM_OBJDUMP) and shutil.which("ld.lld-19"))
 
 
-def compile_program(src: Path, opt: str, out: Path) -> None:
-    subprocess.run([CLANG, *CFLAGS, opt, str(src), "-o", str(out)], check=True, capture_output=True)
+def compile_program(src: Path, opt: str, out: Path, defines: tuple[str, ...] = ()) -> None:
+    subprocess.run([CLANG, *CFLAGS, opt, *(f"-D{d}" for d in defines), str(src), "-o", str(out)], check=True,
+                   capture_output=True)
 
 
 def objdump_packets(path: Path) -> dict[int, str]:
