@@ -228,6 +228,28 @@ kernel void walk(global int *out, int n) {
 """
 
 
+def _walk(seed: int) -> list[int]:
+    """What `walk` writes for 64 work-items with n = 5 (Python integers)."""
+    table = [3, 1, 4, 1, 5, 9, 2, 6]
+    want = []
+    for i in range(64):
+        acc = seed
+        for k in range(5 + (i & 3)):
+            acc = (acc * 7 + table[(i + k) & 7]) & 0xFFFFFFFF
+        want.append(acc)
+    return want
+
+
+def _walk_new_program(gpu, code_object: bytes, want: list[int]) -> None:
+    """Load `walk` as a new program (a new code mapping), run it once and check it; the compile thread's jobs done."""
+    from emu.amd.exec import jit
+    prog = gpu.load(code_object)
+    out = gpu.alloc(4 * 64)
+    gpu.launch(prog, "walk", grid=(2,), block=(32,), args=[out, np.int32(5)])
+    assert jit.background.wait(300)
+    np.testing.assert_array_equal(np.frombuffer(gpu.read(out), np.uint32), np.array(want, np.uint32))
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_a_region_compiled_at_one_address_runs_at_another(monkeypatch, arch):
     """Regions are position-independent: the same code object loaded at another address (another buffer here;
@@ -240,13 +262,7 @@ def test_a_region_compiled_at_one_address_runs_at_another(monkeypatch, arch):
     monkeypatch.setenv("HWEMU_STATS", "1")  # counts the instructions run natively
     seed = int.from_bytes(os.urandom(3), "little")  # code that no other test or run has compiled
     code_object = opencl.compile_cl(WALK % seed, arch)
-    table = [3, 1, 4, 1, 5, 9, 2, 6]
-    want = []
-    for i in range(64):
-        acc = seed
-        for k in range(5 + (i & 3)):
-            acc = (acc * 7 + table[(i + k) & 7]) & 0xFFFFFFFF
-        want.append(acc)
+    want = _walk(seed)
     gpu = GPU(arch)
     loads = [gpu.load(code_object), gpu.load(code_object)]
     assert loads[0].base != loads[1].base
@@ -271,30 +287,20 @@ def test_a_programs_first_wave_asks_for_its_whole_kernel_once(monkeypatch):
     branch included), so that the threaded loop runs on through its blocks instead of coming back to Python at
     each: one request per program, and the results right from the first dispatch."""
     from emu.amd import GPU
-    from emu.amd.exec import jit, threaded
+    from emu.amd.exec import threaded
     monkeypatch.setenv("HWEMU_TIER", "auto")
     monkeypatch.setenv("HWEMU_COMPILE_COST", "1e9")  # no region: the threaded loop runs what has handlers
     seed = int.from_bytes(os.urandom(3), "little")
     code_object = opencl.compile_cl(WALK % seed, "gfx1100")
-    table = [3, 1, 4, 1, 5, 9, 2, 6]
-    want = []
-    for i in range(64):
-        acc = seed
-        for k in range(5 + (i & 3)):
-            acc = (acc * 7 + table[(i + k) & 7]) & 0xFFFFFFFF
-        want.append(acc)
+    want = _walk(seed)
     requests = []
     request = threaded.Table.request
     monkeypatch.setattr(threaded.Table, "request",
                         lambda self, pc, mode: requests.append(pc) or request(self, pc, mode))
     gpu = GPU("gfx1100")
     for n in range(2):  # the second program finds the first one's handlers made
-        prog = gpu.load(code_object)
         requests.clear()
-        out = gpu.alloc(4 * 64)
-        gpu.launch(prog, "walk", grid=(2,), block=(32,), args=[out, np.int32(5)])
-        assert jit.background.wait(300)
-        np.testing.assert_array_equal(np.frombuffer(gpu.read(out), np.uint32), np.array(want, np.uint32))
+        _walk_new_program(gpu, code_object, want)
         if n:
             assert len(requests) == 1, f"one request for the whole kernel, not one per block ({len(requests)})"
 
@@ -307,20 +313,14 @@ def test_a_kernel_met_before_is_not_decoded_again(monkeypatch, tmp_path):
     import threading
 
     from emu.amd import GPU
-    from emu.amd.exec import jit, threaded
+    from emu.amd.exec import threaded
     decoder = sys.modules["emu.amd.decode"].Decoder
     monkeypatch.setenv("HWEMU_TIER", "auto")
     monkeypatch.setenv("HWEMU_COMPILE_COST", "1e9")
     monkeypatch.setattr(threaded, "kernels_dir", lambda: tmp_path)
     seed = int.from_bytes(os.urandom(3), "little")
     code_object = opencl.compile_cl(WALK % seed, "gfx1100")
-    table = [3, 1, 4, 1, 5, 9, 2, 6]
-    want = []
-    for i in range(64):
-        acc = seed
-        for k in range(5 + (i & 3)):
-            acc = (acc * 7 + table[(i + k) & 7]) & 0xFFFFFFFF
-        want.append(acc)
+    want = _walk(seed)
     decoded = []
     decode_one = decoder.decode_one
     me = threading.get_ident()
@@ -332,12 +332,8 @@ def test_a_kernel_met_before_is_not_decoded_again(monkeypatch, tmp_path):
         if n == 2:  # damaged on disk: cut short
             kept, = tmp_path.iterdir()
             kept.write_bytes(kept.read_bytes()[:-3])
-        prog = gpu.load(code_object)
         decoded.clear()
-        out = gpu.alloc(4 * 64)
-        gpu.launch(prog, "walk", grid=(2,), block=(32,), args=[out, np.int32(5)])
-        assert jit.background.wait(300)
-        np.testing.assert_array_equal(np.frombuffer(gpu.read(out), np.uint32), np.array(want, np.uint32))
+        _walk_new_program(gpu, code_object, want)
         counts.append(len(decoded))
     assert counts[1] == 1, f"the second program decodes only its first step's instruction ({counts})"
     assert counts[0] == counts[2] > 8, f"the first and the damaged one decode the kernel ({counts})"
