@@ -4,6 +4,7 @@ per workgroup and wave, SDMA copies with the sizes the test copied, the packets 
 instant at the address the kernel faulted on; through stack.Device, the runner API and `hwemu trace` as a process."""
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -26,7 +27,7 @@ Trace = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
 SOURCE = """
 __kernel void add1(__global float *a, float b) { int i = get_global_id(0); a[i] = a[i] + b; }
 __kernel void mul2(__global float *a) { int i = get_global_id(0); a[i] *= 2.0f; }
-__kernel void oob(__global int *a) { a[get_global_id(0) + (1 << 28)] = 1; }
+__kernel void oob(__global int *a, long off) { a[get_global_id(0) + off] = 1; }
 """
 BEGIN, END, INSTANT = 1, 2, 3  # TrackEvent.Type
 WAIT = 120.0  # seconds a wait may take (a bound against hangs, not a timing check)
@@ -136,23 +137,31 @@ def test_device_timeline(tmp_path):
 
 
 def test_fault_instant(tmp_path):
-    """A kernel storing 1 GiB past its buffer: an instant event on its queue, inside its dispatch, naming the
-    address lane 0 faulted on and the PC."""
+    """A kernel storing into a hole of the address space (a range the test holds reserved and inaccessible, so that
+    no buffer of this process, earlier tests' included, lies there): an instant event on its queue, inside its
+    dispatch, naming the address lane 0 faulted on and the PC."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype, libc.mmap.argtypes = ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                                              ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    hole = libc.mmap(None, 1 << 20, 0, 0x22, -1, 0)  # PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS
+    assert hole not in (None, ctypes.c_void_p(-1).value)
     timeline.start(tmp_path / "f.pftrace")
     try:
         with Device("MOCKKFD+AMD:gfx1100") as dev:
             dev.timeout = WAIT
             x = dev.alloc(4096)
-            dev.program(code(), "oob")(x, global_size=(1,), local_size=(32,))
+            dev.program(code(), "oob")(x, np.int64((hole - x.va) // 4), global_size=(1,), local_size=(32,))
             with pytest.raises(GPUError):
                 dev.synchronize()
     finally:
         timeline.stop()
+        libc.munmap(hole, 1 << 20)
     slices, instants = read(tmp_path / "f.pftrace")
     assert len(instants) == 1
     f = instants[0]
     assert f["name"] == "GPU fault: unmapped" and f["args"]["kind"] == "unmapped"
-    assert f["args"]["address"] == hex(x.va + 4 * (1 << 28)) and f["args"]["write"] == 1
+    assert f["args"]["address"] == hex(hole) and f["args"]["write"] == 1
     assert f["args"]["pc"].startswith("0x") and f["args"]["dispatch"] >= 0
     d = next(s for s in slices if s["name"] == "oob" and s["track"][-1].startswith("PM4 queue"))
     assert f["track"] == d["track"] and d["ts"] <= f["ts"] <= d["ts"] + d["dur"]
