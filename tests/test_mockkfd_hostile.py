@@ -285,6 +285,37 @@ def test_sdma_write_to_userptr_pages_the_client_unmapped_faults(client, how):
     assert engine_alive(c)
 
 
+def test_pages_unmapped_while_a_turn_runs_fault_in_the_next(client, monkeypatch):
+    """A client that sees a packet's result may unmap pages and submit a packet that writes them while the engine's
+    turn of that queue goes on: the new packet waits for the next turn, which finds the pages gone (a fault, not a
+    store into unmapped memory that would kill the host). The client acts here from inside the turn, right after
+    the first packet, so that the interleaving is certain."""
+    from emu.amd.sdma import SDMAQueue
+    c = client
+    host, handle = _userptr(c)
+    q = c.queue(k.QUEUE_TYPE_SDMA, ring_size=4096)
+    ev = c.event(k.EVENT_MEMORY)
+    step, armed = SDMAQueue.step, [True]
+
+    def step_then_client_acts(self):
+        ran = step(self)
+        if armed[0]:
+            armed[0] = False
+            c.io.munmap(host, 8192)
+            q.submit(sdma.write_untiled(host + 4096, [0xDEADBEEF]))
+        return ran
+    monkeypatch.setattr(SDMAQueue, "step", step_then_client_acts)
+    q.submit(sdma.write_untiled(host, [0x11111111]))
+    done, data = c.wait_event(ev)
+    assert done and (data.memory_exception_data.va, data.memory_exception_data.failure.NotPresent) == (host + 4096, 1)
+    monkeypatch.undo()
+    c.destroy(q)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    c.map(handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")
+    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
+    assert engine_alive(c)
+
+
 @pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")
 def test_kernel_store_to_userptr_pages_the_client_unmapped_faults(client, tmp_path):
     c = client

@@ -155,8 +155,12 @@ class AQLQueue(ComputeQueue):
         super().rung()
         return True
 
-    @property
-    def wptr(self) -> int:
+    def turn_limit(self) -> None:
+        """None: the write pointer lives in the client's memory, which is read only once the turn has revalidated
+        it (a packet written while an AQL turn goes on may still run in it)."""
+        return None
+
+    def read_wptr(self) -> int:
         try:
             return self._u64(self.wptr_addr)
         except GPUFault:

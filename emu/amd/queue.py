@@ -62,10 +62,21 @@ class Queue:
         self.cancel = Cancel()  # set by destroy: the queue runs no more packets, its dispatch stops
         self.serving = False  # the engine is in a turn of this queue (destroy waits for it to end)
         self.stored = False  # a packet of this turn stored to memory since the engine last reported progress
+        self.limit: int | None = None  # during a turn: the write pointer at its start
 
     @property
     def wptr(self) -> int:
+        """The write pointer, within a turn no further than at its start (`_turn`)."""
+        w = self.read_wptr()
+        return w if self.limit is None else min(w, self.limit)
+
+    def read_wptr(self) -> int:
+        """The write pointer the client last gave (PM4 and SDMA: its doorbell)."""
         return int(self.gpu.doorbells[self.doorbell])
+
+    def turn_limit(self) -> int | None:
+        """The write pointer a turn runs to, read before the turn revalidates user pages (None: no limit)."""
+        return self.read_wptr()
 
     def pending(self) -> bool:
         return self.state == RUNNING and self.wptr > self.rptr
@@ -106,6 +117,10 @@ class Queue:
         ran, dry = 0, False
         self._words = None
         try:
+            # Only packets written before the revalidation run in this turn: a client that sees the turn's first
+            # results may unmap user pages and submit more while the turn goes on; those wait for the next turn,
+            # which revalidates again (as the hardware's page tables change before the doorbell that follows).
+            self.limit = self.turn_limit()
             self.gpu.revalidate()  # user pages the client unmapped since the last turn are not touched
             while ran < PACKETS_PER_TURN and not self.cancel.why:
                 if not self.pending():
@@ -132,6 +147,7 @@ class Queue:
         except Exception as e:  # an emulator bug stops this queue, never the engine or the host
             self.stop(f"emulator error: {type(e).__name__}: {e}")
             ran += 1
+        self.limit = None
         self.again = not dry
         if ran:
             self.publish_rptr()
