@@ -54,12 +54,17 @@ def check(f, q) -> None:
     event(f"queue {q.state}")
 
 
+def put_ring(fn, ring: int, words: list[int]) -> None:
+    """The drawn words where the ring's VA maps into VRAM (the start of RING when it does not)."""
+    fn.vram.write(RING + (ring - START if START <= ring < START + MiB else 0), np.array(words, np.uint32).tobytes())
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_hqd_registers_with_bad_values(fn, data):
     ring = data.draw(st.sampled_from([START, START + 0x1000, 0, 0xDEAD_0000_0000]))
     words = data.draw(st.lists(words32, max_size=16))
-    fn.vram.write(RING + (ring - START if START <= ring < START + MiB else 0), np.array(words, np.uint32).tobytes())
+    put_ring(fn, ring, words)
     f = fn.regs.field
     reg(fn, "regGRBM_GFX_CNTL", fn.regs.encode("regGRBM_GFX_CNTL", meid=1, queueid=data.draw(st.integers(0, 7))))
     reg(fn, "regCP_HQD_DEQUEUE_REQUEST", 2)  # whatever an earlier example left on this queue
@@ -97,7 +102,7 @@ def test_hqd_registers_with_bad_values(fn, data):
 def test_sdma_ring_registers_with_bad_values(fn, data):
     ring = data.draw(st.sampled_from([START, START + 0x1000, 0, 0xBEEF_0000_0000]))
     words = data.draw(st.lists(words32, max_size=16))
-    fn.vram.write(RING + (ring - START if START <= ring < START + MiB else 0), np.array(words, np.uint32).tobytes())
+    put_ring(fn, ring, words)
     p = "regSDMA0_QUEUE0"
     reg(fn, f"{p}_RB_CNTL", 0)  # whatever an earlier example left on this queue
     for name, v in (("RB_BASE", ring >> 8 & 0xFFFFFFFF), ("RB_BASE_HI", ring >> 40),

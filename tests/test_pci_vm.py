@@ -70,6 +70,15 @@ def clear(f) -> None:
     f.vram.write(TABLES, bytes(64 * 4096))
 
 
+def chain(f) -> tuple[int, int]:
+    """Cleared tables with one chain from the root through entry 0 of each level: (the root, the page table)."""
+    clear(f)
+    pdb2, pdb1, pdb0, ptb = (TABLES + i * 4096 for i in range(4))
+    for t, nxt in ((pdb2, pdb1), (pdb1, pdb0), (pdb0, ptb)):
+        put(f, t, 0, nxt | V)
+    return pdb2, ptb
+
+
 def reference(f, va: int) -> tuple[int, bool, bool] | None:
     """(address, system, writable) of byte `va`, walked a level at a time from the root entry; None: no page."""
     entry = f.regs.read(f.regs.addr("regGCVM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32"))
@@ -143,10 +152,7 @@ def test_a_hand_built_table_maps_as_its_entries_say(fn):
 
 
 def test_unmapping_and_invalidating_takes_pages_out(fn):
-    clear(fn)
-    pdb2, pdb1, pdb0, ptb = (TABLES + i * 4096 for i in range(4))
-    for t, nxt in ((pdb2, pdb1), (pdb1, pdb0), (pdb0, ptb)):
-        put(fn, t, 0, nxt | V)
+    pdb2, ptb = chain(fn)
     put(fn, ptb, 5, 0x200000 | V | W)
     program(fn, pdb2)
     assert translated(fn, START + 5 * 4096) is not None
@@ -157,10 +163,7 @@ def test_unmapping_and_invalidating_takes_pages_out(fn):
 
 
 def test_a_mapping_in_use_stays_while_the_driver_maps_next_to_it(fn):
-    clear(fn)
-    pdb2, pdb1, pdb0, ptb = (TABLES + i * 4096 for i in range(4))
-    for t, nxt in ((pdb2, pdb1), (pdb1, pdb0), (pdb0, ptb)):
-        put(fn, t, 0, nxt | V)
+    pdb2, ptb = chain(fn)
     put(fn, ptb, 8, 0x200000 | V | W)
     program(fn, pdb2)
     before = fn.gpu.vm.mapping(START + 8 * 4096)
@@ -171,10 +174,7 @@ def test_a_mapping_in_use_stays_while_the_driver_maps_next_to_it(fn):
 
 
 def test_system_pages_the_host_unmaps_leave_the_vm(fn):
-    clear(fn)
-    pdb2, pdb1, pdb0, ptb = (TABLES + i * 4096 for i in range(4))
-    for t, nxt in ((pdb2, pdb1), (pdb1, pdb0), (pdb0, ptb)):
-        put(fn, t, 0, nxt | V)
+    pdb2, ptb = chain(fn)
     put(fn, ptb, 0, SYS_FRAMES * 4096 | V | S | W)
     program(fn, pdb2)
     assert translated(fn, START) == (host_pages.ctypes.data, True)
