@@ -316,6 +316,42 @@ def test_pages_unmapped_while_a_turn_runs_fault_in_the_next(client, monkeypatch)
     assert engine_alive(c)
 
 
+def test_aql_packets_written_while_a_turn_runs_wait_for_the_next(client, monkeypatch):
+    """The AQL half of the test above: the write pointer lives in the client's memory, so a turn runs only to the
+    packet index its doorbell held before the revalidation. Here the second packet's completion signal is in user
+    pages the client unmaps, from inside the turn, before it writes that packet and rings for it."""
+    from emu.amd.aql import AQLQueue
+    c = client
+    host, handle = _userptr(c)
+    signal = np.frombuffer((ctypes.c_uint8 * 8192).from_address(host), np.uint64)
+    signal[1] = signal[512 + 1] = 1  # amd_signal_t value of the signals at host and host + 4096
+    ev = c.event(k.EVENT_MEMORY)
+    q = c.queue(k.QUEUE_TYPE_COMPUTE_AQL, ring_size=4096)
+    step, armed = AQLQueue.step, [True]
+
+    def step_then_client_acts(self):
+        ran = step(self)
+        if armed[0]:
+            armed[0] = False
+            c.io.munmap(host, 8192)
+            q.ring.mem[64:128] = np.frombuffer(aql_packet(3, b"", host + 4096), np.uint8)  # barrier-AND, no deps
+            q.gart.mem[56:64].view(np.uint64)[0] = 2
+            q.doorbell[0] = 1
+        return ran
+    monkeypatch.setattr(AQLQueue, "step", step_then_client_acts)
+    q.ring.mem[:64] = np.frombuffer(aql_packet(3, b"", host), np.uint8)
+    q.gart.mem[56:64].view(np.uint64)[0] = 1
+    q.doorbell[0] = 0
+    done, data = c.wait_event(ev)
+    assert done and (data.memory_exception_data.va, data.memory_exception_data.failure.NotPresent) == (host + 4096, 1)
+    monkeypatch.undo()
+    c.destroy(q)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    c.map(handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")
+    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
+    assert engine_alive(c)
+
+
 @pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")
 def test_kernel_store_to_userptr_pages_the_client_unmapped_faults(client, tmp_path):
     c = client

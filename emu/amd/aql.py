@@ -155,10 +155,11 @@ class AQLQueue(ComputeQueue):
         super().rung()
         return True
 
-    def turn_limit(self) -> None:
-        """None: the write pointer lives in the client's memory, which is read only once the turn has revalidated
-        it (a packet written while an AQL turn goes on may still run in it)."""
-        return None
+    def turn_limit(self) -> int:
+        """One past the packet index the doorbell carries: the write pointer lives in the client's memory, which is
+        read only once the turn has revalidated it, so the doorbell bounds the turn (a client writes a packet, then
+        write_dispatch_id, then rings with the packet's index)."""
+        return int(self.gpu.doorbells[self.doorbell]) + 1
 
     def read_wptr(self) -> int:
         try:

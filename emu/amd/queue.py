@@ -74,8 +74,8 @@ class Queue:
         """The write pointer the client last gave (PM4 and SDMA: its doorbell)."""
         return int(self.gpu.doorbells[self.doorbell])
 
-    def turn_limit(self) -> int | None:
-        """The write pointer a turn runs to, read before the turn revalidates user pages (None: no limit)."""
+    def turn_limit(self) -> int:
+        """The write pointer a turn runs to, read before the turn revalidates user pages."""
         return self.read_wptr()
 
     def pending(self) -> bool:
