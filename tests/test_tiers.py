@@ -174,12 +174,22 @@ def test_getpc_reads_the_code_address(tier):
 @pytest.mark.llvm
 @pytest.mark.parametrize("tier", ["threaded", "jit"])
 @pytest.mark.parametrize("exec_mask", [(1 << 64) - 1, 0x5555_5550, 1 << 31, 0])
-def test_lane_reads_match_reference(tier, exec_mask):
+@pytest.mark.parametrize("arch,lanes", [("gfx1100", None), ("gfx1100", 64), ("gfx942", None)])
+def test_lane_reads_and_writes_match_reference(tier, exec_mask, arch, lanes, monkeypatch):
     # the native tiers gather VGPR[lane][reg] for v_readfirstlane / v_readlane (EXEC 0: lane 0, as the pcode says)
+    # and scatter v_writelane's one write, which lands whatever EXEC holds; the lane select's high bits are ignored
     from test_wave import asm
-    code = asm("v_readfirstlane_b32 s4, v3\nv_readlane_b32 s5, v7, s2\nv_readlane_b32 s6, v9, 31\n"
-               "v_add_nc_u32 v1, s4, v2\ns_endpgm", "gfx1100")
-    _compare(tier, "gfx1100", None, [code], 7, exec_mask, F32_KEEP_IN | F32_KEEP_OUT)
+
+    from emu.amd.exec import takes
+    monkeypatch.setenv("HWEMU_STATS", "1")  # counts what the tier declines
+    gfx9 = arch == "gfx942"  # one SGPR per instruction there (the constant bus)
+    text = (f"v_writelane_b32 v5, s3, 7\nv_writelane_b32 v6, {'s2' if gfx9 else 's4'}, s2\n"
+            "v_writelane_b32 v9, -1, m0\nv_writelane_b32 v9, s8, 31\nv_readfirstlane_b32 s4, v3\n"
+            "v_readlane_b32 s5, v7, s2\nv_readlane_b32 s6, v9, 31\nv_readlane_b32 s7, v6, s2\n"
+            f"{'v_add_u32' if gfx9 else 'v_add_nc_u32'} v1, s4, v2\ns_endpgm")
+    for seed in (7, 8):
+        _compare(tier, arch, lanes, [asm(text, arch)], seed, exec_mask, F32_KEEP_IN | F32_KEEP_OUT)
+    assert "LANE" not in takes.report()
 
 
 @pytest.mark.llvm

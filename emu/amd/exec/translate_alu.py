@@ -1,6 +1,7 @@
 """ALU instructions as the LLVM tier's code (emu.amd.exec.translate): SALU, and VALU (VOP1/2/3/C/3SD, VOPD) on
 24 / 32 / 64-bit sources without DPP, SDWA, packing or output modifiers, their abs / neg and denormal flushing folded in
-for the region's MODE; lane reads and WMMA with their register-file accesses lane by lane (emu.amd.exec.access).
+for the region's MODE; lane reads, v_writelane and WMMA with their register-file accesses lane by lane
+(emu.amd.exec.access).
 Large semantics are outlined into one function per module and kind."""
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from emu.amd.exec.bind import Binding, Kind, float_bits, vopd_y
 from emu.amd.exec.operands import sign_bit
 from emu.amd.exec.state import EXEC, SCC, VCC
 from emu.amd.exec.translate_state import I32, I64, PTR, Exit, Hooks, fit
+from emu.amd.exec.valu import IGNORE_EXEC
 from emu.pcode.llvmemit import emit
 from emu.pcode.llvmvalues import entry_alloca
 from emu.pcode.typed import Unsupported as PcodeUnsupported
@@ -69,7 +71,7 @@ class AluCode:
 
     def _valu(self, b, inst) -> None:
         bd = self.binder.valu_operands(inst)
-        exe = self._exec(b)
+        exe = I64(self.full) if inst.op.name in IGNORE_EXEC else self._exec(b)
         out = self._valu_out(b, inst, bd)
         self._valu_write(b, bd, out, exe)
         self._lane_ops(b, exe, 1)
@@ -111,13 +113,21 @@ class AluCode:
             if o.mods.flush:
                 v = self._flushed(b, v, float_bits(o.fmt, o.bits), o.bits, hwreg.F32_KEEP_IN, hwreg.F16_KEEP_IN)
             return v
-        if sem.files:  # a lane read or a matrix op: inlined, its register-file accesses lane by lane
-            srcs = ("src0", "src1", "src2") if op.name.startswith(takes.MATRIX) \
-                else ("src0",) if op.name in _LANE_READS else ()
-            if not srcs or any(getattr(inst.operands.get(s), "kind", None) != "vgpr" for s in srcs):
+        if sem.files:  # a lane read or write, or a matrix op: inlined, its register-file accesses lane by lane
+            def vgpr(s: str) -> bool:
+                return getattr(inst.operands.get(s), "kind", None) == "vgpr"
+            if op.name in IGNORE_EXEC:  # v_writelane: scalar sources, one write whatever EXEC holds
+                fits = not vgpr("src0") and not vgpr("src1")
+            else:
+                srcs = ("src0", "src1", "src2") if op.name.startswith(takes.MATRIX) \
+                    else ("src0",) if op.name in _LANE_READS else ()
+                fits = bool(srcs) and all(map(vgpr, srcs))
+            if not fits:
                 raise Exit(f"{op.name} reads {sorted(sem.files)} with other than VGPR sources")
-            return emit(b, sem.ir, self.lanes, self._inputs(b, bd, inst, operand, vector=True),
-                        _RegisterFileHooks(self))
+            inputs = self._inputs(b, bd, inst, operand, vector=True)
+            if op.name in IGNORE_EXEC:  # every lane computes the same write: lane 0 makes it
+                inputs["ACTIVE"] = ir.Constant(self.vec(ir.IntType(1)), [1] + [0] * (self.lanes - 1))
+            return emit(b, sem.ir, self.lanes, inputs, _RegisterFileHooks(self))
         return self._outlined(b, op.name, sem, self._inputs(b, bd, inst, operand, vector=True))
 
     def _outlined(self, b, name: str, sem, inputs: dict) -> dict:
