@@ -28,7 +28,7 @@ def pickled(path: Path, convert: Callable[[], T]) -> T:
     except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
         pass
     out = convert()
-    _write(path, pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
+    write(path, pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
     return out
 
 
@@ -43,11 +43,12 @@ def sealed(path: Path, convert: Callable[[], T]) -> T:
         pass
     out = convert()
     body = marshal.dumps(out)
-    _write(path, hashlib.sha256(body).digest() + body)
+    write(path, hashlib.sha256(body).digest() + body)
     return out
 
 
-def _write(path: Path, data: bytes) -> None:
+def write(path: Path, data: bytes) -> None:
+    """`data` into `path`, atomically (a temporary file renamed); an unwritable cache is skipped."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")

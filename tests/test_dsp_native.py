@@ -181,6 +181,33 @@ def test_a_run_that_stops_mid_block_resumes_in_that_block(isa):
     assert results[1] == results[0]
 
 
+def test_a_later_run_enters_the_block_an_earlier_run_compiled_from_before_its_start(isa, monkeypatch):
+    """Which packets start blocks depends on what got hot first: a run that first gets hot in the middle of a block
+    an earlier run compiled (on disk) enters that block there, compiling nothing, and ends in the interpreter's
+    state (a tinygrad HVX kernel compiled its blocks anew at every run, interpreting each packet 64 times)."""
+    body = [0xB006C026, 0xB007C027, 0xB008C028, 0xB009C029, 0xB00AC02A]  # { rN = add(rN,#1) } for N = 6..10
+    words = body + ENDLOOP0[:1] + [0x7F00C000]
+    earlier, _ = machine(isa, words, 4)
+    earlier.c[0], earlier.c[1] = CODE, 10
+    first = native.Tier(earlier)
+    first.run(60)
+    assert first.blocks[CODE] and first.stats["native_packets"] > 0
+    monkeypatch.setattr(native, "HOT_COMPILE", 1 << 30)  # nothing is compiled now: only what is on disk runs
+    results = []
+    for tier in (False, True):
+        t, mem = machine(isa, words, 5)
+        t.pc, t.c[0], t.c[1] = CODE + 8, CODE + 8, 30  # a loop from the third packet: never at the block's start
+        if tier:
+            later = native.Tier(t)
+            later.run(100)
+            assert later.stats["compiled"] == 0 and later.stats["native_packets"] > 80
+        else:
+            for _ in range(100):
+                t.step()
+        results.append(state(t, mem))
+    assert results[1] == results[0]
+
+
 # binary32 / binary64 operands at the edges: zeros, subnormals, the normal range's ends, infinities, quiet and
 # signaling NaNs, integers at the conversion limits, values whose products or sums round, underflow or overflow
 F32_EDGES = [0, 0x80000000, 1, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000, 0x7FC00000,

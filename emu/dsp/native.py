@@ -35,6 +35,7 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir as ll
 
+from emu import cache
 from emu.dsp.core import Thread
 from emu.dsp.llvmback import Unsupported
 from emu.dsp.memory import PAGE
@@ -49,6 +50,11 @@ BLOCK_OPT = 0  # LLVM optimization level of blocks (register moves and calls of 
 # as often again as it has); a block in the disk cache costs next to nothing, so it is loaded after HOT entries
 HOT = 8
 HOT_COMPILE = 64
+
+
+def cover_dir() -> Path:
+    """The folder of the blocks' cover entries (Tier._cover)."""
+    return cache.root() / "dsp-cover"
 
 
 def enabled() -> bool:
@@ -141,14 +147,15 @@ class Tier:
 
     def _compile(self, pc: int, cached: bool = False) -> int | None:
         """The block at pc (0: none), its packets entered in the tables: a run that resumes at one of them (after
-        the packet limit, or a branch into the block) enters the block there instead of compiling another. With
+        the packet limit, or a branch into the block) enters the block there instead of compiling another. A block
+        an earlier run compiled from an address before pc that holds pc is entered at pc (`_holder`). With
         `cached`, only a block in the disk cache (None: it is not, nothing is decided)."""
-        plans = extent(self.t, pc)
-        if cached and not (plans and self.blocks_engine.path(self._key(pc, plans)).is_file()):
+        start, plans = self._holder(pc, extent(self.t, pc))
+        if cached and not (plans and self._on_disk(start, plans)):
             for plan in plans[1:]:  # its packets are not looked up again: they wait for HOT_COMPILE too
                 self.hits[plan[0].addr] = max(self.hits.get(plan[0].addr, 0), HOT)
             return None
-        addr = self._build(pc, plans) if plans else 0
+        addr = self._build(start, plans) if plans else 0
         self.blocks[pc] = addr
         if addr:  # packets it turns out not to hold (from one it cannot compile on) answer ELSEWHERE: _forget
             for plan in plans:
@@ -158,6 +165,31 @@ class Tier:
     def _key(self, pc: int, plans: list) -> str:
         words = ",".join(" ".join(f"{w:08x}" for w in p[0].words) for p in plans)
         return f"dsp-block/{self.digest}/{pc:x}/{words}"
+
+    def _on_disk(self, pc: int, plans: list) -> bool:
+        return self.blocks_engine.path(self._key(pc, plans)).is_file()
+
+    def _cover(self, plan) -> Path:
+        """Where the start of the compiled block that holds `plan`'s packet is kept (by its address and words):
+        which packets start blocks depends on what got hot first, so a later run that meets the same code in
+        another order enters the blocks that are on disk instead of compiling others."""
+        pkt = plan[0]
+        words = " ".join(f"{w:08x}" for w in pkt.words)
+        return cover_dir() / hashlib.sha256(f"{self.digest}/{pkt.addr:x}/{words}".encode()).hexdigest()[:40]
+
+    def _holder(self, pc: int, plans: list) -> tuple[int, list]:
+        """(start, plans) of the block on disk that holds pc: its own if there is one, else one another run compiled
+        from an earlier packet; (pc, plans) when neither is on disk."""
+        if not plans or self._on_disk(pc, plans):
+            return pc, plans
+        try:
+            start = int(self._cover(plans[0]).read_text(), 16)
+        except (OSError, ValueError):
+            return pc, plans
+        held = extent(self.t, start)
+        if held and any(p[0].addr == pc for p in held) and self._on_disk(start, held):
+            return start, held
+        return pc, plans
 
     def _build(self, pc: int, plans: list) -> int:
         from emu.pcode.llvmjit import Closed
@@ -171,6 +203,8 @@ class Tier:
                     return 0
                 addr = self.blocks_engine.compile(self._module(m), "block", key=key)
                 self.stats["compiled"] += 1
+                for plan in plans[1:n]:
+                    cache.write(self._cover(plan), f"{pc:x}".encode())
         except Closed:
             return 0
         except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as e:  # a bug of this tier
