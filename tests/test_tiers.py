@@ -7,6 +7,7 @@ The `dev` and `ci` hypothesis profiles draw a modest number per family and tier 
 compiles native code), the `explore` profile 2,000 (tests/conftest.py)."""
 from __future__ import annotations
 
+import collections
 import functools
 import os
 
@@ -86,6 +87,15 @@ _EXTRA = dict(seed=st.integers(0, 1 << 30),
               mode_bits=st.sampled_from([F32_KEEP_IN | F32_KEEP_OUT] * 3 + [0, 1, 2, 3, F32_KEEP_OUT]))
 _CLOCK_READS = ("S_MEMTIME", "S_MEMREALTIME", "S_SENDMSG_RTN", "S_GETREG")  # differ from run to run
 _CASES = [("gfx1100", None), ("gfx1100", 64), ("gfx1201", None), ("gfx942", None)]
+
+
+@pytest.fixture
+def native_declines(monkeypatch):
+    """What the native tiers declined from here on (HWEMU_STATS counts it): their lines of takes.report()."""
+    from emu.amd.exec import takes
+    monkeypatch.setenv("HWEMU_STATS", "1")
+    monkeypatch.setattr(takes, "_declined", collections.defaultdict(lambda: collections.defaultdict(set)))
+    return lambda: [line for line in takes.report().splitlines() if line.startswith(("  native", "  threaded"))]
 
 
 @pytest.fixture
@@ -175,13 +185,10 @@ def test_getpc_reads_the_code_address(tier):
 @pytest.mark.parametrize("tier", ["threaded", "jit"])
 @pytest.mark.parametrize("exec_mask", [(1 << 64) - 1, 0x5555_5550, 1 << 31, 0])
 @pytest.mark.parametrize("arch,lanes", [("gfx1100", None), ("gfx1100", 64), ("gfx942", None)])
-def test_lane_reads_and_writes_match_reference(tier, exec_mask, arch, lanes, monkeypatch):
+def test_lane_reads_and_writes_match_reference(tier, exec_mask, arch, lanes, native_declines):
     # the native tiers gather VGPR[lane][reg] for v_readfirstlane / v_readlane (EXEC 0: lane 0, as the pcode says)
     # and scatter v_writelane's one write, which lands whatever EXEC holds; the lane select's high bits are ignored
     from test_wave import asm
-
-    from emu.amd.exec import takes
-    monkeypatch.setenv("HWEMU_STATS", "1")  # counts what the tier declines
     gfx9 = arch == "gfx942"  # one SGPR per instruction there (the constant bus)
     text = (f"v_writelane_b32 v5, s3, 7\nv_writelane_b32 v6, {'s2' if gfx9 else 's4'}, s2\n"
             "v_writelane_b32 v9, -1, m0\nv_writelane_b32 v9, s8, 31\nv_readfirstlane_b32 s4, v3\n"
@@ -189,7 +196,20 @@ def test_lane_reads_and_writes_match_reference(tier, exec_mask, arch, lanes, mon
             f"{'v_add_u32' if gfx9 else 'v_add_nc_u32'} v1, s4, v2\ns_endpgm")
     for seed in (7, 8):
         _compare(tier, arch, lanes, [asm(text, arch)], seed, exec_mask, F32_KEEP_IN | F32_KEEP_OUT)
-    assert "LANE" not in takes.report()
+    assert not native_declines()
+
+
+@pytest.mark.llvm
+@pytest.mark.parametrize("tier", ["threaded", "jit"])
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_swaps_match_reference(tier, arch, native_declines):
+    # v_swap_b32 writes both of its VGPRs (tinygrad's assembly renderer uses it), the native tiers included
+    from test_wave import asm
+    add = "v_add_u32" if arch == "gfx942" else "v_add_nc_u32"
+    code = asm(f"v_swap_b32 v1, v2\nv_swap_b32 v3, v3\nv_swap_b32 v4, v1\n{add} v5, v1, v4\ns_endpgm", arch)
+    for exec_mask in ((1 << 64) - 1, 0x5555_5550, 0):
+        _compare(tier, arch, None, [code], 9, exec_mask, F32_KEEP_IN | F32_KEEP_OUT)
+    assert not native_declines()
 
 
 @pytest.mark.llvm

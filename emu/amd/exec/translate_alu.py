@@ -187,11 +187,12 @@ class AluCode:
         return b.xor(v, s) if neg and not abs_ else b.or_(v, s) if neg else v
 
     def _valu_write(self, b, bd: Binding, out: dict, exe) -> None:
-        """A VALU binding's results: VGPRs (no output modifiers) and wave masks; a lane read's value to its SGPR."""
+        """A VALU binding's results: VGPRs (no output modifiers; v_swap writes its S0 too) and wave masks; a lane
+        read's value to its SGPR."""
         active = self._lanes(b, exe)
         for n, v in out.items():
             o = bd.outputs[n]
-            if n == "D0" and o.kind is Kind.VGPR:
+            if n in ("D0", "S0") and o.kind is Kind.VGPR:
                 if o.mods.omod or o.mods.clamp:
                     raise Exit("output modifiers")
                 if o.mods.flush and o.bits in (32, 64):
