@@ -106,9 +106,13 @@ class AluCode:
             o = bd.inputs[n]
             if n not in ("S0", "S1", "S2"):
                 return None
-            if o.bits not in (24, 32, 64) or inst.base == "VOP3P" or o.bits == 24 and (o.mods.abs or o.mods.neg):
+            if o.mods.mix or inst.base == "VOP3P" and not op.name.startswith(takes.MATRIX) and o.mods.packed is None:
+                raise Exit("VOP3P source other than a packed pair")
+            if o.bits not in (24, 32, 64) or o.bits == 24 and (o.mods.abs or o.mods.neg):
                 raise Exit(f"{o.bits}-bit source")
             v = self._shape(b, self._operand(b, o, inst), o.bits, True)  # 24: a register's low bits
+            if o.mods.packed is not None:
+                v = self._halves(b, v, o.bits, o.mods.packed)
             v = self._modify(b, v, o.bits, o.mods.abs, o.mods.neg)
             if o.mods.flush:
                 v = self._flushed(b, v, float_bits(o.fmt, o.bits), o.bits, hwreg.F32_KEEP_IN, hwreg.F16_KEEP_IN)
@@ -177,6 +181,18 @@ class AluCode:
         sign = ir.Constant(v.type, [sign_bit(bits)] * self.lanes)
         tiny = b.icmp_unsigned("==", b.and_(v, exp), ir.Constant(v.type, [0] * self.lanes))
         return b.select(tiny, b.and_(v, sign), v)
+
+    def _halves(self, b, v, bits: int, packed: tuple[int, int, int, int]):
+        """A VOP3P packed pair (two halves of `bits`): each half picked by opsel / opsel_hi, its sign flipped by
+        neg / neg_hi (emu.amd.exec.bind gives the bits)."""
+        e = bits // 2
+        sel_lo, sel_hi, neg_lo, neg_hi = packed
+
+        def k(x: int):
+            return ir.Constant(v.type, [x] * self.lanes)
+        lo = b.xor(b.and_(b.lshr(v, k(e * sel_lo)), k((1 << e) - 1)), k(neg_lo << (e - 1)))
+        hi = b.xor(b.and_(b.lshr(v, k(e * sel_hi)), k((1 << e) - 1)), k(neg_hi << (e - 1)))
+        return b.or_(lo, b.shl(hi, k(e)))
 
     def _modify(self, b, v, bits: int, abs_: bool, neg: bool):
         if not (abs_ or neg):
