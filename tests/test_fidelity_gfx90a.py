@@ -150,6 +150,19 @@ def test_cache_writebacks_change_nothing(monkeypatch, tier):
     assert (f32(w, 1) == 2.0).all()
 
 
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("chip", ["gfx90a", "gfx942"])
+def test_moves_through_the_acc_vgprs(monkeypatch, tier, chip):
+    """v_accvgpr_mov_b32 (the tables give it no pcode; LLVM copies between ACC VGPRs with it) moves a value, as
+    v_accvgpr_write / _read do between the two files."""
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    w = Wave(chip)
+    w.vgpr[2] = np.arange(w.vgpr.shape[1], dtype=np.uint32) * 0x01010101 + 7
+    w.run(asm("v_accvgpr_write_b32 a1, v2\nv_accvgpr_mov_b32 a4, a1\nv_accvgpr_mov_b32 a5, a4\n"
+              f"v_accvgpr_read_b32 v20, a5\n{ENDPGM}", chip))
+    assert (w.vgpr[20] == w.vgpr[2]).all()
+
+
 # --- matrix ops -------------------------------------------------------------------------------------------------
 # name: (M, N, K, blocks, element bits) of gfx90a's MFMAs the CDNA3/4 tables list elsewhere or not at all
 MFMAS = {"v_mfma_i32_32x32x8i8": (32, 32, 8, 1, 8), "v_mfma_i32_16x16x16i8": (16, 16, 16, 1, 8),

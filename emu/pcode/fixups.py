@@ -272,7 +272,7 @@ FAMILY_FIXUPS: dict[tuple[str, str], Fixup] = {
     ("rdna3", "S_SETREG_B32"): _SETREG, ("rdna3", "S_SETREG_IMM32_B32"): _SETREG,
     **{("cdna", n): Fixup("D0.b32 = S0.b32", "the table has no pcode; a 32-bit move between the VGPR and ACC VGPR "
                                              "files (which file each operand is in comes from the encoding)")
-       for n in ("V_ACCVGPR_WRITE", "V_ACCVGPR_READ")},
+       for n in ("V_ACCVGPR_WRITE", "V_ACCVGPR_READ", "V_ACCVGPR_MOV_B32")},
     ("rdna3", "V_LDEXP_F16"): Fixup("D0.f16 = ldexp(S0.f16, 32'I(S1.i16))",
                                     "S0.f16 * 16'F(2.0F ** S1) rounds 2**S1 to f16 first (inf for S1 > 15)"),
     **{("cdna", f"V_{op}_{t}"): Fixup(_signed_zero_tests, "tests signed zeros with IEEE == (x == +0.0 holds for -0.0 "
