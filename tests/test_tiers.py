@@ -212,11 +212,14 @@ def test_swaps_match_reference(tier, arch, native_declines):
     assert not native_declines()
 
 
-_PACKED = {  # VOP3P packed math: halves picked by op_sel / op_sel_hi, negated by neg_lo / neg_hi; SGPR and constants
+_PACKED = {  # VOP3P packed math: halves picked by op_sel / op_sel_hi, negated by neg_lo / neg_hi; SGPR and constants;
+    # CDNA's moves to, from and between the ACC VGPRs (LLVM keeps spilled VGPRs there)
     "gfx942": "v_pk_fma_f32 v[0:1], v[2:3], v[4:5], v[6:7]\nv_pk_mul_f32 v[8:9], v[2:3], v[4:5] op_sel:[1,0] "
               "op_sel_hi:[0,1]\nv_pk_add_f32 v[10:11], v[2:3], v[4:5] neg_lo:[1,0] neg_hi:[0,1]\n"
               "v_pk_mov_b32 v[12:13], v[2:3], v[4:5] op_sel:[1,0]\nv_pk_add_f32 v[14:15], s[0:1], v[4:5]\n"
-              "v_pk_mul_f32 v[16:17], 1.0, v[4:5]\nv_pk_fma_f32 v[18:19], v[2:3], s[2:3], v[6:7] op_sel_hi:[0,0,1]",
+              "v_pk_mul_f32 v[16:17], 1.0, v[4:5]\nv_pk_fma_f32 v[18:19], v[2:3], s[2:3], v[6:7] op_sel_hi:[0,0,1]\n"
+              "v_accvgpr_write_b32 a1, v2\nv_accvgpr_mov_b32 a4, a1\nv_accvgpr_write_b32 a5, 7\n"
+              "v_accvgpr_write_b32 a255, s3\nv_accvgpr_read_b32 v20, a4\nv_accvgpr_read_b32 v21, a255",
     "gfx1100": "v_pk_add_f16 v1, v2, v3 op_sel:[1,0] op_sel_hi:[0,1] neg_lo:[1,0]\nv_pk_mul_lo_u16 v4, v5, v6\n"
                "v_pk_fma_f16 v7, v8, v9, v10 neg_hi:[0,1,1]\nv_pk_add_u16 v11, v12, 1\n"
                "v_pk_max_f16 v13, s4, v14 op_sel_hi:[0,1]\nv_pk_mul_f16 v15, 2.0, v16",

@@ -16,6 +16,11 @@ END, BARRIER = 1, 2  # a step's result: the wave finished / waits at a barrier (
 ACC = 256  # first row of the ACC VGPRs in WaveState.vgpr
 
 
+def rows(agprs: int, vgprs: int = 256) -> int:
+    """The rows of a wave's VGPR array: its VGPRs, or on a chip with ACC VGPRs the ACC VGPRs after row ACC."""
+    return ACC + agprs if agprs else vgprs
+
+
 # Slots of the scalar register file WaveState.sgpr: scalar operand codes (emu.amd.regs) index it directly; MODE
 # and TRAPSTS come after the codes.
 TTMP = TTMP0
@@ -74,7 +79,7 @@ class WaveState:
         self.sgpr64 = self.sgpr.view(np.uint64)  # the file as register pairs: sgpr64[k] is s[2k+1:2k]
         self.m0_slot = self.gen.m0
         # ACC VGPRs (CDNA) are rows ACC.. of the same array, so ACC operands are plain register numbers ACC + n
-        self.vgpr = np.zeros((ACC + agprs if agprs else vgprs, lanes), np.uint32)
+        self.vgpr = np.zeros((rows(agprs, vgprs), lanes), np.uint32)
         self.agpr = self.vgpr[ACC:] if agprs else None
         self.vgpr_f32, self.vgpr_i32 = self.vgpr.view(np.float32), self.vgpr.view(np.int32)  # the lean interpreter's
         self.active = np.zeros(lanes, bool)

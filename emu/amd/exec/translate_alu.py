@@ -99,14 +99,16 @@ class AluCode:
         """The outputs of a VALU binding's semantics on 32 / 64-bit sources with their abs / neg and denormal flushing
         (no DPP, SDWA or packing), or a lane read's or matrix op's, whose register-file accesses go lane by lane."""
         op, sem = bd.op, bd.sem
-        if any(o.kind == "agpr" for o in inst.operands.values()):
+        moves = op.name.startswith("V_ACCVGPR_")  # to, from and between the ACC VGPRs (rows ACC.. of the file)
+        if not moves and any(o.kind == "agpr" for o in inst.operands.values()):
             raise Exit("ACC VGPR operand")
 
         def operand(n: str):
             o = bd.inputs[n]
             if n not in ("S0", "S1", "S2"):
                 return None
-            if o.mods.mix or inst.base == "VOP3P" and not op.name.startswith(takes.MATRIX) and o.mods.packed is None:
+            if o.mods.mix or inst.base == "VOP3P" and not (moves or op.name.startswith(takes.MATRIX)) \
+                    and o.mods.packed is None:
                 raise Exit("VOP3P source other than a packed pair")
             if o.bits not in (24, 32, 64) or o.bits == 24 and (o.mods.abs or o.mods.neg):
                 raise Exit(f"{o.bits}-bit source")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from emu.amd.exec.operands import constant
-from emu.amd.exec.state import CONSTANTS, EXEC, SCC, VCC
+from emu.amd.exec.state import CONSTANTS, EXEC, SCC, VCC, rows
 from emu.amd.regs import EXECZ, PRIVATE_BASE, PRIVATE_LIMIT, SHARED_BASE, VCCZ, storage
 from emu.pcode.typed import Unsupported as PcodeUnsupported
 
@@ -59,7 +59,7 @@ class StateCode:
     def _vgpr(self, b, reg: int, bits: int):
         """VGPRs reg.. as <lanes x iB> (B <= 32: the low bits of one register; more: consecutive registers)."""
         n = max(1, -(-bits // 32))
-        if reg < 0 or reg + n > 256 or bits > 128:
+        if reg < 0 or reg + n > rows(self.gen.agprs) or bits > 128:
             raise Exit("VGPR operand out of range or wider than 128 bits")
         wide = ir.VectorType(ir.IntType(max(bits, 32 * n)), self.lanes)
         v = None
@@ -71,7 +71,7 @@ class StateCode:
         return fit(b, v, bits)
 
     def _set_vgpr(self, b, reg: int, bits: int, v, active) -> None:
-        if bits % 32 or not 32 <= bits <= 128 or reg < 0 or reg + bits // 32 > 256:
+        if bits % 32 or not 32 <= bits <= 128 or reg < 0 or reg + bits // 32 > rows(self.gen.agprs):
             raise Exit("VGPR destination not whole registers or out of range")
         vt = ir.VectorType(I32, self.lanes)
         parts = [fit(b, v if k == 0 else b.lshr(v, ir.Constant(v.type, [32 * k] * self.lanes)), 32)
