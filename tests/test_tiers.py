@@ -239,6 +239,31 @@ def test_packed_math_matches_reference(tier, arch, mode_bits, native_declines):
     assert not native_declines()
 
 
+_DPP16 = {  # lane selections of both generations, row / bank masks, bound_ctrl, fetch-inactive, VOPC and VOP3 forms
+    "gfx1100": "v_mov_b32_dpp v1, v2 quad_perm:[1,0,3,2] row_mask:0xf bank_mask:0xf\n"
+               "v_add_f32_dpp v3, v4, v5 row_shr:1 bound_ctrl:1\nv_add_nc_u32_dpp v6, v7, v8 row_ror:3 row_mask:0x5 "
+               "bank_mask:0xa\nv_mov_b32_dpp v9, v10 row_share:2 fi:1\nv_sub_f32_dpp v11, -v12, |v13| row_mirror\n"
+               "v_cmp_lt_f32_dpp v1, v2 row_shl:2\nv_add_f32_e64_dpp v14, v4, v5 row_xmask:1",
+    "gfx942": "v_mov_b32_dpp v1, v2 row_shr:1 bound_ctrl:0\nv_add_f32_dpp v3, v4, v5 row_bcast:15 row_mask:0xa\n"
+              "v_add_u32_dpp v6, v7, v8 wave_shr:1\nv_mov_b32_dpp v9, v10 row_bcast:31\n"
+              "v_max_f32_dpp v11, -v12, v13 quad_perm:[3,2,1,0]",
+}
+
+
+@pytest.mark.llvm
+@pytest.mark.parametrize("tier", ["threaded", "jit"])
+@pytest.mark.parametrize("arch", list(_DPP16))
+@pytest.mark.parametrize("exec_mask", [(1 << 64) - 1, 0x5555_5550_F0F0_0FF0, 1 << 17])
+def test_dpp16_matches_reference(tier, arch, exec_mask, native_declines):
+    # DPP16's lane selection in the native tiers (LLVM's wave reductions and scans): a source lane that is inactive
+    # or outside the row reads 0, and row_mask / bank_mask / bound_ctrl decide which lanes are written
+    from test_wave import asm
+    code = asm(_DPP16[arch] + "\ns_endpgm", arch)
+    for seed in (13, 14):
+        _compare(tier, arch, None, [code], seed, exec_mask, F32_KEEP_IN | F32_KEEP_OUT)
+    assert not native_declines()
+
+
 @pytest.mark.llvm
 @pytest.mark.parametrize("tier", ["threaded", "jit"])
 @pytest.mark.parametrize("arch,text", [

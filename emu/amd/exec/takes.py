@@ -63,8 +63,8 @@ def native(inst) -> str | None:
     name, base = inst.op.name, inst.base
     if name in ENDS or name in BARRIERS or name in SOPP_BRANCHES or name in ENGINE_NOPS or base in SALU[:4]:
         return None
-    if base in VALU or base == "VOPD":
-        return "DPP or SDWA form" if inst.enc.endswith(_FORMS) else None
+    if base in VALU or base == "VOPD":  # DPP16 runs natively; DPP8 and SDWA leave there
+        return "DPP8 or SDWA form" if inst.enc.endswith(_FORMS[1:]) else None
     if base == "VOP3P":  # packed math and WMMA (a mix, dot or 16-bit form leaves at the translator)
         return None
     if base == "SMEM":

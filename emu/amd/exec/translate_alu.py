@@ -9,6 +9,7 @@ from llvmlite import ir
 
 from emu.amd.exec import access, hwreg, takes
 from emu.amd.exec.bind import Binding, Kind, float_bits, vopd_y
+from emu.amd.exec.lanes import dpp16, dpp_write_mask
 from emu.amd.exec.operands import sign_bit
 from emu.amd.exec.state import EXEC, SCC, VCC
 from emu.amd.exec.translate_state import I32, I64, PTR, Exit, Hooks, fit
@@ -72,9 +73,37 @@ class AluCode:
     def _valu(self, b, inst) -> None:
         bd = self.binder.valu_operands(inst)
         exe = I64(self.full) if inst.op.name in IGNORE_EXEC else self._exec(b)
-        out = self._valu_out(b, inst, bd)
-        self._valu_write(b, bd, out, exe)
-        self._lane_ops(b, exe, 1)
+        s0 = bd.inputs.get("S0")  # DPP16 selects src0's lanes (pcode that reads no S0: none, as the reference)
+        dpp = s0 is not None and s0.mods.dpp and inst.enc.endswith("DPP16")
+        fetch, written = self._dpp16(b, inst, bd, exe) if dpp else (None, exe)
+        out = self._valu_out(b, inst, bd, fetch)
+        self._valu_write(b, bd, out, exe, written)
+        self._lane_ops(b, written, 1)
+
+    def _dpp16(self, b, inst, bd: Binding, exe):
+        """(src0's lane selection, the lanes written) of a DPP16 form: each lane reads its source lane where that
+        lane exists and is active (or fetch-inactive is set), else 0; it is written where EXEC, the row and bank
+        masks and (without bound_ctrl) a valid source allow, as the reference (emu.amd.exec.valu) does."""
+        f = bd.fields
+        sel = dpp16(f["dpp"], self.lanes, self.gen.dpp_broadcasts)
+        if sel is None:
+            raise Exit(f"reserved DPP control {f['dpp']:#x}")
+        idx, ok = sel
+        vb = ir.VectorType(ir.IntType(1), self.lanes)
+
+        def bits(mask) -> ir.Constant:
+            return ir.Constant(vb, [int(x) for x in mask])
+        active = self._lanes(b, exe)
+        source = b.shuffle_vector(active, active, ir.Constant(ir.VectorType(I32, self.lanes), [int(i) for i in idx]))
+        valid = b.and_(bits(ok), b.or_(source, bits([bool(f.get("fi", 0))] * self.lanes)))
+        enable = bits(dpp_write_mask(self.lanes, f.get("row_mask", 15), f.get("bank_mask", 15)))
+        lanes = b.and_(active, b.and_(enable, b.or_(valid, bits([bool(f.get("bc", 0))] * self.lanes))))
+        order = ir.Constant(ir.VectorType(I32, self.lanes), [int(i) for i in idx])
+
+        def fetch(v):
+            zero = ir.Constant(v.type, [0] * self.lanes)
+            return b.select(valid, b.shuffle_vector(v, v, order), zero)
+        return fetch, b.zext(b.bitcast(lanes, ir.IntType(self.lanes)), I64)
 
     def _vopd(self, b, inst) -> None:
         exe = self._exec(b)
@@ -95,7 +124,7 @@ class AluCode:
         cnt = b.call(self.fn.module.declare_intrinsic("llvm.ctpop", [I64]), [exe])
         b.store(b.add(b.load(self.lane_ops, typ=I64), b.mul(cnt, I64(k))), self.lane_ops)
 
-    def _valu_out(self, b, inst, bd: Binding) -> dict:
+    def _valu_out(self, b, inst, bd: Binding, fetch=None) -> dict:
         """The outputs of a VALU binding's semantics on 32 / 64-bit sources with their abs / neg and denormal flushing
         (no DPP, SDWA or packing), or a lane read's or matrix op's, whose register-file accesses go lane by lane."""
         op, sem = bd.op, bd.sem
@@ -118,6 +147,10 @@ class AluCode:
             v = self._modify(b, v, o.bits, o.mods.abs, o.mods.neg)
             if o.mods.flush:
                 v = self._flushed(b, v, float_bits(o.fmt, o.bits), o.bits, hwreg.F32_KEEP_IN, hwreg.F16_KEEP_IN)
+            if o.mods.dpp:
+                if fetch is None:
+                    raise Exit("DPP8 form")
+                v = fetch(v)
             return v
         if sem.files:  # a lane read or write, or a matrix op: inlined, its register-file accesses lane by lane
             def vgpr(s: str) -> bool:
@@ -204,10 +237,10 @@ class AluCode:
             v = b.and_(v, b.not_(s))
         return b.xor(v, s) if neg and not abs_ else b.or_(v, s) if neg else v
 
-    def _valu_write(self, b, bd: Binding, out: dict, exe) -> None:
+    def _valu_write(self, b, bd: Binding, out: dict, exe, written=None) -> None:
         """A VALU binding's results: VGPRs (no output modifiers; v_swap writes its S0 too) and wave masks; a lane
-        read's value to its SGPR."""
-        active = self._lanes(b, exe)
+        read's value to its SGPR. `written`: the lanes a VGPR result goes to when not EXEC's (DPP16's)."""
+        active = self._lanes(b, exe if written is None else written)
         for n, v in out.items():
             o = bd.outputs[n]
             if n in ("D0", "S0") and o.kind is Kind.VGPR:
