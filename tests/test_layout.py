@@ -127,22 +127,48 @@ def test_only_the_target_descriptor_tells_chips_apart_by_name():
 
 # the operand codes of VCC, TTMPs, M0/NULL, EXEC, the source markers, apertures and VCCZ..LDS_DIRECT (emu.amd.regs)
 SPECIAL_CODES = {106, 107, 108, 123, 124, 125, 126, 127, 233, 234, *range(235, 240), *range(249, 255)}
-CODE_USERS = ("emu/amd/exec/", "emu/amd/asm/", "emu/amd/debug/", "emu/amd/decode.py", "emu/amd/dispatch.py")
+CODE_USERS = ("emu/amd/exec/", "emu/amd/asm/", "emu/amd/debug/", "emu/amd/decode.py", "emu/amd/dispatch.py",
+              "emu/amd/strategies/")
+
+
+def _codes(node: ast.AST) -> list[int]:
+    return [c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and type(c.value) is int
+            and c.value in SPECIAL_CODES]
+
+
+def _named_codes(tree: ast.Module) -> list[tuple[int, int]]:
+    """(line, code) of module constants bound to an operand code (`DPP8_FI = 234`, `A, B = 250, 233`): a second
+    table of them."""
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            out += [(node.lineno, c) for v in values if isinstance(v, ast.Constant) for c in _codes(v)]
+    return out
 
 
 def test_operand_codes_come_from_the_register_table():
-    """The executor, disassembler and debugger compare scalar operand codes with emu.amd.regs's names (and M0 /
-    NULL with the generation's), never with the numbers: one table says where each register is."""
+    """The executor, disassembler, debugger and instruction strategies compare scalar operand codes with
+    emu.amd.regs's names (and M0 / NULL with the generation's), never with the numbers, and name none of them
+    again: one table says where each register is."""
     found = []
     for f in sorted((ROOT / "emu" / "amd").rglob("*.py")):
         rel = f.relative_to(ROOT).as_posix()
         if not rel.startswith(CODE_USERS):
             continue
-        for node in ast.walk(ast.parse(f.read_text(), rel)):
+        tree = ast.parse(f.read_text(), rel)
+        found += [f"{rel}:{line}: {code}" for line, code in _named_codes(tree)]
+        for node in ast.walk(tree):
             if isinstance(node, ast.Compare):
-                found += [f"{rel}:{node.lineno}: {c.value}" for c in ast.walk(node) if isinstance(c, ast.Constant)
-                          and type(c.value) is int and c.value in SPECIAL_CODES]
+                found += [f"{rel}:{node.lineno}: {c}" for c in _codes(node)]
     assert not found, f"operand codes written as numbers: {found}"
+
+
+def test_a_second_table_of_operand_codes_is_seen():
+    """The check itself: module constants bound to operand codes, alone or unpacked, are found; other numbers and
+    constants inside functions are not."""
+    tree = ast.parse("DPP8_FI = 234\nA, B = 250, 7\nBLOCK = 64\nX: int = 126\ndef f():\n    y = 106\n")
+    assert _named_codes(tree) == [(1, 234), (2, 250), (4, 126)]
 
 
 # emu's seam modules implement stack's file-I/O hook interface and parse the DEV grammar: they may import stack
