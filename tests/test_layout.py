@@ -171,6 +171,31 @@ def test_a_second_table_of_operand_codes_is_seen():
     assert _named_codes(tree) == [(1, 234), (2, 250), (4, 126)]
 
 
+# the fast tiers' modules: what they do not run they decline through emu.amd.exec.takes, counted under HWEMU_STATS
+FAST_TIERS = ("interp", "threaded", "translate", "takes")
+
+
+def _catches_everything(h: ast.ExceptHandler) -> bool:
+    """A handler of every error (bare, Exception, BaseException) that does not raise it again."""
+    names = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+    broad = h.type is None or any(isinstance(n, ast.Name) and n.id in ("Exception", "BaseException") for n in names)
+    return broad and not (h.body and isinstance(h.body[-1], ast.Raise) and h.body[-1].exc is None)
+
+
+def test_fast_tiers_catch_no_bugs():
+    """A fast tier declines an instruction through one explicit table (emu.amd.exec.takes), never by catching
+    whatever its code generator raised: a bug there must fail, not turn into a silent slowdown."""
+    found = []
+    for f in sorted((ROOT / "emu" / "amd" / "exec").glob("*.py")):
+        if f.stem.startswith(FAST_TIERS):
+            rel = f.relative_to(ROOT).as_posix()
+            found += [f"{rel}:{h.lineno}" for h in ast.walk(ast.parse(f.read_text(), rel))
+                      if isinstance(h, ast.ExceptHandler) and _catches_everything(h)]
+    assert not found, f"fast-tier code catching every error: {found}"
+    tree = ast.parse("try:\n    f()\nexcept Exception:\n    g()\ntry:\n    f()\nexcept (KeyError, BaseException):\n"
+                     "    pass\ntry:\n    f()\nexcept BaseException:\n    g()\n    raise\n")
+    assert [_catches_everything(h) for h in ast.walk(tree) if isinstance(h, ast.ExceptHandler)] == [True, True, False]
+
 # emu's seam modules implement stack's file-I/O hook interface and parse the DEV grammar: they may import stack
 STACK_SEAM = {"emu.cli": {"stack.hcq.fileio"}, "emu.os.system": {"stack.hcq.fileio"},
               "emu.os.pci": {"stack.hcq.fileio"},
