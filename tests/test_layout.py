@@ -127,23 +127,74 @@ def test_only_the_target_descriptor_tells_chips_apart_by_name():
 
 # the operand codes of VCC, TTMPs, M0/NULL, EXEC, the source markers, apertures and VCCZ..LDS_DIRECT (emu.amd.regs)
 SPECIAL_CODES = {106, 107, 108, 123, 124, 125, 126, 127, 233, 234, *range(235, 240), *range(249, 255)}
-CODE_USERS = ("emu/amd/exec/", "emu/amd/asm/", "emu/amd/debug/", "emu/amd/decode.py", "emu/amd/dispatch.py")
+CODE_USERS = ("emu/amd/exec/", "emu/amd/asm/", "emu/amd/debug/", "emu/amd/decode.py", "emu/amd/dispatch.py",
+              "emu/amd/strategies/")
+
+
+def _codes(node: ast.AST) -> list[int]:
+    return [c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and type(c.value) is int
+            and c.value in SPECIAL_CODES]
+
+
+def _named_codes(tree: ast.Module) -> list[tuple[int, int]]:
+    """(line, code) of module constants bound to an operand code (`DPP8_FI = 234`, `A, B = 250, 233`): a second
+    table of them."""
+    out = []
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            out += [(node.lineno, c) for v in values if isinstance(v, ast.Constant) for c in _codes(v)]
+    return out
 
 
 def test_operand_codes_come_from_the_register_table():
-    """The executor, disassembler and debugger compare scalar operand codes with emu.amd.regs's names (and M0 /
-    NULL with the generation's), never with the numbers: one table says where each register is."""
+    """The executor, disassembler, debugger and instruction strategies compare scalar operand codes with
+    emu.amd.regs's names (and M0 / NULL with the generation's), never with the numbers, and name none of them
+    again: one table says where each register is."""
     found = []
     for f in sorted((ROOT / "emu" / "amd").rglob("*.py")):
         rel = f.relative_to(ROOT).as_posix()
         if not rel.startswith(CODE_USERS):
             continue
-        for node in ast.walk(ast.parse(f.read_text(), rel)):
+        tree = ast.parse(f.read_text(), rel)
+        found += [f"{rel}:{line}: {code}" for line, code in _named_codes(tree)]
+        for node in ast.walk(tree):
             if isinstance(node, ast.Compare):
-                found += [f"{rel}:{node.lineno}: {c.value}" for c in ast.walk(node) if isinstance(c, ast.Constant)
-                          and type(c.value) is int and c.value in SPECIAL_CODES]
+                found += [f"{rel}:{node.lineno}: {c}" for c in _codes(node)]
     assert not found, f"operand codes written as numbers: {found}"
 
+
+def test_a_second_table_of_operand_codes_is_seen():
+    """The check itself: module constants bound to operand codes, alone or unpacked, are found; other numbers and
+    constants inside functions are not."""
+    tree = ast.parse("DPP8_FI = 234\nA, B = 250, 7\nBLOCK = 64\nX: int = 126\ndef f():\n    y = 106\n")
+    assert _named_codes(tree) == [(1, 234), (2, 250), (4, 126)]
+
+
+# the fast tiers' modules: what they do not run they decline through emu.amd.exec.takes, counted under HWEMU_STATS
+FAST_TIERS = ("interp", "threaded", "translate", "takes")
+
+
+def _catches_everything(h: ast.ExceptHandler) -> bool:
+    """A handler of every error (bare, Exception, BaseException) that does not raise it again."""
+    names = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+    broad = h.type is None or any(isinstance(n, ast.Name) and n.id in ("Exception", "BaseException") for n in names)
+    return broad and not (h.body and isinstance(h.body[-1], ast.Raise) and h.body[-1].exc is None)
+
+
+def test_fast_tiers_catch_no_bugs():
+    """A fast tier declines an instruction through one explicit table (emu.amd.exec.takes), never by catching
+    whatever its code generator raised: a bug there must fail, not turn into a silent slowdown."""
+    found = []
+    for f in sorted((ROOT / "emu" / "amd" / "exec").glob("*.py")):
+        if f.stem.startswith(FAST_TIERS):
+            rel = f.relative_to(ROOT).as_posix()
+            found += [f"{rel}:{h.lineno}" for h in ast.walk(ast.parse(f.read_text(), rel))
+                      if isinstance(h, ast.ExceptHandler) and _catches_everything(h)]
+    assert not found, f"fast-tier code catching every error: {found}"
+    tree = ast.parse("try:\n    f()\nexcept Exception:\n    g()\ntry:\n    f()\nexcept (KeyError, BaseException):\n"
+                     "    pass\ntry:\n    f()\nexcept BaseException:\n    g()\n    raise\n")
+    assert [_catches_everything(h) for h in ast.walk(tree) if isinstance(h, ast.ExceptHandler)] == [True, True, False]
 
 # emu's seam modules implement stack's file-I/O hook interface and parse the DEV grammar: they may import stack
 STACK_SEAM = {"emu.cli": {"stack.hcq.fileio"}, "emu.os.system": {"stack.hcq.fileio"},

@@ -148,6 +148,23 @@ def test_launch_sizes_are_bounded():
     assert len(gpu.vm.mappings) == n
 
 
+KERNEL_CODE_PROPERTIES, WAVEFRONT_SIZE32 = 56, 1 << 10  # AMDGPUUsage: the kernel descriptor's u16 at byte 56, bit 10
+
+
+def test_a_wave32_bit_on_a_wave64_chip_is_checked_as_wave64():
+    """gfx942 has no wave32: a descriptor asking for it runs wave64 (Generation.lanes), so a work-item's private
+    segment is checked against a wave's largest scratch over 64 lanes, not 32 (the launch was refused by a field
+    encoder's overflow, naming no kernel)."""
+    t = saxpy("gfx942")
+    kd = t.descriptors["saxpy"]
+    props = struct.unpack_from("<H", t.blob, kd + KERNEL_CODE_PROPERTIES)[0]
+    blob = with_u32(descriptor_field(t, 4, 200000), kd + KERNEL_CODE_PROPERTIES, props | WAVEFRONT_SIZE32, "<H")
+    gpu, args = gpu_and_args("gfx942")
+    prog = gpu.load(blob)  # the host's check: 200000 is below ((1 << 13) - 1) KiB / 32
+    with pytest.raises(EmuLimitError, match=re.escape("kernel 'saxpy': private segment bytes per work-item (wave64) "
+                                                      f"200000 exceeds the {((1 << 13) - 1) * 1024 // 64} limit")):
+        gpu.launch(prog, "saxpy", block=64, args=args)
+
 def test_alloc_of_absurd_sizes_is_a_value_error(monkeypatch):
     from emu.amd import GPU
     from emu.amd.memory import VM

@@ -42,3 +42,22 @@ def test_m0_and_null_are_what_llvm_and_the_executor_both_say(arch):
     w.sgpr[1:4] = [7, 9, 9]
     w.run(code + bytes.fromhex("000081bf" if g.gfx == 9 else "0000b0bf"))
     assert w.m0 == 7 and list(w.sgpr[1:4]) == [7, 7, 0]
+
+
+@pytest.mark.parametrize("arch", TARGETS)
+def test_hwemu_info_shows_each_chip_as_an_agent(arch, capsys):
+    """`hwemu info --arch` reads the MOCKKFD topology through the file-I/O seam as a runtime does: the GPU agent's
+    gfx name comes back from the node's gfx_target_version."""
+    from emu import cli
+    assert cli.main(["info", "--arch", arch]) == 0
+    assert f"agent 1: GPU {arch}, " in capsys.readouterr().out
+
+
+def test_hwemu_info_shows_gfx90a_as_an_mi210(capsys):
+    """The gfx90a agent is an Instinct MI210: PCI device 0x740F, 104 CUs, wave64, 64 GB, 1700 MHz peak engine clock
+    (AMD's product page; amdgpu's pciidlist)."""
+    from emu import cli
+    assert cli.main(["info", "--arch", "gfx90a"]) == 0
+    out = capsys.readouterr().out
+    assert "GPU gfx90a, " in out and "device 0x740f" in out
+    assert "104 CUs, wave64, 8 waves/SIMD, 64 KiB LDS, 65536 MiB VRAM, 1700 MHz" in out

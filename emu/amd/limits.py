@@ -100,7 +100,7 @@ def check_private(kernel: Kernel, arch: str) -> int:
     """A work-item's private segment bytes (the descriptor's, plus DYNAMIC_STACK when the compiler could not size
     the stack), checked against a wave's largest scratch; returns them."""
     kd = kernel.descriptor
-    lanes = 32 if kd.wave32 else 64
+    lanes = target.generation(arch).lanes(kd.wave32)
     private = kd.private_segment_fixed_size + (DYNAMIC_STACK if kernel.uses_dynamic_stack else 0)
     check_limit(f"kernel {kernel.name!r}", f"private segment bytes per work-item (wave{lanes})", private,
                 max_wave_scratch(arch) // lanes)

@@ -58,6 +58,7 @@ class Generation:
     # flat scratch init SGPRs and reaches buffer scratch through the private segment buffer and wave offset (gfx90a)
     mfma_f64_neg: bool = True    # the F64 MFMAs' BLGP bits negate their sources (gfx940+); gfx90a's are BLGP
     sqtt_layout: int = 0         # the thread trace's packet layout (LAYOUT_HEADER.layout: 3 gfx11, 4 gfx12; 0 none)
+    fp8: str = "ocp"             # fp8 / bf8 formats: OCP E4M3 / E5M2, or "fnuz" (bias 8 / 16, no inf, no -0, NaN 0x80)
     name: str = ""               # its instruction set's name (default: the tables' name, `isa`)
 
     def __post_init__(self):
@@ -91,7 +92,7 @@ CDNA = Generation("cdna", 9, (64,), 102, m0=124, null=125, saddr_off=0x7F, agprs
                   flat_offset_unsigned=True, vgpr_halves=False, zeroes_hi16=True, dpp8=False, dpp_broadcasts=True,
                   sdwa=True, gpr_indexing=True, vgpr_align64=True, constant_bus=1,
                   cache_policy="sc", buffer_swizzle=True)
-CDNA3 = dataclasses.replace(CDNA, name="cdna3")
+CDNA3 = dataclasses.replace(CDNA, name="cdna3", fp8="fnuz")  # gfx940-942: the FNUZ formats (CDNA4: OCP)
 CDNA2 = dataclasses.replace(CDNA, name="cdna2", cache_policy="glc", architected_scratch=False, mfma_f64_neg=False)
 GENERATIONS = {g.isa: g for g in (RDNA3, RDNA4, CDNA)}  # the generation a family name stands for (the whole table)
 _NAMED = {g.name: g for g in (RDNA3, RDNA4, CDNA, CDNA3, CDNA2)}  # every generation by its instruction set's name

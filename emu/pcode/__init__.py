@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.pcode import pyback
-from emu.pcode.fixups import FNUZ_SETS, fixup, fnuz
+from emu.pcode.fixups import fixup, fnuz
 from emu.pcode.ir import Func
 from emu.pcode.lower import Lowerer
 from emu.pcode.pyback import ROUNDED
@@ -150,7 +150,7 @@ def pcode_of(arch: str, space: str, name: str) -> tuple[str | None, str | None]:
     reason = None
     if fx is not None:
         text, reason = fx.apply(text), fx.reason
-    if text and iset in FNUZ_SETS:
+    if text and vendor().fp8(arch) == "fnuz":
         text = fnuz(text)
     return text, reason
 

@@ -299,12 +299,9 @@ def _matrix(family: str, name: str) -> Fixup | None:
         return Fixup(None, f"prose: matrix op not modelled ({e})")
 
 
-# The CDNA tables are CDNA4's (gfx950: OCP E4M3 / E5M2 fp8 and bf8). CDNA3 (gfx940-942) has the FNUZ formats
-# instead (bias 8 / 16, no infinities, no -0, 0x80 the only NaN): the texts of its instruction set name those.
-FNUZ_SETS = frozenset({"cdna3"})
-
-
 def fnuz(text: str) -> str:
+    """The text with fp8 / bf8 naming the FNUZ formats, for instruction sets that have those (the CDNA tables are
+    CDNA4's, whose fp8 and bf8 are OCP E4M3 / E5M2; CDNA3's are FNUZ: the descriptor's Generation.fp8)."""
     return re.sub(r"(?<![A-Za-z0-9])(fp8|bf8)(?![A-Za-z0-9])", r"\1fnuz", text)
 
 

@@ -21,10 +21,9 @@ from emu.amd.exec.operands import (
     vgpr_reader,
     vgpr_writer,
 )
-from emu.amd.regs import VGPR0
+from emu.amd.regs import DPP8FI, VGPR0
 
 U64 = np.uint64
-DPP8_FI = 234  # src0 value of a DPP8 form with fetch-inactive set (233 without)
 SUBSTITUTE_ROWS = 32  # registers of the widest matrix operand (1024 bits), appended per constant source
 _MATRIX = ("V_MFMA_", "V_WMMA_", "V_SMFMAC_")
 _ELEMENT = re.compile(r"(F64|F32|I32|BF16|F16)$")  # element type at the end of a matrix operand's format
@@ -121,7 +120,7 @@ class ValuPlans:
             r, _ = self._dpp16(r, f)
         elif m.dpp:
             r = _dpp8_fetch(r, dpp8([f[f"lane_sel_{k}"] for k in range(8)], self.lanes),
-                            inst.fields.get("src0", 0) == DPP8_FI)
+                            inst.fields.get("src0", 0) == DPP8FI)
         if m.offset is not None:
             off = U64(m.offset)
             r = _then(r, lambda a: a + off)
@@ -155,7 +154,7 @@ class ValuPlans:
             idx, valid, wmask = self._dpp16_select(f)
             gather = (idx, valid)
         elif "SRC0" in reads and enc.endswith("DPP8"):
-            idx, fi = dpp8([f[f"lane_sel_{k}"] for k in range(8)], self.lanes), f.get("src0", 0) == DPP8_FI
+            idx, fi = dpp8([f[f"lane_sel_{k}"] for k in range(8)], self.lanes), f.get("src0", 0) == DPP8FI
             gather = (idx, lambda w: fi | w.active[idx])
         return _view(subs, gather, wmask), wmask
 

@@ -37,6 +37,11 @@ def name(arch: str) -> str:
     return target.generation(arch).name
 
 
+def fp8(arch: str) -> str:
+    """The fp8 / bf8 formats of the instruction set of `arch`: "ocp" or "fnuz" (Generation.fp8)."""
+    return target.generation(arch).fp8
+
+
 def _cache_path(fam: str) -> Path:
     from importlib.metadata import version  # cheap: reads dist-info, does not import tinygrad
     return cache.root() / f"isa-{fam}-tinygrad{version('tinygrad')}-v{SCHEMA}.pickle"
@@ -59,4 +64,5 @@ def _tables(fam: str) -> ISA:
     return cache.pickled(_cache_path(fam), convert)
 
 
-__all__ = ["ISA", "Encoding", "Field", "Op", "Operand", "UnknownArch", "family", "name", "load", "FAMILIES", "ARCHES"]
+__all__ = ["ISA", "Encoding", "Field", "Op", "Operand", "UnknownArch", "family", "name", "fp8", "load", "FAMILIES",
+           "ARCHES"]

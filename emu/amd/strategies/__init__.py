@@ -40,7 +40,8 @@ import struct
 from hypothesis import strategies as st
 
 from emu.amd import isa
-from emu.amd.strategies.fields import ACCEPTS, DPP8, DPP8_FI, DPP16, SDWA, VGPR_BASE, Enc, regs
+from emu.amd.regs import DPP8, DPP8FI, DPP16, SDWA, VGPR0
+from emu.amd.strategies.fields import ACCEPTS, Enc, regs
 from emu.amd.strategies.memory import MemoryForms
 from emu.amd.strategies.valu import ValuRules
 
@@ -129,15 +130,15 @@ class _Gen(ValuRules, MemoryForms):
         literal, the constant bus, VOPD banks."""
         variant, op = self.e.enc.variant, ops.get("op")
         if variant.startswith(("DPP16", "DPP8", "SDWA")):
-            v["src0"] = draw(st.sampled_from((DPP8, DPP8_FI))) if variant.startswith("DPP8") else \
+            v["src0"] = draw(st.sampled_from((DPP8, DPP8FI))) if variant.startswith("DPP8") else \
                 DPP16 if variant.startswith("DPP16") else SDWA
         if variant == "MFMA":  # matrix ops: broadcast controls, AGPR selects for A/B and C/D
             for name in ("cbsz", "abid", "acc_cd", "acc", "blgp"):
                 if name != "blgp" or not op.name.startswith("V_SMFMAC"):  # sparse MFMA has no B-lane group pattern
                     v[name] = draw(st.integers(0, (1 << self.e.enc.field(name).width) - 1))
-            n, c = regs(op.operands["vdst"].bits), v["src2"] - VGPR_BASE
+            n, c = regs(op.operands["vdst"].bits), v["src2"] - VGPR0
             if c >= 0 and regs(op.operands["src2"].bits) == n and c != v["vdst"] and abs(c - v["vdst"]) < n:
-                v["src2"] = VGPR_BASE + v["vdst"]  # C and D are the same registers or disjoint
+                v["src2"] = VGPR0 + v["vdst"]  # C and D are the same registers or disjoint
         if "target" in v:  # export: a target, and a VGPR for each enabled channel
             v["target"] = draw(st.sampled_from(_EXP_TARGETS))
             for i in range(4):

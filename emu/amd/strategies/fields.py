@@ -9,12 +9,9 @@ from hypothesis import strategies as st
 
 from emu.amd import isa, target
 from emu.amd.exec.state import EXEC, VCC
+from emu.amd.regs import INLINE_FLOAT, INLINE_INT, LITERAL, VGPR0
 
-LITERAL = 255  # source-field value that selects the 32-bit literal after the instruction
-VGPR_BASE = 256  # 9-bit source fields: 256 + n selects vN
-INLINE_INT = tuple(range(128, 209))  # inline integers 0..64, -1..-16
-INLINE = (*INLINE_INT, *range(240, 249))  # and the float constants 0.5 .. 1/(2*pi)
-DPP16, DPP8, DPP8_FI, SDWA = 250, 233, 234, 249  # src0 values that announce the DPP / SDWA dword
+INLINE = (*INLINE_INT, *INLINE_FLOAT)  # the inline integers and float constants
 
 # Fields LLVM 19 decodes only as 0 for some opcodes of a chip (arch, encoding, opcode regexes; field; why).
 _LLVM_ZERO = (
@@ -113,7 +110,7 @@ class Fields:
         n = regs(operand.bits)
         limit = 128 if self.short and operand.bits == 16 else 256
         if field.kind == "vgpr" or (field.kind == "src" and accepts == "v"):
-            return self.vgpr(draw, n, limit) + (VGPR_BASE if field.kind == "src" else 0)
+            return self.vgpr(draw, n, limit) + (VGPR0 if field.kind == "src" else 0)
         kinds = [k for k in "svi" if k in accepts.lower() and (k != "v" or field.kind == "src")]
         if literal and "l" in accepts:
             kinds.append("l")
@@ -121,7 +118,7 @@ class Fields:
             return field.value or 0
         k = draw(st.sampled_from(kinds))
         if k == "v":
-            return VGPR_BASE + self.vgpr(draw, n, limit)
+            return VGPR0 + self.vgpr(draw, n, limit)
         if k == "i":  # LLVM turns float constants into literals for 16-bit integer and SALU operands
             ints = operand.bits == 16 and (field.kind == "ssrc" or re.search(r"[IU]16", operand.fmt))
             return draw(st.sampled_from(INLINE_INT if ints else INLINE))
@@ -161,7 +158,7 @@ class Fields:
             bits = min(5, int(operand.kind[4:]))  # register field; LLVM 19 decodes 5 bits of RDNA4's SIMM8
             return draw(st.integers(0, (1 << bits) - 1))
         if self.dpp and f.name in ("src1", "src2") and operand is not None and operand.fmt != "NUM_M64":  # DPP: VGPRs
-            return VGPR_BASE + self.vgpr(draw, regs(operand.bits))
+            return VGPR0 + self.vgpr(draw, regs(operand.bits))
         if f.name == "saddr":
             if operand is None:
                 return self.saddr_none

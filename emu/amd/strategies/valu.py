@@ -7,7 +7,8 @@ import re
 from hypothesis import strategies as st
 
 from emu.amd import isa
-from emu.amd.strategies.fields import ACCEPTS, DPP8, DPP8_FI, DPP16, LITERAL, SDWA, VGPR_BASE, Fields, regs
+from emu.amd.regs import DPP8, DPP8FI, DPP16, LITERAL, SDWA, VGPR0
+from emu.amd.strategies.fields import ACCEPTS, Fields, regs
 
 _SHIFT64 = re.compile(r"V_(LSHL|LSHR|ASHR)REV_[BI]64")  # GFX10+: one scalar value only
 _FLOAT = re.compile(r"F16|F32|F64")  # float operand formats (NUM_F32, NUM_PK2_F16, NUM_BF16, ...)
@@ -46,7 +47,7 @@ class ValuRules(Fields):
         fields = []
         for f in self.e.enc.fields:
             x = v.get(f.name)
-            if f.kind != "src" or x is None or x >= VGPR_BASE or x in (DPP16, DPP8, DPP8_FI, SDWA):
+            if f.kind != "src" or x is None or x >= VGPR0 or x in (DPP16, DPP8, DPP8FI, SDWA):
                 continue
             operand = self.operand(ops, f.name)[1]
             if operand is None or (x != LITERAL and (x >= 128 or x == self.gen.null)):
@@ -57,7 +58,7 @@ class ValuRules(Fields):
             if key in used or len(used) < limit:
                 used.add(key)
             elif takes_v:
-                v[name] = VGPR_BASE + self.vgpr(draw, regs(operand.bits))
+                v[name] = VGPR0 + self.vgpr(draw, regs(operand.bits))
 
     def reads_vcc(self, op: isa.Op) -> bool:
         """Whether the opcode reads VCC without a source field naming it (V_CNDMASK_B32 and carry-in adds in
@@ -70,7 +71,7 @@ class ValuRules(Fields):
     def vopd_banks(self, ops: dict[str, isa.Op], v: dict[str, int]) -> None:
         """VOPD register banks: X's and Y's src0 differ in reg % 4, so do their src1, and their src2 (the
         accumulator: vdst of FMAC / DOT2ACC, the VGPR after K of FMAMK) differ in reg % 2."""
-        for x, y, base in (("srcx0", "srcy0", VGPR_BASE), ("vsrcx1", "vsrcy1", 0)):
+        for x, y, base in (("srcx0", "srcy0", VGPR0), ("vsrcx1", "vsrcy1", 0)):
             rx, ry = v[x] - base, v[y] - base
             used = self.operand(ops, x)[1] is not None and self.operand(ops, y)[1] is not None
             if used and rx >= 0 and ry >= 0 and rx % 4 == ry % 4:
