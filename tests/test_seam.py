@@ -1,0 +1,79 @@
+"""The native seam (emu/seam, docs/seam.md): an LD_PRELOAD library through which programs that are not Python reach
+the mock GPUs by libc's calls, as they reach amdkfd. The clients are C programs compiled here with the system's cc
+against this machine's linux/kfd_ioctl.h, run under `hwemu run`."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emu.seam import build
+
+ROOT = Path(__file__).resolve().parent.parent
+SEAM_TESTS = Path(__file__).parent / "seam"
+# every call the seam interposes, with the 64-bit and fortified variants
+INTERPOSED = {"open", "open64", "openat", "openat64", "__open_2", "__open64_2", "__openat_2", "__openat64_2", "close",
+              "ioctl", "mmap", "mmap64", "dup", "dup2", "dup3", "fcntl", "fcntl64", "fopen", "fopen64", "opendir",
+              "access", "readlink", "realpath", "stat", "stat64", "lstat", "lstat64", "fstat", "fstat64", "fstatat",
+              "fstatat64", "statx", "__xstat", "__xstat64", "__lxstat", "__lxstat64", "__fxstat", "__fxstat64"}
+
+
+@pytest.fixture(scope="module")
+def library() -> Path:
+    try:
+        return build.library()
+    except build.BuildError as e:
+        pytest.skip(str(e))
+
+
+def compile_c(source: Path, out: Path) -> Path:
+    cc = shutil.which("cc")
+    if cc is None or not Path("/usr/include/linux/kfd_ioctl.h").exists():
+        pytest.skip("needs cc and linux/kfd_ioctl.h (Debian: gcc, linux-libc-dev)")
+    subprocess.run([cc, "-O1", "-Wall", "-Werror", "-I", str(SEAM_TESTS / "include"), str(source), "-o", str(out)],
+                   check=True)
+    return out
+
+
+def hwemu_run(*argv: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    env.pop("DEV", None)
+    return subprocess.run([sys.executable, "-m", "emu.cli", "run", *argv], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_exports_the_interposed_calls_and_loads_python_only_when_asked(library):
+    nm = subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True)
+    exported = {line.split()[-1] for line in nm.stdout.splitlines()}
+    assert exported == INTERPOSED  # the transport's functions stay inside
+    ldd = subprocess.run(["ldd", str(library)], capture_output=True, text=True, check=True).stdout
+    assert "libpython" not in ldd  # dlopen()ed on a process's first mock open, not by every program under hwemu run
+
+
+def test_raw_kfd_client(library, tmp_path):
+    client = compile_c(SEAM_TESTS / "kfd_client.c", tmp_path / "kfd_client")
+    r = hwemu_run("--arch", "gfx1100", "--", str(client))
+    assert r.returncode == 0, r.stdout + r.stderr
+    steps = r.stdout.splitlines()
+    assert all(s.startswith("ok ") for s in steps) and steps[-1] == "ok close", r.stdout
+    assert "EFAULT: unmapped argument" in r.stdout.replace("ok ", "")
+
+
+def test_topology_files_are_read_by_libc_itself(library):
+    """Programs that only read the topology (cat, ls: opendir, open, stat) see the mock's, and start no Python."""
+    r = hwemu_run("--arch", "gfx90a", "--gpus", "2", "--", "sh", "-c",
+                  "cat /sys/class/kfd/kfd/topology/nodes/2/name; ls /sys/devices/virtual/kfd/kfd/topology/nodes; "
+                  "test -c /dev/kfd && test -c /dev/dri/renderD129 && echo nodes")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["gfx90a", "0", "1", "2", "nodes"]
+
+
+def test_missing_compiler_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("HWEMU_CACHE", str(tmp_path))
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    with pytest.raises(build.BuildError, match="no C compiler .*/nonexistent/cc"):
+        build.library()
