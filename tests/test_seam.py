@@ -77,3 +77,17 @@ def test_missing_compiler_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent/cc")
     with pytest.raises(build.BuildError, match="no C compiler .*/nonexistent/cc"):
         build.library()
+
+
+def test_rocminfo_lists_the_emulated_gfx90a(library):
+    """Debian's ROCm 5.2 runtime (libhsakmt, libhsa-runtime64) through the seam: the topology, libdrm_amdgpu's device
+    setup on the render node, the VM, the event page, the system memory pool."""
+    if shutil.which("rocminfo") is None:
+        pytest.skip("needs Debian's rocminfo (ROCm 5.2.3; ./dev installs it as root)")
+    r = hwemu_run("--arch", "gfx90a", "--", "rocminfo")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    gpu = r.stdout[r.stdout.index("Device Type:             GPU") - 800:]
+    assert "Name:                    gfx90a" in gpu and "amdgcn-amd-amdhsa--gfx90a" in gpu
+    assert "Compute Unit:            104" in gpu  # an MI210's 104 CUs (emu.amd.target)
+    assert "L2:                      8192(0x2000) KB" in gpu  # its 8 MiB L2: a GPU cache (HSACU) in the topology
+    assert "Device Type:             CPU" in r.stdout and "FLAGS: KERNARG, FINE GRAINED" in r.stdout  # system memory

@@ -47,7 +47,7 @@ class MockSystem:
         self.engine = Engine(self.gpus)
         self.gpus.extend(GPUDevice(arch, i + 1, FIRST_RENDER_MINOR + i, self.engine) for i in range(ngpus))
         self.kfd = KFD(self.gpus, Heap("gtt", GTT_SIZE), self.lock)
-        self.files = topology.sysfs_files(arch, ngpus, os.cpu_count() or 1)
+        self.files = topology.sysfs_files(arch, ngpus)
         self.written: set[str] = set()  # the writable files a client has written
         self.open_files: dict[int, object] = {}  # fd -> the mock node (a GPUDevice for render nodes, "kfd")
         if category.enabled():

@@ -39,7 +39,8 @@ static int started, inherited;        /* a mock node was opened; this is a fork(
 
 /* the paths served from HWEMU_SEAM_SYSFS (device nodes: placeholders there, for stat and access) */
 static const char *const SERVED[] = {"/sys/devices/virtual/kfd", "/sys/class/kfd", "/sys/class/drm/renderD",
-                                     "/sys/module/amdgpu", "/dev/kfd", "/dev/dri/renderD"};
+                                     "/sys/module/amdgpu", "/sys/dev/char/226:", "/proc/modules", "/dev/kfd",
+                                     "/dev/dri/renderD"};
 
 /* libc's `name`, looked up once */
 static void *resolve(void **slot, const char *name) {
