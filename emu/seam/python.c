@@ -50,8 +50,11 @@ static int initialize(void) {
     return 0;
 }
 
-/* at exit: what hwemu's Python registers to run then (HWEMU_STATS's report, timelines) */
-static void finish(void) {
+/* at the client's exit, before the C++ destructors of the libraries Python loaded (LLVM's) run: what hwemu's Python
+ * registered to run at exit (HWEMU_STATS's report, timelines, closing the JIT so no thread compiles any more) */
+void seam_python_exit(void) {
+    if (!owned || !call)
+        return; /* a Python client runs its own at its exit */
     PyGILState_STATE g = p_PyGILState_Ensure();
     p_PyRun_SimpleString("import atexit; atexit._run_exitfuncs()");
     p_PyGILState_Release(g);
@@ -79,11 +82,8 @@ static void start(void) {
     if (serve)
         p_Py_DecRef(serve);
     p_PyGILState_Release(g);
-    if (owned) {
+    if (owned)
         p_PyEval_SaveThread(); /* let the engine threads run while the client does */
-        if (call)
-            atexit(finish);
-    }
 }
 
 long seam_python(enum seam_request req, const char *path, const long a[6]) {

@@ -32,6 +32,7 @@
 #define KFD_NODE (-1)
 
 static seam_transport transport = seam_python;
+static void (*transport_exit)(void) = seam_python_exit;
 int seam_logging;
 static const char *sysfs_root;        /* HWEMU_SEAM_SYSFS */
 static short node_of_fd[MAX_FDS];     /* NOT_MOCK, KFD_NODE or a render minor */
@@ -64,10 +65,13 @@ int __lxstat(int, const char *, struct stat *);
 int __lxstat64(int, const char *, struct stat64 *);
 int __fxstat(int, int, struct stat *);
 int __fxstat64(int, int, struct stat64 *);
+int __libc_start_main(int (*)(int, char **, char **), int, char **, void (*)(void), void (*)(void), void (*)(void),
+                      void *);
 
 #define LIBC(X) X(open) X(openat) X(close) X(ioctl) X(mmap) X(mmap64) X(dup) X(dup2) X(dup3) X(fcntl) X(fcntl64) \
     X(fopen) X(fopen64) X(opendir) X(access) X(readlink) X(realpath) X(stat) X(stat64) X(lstat) X(lstat64) X(fstat) \
-    X(fstat64) X(fstatat) X(statx) X(__xstat) X(__xstat64) X(__lxstat) X(__lxstat64) X(__fxstat) X(__fxstat64)
+    X(fstat64) X(fstatat) X(statx) X(__xstat) X(__xstat64) X(__lxstat) X(__lxstat64) X(__fxstat) X(__fxstat64) \
+    X(__libc_start_main) X(exit)
 LIBC(DECLARE)
 
 static void child_after_fork(void) { inherited = started; }
@@ -265,6 +269,29 @@ int dup3(int old, int fd, int flags) { return duplicated(old, REAL(dup3)(old, fd
     }
 FCNTL(fcntl)
 FCNTL(fcntl64)
+
+/* ---- exit: the transport's turn comes first, before any library's exit handlers and destructors ---- */
+static void leaving(void) {
+    static int once;
+    if (started && !inherited && !__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL))
+        transport_exit();
+}
+void exit(int status) {
+    leaving();
+    REAL(exit)(status);
+    __builtin_unreachable();
+}
+static int (*client_main)(int, char **, char **);
+static int main_then_leave(int argc, char **argv, char **envp) {
+    int status = client_main(argc, argv, envp);
+    leaving(); /* returning from main exits from inside libc, where exit() is not interposed */
+    return status;
+}
+int __libc_start_main(int (*main)(int, char **, char **), int argc, char **argv, void (*init)(void),
+                      void (*fini)(void), void (*rtld_fini)(void), void *stack_end) {
+    client_main = main;
+    return REAL(__libc_start_main)(main_then_leave, argc, argv, init, fini, rtld_fini, stack_end);
+}
 
 /* ---- paths: the served ones are read from HWEMU_SEAM_SYSFS ---- */
 #define REDIRECTED(type, name, params, ...)                                                                          \

@@ -15,8 +15,10 @@ enum seam_request { SEAM_OPEN, SEAM_CLOSE, SEAM_IOCTL, SEAM_MMAP, SEAM_DUP };
 
 typedef long (*seam_transport)(enum seam_request req, const char *path, const long a[6]);
 
-/* the in-process transport: hwemu's Python in this process (python.c) */
+/* the in-process transport: hwemu's Python in this process (python.c); seam_python_exit runs at the client's exit,
+ * before anything of the process is torn down */
 long seam_python(enum seam_request req, const char *path, const long a[6]);
+void seam_python_exit(void);
 
 /* whether HWEMU_SEAM_LOG asks for a line on stderr per mock-path call */
 extern int seam_logging;
