@@ -20,7 +20,8 @@ INTERPOSED = {"open", "open64", "openat", "openat64", "__open_2", "__open64_2", 
               "ioctl", "mmap", "mmap64", "dup", "dup2", "dup3", "fcntl", "fcntl64", "fopen", "fopen64", "opendir",
               "access", "readlink", "realpath", "stat", "stat64", "lstat", "lstat64", "fstat", "fstat64", "fstatat",
               "fstatat64", "statx", "__xstat", "__xstat64", "__lxstat", "__lxstat64", "__fxstat", "__fxstat64",
-              "exit", "__libc_start_main"}  # exit: the in-process Python finishes first
+              "exit", "__libc_start_main",  # exit: the in-process Python finishes first
+              "dlsym"}  # lookups in libc's own handle (ctypes.CDLL("libc.so.6")) find the interposers
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +42,8 @@ def compile_c(source: Path, out: Path) -> Path:
 
 
 def hwemu_run(*argv: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    env.pop("DEV", None)
+    env = {**{k: v for k, v in os.environ.items() if k != "DEV"}, **(env or {}),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run([sys.executable, "-m", "emu.cli", "run", *argv], env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -72,16 +73,30 @@ __kernel void fill(__global uint *out, uint add) {
 
 
 @pytest.mark.skipif(not shutil.which("clang-19"), reason="needs clang-19 (llvm-19) for the kernel")
-@pytest.mark.parametrize("arch", ["gfx90a", "gfx1100"])
-def test_c_client_runs_a_kernel_on_an_aql_queue(library, tmp_path, arch):
+@pytest.mark.parametrize("arch, wave", [("gfx90a", 64), ("gfx1100", 32)])  # clang's default wave size for each
+def test_c_client_runs_a_kernel_on_an_aql_queue(library, tmp_path, arch, wave):
     """The C client loads a clang-19 code object itself, creates an AQL queue, rings its doorbell and waits on the
     completion signal's KFD event; it checks out[i] = 3 i + 17 for all 1,024 work-items."""
     from stack.codegen.opencl import compile_cl
     client = compile_c(SEAM_TESTS / "kfd_client.c", tmp_path / "kfd_client")
     (tmp_path / "fill.co").write_bytes(compile_cl(FILL, arch))
-    r = hwemu_run("--arch", arch, "--", str(client), str(tmp_path / "fill.co"), "fill")
+    r = hwemu_run("--arch", arch, "--", str(client), str(tmp_path / "fill.co"), "fill", env={"HWEMU_STATS": "1"})
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ok kernel results" in r.stdout and r.stdout.splitlines()[-1] == "ok close"
+    # HWEMU_STATS reports at the C program's exit, as at a Python program's
+    assert f"MOCKKFD with 1 emulated {arch}:" in r.stderr, r.stderr
+    assert f" 1 dispatches, {1024 // wave} waves," in r.stderr, r.stderr
+
+
+def test_tinygrad_with_plain_dev_amd(library):
+    """tinygrad's own KFD interface (DEV=AMD, no mock hook): os.open, fcntl.ioctl and its libc binding's mmap
+    (looked up in libc's handle: the seam's dlsym) reach the mock GPU."""
+    pytest.importorskip("tinygrad")
+    r = hwemu_run("--arch", "gfx1100", "--", sys.executable, "-c",
+                  "from tinygrad import Tensor; print((Tensor([1, 2, 3]) + 1).tolist())",
+                  env={"DEV": "AMD", "HWEMU_STATS": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == "[2, 3, 4]" and "MOCKKFD with 1 emulated gfx1100" in r.stderr
 
 
 def test_topology_files_are_read_by_libc_itself(library):

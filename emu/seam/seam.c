@@ -43,9 +43,25 @@ static const char *const SERVED[] = {"/sys/devices/virtual/kfd", "/sys/class/kfd
                                      "/sys/module/amdgpu", "/sys/dev/char/226:", "/proc/modules", "/dev/kfd",
                                      "/dev/dri/renderD"};
 
+/* libc's dlsym (this library's dlsym is an interposer too), found by the constructor: from then on a call of it
+ * through real_dlsym is a plain jump, which leaves dlsym(RTLD_NEXT)'s caller as it was */
+static void *(*libc_dlsym)(void *, const char *);
+static void find_libc_dlsym(void) {
+    if (!(libc_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34")) &&
+        !(libc_dlsym = (void *(*)(void *, const char *))dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5"))) {
+        fprintf(stderr, "hwemu seam: libc has no dlsym\n");
+        abort();
+    }
+}
+static void *real_dlsym(void *handle, const char *name) {
+    if (!libc_dlsym) /* a library's constructor ran before this one's */
+        find_libc_dlsym();
+    return libc_dlsym(handle, name);
+}
+
 /* libc's `name`, looked up once */
 static void *resolve(void **slot, const char *name) {
-    if (!*slot && !(*slot = dlsym(RTLD_NEXT, name))) {
+    if (!*slot && !(*slot = real_dlsym(RTLD_NEXT, name))) {
         fprintf(stderr, "hwemu seam: libc has no %s\n", name);
         abort();
     }
@@ -81,6 +97,8 @@ __attribute__((constructor)) static void seam_init(void) {
     seam_logging = log && *log && strcmp(log, "0") != 0;
     sysfs_root = getenv("HWEMU_SEAM_SYSFS");
     pthread_atfork(NULL, NULL, child_after_fork);
+    if (!libc_dlsym)
+        find_libc_dlsym();
 }
 
 static void say(const char *what, const char *path, long result) {
@@ -269,6 +287,26 @@ int dup3(int old, int fd, int flags) { return duplicated(old, REAL(dup3)(old, fd
     }
 FCNTL(fcntl)
 FCNTL(fcntl64)
+
+/* ---- dlsym: a client that looks libc's functions up in libc's own handle (Python's ctypes.CDLL("libc.so.6"),
+ * tinygrad's libc binding) gets this library's, as one that links them does ---- */
+static void *shadowing(const char *name, void *found) {
+    static void *self;
+    Dl_info in_libc, mine;
+    if (!self && dladdr((void *)seam_init, &mine))
+        self = dlopen(mine.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    void *ours = found && self ? real_dlsym(self, name) : NULL; /* our definition, else libc's (our dependency) */
+    if (!ours || ours == found || !dladdr(found, &in_libc) || !dladdr((void *)REAL(close), &mine) ||
+        in_libc.dli_fbase != mine.dli_fbase)
+        return found; /* not a libc function this library interposes */
+    return ours;
+}
+void *dlsym(void *restrict handle, const char *restrict name) {
+    if (handle == RTLD_NEXT)
+        return real_dlsym(handle, name); /* a sibling call: "next" stays relative to the caller */
+    void *found = real_dlsym(handle, name);
+    return handle == RTLD_DEFAULT ? found : shadowing(name, found);
+}
 
 /* ---- exit: the transport's turn comes first, before any library's exit handlers and destructors ---- */
 static void leaving(void) {
