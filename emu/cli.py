@@ -72,8 +72,8 @@ def program_env(dev: str | None, command: str, base: dict[str, str] | None = Non
     nor the DSP and the seam is not there. `base`: the environment to start from (default: this process's)."""
     env = dict(os.environ if base is None else base)
     env["DEV"] = dev or env.get("DEV") or "MOCKKFD+AMD" + (f":{native[0]}" if native and native[0] else "")
-    if native is not None:
-        env = _with_seam(env, command, *native)
+    if native is not None and (env := _with_seam(env, command, *native)) is None:
+        return None
     if mockdsp.names_dsp(env["DEV"]):
         env.setdefault("MOCKDSP", "1")  # tinygrad's spelling of its mock DSP
         mockdsp.install(env, survive_exec=True)
@@ -87,9 +87,9 @@ def program_env(dev: str | None, command: str, base: dict[str, str] | None = Non
     return env
 
 
-def _with_seam(env: dict[str, str], command: str, arch: str | None, gpus: int | None) -> dict[str, str]:
+def _with_seam(env: dict[str, str], command: str, arch: str | None, gpus: int | None) -> dict[str, str] | None:
     """`env` with the native seam for `gpus` GPUs of `arch` (DEV's when None); without it (it cannot be built: the
-    reason on stderr) `env` as it was."""
+    reason on stderr) `env` as it was; None (said on stderr) for a chip hwemu does not emulate."""
     from emu.seam import build, environment
     from stack.device import parse_dev
     try:
@@ -104,6 +104,9 @@ def _with_seam(env: dict[str, str], command: str, arch: str | None, gpus: int | 
     except build.BuildError as e:
         print(f"hwemu {command}: {e}\nnative programs will not see the mock devices", file=sys.stderr)
         return env
+    except ValueError as e:  # a chip without topology figures
+        print(f"hwemu {command}: {e}", file=sys.stderr)
+        return None
 
 
 def run(dev: str | None, cmd: list[str], arch: str | None = None, gpus: int | None = None) -> int:

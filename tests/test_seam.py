@@ -108,6 +108,11 @@ def test_topology_files_are_read_by_libc_itself(library):
     assert r.stdout.split() == ["gfx90a", "0", "1", "2", "nodes"]
 
 
+def test_a_chip_hwemu_does_not_emulate_is_named(library):
+    r = hwemu_run("--arch", "gfx9999", "--", "true")
+    assert r.returncode == 2 and r.stderr.startswith("hwemu run: no KFD topology for 'gfx9999'"), r.stderr
+
+
 def test_missing_compiler_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("HWEMU_CACHE", str(tmp_path))
     monkeypatch.setenv("CC", "/nonexistent/cc")
