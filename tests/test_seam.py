@@ -108,6 +108,38 @@ def test_topology_files_are_read_by_libc_itself(library):
     assert r.stdout.split() == ["gfx90a", "0", "1", "2", "nodes"]
 
 
+def test_render_node_answers_what_libdrm_amdgpu_asks():
+    """drmGetVersion's DRM_IOCTL_VERSION as drm_copy_field fills it (each string cut to the caller's length, the length
+    then set to the string's: amdgpu_drv.c's "amdgpu", "20150101", "AMD GPU"), and DRM_IOCTL_AMDGPU_INFO at the
+    kernel's 32-byte struct size, READ_MMR_REG of GB_ADDR_CONFIG included (what libdrm reads on gfx9 and later)."""
+    import ctypes
+    import errno
+    import struct
+
+    from emu.amd import drm, target
+    chip, name = target.get("gfx90a"), ctypes.create_string_buffer(3)
+    arg = ctypes.create_string_buffer(struct.pack("<iii4xQQQQQQ", 0, 0, 0, 3, ctypes.addressof(name), 0, 0, 0, 0), 64)
+    assert drm.ioctl(chip, 0xC0406400, arg) == 0  # _IOWR('d', 0x00, struct drm_version)
+    major, _, _, name_len, _, date_len, _, desc_len, _ = struct.unpack("<iii4xQQQQQQ", arg.raw)
+    assert (major, name.raw, name_len, date_len, desc_len) == (3, b"amd", 6, 8, 7)
+    value = ctypes.c_uint32()
+    info = ctypes.create_string_buffer(struct.pack("<QIIIIII", ctypes.addressof(value), 4, 0x15, 0x263E, 1, 0xFFFFFFFF,
+                                                   0))
+    assert drm.ioctl(chip, 0x40206445, info) == 0  # _IOW('d', 0x45, 32 bytes)
+    from emu.os import interface
+    from stack.hcq import kfd_ioctl as k
+    system = interface("gfx90a", 1).system
+    tiles = k.GetTileConfig(gpu_id=system.gpus[0].gpu_id)
+    system.kfd.ioctl(k.REQUEST["GET_TILE_CONFIG"], tiles, {})
+    assert value.value == tiles.gb_addr_config != 0  # the driver reports one GB_ADDR_CONFIG through both
+    for register, count in ((0x263D, 1), (0x263E, 0), (0x263E, 129)):
+        info = ctypes.create_string_buffer(struct.pack("<QIIIIII", ctypes.addressof(value), 4, 0x15, register, count,
+                                                       0xFFFFFFFF, 0))
+        with pytest.raises(OSError) as e:
+            drm.ioctl(chip, 0x40206445, info)
+        assert e.value.errno == errno.EINVAL
+
+
 def test_a_chip_hwemu_does_not_emulate_is_named(library):
     r = hwemu_run("--arch", "gfx9999", "--", "true")
     assert r.returncode == 2 and r.stderr.startswith("hwemu run: no KFD topology for 'gfx9999'"), r.stderr
