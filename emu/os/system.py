@@ -87,17 +87,6 @@ class MockSystem:
         p = os.path.normpath(path).rstrip("/") + "/"
         return sorted({k[len(p):].split("/")[0] for k in self.files if k.startswith(p)})
 
-    def attach(self, path: str, fd: int) -> None:
-        """Make `fd`, a descriptor the caller holds (of /dev/null), the open mock file `path`: the ioctls and mmaps of
-        `fd` are then its node's (/dev/kfd, a render node; none for sysfs files). FileNotFoundError when the mock has
-        no such file."""
-        p = os.path.normpath(path)
-        if not self.exists(p):
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-        node = "kfd" if p == "/dev/kfd" else self.render_gpu(p)
-        if node is not None:
-            self.open_files[fd] = node
-
     def ioctl(self, fd: int, request: int, arg, what: str = "") -> int:
         """An ioctl on the mock file open as `fd` (`arg`: a buffer or a user address); OSError(errno) as the driver
         fails it."""
@@ -164,7 +153,7 @@ class MockFileIO:
             return
         fd = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
         try:
-            self.system.attach(self.path, fd)
+            attach(self.system, self.path, fd)
         except OSError:
             os.close(fd)
             raise
@@ -245,6 +234,18 @@ class MockFileIO:
     @staticmethod
     def eventfd(initval: int, flags: int = 0):
         return _wrap_fd("eventfd", os.eventfd(initval, flags))
+
+
+def attach(system, path: str, fd: int) -> None:
+    """Make `fd`, a descriptor the caller holds (of /dev/null), the open mock file `path` of `system` (a MockSystem, or
+    emu.os.pci's system): the ioctls and mmaps of `fd` are then its node's (/dev/kfd, a render node; none for sysfs
+    files). FileNotFoundError when the mock has no such file."""
+    p = os.path.normpath(path)
+    if not system.exists(p):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    node = "kfd" if p == "/dev/kfd" else system.render_gpu(p)
+    if node is not None:
+        system.open_files[fd] = node
 
 
 def _wrap_fd(path: str, fd: int) -> FileIO:

@@ -13,6 +13,7 @@ import sys
 import traceback
 
 from emu.os import interface
+from emu.os.system import attach
 from emu.seam import ARCH, GPUS, LOG
 
 OPEN, CLOSE, IOCTL, MMAP, DUP = range(5)  # emu/seam/seam.h's enum seam_request
@@ -28,7 +29,7 @@ def system():
 
 
 def _open(path: str, fd: int, flags: int, *_) -> int:
-    system().attach(path, fd)
+    attach(system(), path, fd)
     return 0
 
 
