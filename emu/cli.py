@@ -1,7 +1,8 @@
 """`hwemu`: the command line of the emulator.
 
     hwemu info [--arch gfx1100] [--gpus N] [--real]   the KFD topology a runtime sees (like rocminfo)
-    hwemu run [--dev DEV] -- CMD ARGS...              run a program with the mock devices visible to it
+    hwemu run [--dev DEV] [--arch A] [--gpus N] -- CMD ARGS...
+                                                      run a program with the mock devices visible to it
     hwemu trace [--out FILE] [--dev DEV] [--thread-trace [FILTER]] -- CMD ARGS...
                                                       the same, writing a timeline of the emulated GPUs (Perfetto)
     hwemu disasm ...                                  disassemble code objects or bytes (python -m emu.amd.asm.disasm)
@@ -60,18 +61,23 @@ def info(arch: str, gpus: int, real: bool) -> int:
     return 0
 
 
-def program_env(dev: str | None, command: str, base: dict[str, str] | None = None) -> dict[str, str] | None:
+def program_env(dev: str | None, command: str, base: dict[str, str] | None = None,
+                native: tuple[str | None, int | None] | None = None) -> dict[str, str] | None:
     """The environment of a program run with the mock devices visible to it: DEV names the mock interface (hwemu's
     stack picks MOCKKFD from it), Python programs start with emu/os/boot on their path, whose sitecustomize points
     tinygrad at hwemu's mock interface, and qemu-hexagon on PATH is hwemu's Hexagon core; DEV=DSP is tinygrad's mock
-    DSP (MOCKDSP=1) on that core. None (said on stderr) when DEV names neither a mock nor the DSP. `base`: the
-    environment to start from (default: this process's)."""
+    DSP (MOCKDSP=1) on that core. `native`: (arch, GPUs), either None for DEV's (or the default): also preload the
+    native seam (emu.seam) for a mock system of those, which shows every program /dev/kfd, the render nodes and
+    their sysfs, so DEV may then name the plain device (DEV=AMD). None (said on stderr) when DEV names neither a mock
+    nor the DSP and the seam is not there. `base`: the environment to start from (default: this process's)."""
     env = dict(os.environ if base is None else base)
-    env["DEV"] = dev or env.get("DEV") or "MOCKKFD+AMD"
+    env["DEV"] = dev or env.get("DEV") or "MOCKKFD+AMD" + (f":{native[0]}" if native and native[0] else "")
+    if native is not None and (env := _with_seam(env, command, *native)) is None:
+        return None
     if mockdsp.names_dsp(env["DEV"]):
         env.setdefault("MOCKDSP", "1")  # tinygrad's spelling of its mock DSP
         mockdsp.install(env, survive_exec=True)
-    elif not env["DEV"].startswith("MOCK"):
+    elif not env["DEV"].startswith("MOCK") and "LD_PRELOAD" not in env:
         print(f"hwemu {command}: DEV={env['DEV']} names no mock interface (e.g. MOCKKFD+AMD) and no DSP",
               file=sys.stderr)
         return None
@@ -81,9 +87,31 @@ def program_env(dev: str | None, command: str, base: dict[str, str] | None = Non
     return env
 
 
-def run(dev: str | None, cmd: list[str]) -> int:
-    """Run `cmd` in place of this process with the mock devices visible to it (program_env)."""
-    env = program_env(dev, "run")
+def _with_seam(env: dict[str, str], command: str, arch: str | None, gpus: int | None) -> dict[str, str] | None:
+    """`env` with the native seam for `gpus` GPUs of `arch` (DEV's when None); without it (it cannot be built: the
+    reason on stderr) `env` as it was; None (said on stderr) for a chip hwemu does not emulate."""
+    from emu.seam import build, environment
+    from stack.device import parse_dev
+    try:
+        spec = parse_dev(env["DEV"])
+    except ValueError:
+        spec = None
+    arch = arch or (spec.arch if spec else None)
+    if gpus is None:
+        gpus = max(spec.indices) + 1 if spec and spec.indices else 1
+    try:
+        return environment(env, arch, gpus)
+    except build.BuildError as e:
+        print(f"hwemu {command}: {e}\nnative programs will not see the mock devices", file=sys.stderr)
+        return env
+    except ValueError as e:  # a chip without topology figures
+        print(f"hwemu {command}: {e}", file=sys.stderr)
+        return None
+
+
+def run(dev: str | None, cmd: list[str], arch: str | None = None, gpus: int | None = None) -> int:
+    """Run `cmd` in place of this process with the mock devices visible to it (program_env, with the native seam)."""
+    env = program_env(dev, "run", native=(arch, gpus))
     if env is None:
         return 2
     try:
@@ -146,6 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     p_info.add_argument("--real", action="store_true", help="read the operating system's KFD instead")
     p_run = sub.add_parser("run", help="run a program with the mock devices visible to it")
     p_run.add_argument("--dev", default=None, help="DEV for the program (default: $DEV or MOCKKFD+AMD)")
+    p_run.add_argument("--arch", default=None, help="chip of the mock GPUs native programs see (default: DEV's, "
+                       "else gfx1100)")
+    p_run.add_argument("--gpus", type=int, default=None, help="number of mock GPUs native programs see (default: "
+                       "DEV's indices, else 1)")
     p_run.add_argument("cmd", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
     p_trace = sub.add_parser("trace", help="run a program, writing a timeline of the emulated GPUs for Perfetto UI")
     p_trace.add_argument("--out", default="hwemu-timeline.pftrace", help="the trace file (default %(default)s)")
@@ -174,7 +206,11 @@ def main(argv: list[str] | None = None) -> int:
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     if not cmd:
         ap.error(f"{a.command}: give the program to run after --")
-    return trace(a.dev, a.out, cmd, a.thread_trace) if a.command == "trace" else run(a.dev, cmd)
+    if a.command == "trace":
+        return trace(a.dev, a.out, cmd, a.thread_trace)
+    if a.gpus is not None and not 1 <= a.gpus <= 16:
+        ap.error("--gpus must be 1 to 16")
+    return run(a.dev, cmd, a.arch, a.gpus)
 
 
 if __name__ == "__main__":

@@ -16,8 +16,8 @@ from depth import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stack.hcq import fileio, pm4, sdma
 from stack.hcq import kfd_ioctl as k
-from stack.hcq import pm4, sdma
 from tools.kfd_client import HANG_MS, STORE_IDS, VRAM_FLAGS, RawClient, aql_packet, assemble, dispatch_words, wait_for
 
 
@@ -110,6 +110,44 @@ def test_topology_as_amdkfd_writes_it(arch, cus, wave):
         c.io("/sys/devices/virtual/kfd/kfd/topology/nodes/9/gpu_id")
     assert c.io.exists("/dev/kfd") and not c.io.exists("/dev/dri/renderD200")
     assert c.io.exists("/etc/hostname") == os.path.exists("/etc/hostname")  # other paths are the OS's
+
+
+def test_topology_memory_and_caches_as_runtimes_read_them(client):
+    """ROCr's pools and cache list (kfd_topology.h): the CPU node's bank is the system heap (HSA_HEAPTYPE_SYSTEM 0)
+    with the host's RAM, a GPU node's is its VRAM (FRAME_BUFFER_PUBLIC 1); a GPU's caches carry HSA_CACHE_TYPE_HSACU
+    (8), never HSA_CACHE_TYPE_CPU (4)."""
+    io, top = client.io, "/sys/devices/virtual/kfd/kfd/topology/nodes"
+
+    def props(path: str) -> dict[str, int]:
+        return {a: int(b) for a, b in (line.split() for line in io(path).read().splitlines())}
+    cpu = props(f"{top}/0/mem_banks/0/properties")
+    assert cpu["heap_type"] == 0 and cpu["size_in_bytes"] == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert props(f"{top}/1/mem_banks/0/properties")["heap_type"] == 1
+    for i in range(client.props[0]["caches_count"]):
+        kind = props(f"{top}/1/caches/{i}/properties")["type"]
+        assert kind & 8 and not kind & 4, (i, kind)
+
+
+def test_mmio_remap_page_maps_and_the_cpu_node_has_a_clock(client):
+    """What libhsakmt's process setup (ROCm 5.2) asks: an MMIO_REMAP allocation's page maps through /dev/kfd at the
+    offset it returned (KFD_MMAP_TYPE_MMIO with the gpu_id), one page only; GET_CLOCK_COUNTERS of the CPU node
+    (gpu_id 0) answers, as amdkfd answers a node without a GPU: GPU clock 0, the system clock at 1 GHz."""
+    c = client
+    rw, shared = fileio.PROT_READ | fileio.PROT_WRITE, fileio.MAP_SHARED
+    va = c.io.anon_mmap(0, 4096, fileio.PROT_NONE, fileio.MAP_PRIVATE | fileio.MAP_NORESERVE, 0)
+    a = c.ioctl("ALLOC_MEMORY_OF_GPU", k.AllocMemoryOfGpu(va_addr=va, size=4096, gpu_id=c.gpu_id,
+                                                          flags=k.ALLOC_MMIO_REMAP))
+    try:
+        assert a.mmap_offset & k.MMAP_TYPE_MASK == k.MMAP_TYPE_MMIO and a.mmap_offset >> k.MMAP_GPU_ID_SHIFT == c.gpu_id
+        assert c.kfd.mmap(va, 4096, rw, shared | fileio.MAP_FIXED, a.mmap_offset) == va
+        with pytest.raises(OSError) as e:
+            c.kfd.mmap(0, 8192, rw, shared, a.mmap_offset)
+        assert e.value.errno == errno.EINVAL and "MMIO remap page" in str(e.value)
+    finally:
+        c.io.munmap(va, 4096)
+        c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(a.handle))
+    clocks = c.ioctl("GET_CLOCK_COUNTERS", k.GetClockCounters(gpu_id=0))
+    assert clocks.gpu_clock_counter == 0 and clocks.system_clock_freq == 1_000_000_000 and clocks.cpu_clock_counter
 
 
 # -- ioctls: errno and no change on error ---------------------------------------------------------------------------

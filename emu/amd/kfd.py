@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from emu.amd.bo import BufferObject, ByVA, Heap, page_round
+from emu.amd.drm import GB_ADDR_CONFIG
 from emu.amd.hw import kfd as k
 from emu.amd.memory import PAGE, FaultRecord
 from emu.amd.usermem import accessible, argument_bytes, copy_from_user, copy_to_user, host_array, store_argument
@@ -149,20 +150,25 @@ class KFD:
         return 0
 
     def mmap_kfd(self, size: int, offset: int) -> tuple[np.ndarray, object]:
-        """What an mmap of /dev/kfd at `offset` maps: (the pages, their file) for doorbells or the event page."""
+        """The heap an mmap of /dev/kfd at `offset` maps: doorbells, the MMIO remap page or the event page."""
         kind, gid = offset & k.MMAP_TYPE_MASK, (offset >> k.MMAP_GPU_ID_SHIFT) & 0xFFFF
         if kind == k.MMAP_TYPE_DOORBELL:
             g = self._gpu(gid, "mmap")
             if size != DOORBELL_SLICE:
                 raise _einval(f"MOCKKFD mmap: doorbells map {DOORBELL_SLICE:#x} bytes, not {size:#x}")
             return g.doorbell_heap
+        if kind == k.MMAP_TYPE_MMIO:  # the page of HDP flush registers an MMIO_REMAP allocation names
+            g = self._gpu(gid, "mmap")
+            if size != PAGE:
+                raise _einval(f"MOCKKFD mmap: the MMIO remap page is {PAGE:#x} bytes, not {size:#x}")
+            return g.mmio_heap
         if kind == k.MMAP_TYPE_EVENTS:
             if self.proc.event_page_bo is not None or self.proc.event_page is None:
                 raise _einval("MOCKKFD mmap: no driver-allocated event page to map")
             if size > EVENT_PAGE_SIZE:
                 raise _einval(f"MOCKKFD mmap: the event page is {EVENT_PAGE_SIZE:#x} bytes, not {size:#x}")
             return self._event_heap
-        raise _einval(f"MOCKKFD mmap: offset {offset:#x} names no doorbell or event page")
+        raise _einval(f"MOCKKFD mmap: offset {offset:#x} names no doorbell, MMIO or event page")
 
     def mmap_render(self, gpu, size: int, offset: int) -> tuple[Heap, int]:
         """(heap, offset in it) that an mmap of `gpu`'s render node at `offset` maps."""
@@ -362,15 +368,15 @@ class KFD:
                           "1 non-coherent)")
 
     def _get_clock_counters(self, a, _):
-        g = self._gpu(a.gpu_id, "GET_CLOCK_COUNTERS")
-        a.gpu_clock_counter = g.clock()
+        g = self.gpus.get(a.gpu_id)  # a node without a GPU (the CPU's) reads 0, as amdkfd answers it
+        a.gpu_clock_counter = g.clock() if g is not None else 0
         a.cpu_clock_counter = a.system_clock_counter = time.monotonic_ns()
         a.system_clock_freq = 1_000_000_000
 
     def _get_tile_config(self, a, _):
         self._gpu(a.gpu_id, "GET_TILE_CONFIG")
         a.num_tile_configs = a.num_macro_tile_configs = 0  # gfx9 and later have no tiling tables
-        a.gb_addr_config, a.num_banks, a.num_ranks = 0x545, 0, 0
+        a.gb_addr_config, a.num_banks, a.num_ranks = GB_ADDR_CONFIG, 0, 0
 
     def _set_scratch_backing_va(self, a, _):
         self._gpu(a.gpu_id, "SET_SCRATCH_BACKING_VA")

@@ -2,14 +2,19 @@
 sysfs text amdkfd writes for them (`/sys/devices/virtual/kfd/kfd/topology/...`, the render node's ip_discovery)."""
 from __future__ import annotations
 
+import os
 import zlib
 
 from emu.amd import target
 from emu.amd.target import Target
 
+DEFAULT_ARCH = "gfx1100"  # the chip of a mock system that names none
+TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
+FIRST_RENDER_MINOR = 128
+PERFORMANCE_LEVEL = "power_dpm_force_performance_level"
 GC_HWID, SDMA0_HWID, NBIF_HWID = 11, 42, 108  # hardware ids of the IP blocks in the discovery table
-HEAP_FB_PUBLIC = 1  # mem_banks heap_type
-CACHE_DATA, CACHE_INSTRUCTION, CACHE_HSACU = 1, 2, 4  # caches type bits
+HEAP_SYSTEM, HEAP_FB_PUBLIC = 0, 1  # mem_banks heap_type (HSA_HEAPTYPE_*)
+CACHE_DATA, CACHE_INSTRUCTION, CACHE_HSACU = 1, 2, 8  # caches type bits (kfd_topology.h HSA_CACHE_TYPE_*)
 
 
 def chip(arch: str) -> Target:
@@ -61,6 +66,12 @@ def gpu_mem_bank(c: Target) -> str:
                   "mem_clk_max": c.memory_clock})
 
 
+def cpu_mem_bank(size: int) -> str:
+    """The CPU node's memory: the system heap (a runtime's system memory region: ROCr's allocations of host memory
+    come from it), as amdkfd reports the host's RAM."""
+    return _text({"heap_type": HEAP_SYSTEM, "size_in_bytes": size, "flags": 0, "width": 0, "mem_clk_max": 0})
+
+
 def gpu_caches(c: Target) -> list[str]:
     """L1 data, L1 instruction and L2 of one CU's view (processor_id_low is the node's simd_id_base)."""
     def cache(level: int, kb: int, kind: int, line: int) -> str:
@@ -78,3 +89,30 @@ def io_link(node_from: int, node_to: int) -> str:
 
 def ip_versions(c: Target) -> dict[int, tuple[int, int, int]]:
     return {GC_HWID: c.gc, SDMA0_HWID: c.sdma, NBIF_HWID: c.nbio}
+
+
+def sysfs_files(arch: str, ngpus: int) -> dict[str, str | None]:
+    """path -> text of every file amdkfd and amdgpu show for `ngpus` GPUs of `arch` (None for device nodes; directories
+    are implied by the paths): the KFD topology (node 0 the CPU, this machine's cores and memory; node i + 1 GPU i
+    with render minor 128 + i), the render nodes' sysfs."""
+    c, top = chip(arch), TOPOLOGY
+    f: dict[str, str | None] = {"/dev/kfd": None, f"{top}/generation_id": "1\n",
+                                f"{top}/system_properties": "platform_oem 0\nplatform_id 0\nplatform_rev 0\n"}
+    cpu = f"{top}/nodes/0"
+    f.update({f"{cpu}/gpu_id": "0\n", f"{cpu}/name": "\n", f"{cpu}/properties": cpu_properties(os.cpu_count() or 1),
+              f"{cpu}/mem_banks/0/properties": cpu_mem_bank(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))})
+    for i in range(ngpus):
+        node, minor = i + 1, FIRST_RENDER_MINOR + i
+        n = f"{top}/nodes/{node}"
+        f.update({f"{n}/gpu_id": f"{gpu_id(c, node)}\n", f"{n}/name": f"{c.arch}\n",
+                  f"{n}/properties": gpu_properties(c, node, minor), f"{n}/mem_banks/0/properties": gpu_mem_bank(c),
+                  f"{n}/io_links/0/properties": io_link(node, 0)})
+        f.update({f"{n}/caches/{j}/properties": t for j, t in enumerate(gpu_caches(c))})
+        dev = f"/sys/class/drm/renderD{minor}/device"
+        f.update({f"/dev/dri/renderD{minor}": None, f"{dev}/vendor": "0x1002\n",
+                  f"{dev}/device": f"{c.device_id:#06x}\n", f"{dev}/{PERFORMANCE_LEVEL}": "auto\n"})
+        for hwid, (major, minor_, rev) in ip_versions(c).items():
+            ip = f"{dev}/ip_discovery/die/0/{hwid}/0"
+            f.update({f"{ip}/major": f"{major}\n", f"{ip}/minor": f"{minor_}\n", f"{ip}/revision": f"{rev}\n",
+                      f"{ip}/base_addr": "0x00001260\n"})
+    return f

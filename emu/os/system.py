@@ -24,14 +24,11 @@ from emu.amd.doorbell import Doorbells
 from emu.amd.exec import category
 from emu.amd.kfd import KFD
 from emu.amd.queue import Engine
+from emu.amd.topology import DEFAULT_ARCH, FIRST_RENDER_MINOR, PERFORMANCE_LEVEL
 from stack.hcq.fileio import MAP_FIXED, FileIO, os_mmap, os_munmap
 
-DEFAULT_ARCH = "gfx1100"
-TOPOLOGY = "/sys/devices/virtual/kfd/kfd/topology"
-FIRST_RENDER_MINOR = 128
 OWNED = ("/sys/devices/virtual/kfd", "/sys/class/kfd", "/dev/dri/renderD", "/sys/class/drm/renderD")
 GTT_SIZE = 64 << 30  # system memory GPU buffers can take (sparse: pages exist once touched)
-PERFORMANCE_LEVEL = "power_dpm_force_performance_level"
 # what amdgpu's power_dpm_force_performance_level accepts (drivers/gpu/drm/amd/pm/amdgpu_pm.c)
 PERFORMANCE_LEVELS = ("auto", "low", "high", "manual", "profile_standard", "profile_min_sclk", "profile_min_mclk",
                       "profile_peak", "perf_determinism", "profile_exit")
@@ -50,7 +47,7 @@ class MockSystem:
         self.engine = Engine(self.gpus)
         self.gpus.extend(GPUDevice(arch, i + 1, FIRST_RENDER_MINOR + i, self.engine) for i in range(ngpus))
         self.kfd = KFD(self.gpus, Heap("gtt", GTT_SIZE), self.lock)
-        self.files = self._sysfs()
+        self.files = topology.sysfs_files(arch, ngpus)
         self.written: set[str] = set()  # the writable files a client has written
         self.open_files: dict[int, object] = {}  # fd -> the mock node (a GPUDevice for render nodes, "kfd")
         if category.enabled():
@@ -64,29 +61,6 @@ class MockSystem:
             raise OSError(errno.EINVAL, f"fault injection: no GPU {gpu} (the mock system has {len(self.gpus)})")
         with self.lock:
             self.gpus[gpu].inject_fault(addr, write)
-
-    def _sysfs(self) -> dict[str, str | None]:
-        """path -> text of every mock file (None for device nodes); directories are implied by the paths."""
-        f: dict[str, str | None] = {"/dev/kfd": None, f"{TOPOLOGY}/generation_id": "1\n",
-                                    f"{TOPOLOGY}/system_properties": "platform_oem 0\nplatform_id 0\nplatform_rev 0\n"}
-        cpu = f"{TOPOLOGY}/nodes/0"
-        f.update({f"{cpu}/gpu_id": "0\n", f"{cpu}/name": "\n", f"{cpu}/properties": topology.cpu_properties(
-            os.cpu_count() or 1), f"{cpu}/mem_banks/0/properties": topology.gpu_mem_bank(topology.chip(self.arch))})
-        for g in self.gpus:
-            n, c = f"{TOPOLOGY}/nodes/{g.node}", g.chip
-            f.update({f"{n}/gpu_id": f"{g.gpu_id}\n", f"{n}/name": f"{g.arch}\n",
-                      f"{n}/properties": topology.gpu_properties(c, g.node, g.render_minor),
-                      f"{n}/mem_banks/0/properties": topology.gpu_mem_bank(c),
-                      f"{n}/io_links/0/properties": topology.io_link(g.node, 0)})
-            f.update({f"{n}/caches/{i}/properties": t for i, t in enumerate(topology.gpu_caches(c))})
-            dev = f"/sys/class/drm/renderD{g.render_minor}/device"
-            f.update({f"/dev/dri/renderD{g.render_minor}": None, f"{dev}/vendor": "0x1002\n",
-                      f"{dev}/device": f"{c.device_id:#06x}\n", f"{dev}/{PERFORMANCE_LEVEL}": "auto\n"})
-            for hwid, (major, minor, rev) in topology.ip_versions(c).items():
-                ip = f"{dev}/ip_discovery/die/0/{hwid}/0"
-                f.update({f"{ip}/major": f"{major}\n", f"{ip}/minor": f"{minor}\n", f"{ip}/revision": f"{rev}\n",
-                          f"{ip}/base_addr": "0x00001260\n"})
-        return f
 
     def default_performance_level(self, level: str) -> None:
         """`level` as every GPU's power_dpm_force_performance_level that no client has written (a client adapter's
@@ -112,6 +86,28 @@ class MockSystem:
     def listdir(self, path: str) -> list[str]:
         p = os.path.normpath(path).rstrip("/") + "/"
         return sorted({k[len(p):].split("/")[0] for k in self.files if k.startswith(p)})
+
+    def ioctl(self, fd: int, request: int, arg, what: str = "") -> int:
+        """An ioctl on the mock file open as `fd` (`arg`: a buffer or a user address); OSError(errno) as the driver
+        fails it."""
+        node = self.open_files.get(fd)
+        if node == "kfd":
+            return self.kfd.ioctl(request, arg, self.render_fds())
+        if node is not None:  # a render node
+            return drm.ioctl(node.chip, request, arg)
+        raise OSError(errno.ENOTTY, f"{what or f'fd {fd}'}: ioctl {request:#x} is not supported by the mock device")
+
+    def mmap(self, fd: int, addr: int, size: int, prot: int, flags: int, offset: int, what: str = "") -> int:
+        """mmap of the mock file open as `fd`: the device memory's pages (doorbells, event page, a buffer)."""
+        node = self.open_files.get(fd)
+        with self.lock:
+            if node == "kfd":
+                heap, off = self.kfd.mmap_kfd(size, offset), 0
+            elif isinstance(node, GPUDevice):
+                heap, off = self.kfd.mmap_render(node, size, offset)
+            else:
+                raise OSError(errno.ENODEV, f"{what or f'fd {fd}'} cannot be mapped")
+        return os_mmap(addr, size, prot, flags if addr else flags & ~MAP_FIXED, heap.fd, off)
 
     def render_gpu(self, path: str) -> GPUDevice | None:
         return next((g for g in self.gpus if path == f"/dev/dri/renderD{g.render_minor}"), None)
@@ -155,13 +151,13 @@ class MockFileIO:
             self._real = FileIO(path, flags) if fd is None else _wrap_fd(path, fd)
             self.fd = self._real.fd
             return
-        if not self.system.exists(self.path):
-            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-        self.fd = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
-        node = "kfd" if self.path == "/dev/kfd" else self.system.render_gpu(self.path)
-        if node is not None:
-            self.system.open_files[self.fd] = node
-        self._pos = 0
+        fd = os.open("/dev/null", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            attach(self.system, self.path, fd)
+        except OSError:
+            os.close(fd)
+            raise
+        self.fd, self._pos = fd, 0
 
     def __del__(self) -> None:
         fd = getattr(self, "fd", None)
@@ -177,25 +173,12 @@ class MockFileIO:
     def ioctl(self, request: int, arg) -> int:
         if self._real is not None:
             return self._real.ioctl(request, arg)
-        node = self._node()
-        if node == "kfd":
-            return self.system.kfd.ioctl(request, arg, self.system.render_fds())
-        if node is not None:  # a render node
-            return drm.ioctl(node.chip, request, arg)
-        raise OSError(errno.ENOTTY, f"{self.path}: ioctl {request:#x} is not supported by the mock device")
+        return self.system.ioctl(self.fd, request, arg, self.path)
 
     def mmap(self, addr: int, size: int, prot: int, flags: int, offset: int) -> int:
         if self._real is not None:
             return self._real.mmap(addr, size, prot, flags, offset)
-        node = self._node()
-        with self.system.lock:
-            if node == "kfd":
-                heap, off = self.system.kfd.mmap_kfd(size, offset), 0
-            elif isinstance(node, GPUDevice):
-                heap, off = self.system.kfd.mmap_render(node, size, offset)
-            else:
-                raise OSError(errno.ENODEV, f"{self.path} cannot be mapped")
-        return os_mmap(addr, size, prot, flags if addr else flags & ~MAP_FIXED, heap.fd, off)
+        return self.system.mmap(self.fd, addr, size, prot, flags, offset, self.path)
 
     def read(self, size: int | None = None, binary: bool = False, offset: int | None = None):
         if self._real is not None:
@@ -251,6 +234,18 @@ class MockFileIO:
     @staticmethod
     def eventfd(initval: int, flags: int = 0):
         return _wrap_fd("eventfd", os.eventfd(initval, flags))
+
+
+def attach(system, path: str, fd: int) -> None:
+    """Make `fd`, a descriptor the caller holds (of /dev/null), the open mock file `path` of `system` (a MockSystem, or
+    emu.os.pci's system): the ioctls and mmaps of `fd` are then its node's (/dev/kfd, a render node; none for sysfs
+    files). FileNotFoundError when the mock has no such file."""
+    p = os.path.normpath(path)
+    if not system.exists(p):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+    node = "kfd" if p == "/dev/kfd" else system.render_gpu(p)
+    if node is not None:
+        system.open_files[fd] = node
 
 
 def _wrap_fd(path: str, fd: int) -> FileIO:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from emu import cache
 
-SCHEMA = 5  # bump when the cached representation changes
+SCHEMA = 6  # bump when the cached representation changes
 GC_TABLES = {9: ("gc_9_4_3", "am/vega_offsets.py"), 11: ("gc_11_0_0", "am/navi_offsets.py"),
              12: ("gc_12_0_0", "am/navi_offsets.py")}  # gfx major -> register table, GC segment bases
 SOC_HEADERS = {9: "am/soc_9.py", 11: "am/soc_11.py", 12: "am/soc_12.py"}
@@ -119,7 +119,7 @@ def _kfd() -> dict:
 def _drm() -> dict:
     from emu.amd.hw import vendor
     s = vendor.structs("amdgpu_drm.py")
-    names = ("struct_drm_amdgpu_info", "struct_drm_amdgpu_info_device")
+    names = ("struct_drm_amdgpu_info", "struct_drm_amdgpu_info_device", "struct_drm_version")
     return {"consts": {k: v for k, v in vendor.constants("amdgpu_drm.py").items()
                        if k.startswith(("AMDGPU_INFO_", "AMDGPU_FAMILY_", "DRM_AMDGPU_")) or k == "DRM_COMMAND_BASE"},
             "structs": {n: {f: (off, typ) for f, typ, off, *_ in s[n]} for n in names},
