@@ -17,7 +17,7 @@ from emu.amd.exec.bind import Binder
 pytestmark = pytest.mark.llvm
 
 CODE = """v_add_f32 v1, v2, v3
-v_mov_b32_dpp v0, v1 quad_perm:[1,0,3,2]
+v_mov_b32_dpp v0, v1 dpp8:[1,0,3,2,5,4,7,6]
 s_getreg_b32 s0, hwreg(HW_REG_MODE)
 v_readfirstlane_b32 s1, v2
 ds_add_u32 v1, v2
@@ -29,7 +29,7 @@ def test_each_tier_says_why():
     b = Binder("gfx1100", 32)
     got = [(str(i), takes.lean(i, b), takes.native(i)) for i in decode(asm(CODE, "gfx1100"), "gfx1100")]
     assert [(lean, native) for _, lean, native in got] == [
-        (None, None), ("DPP or SDWA form", None), ("hardware registers or register files", None),
+        (None, None), ("DPP or SDWA form", "DPP8 or SDWA form"), ("hardware registers or register files", None),
         ("register files", None), ("atomic or register files", None), ("MUBUF encoding", "MUBUF encoding"),
         ("program control", None)], got
 

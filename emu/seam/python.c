@@ -55,9 +55,11 @@ static int initialize(void) {
 void seam_python_exit(void) {
     if (!owned || !call)
         return; /* a Python client runs its own at its exit */
-    PyGILState_STATE g = p_PyGILState_Ensure();
+    p_PyGILState_Ensure();
     p_PyRun_SimpleString("import atexit; atexit._run_exitfuncs()");
-    p_PyGILState_Release(g);
+    /* the GIL stays taken: hwemu's threads (the engine's, the compile thread) run no more Python while the
+     * libraries' exit handlers and destructors tear down what they use (a client's own handlers that reach the
+     * seam run on this thread, which holds it) */
 }
 
 static void start(void) {
