@@ -285,6 +285,16 @@ def test_sdma_write_to_userptr_pages_the_client_unmapped_faults(client, how):
     assert engine_alive(c)
 
 
+def _release(c: RawClient, q, ev, handle: int) -> None:
+    """Destroy the queue and event, unmap and free the user pages' buffer (the driver still knows it); the engine
+    lives on."""
+    c.destroy(q)
+    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
+    c.map(handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")
+    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
+    assert engine_alive(c)
+
+
 def test_pages_unmapped_while_a_turn_runs_fault_in_the_next(client, monkeypatch):
     """A client that sees a packet's result may unmap pages and submit a packet that writes them while the engine's
     turn of that queue goes on: the new packet waits for the next turn, which finds the pages gone (a fault, not a
@@ -309,11 +319,7 @@ def test_pages_unmapped_while_a_turn_runs_fault_in_the_next(client, monkeypatch)
     done, data = c.wait_event(ev)
     assert done and (data.memory_exception_data.va, data.memory_exception_data.failure.NotPresent) == (host + 4096, 1)
     monkeypatch.undo()
-    c.destroy(q)
-    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
-    c.map(handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")
-    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
-    assert engine_alive(c)
+    _release(c, q, ev, handle)
 
 
 def test_aql_packets_written_while_a_turn_runs_wait_for_the_next(client, monkeypatch):
@@ -345,11 +351,7 @@ def test_aql_packets_written_while_a_turn_runs_wait_for_the_next(client, monkeyp
     done, data = c.wait_event(ev)
     assert done and (data.memory_exception_data.va, data.memory_exception_data.failure.NotPresent) == (host + 4096, 1)
     monkeypatch.undo()
-    c.destroy(q)
-    c.ioctl("DESTROY_EVENT", k.EventId(ev.event_id))
-    c.map(handle, [c.gpu_id], "UNMAP_MEMORY_FROM_GPU")
-    c.ioctl("FREE_MEMORY_OF_GPU", k.FreeMemoryOfGpu(handle))
-    assert engine_alive(c)
+    _release(c, q, ev, handle)
 
 
 @pytest.mark.skipif(not shutil.which("llvm-mc-19"), reason="needs llvm-mc-19 (llvm-19)")

@@ -212,6 +212,14 @@ def test_swaps_match_reference(tier, arch, native_declines):
     assert not native_declines()
 
 
+def _natively(tier: str, arch: str, text: str, runs: list[tuple[int, int]], mode_bits: int) -> None:
+    """`text` then s_endpgm on `tier` against the reference, once per (seed, EXEC) of `runs`."""
+    from test_wave import asm
+    code = asm(text + "\ns_endpgm", arch)
+    for seed, exec_mask in runs:
+        _compare(tier, arch, None, [code], seed, exec_mask, mode_bits)
+
+
 _PACKED = {  # VOP3P packed math: halves picked by op_sel / op_sel_hi, negated by neg_lo / neg_hi; SGPR and constants;
     # CDNA's moves to, from and between the ACC VGPRs (LLVM keeps spilled VGPRs there)
     "gfx942": "v_pk_fma_f32 v[0:1], v[2:3], v[4:5], v[6:7]\nv_pk_mul_f32 v[8:9], v[2:3], v[4:5] op_sel:[1,0] "
@@ -232,10 +240,7 @@ _PACKED = {  # VOP3P packed math: halves picked by op_sel / op_sel_hi, negated b
 @pytest.mark.parametrize("mode_bits", [F32_KEEP_IN | F32_KEEP_OUT, F32_KEEP_IN | F32_KEEP_OUT | 3])
 def test_packed_math_matches_reference(tier, arch, mode_bits, native_declines):
     # CDNA's packed f32 (LLVM's float2 code for gfx90a+) and RDNA's packed 16-bit ops, halves selected per source
-    from test_wave import asm
-    code = asm(_PACKED[arch] + "\ns_endpgm", arch)
-    for seed, exec_mask in ((10, (1 << 64) - 1), (11, 0x5555_5550), (12, 0)):
-        _compare(tier, arch, None, [code], seed, exec_mask, mode_bits)
+    _natively(tier, arch, _PACKED[arch], [(10, (1 << 64) - 1), (11, 0x5555_5550), (12, 0)], mode_bits)
     assert not native_declines()
 
 
@@ -257,10 +262,7 @@ _DPP16 = {  # lane selections of both generations, row / bank masks, bound_ctrl,
 def test_dpp16_matches_reference(tier, arch, exec_mask, native_declines):
     # DPP16's lane selection in the native tiers (LLVM's wave reductions and scans): a source lane that is inactive
     # or outside the row reads 0, and row_mask / bank_mask / bound_ctrl decide which lanes are written
-    from test_wave import asm
-    code = asm(_DPP16[arch] + "\ns_endpgm", arch)
-    for seed in (13, 14):
-        _compare(tier, arch, None, [code], seed, exec_mask, F32_KEEP_IN | F32_KEEP_OUT)
+    _natively(tier, arch, _DPP16[arch], [(13, exec_mask), (14, exec_mask)], F32_KEEP_IN | F32_KEEP_OUT)
     assert not native_declines()
 
 
