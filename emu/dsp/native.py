@@ -150,8 +150,8 @@ class Tier:
         the packet limit, or a branch into the block) enters the block there instead of compiling another. A block
         an earlier run compiled from an address before pc that holds pc is entered at pc (`_holder`). With
         `cached`, only a block in the disk cache (None: it is not, nothing is decided)."""
-        start, plans = self._holder(pc, extent(self.t, pc))
-        if cached and not (plans and self._on_disk(start, plans)):
+        start, plans, on_disk = self._holder(pc, extent(self.t, pc))
+        if cached and not on_disk:
             for plan in plans[1:]:  # its packets are not looked up again: they wait for HOT_COMPILE too
                 self.hits[plan[0].addr] = max(self.hits.get(plan[0].addr, 0), HOT)
             return None
@@ -177,19 +177,21 @@ class Tier:
         words = " ".join(f"{w:08x}" for w in pkt.words)
         return cover_dir() / hashlib.sha256(f"{self.digest}/{pkt.addr:x}/{words}".encode()).hexdigest()[:40]
 
-    def _holder(self, pc: int, plans: list) -> tuple[int, list]:
-        """(start, plans) of the block on disk that holds pc: its own if there is one, else one another run compiled
-        from an earlier packet; (pc, plans) when neither is on disk."""
-        if not plans or self._on_disk(pc, plans):
-            return pc, plans
+    def _holder(self, pc: int, plans: list) -> tuple[int, list, bool]:
+        """(start, plans, True) of the block on disk that holds pc: its own if there is one, else one another run
+        compiled from an earlier packet; (pc, plans, False) when neither is on disk."""
+        if not plans:
+            return pc, plans, False
+        if self._on_disk(pc, plans):
+            return pc, plans, True
         try:
             start = int(self._cover(plans[0]).read_text(), 16)
         except (OSError, ValueError):
-            return pc, plans
+            return pc, plans, False
         held = extent(self.t, start)
         if held and any(p[0].addr == pc for p in held) and self._on_disk(start, held):
-            return start, held
-        return pc, plans
+            return start, held, True
+        return pc, plans, False
 
     def _build(self, pc: int, plans: list) -> int:
         from emu.pcode.llvmjit import Closed

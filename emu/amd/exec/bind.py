@@ -121,6 +121,12 @@ class Binding:
         return self.sem.ir.vector
 
 
+def dpp16_selects(inst, bd: Binding) -> bool:
+    """Whether a DPP16 form selects src0's lanes: pcode that reads no S0 has none to select (nor a write mask)."""
+    s0 = bd.inputs.get("S0")
+    return s0 is not None and s0.mods.dpp and inst.enc.endswith("DPP16")
+
+
 # -- formats and constants ---------------------------------------------------------------------------------------
 def float_bits(fmt: str, bits: int) -> int:
     """The float width of an operand of format `fmt` and `bits` (a packed pair: 16)."""

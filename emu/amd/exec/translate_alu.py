@@ -8,7 +8,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from emu.amd.exec import access, hwreg, takes
-from emu.amd.exec.bind import Binding, Kind, float_bits, vopd_y
+from emu.amd.exec.bind import Binding, Kind, dpp16_selects, float_bits, vopd_y
 from emu.amd.exec.lanes import dpp16, dpp_write_mask
 from emu.amd.exec.operands import sign_bit
 from emu.amd.exec.state import EXEC, SCC, VCC
@@ -73,14 +73,12 @@ class AluCode:
     def _valu(self, b, inst) -> None:
         bd = self.binder.valu_operands(inst)
         exe = I64(self.full) if inst.op.name in IGNORE_EXEC else self._exec(b)
-        s0 = bd.inputs.get("S0")  # DPP16 selects src0's lanes (pcode that reads no S0: none, as the reference)
-        dpp = s0 is not None and s0.mods.dpp and inst.enc.endswith("DPP16")
-        fetch, written = self._dpp16(b, inst, bd, exe) if dpp else (None, exe)
+        fetch, written = self._dpp16(b, bd, exe) if dpp16_selects(inst, bd) else (None, exe)
         out = self._valu_out(b, inst, bd, fetch)
         self._valu_write(b, bd, out, exe, written)
         self._lane_ops(b, written, 1)
 
-    def _dpp16(self, b, inst, bd: Binding, exe):
+    def _dpp16(self, b, bd: Binding, exe):
         """(src0's lane selection, the lanes written) of a DPP16 form: each lane reads its source lane where that
         lane exists and is active (or fetch-inactive is set), else 0; it is written where EXEC, the row and bank
         masks and (without bound_ctrl) a valid source allow, as the reference (emu.amd.exec.valu) does."""
@@ -89,16 +87,12 @@ class AluCode:
         if sel is None:
             raise Exit(f"reserved DPP control {f['dpp']:#x}")
         idx, ok = sel
-        vb = ir.VectorType(ir.IntType(1), self.lanes)
-
-        def bits(mask) -> ir.Constant:
-            return ir.Constant(vb, [int(x) for x in mask])
-        active = self._lanes(b, exe)
-        source = b.shuffle_vector(active, active, ir.Constant(ir.VectorType(I32, self.lanes), [int(i) for i in idx]))
-        valid = b.and_(bits(ok), b.or_(source, bits([bool(f.get("fi", 0))] * self.lanes)))
-        enable = bits(dpp_write_mask(self.lanes, f.get("row_mask", 15), f.get("bank_mask", 15)))
-        lanes = b.and_(active, b.and_(enable, b.or_(valid, bits([bool(f.get("bc", 0))] * self.lanes))))
         order = ir.Constant(ir.VectorType(I32, self.lanes), [int(i) for i in idx])
+        ok, enable = (ir.Constant(self.vec(ir.IntType(1)), [int(x) for x in m])
+                      for m in (ok, dpp_write_mask(self.lanes, f.get("row_mask", 15), f.get("bank_mask", 15))))
+        active = self._lanes(b, exe)
+        valid = ok if f.get("fi", 0) else b.and_(ok, b.shuffle_vector(active, active, order))
+        lanes = b.and_(active, enable if f.get("bc", 0) else b.and_(enable, valid))
 
         def fetch(v):
             zero = ir.Constant(v.type, [0] * self.lanes)

@@ -10,7 +10,7 @@ import numpy as np
 
 from emu.amd import target
 from emu.amd.exec import hwreg
-from emu.amd.exec.bind import Binding, Kind, Operand, float_bits, fmt
+from emu.amd.exec.bind import Binding, Kind, Operand, dpp16_selects, float_bits, fmt
 from emu.amd.exec.lanes import dpp8, dpp16, dpp_write_mask, sdwa_extract, sdwa_place
 from emu.amd.exec.operands import (
     OperandError,
@@ -89,9 +89,7 @@ class ValuPlans:
     def _vparts(self, inst, bd: Binding) -> tuple:
         """(reads, writes, write-mask fn, D0 post-processing) of a VALU binding."""
         reads = [(n, self.reader(inst, bd, o)) for n, o in bd.inputs.items()]
-        s0 = bd.inputs.get("S0")
-        wmask = self._dpp16_select(bd.fields)[2] if s0 is not None and s0.mods.dpp and inst.enc.endswith("DPP16") \
-            else None
+        wmask = self._dpp16_select(bd.fields)[2] if dpp16_selects(inst, bd) else None
         writes = [(n, self.writer(bd, o)) for n, o in bd.outputs.items()]
         d0 = bd.outputs.get("D0")
         return reads, writes, wmask, self.result_modifiers(d0) if d0 is not None else None
