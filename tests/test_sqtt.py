@@ -166,6 +166,38 @@ def test_a_traced_kernel_shows_the_instructions_hwemu_ran(arch, tmp_path):
     assert [[(w, _mnemonic(i)) for w, i in d["insts"]] for d in traced] == list(ran.values())[-len(traced):]
 
 
+MATMUL = """
+import json
+from tinygrad import Tensor, Device
+from tinygrad.device import Compiled
+from tinygrad.engine.realize import run_linear
+linear = (Tensor.empty(64, 64) @ Tensor.empty(64, 64)).sum(axis=1).schedule_linear()
+dev = Device[Device.DEFAULT]
+run_linear(linear)
+dev.synchronize()
+dev._at_profile_finalize()
+print("SQTT " + json.dumps([e.blob.hex() for e in Compiled.profile_events if type(e).__name__ == "ProfileSQTTEvent"]))
+"""
+
+
+def test_traced_waves_run_natively_and_trace_as_the_interpreter_does():
+    """The waves a thread trace selects run the threaded tier's native code, which logs the PCs it runs
+    (Recording.build): the trace is the interpreter's byte for byte, and as many wave-instructions run natively as
+    with the trace off (HWEMU_STATS; HWEMU_TIER=threaded compiles each handler when first asked, so the count does
+    not depend on timing)."""
+    def run(tier: str, trace: str) -> tuple[list[str], str]:
+        p = run_tinygrad(MATMUL, "MOCKKFD+AMD:LLVM:gfx1100",
+                         {"PROFILE": "1", "SQTT": trace, "HWEMU_TIER": tier, "HWEMU_STATS": "1"})
+        blobs = json.loads(check(p).split("SQTT ", 1)[1].splitlines()[0])
+        return blobs, next(ln for ln in p.stderr.splitlines() if ln.startswith("kernel@"))
+    interpreted, _ = run("interp", "1")
+    native, traced_stats = run("threaded", "1")
+    _, untraced_stats = run("threaded", "0")
+    assert interpreted and any(interpreted) and native == interpreted
+    assert traced_stats.split()[1:] == untraced_stats.split()[1:], (traced_stats, untraced_stats)
+    assert traced_stats.endswith("native") and not traced_stats.endswith(" 0% native")
+
+
 def _unit(arch: str = "gfx1100") -> tuple[sqtt.ThreadTrace, VM, dict[str, int]]:
     chip = target.get(arch)
     vm = VM()

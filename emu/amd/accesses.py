@@ -137,6 +137,11 @@ class Accesses:
     def inst(self, pc: int):
         return self.prog.inst(pc)
 
+    def logged(self, pc: int, step, ran):
+        """A traced wave's step (emu.amd.exec.wave.Program.logged): `step`, since native code does not account
+        accesses."""
+        return step
+
     def single(self, pc: int):
         """The step of the instruction at pc: the program's, or for a memory instruction the reference plan's
         accounting its accesses."""

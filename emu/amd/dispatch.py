@@ -314,7 +314,8 @@ class _WaveSlots:
         return (loop, prog.threaded.arm, True) if loop is not None else None
 
     def traced(self, wg: int) -> bool:
-        """Whether a wave of workgroup `wg` (linear index) is traced: the workgroup then runs on the interpreter."""
+        """Whether a wave of workgroup `wg` (linear index) is traced: the workgroup then runs wave by wave here, not
+        on the native launcher."""
         if self.trace is None:
             return False
         ids = self.ids(wg)

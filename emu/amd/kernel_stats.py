@@ -40,7 +40,7 @@ class KernelStats:
     def tier(self) -> str:
         """e.g. "interp", "jit: 100% native", "auto: 93% native"."""
         t = "/".join(sorted(self.tiers))
-        if not self.tiers & {"jit", "auto"}:
+        if not self.tiers & {"jit", "threaded", "auto"}:
             return t
         n, total = self.native, self.wave_instructions
         pct = "0" if not n else "100" if n == total else str(n * 100 // total) if n * 100 >= total else "<1"

@@ -19,7 +19,8 @@ hwemu's model, the same on every run whatever the host's load:
 - waves run where hwemu's placement puts them (emu.amd.spi: workgroups round robin over the WGPs, engines first,
   a workgroup's waves over its WGP's SIMDs), in the wave slot of their index in the workgroup. As on the hardware,
   a shader engine traces the waves on the SIMD of the WGP and shader array its SQ_THREAD_TRACE_MASK selects (only
-  those run on the interpreter; the others keep their tier);
+  those leave the native launcher, running native code that logs their PCs, Recording.build; the others keep their
+  tier);
 - a wave issues its instructions one after another, each taking the cycles of its class (`cycles`), and the waves
   of a workgroup issue in the order hwemu runs them (each until s_barrier or s_endpgm); a dispatch starts
   DISPATCH_GAP cycles after the one before;
@@ -256,8 +257,14 @@ class Recording:
         return self
 
     def build(self, pc: int):
-        s = self.steps[pc] = self.step(self.prog.single(pc), self.prog.inst(pc))
+        """A traced wave's step at pc: native code that logs what it runs where the threaded tier has it (only the
+        selected waves leave the interpreter's blocks), else the instruction alone."""
+        s = self.steps[pc] = self.prog.logged(pc, self.step(self.prog.single(pc), self.prog.inst(pc)), self._ran)
         return s
+
+    def _ran(self, w, pcs: list[int]) -> None:
+        inst = self.prog.inst
+        self.issued.extend((w.wave_id, inst(p), after) for p, after in zip(pcs, pcs[1:] + [w.pc], strict=True))
 
     def step(self, step, inst):
         """`step` (of `inst`) recording the issue when it has run."""
@@ -272,20 +279,28 @@ class Recording:
     def timed(self):
         """The packets the waves' issue gives, in order, at hwemu's cycle model (see the module docstring): (cycle
         after the dispatch's start, kind, INST op, wave slot, instruction or None, workgroup ids)."""
-        t, wgs = 0, {}
+        t, wgs, issues = 0, {}, {}
         for slot, inst, after in self.issued:
             if inst is None:
-                kind, op = "WAVESTART", 0
                 wgs[slot] = after
-            elif inst.valid and inst.op.name.startswith("S_ENDPGM"):
-                kind, op = "WAVEEND", 0
-            else:
-                tok = token(inst, after, self.layout)
-                if tok is None:
-                    continue
-                kind, op = tok
-            t += 1 if kind in ("WAVESTART", "WAVEEND") else cycles(kind, op, self.lanes)
-            yield t, kind, op, slot, inst, wgs.get(slot)
+                t += 1
+                yield t, "WAVESTART", 0, slot, None, after
+                continue
+            key = inst.pc, after == inst.pc + inst.size  # a branch's token says whether it was taken
+            got = issues.get(key)
+            if got is None:
+                got = issues[key] = self._issue(inst, after)
+            if got:
+                kind, op, dt = got
+                t += dt
+                yield t, kind, op, slot, inst, wgs.get(slot)
+
+    def _issue(self, inst, after: int) -> tuple[str, int, int] | tuple[()]:
+        """The packet, INST op and cycles of an instruction's issue (empty: it gives no packet)."""
+        if inst.valid and inst.op.name.startswith("S_ENDPGM"):
+            return "WAVEEND", 0, 1
+        tok = token(inst, after, self.layout)
+        return () if tok is None else (*tok, cycles(*tok, self.lanes))
 
     def close(self) -> None:
         if self.sink is not None:
@@ -429,6 +444,7 @@ class ThreadTrace:
         masks = {se: (self._get(se, "SQ_THREAD_TRACE_TOKEN_MASK", "token_exclude"), self._where(se))
                  for se, s in enumerate(self.streams) if s is not None}
         t = start = self.clock + DISPATCH_GAP
+        execs: dict[int, tuple[str, str] | None] = {}  # pc -> the execution token its instruction gives
         for dt, kind, op, slot, inst, wg in rec.timed():
             t = start + dt
             se = engine(wg)[0]
@@ -438,7 +454,8 @@ class ThreadTrace:
             if not exclude >> EXCLUDE[kind] & 1:
                 extra = where if kind in ("WAVESTART", "WAVEEND") else {"op": op} if kind == "INST" else {}
                 s.put(kind, t, wave=slot % 32, **extra)
-            ex = _EXEC.get(category(inst)) if inst is not None else None
+            ex = None if inst is None else execs[inst.pc] if inst.pc in execs else \
+                execs.setdefault(inst.pc, _EXEC.get(category(inst)))
             if ex is not None and not exclude >> EXCLUDE[ex[0]] & 1:
                 s.put(ex[0], t, src=ex[1])
         self.clock = t

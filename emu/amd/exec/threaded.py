@@ -29,6 +29,7 @@ import hashlib
 import importlib.metadata
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +42,7 @@ from emu.amd.exec import access, category, jit, takes
 from emu.amd.exec.bind import ds_offset, memory_offset, smem_offsets, vopd_y
 from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
 from emu.amd.exec.operands import constant
-from emu.amd.exec.translate import BUDGET, EXECUTED, PC_MASK, START, STATUS, THREADED, Region
+from emu.amd.exec.translate import BUDGET, EXECUTED, LOG, PC_MASK, START, STATUS, THREADED, Region
 from emu.amd.exec.translate_state import I32, I64, PTR, Exit, Hooks, fit
 from emu.pcode.llvmemit import emit
 from emu.pcode.llvmjit import Closed, engine
@@ -49,6 +50,7 @@ from emu.pcode.llvmjit import Closed, engine
 ENGINE = "threaded"  # the LLVM engine of handlers (emu.pcode.llvmjit.engine): regions compile on another
 HEAD = 2  # entry words before the Sym words: handler address, PC
 MAX_SPAN = 1 << 22  # bytes of code one program's index covers
+LOG_MAX = 4096  # instructions one call of the logged loop runs at most (the length of its log)
 SWEEP = 4096  # instructions a program's first request decodes ahead (its whole kernel, as a rule)
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
 
@@ -300,8 +302,9 @@ class Handler(Region):
         self._leave(ir.IRBuilder(on), pc)
 
 
-def _loop() -> int:
-    """The address of the threaded loop (compiled once per machine)."""
+def _loop(logged: bool) -> int:
+    """The address of the threaded loop (compiled once per machine); the `logged` one also writes each
+    instruction's PC to the array at ctr[LOG], at the index of the instructions it ran before (a traced wave's)."""
     m = engine(ENGINE).module("threaded")
     fn = ir.Function(m, ir.FunctionType(I64, [PTR] * 4), "threaded")
     s, v, ctr, lds = fn.args
@@ -313,6 +316,7 @@ def _loop() -> int:
     budget, index, base, length, ents = (word(b, i) for i in (BUDGET, THREADED, THREADED + 1, THREADED + 2,
                                                              THREADED + 3))
     index, ents = b.inttoptr(index, PTR), b.inttoptr(ents, PTR)
+    log = b.inttoptr(word(b, LOG), PTR) if logged else None
     start = word(b, START)
     b.branch(look)
     b = ir.IRBuilder(look)
@@ -329,6 +333,8 @@ def _loop() -> int:
     b = ir.IRBuilder(call)
     ent = b.gep(ents, [b.sub(e, I64(1))], source_etype=I64)
     h = b.inttoptr(b.load(ent, typ=I64), ir.FunctionType(I64, [PTR] * 5).as_pointer())
+    if logged:  # before the call: a handler that runs nothing leaves the slot to the next instruction
+        b.store(pc, b.gep(log, [ran], source_etype=I64))
     rel = b.call(h, [s, v, ctr, lds, ent])
     nxt = b.and_(b.add(pc, rel), I64(PC_MASK))
     moved = b.icmp_unsigned("!=", word(b, EXECUTED), ran)
@@ -339,23 +345,22 @@ def _loop() -> int:
     sb = ir.IRBuilder(stay)
     sb.ret(sb.select(moved, nxt, pc))
     ir.IRBuilder(out).ret(pc)
-    return engine(ENGINE).compile(m, "threaded", "threaded loop 1")
+    return engine(ENGINE).compile(m, "threaded", f"threaded loop {'logged ' if logged else ''}1")
 
 
 _handlers: dict[tuple, int | None] = {}  # (target, lanes, MODE, stats, kind key) -> handler address (None: none)
 _asked: set[tuple] = set()
 _made: list[tuple] = []  # the keys of _handlers in the order they were made: tables install what is new to them
-_loop_fn: list = []
+_loops: dict[bool, object] = {}  # logged -> the threaded loop (ctypes; None while it is being compiled)
 _lock = threading.Lock()
 
 
-def _need_loop() -> None:
+def _need_loop(logged: bool = False) -> None:
     with _lock:
-        if _loop_fn:
+        if logged in _loops:
             return
-        _loop_fn.append(None)  # asked
-    addr = _loop()
-    _loop_fn[0] = _SIG(addr)
+        _loops[logged] = None  # asked
+    _loops[logged] = _SIG(_loop(logged))
 
 
 def _make(prog, k: Kind, mode: int, full: tuple, build: bool) -> bool:
@@ -398,34 +403,52 @@ class Table:
         self.want: dict[tuple, list[tuple[int, list[int]]]] = {}  # handler key -> (pc, entry words) waiting for it
         self.asked: set[int] = set()  # PCs whose handlers were asked for (once each)
         self.seen = len(_made)  # how many of _made this table has looked at (those before: in _handlers)
+        self.log = np.zeros(LOG_MAX, np.int64)  # the PCs a call of the logged loop ran
 
-    def step(self, pc: int, step, native):
+    def step(self, pc: int, step, native, ran: Callable[[object, list[int]], None] | None = None):
         """The step at pc: the threaded loop from there once its handler is installed, else `step`. `native(fn,
-        arm)` makes the call of a native function (emu.amd.exec.wave.Program._call)."""
+        arm)` makes the call of a native function (emu.amd.exec.wave.Program._call). With `ran` (a traced wave's
+        step, emu.amd.sqtt) the logged loop runs, at most LOG_MAX instructions a call, and `ran(w, pcs)` is given
+        the PCs of the instructions it ran, in order (`step` records its own)."""
         asked = [False]
         call = [None]
+        logged = ran is not None
 
         def run(w):
             if not asked[0]:
                 asked[0] = True
                 self.request(pc, w.mode)
+                if logged:
+                    _need_loop(logged=True)
             if len(_made) != self.seen:
                 self.install()
-            if not self.has(pc) or not _loop_fn or _loop_fn[0] is None:
+            if not self.has(pc) or _loops.get(logged) is None:
                 return step(w)
             if call[0] is None:
-                call[0] = native(_loop_fn[0], self.arm)
-            return call[0](w)
+                call[0] = native(_loops[logged], self._arm_logged if logged else self.arm)
+            if not logged:
+                return call[0](w)
+            ctr = jit.counters(w).ctr
+            ctr[EXECUTED] = 0  # stays 0 where the call runs nothing (then `step` runs, and records)
+            r = call[0](w)
+            if ctr[EXECUTED]:
+                ran(w, self.log[:ctr[EXECUTED]].tolist())
+            return r
         return run
+
+    def _arm_logged(self, ctr: np.ndarray) -> None:
+        self.arm(ctr)
+        ctr[BUDGET] = min(ctr[BUDGET], LOG_MAX)
+        ctr[LOG] = self.log.ctypes.data
 
     def loop_from(self, pc: int) -> int | None:
         """The threaded loop's address for a launcher that starts waves at `pc` (emu.amd.exec.launch), once pc's
         handler is installed; the launcher's counters are armed with `arm`."""
         if len(_made) != self.seen:
             self.install()
-        if not self.has(pc) or not _loop_fn or _loop_fn[0] is None:
+        if not self.has(pc) or _loops.get(False) is None:
             return None
-        return ctypes.cast(_loop_fn[0], ctypes.c_void_p).value
+        return ctypes.cast(_loops[False], ctypes.c_void_p).value
 
     def fallback(self, make):
         """The interpreter's step for where the loop cannot start: `make(until)` with `until(pc)` true where it can

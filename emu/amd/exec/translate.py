@@ -59,7 +59,8 @@ PC_MASK = (1 << 48) - 1  # the PC is 48 bits
 TALLY = BRANCH_RING + RING  # ctr[TALLY + c]: instructions of category c run (HWEMU_STATS; never reset by the region)
 THREADED = TALLY + len(CATEGORIES)  # ctr[THREADED..+4]: the threaded tier's tables (emu.amd.exec.threaded)
 BASE = THREADED + 4  # ctr[BASE]: the PC of the region's entry (its code holds PCs as offsets from it)
-CTR_WORDS = BASE + 1
+LOG = BASE + 1  # ctr[LOG]: where the logged threaded loop writes the PCs it runs (a traced wave's, emu.amd.sqtt)
+CTR_WORDS = LOG + 1
 MAX_INSTS = 4000  # instructions per region
 
 
