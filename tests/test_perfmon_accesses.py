@@ -125,9 +125,13 @@ def _counted(arch: str, co: bytes, kernel: str, args: list, groups: int, block: 
 @needs_clang
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
 @pytest.mark.parametrize("stride", [1, 32])
-def test_lds_bank_conflicts_of_a_stride(arch, stride, tmp_path):
+@pytest.mark.parametrize("tier", ["interp", "threaded"])
+def test_lds_bank_conflicts_of_a_stride(arch, stride, tier, tmp_path, monkeypatch):
     """Each lane stores and loads one dword, lane l at dword l * stride (then (l + 1) % 32): stride 1 puts the 32
-    lanes in 32 banks (1 cycle per DS instruction), stride 32 all in bank 0 (32 cycles, 31 of them conflicts)."""
+    lanes in 32 banks (1 cycle per DS instruction), stride 32 all in bank 0 (32 cycles, 31 of them conflicts). The
+    same counts whether the instructions between the memory ones run interpreted or native (the threaded tier,
+    which compiles each handler when first asked: HWEMU_TIER=threaded)."""
+    monkeypatch.setenv("HWEMU_TIER", tier)
     co = opencl.compile_cl(LDS_SOURCE.replace("STRIDE", str(stride)), arch)
     ds = [m for m in listing(co, "lds", tmp_path) if m.startswith("ds_")]
     assert sorted(ds) == ["ds_load_b32", "ds_store_b32"]
@@ -141,11 +145,13 @@ def test_lds_bank_conflicts_of_a_stride(arch, stride, tmp_path):
 
 @needs_clang
 @pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
-def test_a_line_read_twice_hits_the_second_time(arch, tmp_path):
+@pytest.mark.parametrize("tier", ["interp", "threaded"])
+def test_a_line_read_twice_hits_the_second_time(arch, tier, tmp_path, monkeypatch):
     """`once` copies a[i] to out[i], `twice` adds a[i ^ 1]: a wave's 32 lanes read one 128-byte line of `a` and
     write one of `out`, the lines of different waves are different, and the kernel arguments' lines are read by
     every wave's s_load: each wave's second read of `a` hits and nothing else changes (misses: the 2 lines per
-    wave, plus the kernel arguments' lines once)."""
+    wave, plus the kernel arguments' lines once); on the interpreter and between native code alike."""
+    monkeypatch.setenv("HWEMU_TIER", tier)
     co = opencl.compile_cl(L2_SOURCE, arch)
     waves = 12
     a = np.arange(32 * waves, dtype=np.int32)

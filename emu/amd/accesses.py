@@ -2,11 +2,13 @@
 the LDS's bank conflicts (SQC_LDS_IDX_ACTIVE, SQC_LDS_BANK_CONFLICT) and the L2's hits and misses (emu.amd.gl2c).
 
 Where they are seen: the native tiers and the lean interpreter's fused steps reach memory directly, so a dispatch
-whose selected counters need addresses runs every wave on the interpreter (as a traced wave does: the thread trace
-and HWEMU_TRACE build their steps on this view of the program), its memory instructions (VMEM, SMEM, DS) on the
-reference plans, whose every access goes through a memory space's load, store or read (emu.amd.memspace,
-emu.amd.memory): the waves' VM and LDS are recording views of the real ones, and each instruction's accesses are
-accounted when it has run. Dispatches whose counters need no addresses keep their tiers.
+whose selected counters need addresses runs every wave step by step here (the thread trace and HWEMU_TRACE build
+their steps on this view of the program): its memory instructions (VMEM, SMEM, DS) one at a time on the reference
+plans, whose every access goes through a memory space's load, store or read (emu.amd.memspace, emu.amd.memory; the
+waves' VM and LDS are recording views of the real ones, and each instruction's accesses are accounted when it has
+run), the instructions between them on the threaded tier's native code where it has their handlers (its loop stops
+before each memory instruction), else on the interpreter. Dispatches whose counters need no addresses keep their
+tiers.
 
 The LDS (AMD's RDNA whitepaper: a WGP's 128 KiB LDS is 64 banks of 512 dwords, a half of 32 banks by each CU;
 AMD's ROCm guide to LDS bank conflicts: banks 4 bytes wide, lanes that access different dwords of one bank in the
@@ -113,6 +115,11 @@ def lines(accesses: list[tuple]) -> list[int]:
     return [int(x) for x in np.unique(np.concatenate(parts))] if parts else []
 
 
+def unaccounted(inst) -> bool:
+    """Whether `inst` makes no access the counters account (not VMEM, SMEM or DS): native code may run it."""
+    return category(inst) not in (VMEM, SMEM, DS)
+
+
 class Accesses:
     """One counted dispatch's view of its program: steps that account their memory accesses (`l2`: the L2 model
     fed, if any; `banks`: DS instructions' bank cycles counted). It is also the waves' tracer where nothing else
@@ -137,18 +144,20 @@ class Accesses:
     def inst(self, pc: int):
         return self.prog.inst(pc)
 
-    def logged(self, pc: int, step, ran):
-        """A traced wave's step (emu.amd.exec.wave.Program.logged): `step`, since native code does not account
-        accesses."""
-        return step
+    def threaded_step(self, pc: int, step, ran=None, keep=None):
+        """The step at pc of a wave of the dispatch (emu.amd.exec.wave.Program.threaded_step): native code runs the
+        instructions that access no memory, up to the next that does; that one runs `step` (accounted)."""
+        if not unaccounted(self.prog.inst(pc)):
+            return step
+        return self.prog.threaded_step(pc, step, ran, unaccounted)
 
     def single(self, pc: int):
         """The step of the instruction at pc: the program's, or for a memory instruction the reference plan's
         accounting its accesses."""
         inst = self.prog.inst(pc)
-        cat = category(inst)
-        if cat not in (VMEM, SMEM, DS):
+        if unaccounted(inst):
             return self.prog.single(pc)
+        cat = category(inst)
         step = tallied(self.prog.planner.plan(inst), [cat]) if self.prog.stats else self.prog.planner.plan(inst)
         log, lanes, ds = self.log, self.prog.lanes, cat == DS and inst.base == "DS"
 
@@ -191,5 +200,5 @@ class Accesses:
         return self if r is None else r
 
     def build(self, pc: int):
-        s = self.steps[pc] = self.single(pc)
+        s = self.steps[pc] = self.threaded_step(pc, self.single(pc))
         return s

@@ -259,7 +259,7 @@ class Recording:
     def build(self, pc: int):
         """A traced wave's step at pc: native code that logs what it runs where the threaded tier has it (only the
         selected waves leave the interpreter's blocks), else the instruction alone."""
-        s = self.steps[pc] = self.prog.logged(pc, self.step(self.prog.single(pc), self.prog.inst(pc)), self._ran)
+        s = self.steps[pc] = self.prog.threaded_step(pc, self.step(self.prog.single(pc), self.prog.inst(pc)), self._ran)
         return s
 
     def _ran(self, w, pcs: list[int]) -> None:

@@ -404,15 +404,26 @@ class Table:
         self.asked: set[int] = set()  # PCs whose handlers were asked for (once each)
         self.seen = len(_made)  # how many of _made this table has looked at (those before: in _handlers)
         self.log = np.zeros(LOG_MAX, np.int64)  # the PCs a call of the logged loop ran
+        self.kept: tuple = (None, -1, self.index)  # (keep, self.used, the index of what it keeps): Table.step
 
-    def step(self, pc: int, step, native, ran: Callable[[object, list[int]], None] | None = None):
+    def step(self, pc: int, step, native, ran: Callable[[object, list[int]], None] | None = None,
+             keep: Callable[[object], bool] | None = None):
         """The step at pc: the threaded loop from there once its handler is installed, else `step`. `native(fn,
         arm)` makes the call of a native function (emu.amd.exec.wave.Program._call). With `ran` (a traced wave's
         step, emu.amd.sqtt) the logged loop runs, at most LOG_MAX instructions a call, and `ran(w, pcs)` is given
-        the PCs of the instructions it ran, in order (`step` records its own)."""
+        the PCs of the instructions it ran, in order (`step` records its own). With `keep` the loop runs only the
+        instructions `keep(inst)` holds for, and stops before the others (a counted dispatch's memory
+        instructions, emu.amd.accesses)."""
         asked = [False]
         call = [None]
         logged = ran is not None
+
+        def arm(ctr: np.ndarray) -> None:
+            index = self.index if keep is None else self._kept(keep)
+            ctr[THREADED:THREADED + 4] = (index.ctypes.data, self.base, len(index), self.ents.ctypes.data)
+            if logged:
+                ctr[BUDGET] = min(ctr[BUDGET], LOG_MAX)
+                ctr[LOG] = self.log.ctypes.data
 
         def run(w):
             if not asked[0]:
@@ -425,7 +436,7 @@ class Table:
             if not self.has(pc) or _loops.get(logged) is None:
                 return step(w)
             if call[0] is None:
-                call[0] = native(_loops[logged], self._arm_logged if logged else self.arm)
+                call[0] = native(_loops[logged], arm)
             if not logged:
                 return call[0](w)
             ctr = jit.counters(w).ctr
@@ -436,10 +447,16 @@ class Table:
             return r
         return run
 
-    def _arm_logged(self, ctr: np.ndarray) -> None:
-        self.arm(ctr)
-        ctr[BUDGET] = min(ctr[BUDGET], LOG_MAX)
-        ctr[LOG] = self.log.ctypes.data
+    def _kept(self, keep: Callable[[object], bool]) -> np.ndarray:
+        """The index less the entries of the instructions `keep` does not hold for (made again once handlers were
+        installed since)."""
+        if self.kept[:2] != (keep, self.used):
+            index = self.index.copy()
+            for i in np.flatnonzero(index):
+                if not keep(self.prog.inst(self.base + 4 * int(i))):
+                    index[i] = 0
+            self.kept = (keep, self.used, index)
+        return self.kept[2]
 
     def loop_from(self, pc: int) -> int | None:
         """The threaded loop's address for a launcher that starts waves at `pc` (emu.amd.exec.launch), once pc's

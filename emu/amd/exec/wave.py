@@ -95,12 +95,14 @@ class Program:
             s = category.tallied(s, [category.category(i) for i in members])
         return s
 
-    def logged(self, pc: int, step, ran: Callable[[WaveState, list[int]], None]):
-        """The step at pc of a traced wave: the threaded tier's logged loop once it has pc's handler, `ran(w, pcs)`
-        given the PCs it ran (emu.amd.exec.threaded.Table.step), else `step` (`single`'s, recording its own)."""
+    def threaded_step(self, pc: int, step, ran: Callable[[WaveState, list[int]], None] | None = None,
+                      keep: Callable[[object], bool] | None = None):
+        """The step at pc of a wave that leaves the native launcher (traced, or counted): the threaded tier's loop
+        once it has pc's handler, logging the PCs it runs for `ran(w, pcs)`, running only the instructions `keep`
+        holds for (emu.amd.exec.threaded.Table.step); else `step`."""
         if self.threaded is None:
             return step
-        return self.threaded.step(pc, step, lambda fn, arm: self._call(pc, fn, step, arm), ran)
+        return self.threaded.step(pc, step, lambda fn, arm: self._call(pc, fn, step, arm), ran, keep)
 
     def single(self, pc: int):
         """The step of the one instruction at pc (no block, no native code: what a traced wave runs)."""
