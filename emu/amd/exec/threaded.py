@@ -48,6 +48,11 @@ from emu.pcode.llvmemit import emit
 from emu.pcode.llvmjit import Closed, engine
 
 ENGINE = "threaded"  # the LLVM engine of handlers (emu.pcode.llvmjit.engine): regions compile on another
+# Handlers compile without LLVM's optimizer and with its fast code generator: a cold test run compiles hundreds of
+# them, each one instruction's code, where the optimizer gains little (about 2.7x less LLVM time; the engine thread's
+# time in a warm tinygrad test run within a few percent). The loop that calls them is optimized.
+HANDLER_OPT = 0
+LOOP_ENGINE = "threaded-loop"
 HEAD = 2  # entry words before the Sym words: handler address, PC
 MAX_SPAN = 1 << 22  # bytes of code one program's index covers
 LOG_MAX = 4096  # instructions one call of the logged loop runs at most (the length of its log)
@@ -305,7 +310,7 @@ class Handler(Region):
 def _loop(logged: bool) -> int:
     """The address of the threaded loop (compiled once per machine); the `logged` one also writes each
     instruction's PC to the array at ctr[LOG], at the index of the instructions it ran before (a traced wave's)."""
-    m = engine(ENGINE).module("threaded")
+    m = engine(LOOP_ENGINE).module("threaded")
     fn = ir.Function(m, ir.FunctionType(I64, [PTR] * 4), "threaded")
     s, v, ctr, lds = fn.args
     entry, look, call, out = (fn.append_basic_block(n) for n in ("entry", "look", "call", "out"))
@@ -345,7 +350,7 @@ def _loop(logged: bool) -> int:
     sb = ir.IRBuilder(stay)
     sb.ret(sb.select(moved, nxt, pc))
     ir.IRBuilder(out).ret(pc)
-    return engine(ENGINE).compile(m, "threaded", f"threaded loop {'logged ' if logged else ''}1")
+    return engine(LOOP_ENGINE).compile(m, "threaded", f"threaded loop {'logged ' if logged else ''}1")
 
 
 _handlers: dict[tuple, int | None] = {}  # (target, lanes, MODE, stats, kind key) -> handler address (None: none)
@@ -372,12 +377,12 @@ def _make(prog, k: Kind, mode: int, full: tuple, build: bool) -> bool:
         disk = f"handler {jit.sources()} {full!r}"
         if not access.ensure(prog.lanes, jit.sources(), build):
             return False
-        addr = engine(ENGINE).load(disk)
+        addr = engine(ENGINE, HANDLER_OPT).load(disk)
         if addr is None:
             if not build:
                 return False
             try:
-                addr = engine(ENGINE).compile(Handler(prog, k, mode).build("handler"), "handler", disk)
+                addr = engine(ENGINE, HANDLER_OPT).compile(Handler(prog, k, mode).build("handler"), "handler", disk)
             except (Exit, NotSymbolic) as e:  # not a kind the tier takes, or code that needs a register's value
                 takes.declined("threaded", k.inst, str(e.args[-1] if e.args else e))
                 addr = None
