@@ -88,21 +88,18 @@ def _function(module: ir.Module, name: str, lanes: int, bits: int | None, export
     return fn
 
 
-def ensure(lanes: int, sources: str, build: bool = True) -> bool:
+def ensure(lanes: int, sources: str) -> None:
     """Put the functions of `lanes`-wide waves in LLVM's symbol table (once per process), before any module that calls
     them is compiled or loaded: loaded from the disk cache (keyed by `sources`, the digest of the native tiers'
-    sources, emu.amd.exec.jit.sources), else (with `build`) compiled. False: not on disk, left to
-    a call with `build` (a compile of about a second, which the engine thread leaves to the compile thread). Raises
-    llvmjit.Closed at exit."""
+    sources, emu.amd.exec.jit.sources), else compiled (about a second, once per machine). Raises llvmjit.Closed at
+    exit."""
     if lanes in _ready:
-        return True
+        return
     with _lock:
         if lanes in _ready:
-            return True
+            return
         e, key = engine(ENGINE), f"access {sources} {lanes}"
         first = e.load(key)
-        if first is None and not build:
-            return False
         names = [symbol(name, lanes, bits) for name in _SPECS for bits in (BITS if name in _WIDE else (None,))]
         if first is None:
             m = e.module(f"access{lanes}")
@@ -114,7 +111,6 @@ def ensure(lanes: int, sources: str, build: bool = True) -> bool:
         for sym in names:
             llvm.add_symbol(sym, first if sym == names[0] else e.address(sym))
         _ready.add(lanes)
-        return True
 
 
 def _each_lane(b, lanes: int, body, acc):

@@ -6,11 +6,12 @@
 - `threaded`: the lean interpreter and the threaded tier (emu.amd.exec.threaded: a native interpreter whose handlers
   are compiled once per kind of instruction), each handler compiled when first asked for, no regions;
 - `jit`: regions compiled to native code (emu.amd.exec.translate) from the first execution of each region entry;
-- `auto` (default): the lean interpreter, the threaded tier's handlers (compiled on the background thread before
-  any region, while the waves go on interpreted; HWEMU_THREADED=0 leaves them out), and regions where they pay
-  back. A region entry that has run HWEMU_HOT times (default 64) is looked at on a background thread: a region
-  another run compiled (the disk cache) is installed at once; otherwise it is compiled once the time its
-  instructions have spent interpreted (or in handlers), and will spend in the rest of the running dispatch
+- `auto` (default): the lean interpreter, the threaded tier's handlers (each compiled when first asked for, as
+  under `threaded`: a cold run waits some 10 ms a handler rather than interpret meanwhile, whose first runs cost
+  more; HWEMU_THREADED=0 leaves them out), and regions where they pay back. A region entry that has run HWEMU_HOT
+  times (default 64) is looked at on a background thread: a region another run compiled (the disk cache) is
+  installed at once; otherwise it is compiled once the time its instructions have spent interpreted (or in
+  handlers), and will spend in the rest of the running dispatch
   (projected from its workgroups run so far), reaches what its compile is expected to cost, and looked at again
   each time the entry's run count doubles. That is the ski-rental rule: code never costs more than twice the better
   of the two choices in hindsight, and a test suite that runs each kernel a few times does not burn a core compiling
@@ -30,6 +31,7 @@ anew).
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -37,7 +39,7 @@ import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -197,21 +199,47 @@ class Compiled:
 LATER = object()  # native(): the region does not pay back its compile yet
 
 
+@contextlib.contextmanager
+def compiling() -> Iterator[None]:
+    """The time spent in it counts as compile time (compile_seconds), which the dispatch watchdog does not count: on
+    the background thread the waves that run meanwhile share the host with it, on the waves' thread it is not the
+    dispatch's work."""
+    me = threading.get_ident()
+    if me in _inflight:  # within an outer one
+        yield
+        return
+    t0 = _inflight[me] = time.monotonic()
+    try:
+        yield
+    finally:
+        _compiling[0] += time.monotonic() - t0
+        del _inflight[me]
+
+
+def guarded(job: Callable[[], None]) -> None:
+    """Run a compile job: LLVM's rejection of a module, or an emulator bug (raised under HWEMU_STRICT), leaves its
+    code interpreted, with a warning and a count."""
+    try:
+        job()
+    except LLVM_FAILED as e:  # LLVM rejected a module
+        _interpreted("LLVM rejected the module", f"LLVM: {e}")
+    except Exception as e:  # a translator bug
+        if STRICT:
+            raise
+        _interpreted(f"emulator bug ({type(e).__name__})", f"an emulator bug: {type(e).__name__}: {e}; please "
+                     "report it")
+
+
 def native(prog, pc: int, mode: int, spent: Callable[[Iterable[int]], float] | None = None) -> Compiled | None:
     """The compiled region that starts at `pc` for `mode`, or None when the tier takes no instruction there (or the
     process is exiting). With `spent` (the seconds the given PCs' steps have run interpreted) a region that is not
     compiled yet (nor cached) is compiled only once that reaches its expected compile cost, else LATER is returned.
-    The time it takes counts as compile time (compile_seconds), also on the background thread: the waves that run
-    meanwhile share the host with it, so the dispatch watchdog does not count it either."""
-    me = threading.get_ident()
-    t0 = _inflight[me] = time.monotonic()
-    try:
-        return _native(prog, pc, mode, spent)
-    except Closed:
-        return None
-    finally:
-        _compiling[0] += time.monotonic() - t0
-        del _inflight[me]
+    The time it takes counts as compile time (`compiling`)."""
+    with compiling():
+        try:
+            return _native(prog, pc, mode, spent)
+        except Closed:
+            return None
 
 
 class _Background:
@@ -219,22 +247,19 @@ class _Background:
     and code generator run without the GIL, on another core, while the waves go on interpreted."""
 
     def __init__(self) -> None:
-        self._jobs: queue.PriorityQueue = queue.PriorityQueue()
+        self._jobs: queue.Queue = queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self._count = 0
         self.failed: Exception | None = None  # what a job raised, for raise_failure
 
-    def __call__(self, job: Callable[[], None], first: bool = False) -> None:
-        """Queue `job`; `first` jobs (the threaded tier's handlers: small, and every kernel gains) go before the
-        others. A failure of an earlier job is raised here (raise_failure)."""
+    def __call__(self, job: Callable[[], None]) -> None:
+        """Queue `job`. A failure of an earlier job is raised here (raise_failure)."""
         self.raise_failure()
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="hwemu-compile", daemon=True)
                 self._thread.start()
-            self._count += 1
-            self._jobs.put((0 if first else 1, self._count, job))
+            self._jobs.put(job)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the jobs submitted so far have run (True), or until the compile thread has spent `timeout`
@@ -256,17 +281,9 @@ class _Background:
 
     def _loop(self) -> None:
         while True:
-            job = self._jobs.get()[2]
+            job = self._jobs.get()
             try:
-                try:
-                    job()
-                except LLVM_FAILED as e:  # LLVM rejected a module
-                    _interpreted("LLVM rejected the module", f"LLVM: {e}")
-                except Exception as e:  # a translator bug
-                    if STRICT:
-                        raise
-                    _interpreted(f"emulator bug ({type(e).__name__})", f"an emulator bug: {type(e).__name__}: {e}; "
-                                 "please report it")
+                guarded(job)
             except Exception as e:  # kept for the waves' thread, which raises it (raise_failure)
                 self.failed = self.failed or e
 

@@ -368,39 +368,32 @@ def _need_loop(logged: bool = False) -> None:
     _loops[logged] = _SIG(_loop(logged))
 
 
-def _make(prog, k: Kind, mode: int, full: tuple, build: bool) -> bool:
-    """Make the handler of `full`: from the disk cache, else (with `build`) built and compiled. False: not on disk,
-    left to a later call with `build`."""
+def _make(prog, k: Kind, mode: int, full: tuple) -> None:
+    """Make the handler of `full`: from the disk cache, else built and compiled (None: none, and never asked again)."""
     addr = None
     try:
         _need_loop()
         disk = f"handler {jit.sources()} {full!r}"
-        if not access.ensure(prog.lanes, jit.sources(), build):
-            return False
+        access.ensure(prog.lanes, jit.sources())
         addr = engine(ENGINE, HANDLER_OPT).load(disk)
         if addr is None:
-            if not build:
-                return False
             try:
                 addr = engine(ENGINE, HANDLER_OPT).compile(Handler(prog, k, mode).build("handler"), "handler", disk)
             except (Exit, NotSymbolic) as e:  # not a kind the tier takes, or code that needs a register's value
                 takes.declined("threaded", k.inst, str(e.args[-1] if e.args else e))
-                addr = None
     except Closed:
         pass
-    _handlers[full] = addr
-    _made.append(full)
-    return True
+    finally:
+        _handlers[full] = addr
+        _made.append(full)
 
 
 class Table:
     """A program's threaded code: the index from its PCs to entries, and the instructions waiting for handlers.
     Only the thread that runs the program's waves changes it (between native calls)."""
 
-    def __init__(self, prog, sync: bool):
-        """`sync`: compile handlers on the calling thread when asked (the `threaded` tier), else on the compile
-        thread while the waves go on interpreted."""
-        self.prog, self.sync = prog, sync
+    def __init__(self, prog):
+        self.prog = prog
         self.base = 0
         self.index = np.zeros(0, np.int64)
         self.ents = np.zeros(256, np.int64)
@@ -513,8 +506,8 @@ class Table:
                     continue
                 _asked.add(full)
                 k = made[0]
-                if not _make(prog, k, mode, full, build=self.sync):  # the compile thread builds what the disk lacks
-                    jit.background(lambda k=k, full=full: _make(prog, k, mode, full, build=True), first=True)
+                with jit.compiling():
+                    jit.guarded(lambda k=k, full=full: _make(prog, k, mode, full))
             if full not in _handlers:  # made later: it is in _made after what this table has looked at
                 self.want.setdefault(full, []).append((at, ws))
             elif _handlers[full] is not None:

@@ -7,7 +7,8 @@ closure holding its operand fetchers, the compiled pcode semantics and its resul
 looks up the step for the PC and calls it. A step returns 0, or BARRIER / END to suspend / finish the wave.
 Faults raised while a step runs are completed with the wave's identity, PC, instruction text and active lanes.
 In the `threaded` and `auto` tiers a step whose instructions have handlers runs the threaded tier's native loop
-(emu.amd.exec.threaded) from its PC. In the `jit` and `auto` tiers (emu.amd.exec.jit) a hot PC's step becomes a
+(emu.amd.exec.threaded) from its PC; a program's first step asks for its kernel's handlers, compiling those no
+other run left on disk. In the `jit` and `auto` tiers (emu.amd.exec.jit) a hot PC's step becomes a
 call of the native region that starts there; it runs until an instruction the region does not take and the loop
 goes on at that PC. Under `auto` the region is compiled in the background (the step stays as it was until the
 region is ready), under `jit` before the step goes on.
@@ -59,7 +60,7 @@ class Program:
         self.stats = category.enabled() if stats is None else stats  # steps and native regions tally by category
         lean = self.tier != "ref"  # the lean interpreter runs what native code does not
         self.interp = Interp(self.planner, self.inst) if lean else None
-        self.threaded = threaded.Table(self, sync=self.tier == "threaded") \
+        self.threaded = threaded.Table(self) \
             if self.tier in ("threaded", "auto") and threaded.enabled() else None
 
     def predecode(self, code: bytes, base: int) -> None:
