@@ -119,7 +119,7 @@ def draws(arch: str, draws_each: int, every: int, seed: int) -> tuple[list[Draw]
 
 def _llvm_stats() -> Counter:
     """Compiles and cache loads so far of the regions' and the threaded handlers' LLVM engines."""
-    return Counter(engine().stats) + Counter(engine(threaded.ENGINE, threaded.HANDLER_OPT).stats)
+    return Counter(engine().stats) + Counter(threaded.handler_engine().stats)
 
 
 def _native(tier: str, inst) -> bool:

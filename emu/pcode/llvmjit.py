@@ -97,18 +97,20 @@ CLOSE_TIMEOUT = 30.0  # seconds the exit waits for native calls in flight
 class Engine:
     """One MCJIT engine for the host CPU: modules are optimized, compiled to objects and loaded into it."""
 
-    def __init__(self, opt: int = OPT) -> None:
-        self.opt = opt
+    def __init__(self, opt: int = OPT, codegen: int | None = None) -> None:
+        """`opt`: the optimizer's level (0: only SROA, instcombine and simplifycfg); `codegen`: the code generator's
+        (default `opt`; 0 is LLVM's fast instruction selection and register allocation)."""
+        self.opt, codegen = opt, opt if codegen is None else codegen
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         target = llvm.Target.from_default_triple()
         cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
-        self.tm = target.create_target_machine(cpu=cpu, features=features, opt=opt)
+        self.tm = target.create_target_machine(cpu=cpu, features=features, opt=codegen)
         self.triple, self.data_layout = self.tm.triple, str(self.tm.target_data)
         self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.tm)
         FL.register_symbols(llvm.add_symbol)
         self._target_id = "\0".join((VERSION, ".".join(map(str, llvm.llvm_version_info)), self.triple, cpu,
-                                     features, str(opt)))
+                                     features, str(opt), str(codegen)))
         self._lock = threading.RLock()
         self._count = 0
         self._loaded: dict[str, bool] = {}  # keys whose object is in the engine
@@ -271,13 +273,14 @@ _ENGINES: dict[str, Engine] = {}
 _ENGINE_LOCK = threading.Lock()
 
 
-def engine(name: str = "main", opt: int = OPT) -> Engine:
+def engine(name: str = "main", opt: int = OPT, codegen: int | None = None) -> Engine:
     """The process's engine `name` (created on first use). Each has its own lock: a long compile on one (a region)
-    does not hold up loads from the cache on another (the threaded tier's handlers). `opt` applies when it is made."""
+    does not hold up loads from the cache on another (the threaded tier's handlers). `opt` and `codegen` (Engine)
+    apply when it is made."""
     e = _ENGINES.get(name)
     if e is None:
         with _ENGINE_LOCK:
             e = _ENGINES.get(name)
             if e is None:
-                e = _ENGINES[name] = Engine(opt)
+                e = _ENGINES[name] = Engine(opt, codegen)
     return e

@@ -48,11 +48,14 @@ from emu.pcode.llvmemit import emit
 from emu.pcode.llvmjit import Closed, engine
 
 ENGINE = "threaded"  # the LLVM engine of handlers (emu.pcode.llvmjit.engine): regions compile on another
-# Handlers compile without LLVM's optimizer and with its fast code generator: a cold test run compiles hundreds of
-# them, each one instruction's code, where the optimizer gains little (about 2.7x less LLVM time; the engine thread's
-# time in a warm tinygrad test run within a few percent). The loop that calls them is optimized.
-HANDLER_OPT = 0
-LOOP_ENGINE = "threaded-loop"
+LOOP_ENGINE = "threaded-loop"  # the loop that calls the handlers: optimized as regions are
+
+
+def handler_engine():
+    """The engine of handlers. A cold test run compiles hundreds of them, each one instruction's code, where LLVM's
+    optimizer gains little: only its light passes run (LLVM's time a handler about 0.74x of -O2's), then the full code
+    generator (its fast one costs the handlers' code 1.3-1.7x in hot loops)."""
+    return engine(ENGINE, opt=0, codegen=2)
 HEAD = 2  # entry words before the Sym words: handler address, PC
 MAX_SPAN = 1 << 22  # bytes of code one program's index covers
 LOG_MAX = 4096  # instructions one call of the logged loop runs at most (the length of its log)
@@ -375,10 +378,10 @@ def _make(prog, k: Kind, mode: int, full: tuple) -> None:
         _need_loop()
         disk = f"handler {jit.sources()} {full!r}"
         access.ensure(prog.lanes, jit.sources())
-        addr = engine(ENGINE, HANDLER_OPT).load(disk)
+        addr = handler_engine().load(disk)
         if addr is None:
             try:
-                addr = engine(ENGINE, HANDLER_OPT).compile(Handler(prog, k, mode).build("handler"), "handler", disk)
+                addr = handler_engine().compile(Handler(prog, k, mode).build("handler"), "handler", disk)
             except (Exit, NotSymbolic) as e:  # not a kind the tier takes, or code that needs a register's value
                 takes.declined("threaded", k.inst, str(e.args[-1] if e.args else e))
     except Closed:
