@@ -45,22 +45,22 @@ from emu.amd.exec.operands import constant
 from emu.amd.exec.translate import BUDGET, EXECUTED, LOG, PC_MASK, START, STATUS, THREADED, Region
 from emu.amd.exec.translate_state import I32, I64, PTR, Exit, Hooks, fit
 from emu.pcode.llvmemit import emit
-from emu.pcode.llvmjit import Closed, engine
+from emu.pcode.llvmjit import Closed, Engine, engine
 
 ENGINE = "threaded"  # the LLVM engine of handlers (emu.pcode.llvmjit.engine): regions compile on another
 LOOP_ENGINE = "threaded-loop"  # the loop that calls the handlers: optimized as regions are
-
-
-def handler_engine():
-    """The engine of handlers. A cold test run compiles hundreds of them, each one instruction's code, where LLVM's
-    optimizer gains little: only its light passes run (LLVM's time a handler about 0.74x of -O2's), then the full code
-    generator (its fast one costs the handlers' code 1.3-1.7x in hot loops)."""
-    return engine(ENGINE, opt=0, codegen=2)
 HEAD = 2  # entry words before the Sym words: handler address, PC
 MAX_SPAN = 1 << 22  # bytes of code one program's index covers
 LOG_MAX = 4096  # instructions one call of the logged loop runs at most (the length of its log)
 SWEEP = 4096  # instructions a program's first request decodes ahead (its whole kernel, as a rule)
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
+
+
+def handler_engine() -> Engine:
+    """The engine of handlers. A cold test run compiles hundreds of them, each one instruction's code, where LLVM's
+    optimizer gains little: only its light passes run (LLVM's time a handler about 0.74x of -O2's), then the full code
+    generator (its fast one costs the handlers' code 1.3-1.7x in hot loops)."""
+    return engine(ENGINE, opt=0, codegen=2)
 
 
 class NotSymbolic(TypeError):
