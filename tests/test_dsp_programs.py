@@ -1,6 +1,5 @@
 """Differential tests: clang-19-compiled static Hexagon programs (tests/dsp_programs) on hwemu and on
 qemu-hexagon (Debian qemu-user 7.2): stdout and exit status byte for byte."""
-import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +9,7 @@ from dsp_support import vendor_isa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from emu import cache
 from emu.dsp.linux import Process
 from emu.dsp.memory import MemoryFault
 from tools import dsp_llvm_agreement as la
@@ -111,13 +111,13 @@ def test_any_packet_runs_or_faults(isa, data):
 
 @needs_clang
 @pytest.mark.skipif(not shutil.which("qemu-hexagon"), reason="qemu-hexagon not installed (./dev installs qemu-user)")
-def test_hwemu_cli_runs_programs_like_qemu(isa, build, tmp_path):
-    """`hwemu hexagon PROGRAM` and, under `hwemu run`, a `qemu-hexagon` found on PATH both run hwemu's core."""
+def test_hwemu_cli_runs_programs_like_qemu(isa, build):
+    """`hwemu hexagon PROGRAM` and, under `hwemu run`, a `qemu-hexagon` found on PATH both run hwemu's core (the
+    shims hwemu's cache holds; the cache's compiled semantics serve both, as they serve the user's runs)."""
     exe = build("arith", "-O2")
     ref = subprocess.run(["qemu-hexagon", str(exe)], capture_output=True, timeout=60)
     direct = subprocess.run([sys.executable, "-m", "emu.cli", "hexagon", str(exe)], capture_output=True, timeout=300)
     shim = subprocess.run([sys.executable, "-m", "emu.cli", "run", "--", "sh", "-c",
-                           f"command -v qemu-hexagon && exec qemu-hexagon {exe}"], capture_output=True, timeout=300,
-                          env={**os.environ, "HWEMU_CACHE": str(tmp_path)})
+                           f"command -v qemu-hexagon && exec qemu-hexagon {exe}"], capture_output=True, timeout=300)
     assert (direct.stdout, direct.returncode) == (ref.stdout, ref.returncode)
-    assert shim.stdout.startswith(str(tmp_path).encode()) and shim.stdout.endswith(ref.stdout)
+    assert shim.stdout.startswith(str(cache.root() / "bin").encode()) and shim.stdout.endswith(ref.stdout)

@@ -62,7 +62,7 @@ SIZES: dict[str, dict[str, object]] = {
     "add": {"full": (1 << 20, 4096), "ref": (1 << 20, 128), "quick": (4096, 16)},
     "sum": {"full": 1 << 20, "ref": 1 << 15, "quick": 4096},
     "fma": {"full": 128, "ref": 2, "quick": 1},
-    "cold": {"full": 100, "ref": 100, "quick": 8},
+    "cold": {"full": 100, "ref": 100, "quick": 3},
 }
 
 
