@@ -14,19 +14,24 @@ naming the table, the index and the offsets.
   elf.data(section)                  # its bytes (b"" for SHT_NOBITS)
   elf.symbols(section)               # list of Symbol (name, value, size, info, other, shndx)
   elf.relocations(section)           # list of Rela (offset, info, addend; .sym, .type)
+
+`dynamic_symbols(read, size)` reads the other view of the same file: an image as a loader placed it in memory (the
+dynamic segment's symbol table, found through the program headers), for memory a client wrote.
 """
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
 SHT_SYMTAB, SHT_STRTAB, SHT_RELA, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 2, 3, 4, 7, 8, 11
 SHN_UNDEF, SHN_XINDEX, PN_XNUM = 0, 0xFFFF, 0xFFFF
-PT_LOAD = 1
+PT_LOAD, PT_DYNAMIC = 1, 2
 STT_FUNC = 2  # st_info's low four bits
-
+DT_NULL, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT = 0, 4, 5, 6, 10, 11
+MAX_DYNAMIC_TABLE = 1 << 22  # bytes: the most dynamic_symbols reads of one table (a loaded image is not a file)
 
 
 class _Class(NamedTuple):
@@ -39,13 +44,16 @@ class _Class(NamedTuple):
     sym_order: tuple[int, ...]  # Symbol's value, size, info, other, shndx as indices into an entry
     rela: struct.Struct
     sym_shift: int  # r_info: the symbol index above, the type below
+    dyn: struct.Struct  # d_tag, d_val
 
 
 _CLASSES = {
     2: _Class(struct.Struct("<HHIQQQIHHHHHH"), struct.Struct("<IIQQQQIIQQ"), struct.Struct("<IIQQQQQQ"),
-              (0, 1, 2, 3, 4, 5, 6, 7), struct.Struct("<IBBHQQ"), (4, 5, 1, 2, 3), struct.Struct("<QQq"), 32),
+              (0, 1, 2, 3, 4, 5, 6, 7), struct.Struct("<IBBHQQ"), (4, 5, 1, 2, 3), struct.Struct("<QQq"), 32,
+              struct.Struct("<qQ")),
     1: _Class(struct.Struct("<HHIIIIIHHHHHH"), struct.Struct("<IIIIIIIIII"), struct.Struct("<IIIIIIII"),
-              (0, 6, 1, 2, 3, 4, 5, 7), struct.Struct("<IIIBBH"), (1, 2, 3, 4, 5), struct.Struct("<IIi"), 8),
+              (0, 6, 1, 2, 3, 4, 5, 7), struct.Struct("<IIIBBH"), (1, 2, 3, 4, 5), struct.Struct("<IIi"), 8,
+              struct.Struct("<iI")),
 }
 
 
@@ -131,6 +139,20 @@ def read_header(data: bytes) -> Header:
     return Header._make(_class(data).header.unpack_from(data, 16))
 
 
+def _strings(table: bytes, offsets: list[int], what: str, where: str) -> list[str]:
+    """The NUL-terminated strings at `offsets` in string table `table` (UTF-8, bad bytes replaced); `what` formatted
+    with i names entry i in errors, `where` the table. The NULs are found in one pass over the table (a search per
+    string could scan a long table once for each)."""
+    nuls = np.flatnonzero(np.frombuffer(table, np.uint8) == 0)
+    ends = np.append(nuls, -1)[np.searchsorted(nuls, offsets)].tolist()  # -1: no NUL at or after the offset
+    for i, (offset, end) in enumerate(zip(offsets, ends, strict=True)):
+        if offset >= len(table):
+            raise ElfError(f"{what.format(i)}: offset {offset:#x} lies outside {where} ({len(table):#x} bytes)")
+        if end < 0:
+            raise ElfError(f"{what.format(i)}: the string at offset {offset:#x} of {where} has no terminating NUL")
+    return [table[o:e].decode("utf-8", errors="replace") for o, e in zip(offsets, ends, strict=True)]
+
+
 class Elf:
     """The tables of one little-endian ELF file (`data`), checked against its size. `bits` is 64 or 32."""
 
@@ -184,22 +206,8 @@ class Elf:
         if strtab.type == SHT_NOBITS or strtab.offset + strtab.size > len(self.raw):
             raise ElfError(f"{where} [{strtab.offset:#x}, {strtab.offset + strtab.size:#x}) has no data in the file "
                            f"({len(self.raw):#x} bytes)")
-        names = self._strings(strtab, [h[0] for h in headers], "section {} name", where)
+        names = _strings(self.data(strtab), [h[0] for h in headers], "section {} name", where)
         return tuple(Section(i, name, *h[1:]) for i, (name, h) in enumerate(zip(names, headers, strict=True)))
-
-    def _strings(self, strtab: Section, offsets: list[int], what: str, where: str) -> list[str]:
-        """The NUL-terminated strings at `offsets` in string table `strtab` (UTF-8, bad bytes replaced); `what`
-        formatted with i names entry i in errors, `where` the table. The NULs are found in one pass over the table
-        (a search per string could scan a long table once for each)."""
-        table = self.raw[strtab.offset:strtab.offset + strtab.size]
-        nuls = np.flatnonzero(np.frombuffer(table, np.uint8) == 0)
-        ends = np.append(nuls, -1)[np.searchsorted(nuls, offsets)].tolist()  # -1: no NUL at or after the offset
-        for i, (offset, end) in enumerate(zip(offsets, ends, strict=True)):
-            if offset >= len(table):
-                raise ElfError(f"{what.format(i)}: offset {offset:#x} lies outside {where} ({len(table):#x} bytes)")
-            if end < 0:
-                raise ElfError(f"{what.format(i)}: the string at offset {offset:#x} of {where} has no terminating NUL")
-        return [table[o:e].decode("utf-8", errors="replace") for o, e in zip(offsets, ends, strict=True)]
 
     def data(self, section: Section) -> bytes:
         """The section's bytes (b"" for SHT_NOBITS; bounds were checked when the file was read)."""
@@ -219,7 +227,7 @@ class Elf:
             raise ElfError(f"{section.where}: sh_link {link} is not a string table section")
         strtab = self.sections[link]
         entries = self._entries(section, self._c.sym, "a symbol")
-        names = self._strings(strtab, [e[0] for e in entries], f"{section.where} symbol {{}} name", strtab.where)
+        names = _strings(self.data(strtab), [e[0] for e in entries], f"{section.where} symbol {{}} name", strtab.where)
         order = self._c.sym_order
         out = self._symbols[section.index] = [Symbol(name, *(e[k] for k in order))
                                               for name, e in zip(names, entries, strict=True)]
@@ -230,3 +238,45 @@ class Elf:
         shift = self._c.sym_shift
         return [Rela(offset, info >> shift, info & ((1 << shift) - 1), addend)
                 for offset, info, addend in self._entries(section, self._c.rela, "a RELA entry")]
+
+
+def dynamic_symbols(read: Callable[[int, int], bytes], size: int) -> list[Symbol]:
+    """The dynamic symbols (DT_SYMTAB, index 0 included, as many as DT_HASH's nchain) of an ELF image as a loader
+    placed it: `read(offset, n)` gives n bytes at `offset` from the load base, `size` bytes of which exist. The
+    image is the file's PT_LOAD segments at their vaddrs, the first one mapping the file's start at vaddr 0 (as
+    ld.lld links code objects), so that the file and program headers lie at their file offsets. Every table is
+    checked to lie inside the image and to be at most MAX_DYNAMIC_TABLE bytes before it is read; anything else
+    raises ElfError naming the table."""
+    def table(what: str, offset: int, n: int) -> bytes:
+        if n > MAX_DYNAMIC_TABLE:
+            raise ElfError(f"{what}: {n:#x} bytes, more than the {MAX_DYNAMIC_TABLE:#x} read of a loaded image")
+        if not 0 <= offset <= offset + n <= size:
+            raise ElfError(f"{what} [{offset:#x}, {offset + n:#x}) lies outside the loaded image ({size:#x} bytes)")
+        return read(offset, n)
+
+    head = table("the file header", 0, min(size, 64))
+    c, h = _class(head), read_header(head)
+    if h.e_phnum and h.e_phentsize != c.phdr.size:
+        raise ElfError(f"program header table: entry size {h.e_phentsize}, not {c.phdr.size}")
+    phdrs = table("the program header table", h.e_phoff, h.e_phnum * c.phdr.size)
+    dynamic = [e for e in c.phdr.iter_unpack(phdrs) if e[0] == PT_DYNAMIC]
+    if len(dynamic) != 1:
+        raise ElfError(f"{len(dynamic)} PT_DYNAMIC segments, not 1")
+    seg = Segment._make(dynamic[0][k] for k in c.phdr_order)
+    tags: dict[int, int] = {}
+    for tag, value in c.dyn.iter_unpack(table("the PT_DYNAMIC segment", seg.vaddr,
+                                              seg.filesz // c.dyn.size * c.dyn.size)):
+        if tag == DT_NULL:
+            break
+        tags.setdefault(tag, value)
+    required = {DT_HASH: "DT_HASH", DT_STRTAB: "DT_STRTAB", DT_SYMTAB: "DT_SYMTAB", DT_STRSZ: "DT_STRSZ"}
+    missing = [name for tag, name in required.items() if tag not in tags]
+    if missing:
+        raise ElfError(f"the PT_DYNAMIC segment has no {', '.join(missing)}")
+    if tags.get(DT_SYMENT, c.sym.size) != c.sym.size:
+        raise ElfError(f"DT_SYMENT {tags[DT_SYMENT]} is not the {c.sym.size} bytes of a symbol")
+    _, nchain = struct.unpack("<II", table("the DT_HASH table", tags[DT_HASH], 8))
+    entries = list(c.sym.iter_unpack(table("the DT_SYMTAB table", tags[DT_SYMTAB], nchain * c.sym.size)))
+    strtab = table("the DT_STRTAB table", tags[DT_STRTAB], tags[DT_STRSZ])
+    names = _strings(strtab, [e[0] for e in entries], "DT_SYMTAB symbol {} name", "the DT_STRTAB table")
+    return [Symbol(name, *(e[k] for k in c.sym_order)) for name, e in zip(names, entries, strict=True)]

@@ -1,7 +1,8 @@
 """objfile.elf, the ELF reader under the code-object parser and the Hexagon loader: real clang-19 code objects
 (ELF64) and Hexagon programs (ELF32) read as pyelftools reads them; random bytes and damaged code objects give a
 parsed file or an ElfError (CodeObjectError from CodeObject.parse) naming what is wrong, never another exception
-and never an allocation beyond the file's size."""
+and never an allocation beyond the file's size. The loaded view (dynamic_symbols, over an image in memory a client
+wrote) likewise: the .dynsym pyelftools reads from the file, or an ElfError, reading nothing outside the image."""
 import functools
 import io
 import re
@@ -16,7 +17,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from objfile.codeobj import CodeObject, CodeObjectError
-from objfile.elf import PT_LOAD, SHT_DYNSYM, SHT_NOBITS, SHT_RELA, SHT_SYMTAB, Elf, ElfError
+from objfile.elf import (
+    DT_HASH,
+    DT_STRTAB,
+    DT_SYMENT,
+    DT_SYMTAB,
+    PT_DYNAMIC,
+    PT_LOAD,
+    SHT_DYNSYM,
+    SHT_NOBITS,
+    SHT_RELA,
+    SHT_SYMTAB,
+    STT_FUNC,
+    Elf,
+    ElfError,
+    dynamic_symbols,
+)
 from stack.codegen import opencl
 from tools import dsp_llvm_agreement as la
 
@@ -289,3 +305,95 @@ def test_overlapping_load_segments_are_refused():
     with pytest.raises(CodeObjectError, match=f"PT_LOAD segment {second} at {elf.segments[first].vaddr:#x} overlaps "
                                               f"PT_LOAD segment {first}, which ends at"):
         CodeObject.parse(bad)
+
+
+def _loaded(image: bytes) -> list | None:
+    """dynamic_symbols of `image` (None when it raised ElfError), each read checked to lie inside the image."""
+    def read(at: int, n: int) -> bytes:
+        assert 0 <= at <= at + n <= len(image), f"read of {n} bytes at {at:#x} outside {len(image):#x} bytes"
+        return image[at:at + n]
+    try:
+        return dynamic_symbols(read, len(image))
+    except ElfError as e:
+        assert str(e)
+        return None
+
+
+@functools.cache
+def _image(arch: str, opt: str) -> tuple[bytes, dict[int, int], int]:
+    """The loaded image of a compiled code object, its dynamic tags and the vaddr of its PT_DYNAMIC segment."""
+    data = _compiled(arch, opt)
+    dyn = next(p for p in Elf(data).segments if p.type == PT_DYNAMIC)
+    image = bytes(CodeObject.parse(data).image(0))
+    tags = dict(struct.iter_unpack("<qQ", image[dyn.vaddr:dyn.vaddr + dyn.filesz]))
+    return image, tags, dyn.vaddr
+
+
+@needs_clang
+@pytest.mark.parametrize("arch,opt", CONFIGS)
+def test_loaded_image_symbols_are_the_files_dynsym(arch, opt):
+    theirs = ELFFile(io.BytesIO(_compiled(arch, opt))).get_section_by_name(".dynsym").iter_symbols()
+    got = _loaded(_image(arch, opt)[0])
+    assert [(y.name, y.value, y.size, y.info & 0xF == STT_FUNC) for y in got] == \
+        [(t.name, t["st_value"], t["st_size"], t["st_info"]["type"] == "STT_FUNC") for t in theirs]
+    assert {"probe", "second"} <= {y.name for y in got if y.info & 0xF == STT_FUNC}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from([ELF_IDENT, ELF32_IDENT]), st.integers(0, 4), st.sampled_from([0, 32, 56, 0xFFFF]),
+       st.integers(0, 512), st.lists(st.tuples(st.sampled_from([0, 4, 5, 6, 10, 11, 99]), st.integers(0, 600)),
+                                     max_size=8),
+       st.binary(max_size=1024))
+def test_random_loaded_images_read_or_raise_elf_error(ident, phnum, phentsize, dyn_at, tags, body):
+    """An ELF header, one PT_DYNAMIC program header and dynamic entries pointing at small offsets of a random body."""
+    image = bytearray(ident + struct.pack("<HHIQQQIHHHHHH", 3, 224, 1, 0, 64, 0, 0, 64, phentsize, phnum, 64, 0, 0))
+    image += struct.pack("<IIQQQQQQ", PT_DYNAMIC, 6, dyn_at, dyn_at, dyn_at, 16 * len(tags), 16 * len(tags), 8)
+    image += body
+    dyn = b"".join(struct.pack("<qQ", t, v) for t, v in tags)
+    image[dyn_at:dyn_at + len(dyn)] = dyn
+    _loaded(bytes(image))
+
+
+@needs_clang
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_mutated_loaded_images_read_or_raise_elf_error(draw):
+    """Loaded images with their header, program header, dynamic, hash and symbol fields overwritten or cut short."""
+    image, tags, dyn_at = _image(*draw.draw(st.sampled_from([("gfx1100", "-O3"), ("gfx942", "-O0")])))
+    fields = [(16 + o, w) for o, w in ((28, 8), (38, 2), (40, 2))] + [(64 + 56 * i + o, 8) for i in range(8)
+                                                                      for o in (0, 16, 32)]
+    fields += [(dyn_at + 16 * i + o, 8) for i in range(len(tags)) for o in (0, 8)] + [(tags[DT_HASH] + 4, 4)]
+    fields += [(tags[DT_SYMTAB] + 24 * i, 4) for i in range(4)]
+    blob = bytearray(image)
+    for _ in range(draw.draw(st.integers(1, 3))):
+        at, width = draw.draw(st.sampled_from(fields))
+        value = draw.draw(st.one_of(st.sampled_from(INTERESTING + (len(image),)), st.integers(0, 1 << 8 * width)))
+        blob[at:at + width] = (value & ((1 << 8 * width) - 1)).to_bytes(width, "little")
+    _loaded(bytes(blob[:draw.draw(st.integers(0, len(blob)))] if draw.draw(st.booleans()) else blob))
+
+
+@needs_clang
+def test_malformed_loaded_images_are_named():
+    image, tags, dyn_at = _image("gfx1100", "-O3")
+    entry = {tag: dyn_at + 16 * i for i, tag in enumerate(tags)}  # where each tag's entry lies
+    phdr = 64 + 56 * [p.type for p in Elf(_compiled("gfx1100", "-O3")).segments].index(PT_DYNAMIC)
+    end = len(image)
+    cases = [
+        (_with(image, phdr, "<I", PT_LOAD), "0 PT_DYNAMIC segments, not 1"),
+        (_with(image, 16 + 38, "<H", 8), "program header table: entry size 8, not 56"),
+        (_with(image, 16 + 40, "<H", 0x4000), f"the program header table [0x40, {0x40 + 56 * 0x4000:#x}) lies outside "
+                                               f"the loaded image ({end:#x} bytes)"),
+        (image[:dyn_at + 8], f"the PT_DYNAMIC segment [{dyn_at:#x}, {dyn_at + 16 * len(tags):#x}) lies outside the "
+                             f"loaded image ({dyn_at + 8:#x} bytes)"),
+        (_with(image, entry[DT_SYMTAB], "<q", 99), "the PT_DYNAMIC segment has no DT_SYMTAB"),
+        (_with(image, entry[DT_SYMENT] + 8, "<Q", 16), "DT_SYMENT 16 is not the 24 bytes of a symbol"),
+        (_with(image, entry[DT_HASH] + 8, "<Q", end - 4), f"the DT_HASH table [{end - 4:#x}, {end + 4:#x}) lies "
+                                                          f"outside the loaded image ({end:#x} bytes)"),
+        (_with(image, tags[DT_HASH] + 4, "<I", 1 << 20), "the DT_SYMTAB table: 0x1800000 bytes, more than"),
+        (_with(image, entry[DT_STRTAB] + 8, "<Q", end), f"the DT_STRTAB table [{end:#x}, "),
+        (_with(image, tags[DT_SYMTAB] + 24, "<I", 1 << 20), "DT_SYMTAB symbol 1 name: offset 0x100000 lies outside "
+                                                            "the DT_STRTAB table"),
+    ]
+    for bad, message in cases:
+        with pytest.raises(ElfError, match=re.escape(message)):
+            dynamic_symbols(lambda at, n, bad=bad: bad[at:at + n], len(bad))

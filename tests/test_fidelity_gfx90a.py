@@ -251,3 +251,20 @@ def test_gfx942_has_no_gfx950_opcodes():
     for word in words:
         code = word.to_bytes(4, "little")
         assert decode(code, "gfx950")[0].valid and not decode(code, "gfx942")[0].valid
+
+
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("chip", ["gfx90a", "gfx942"])
+def test_flat_offset_msb_is_printed_and_ignored(monkeypatch, tier, chip):
+    """gfx9's FLAT encoding has a 13-bit OFFSET; llvm-mc-19 prints all 13 bits, the FLAT segment reads 12 (LLVM's
+    backend: "MSB is ignored and forced to zero"): a load with offset field 0x1008 reads the address + 8."""
+    code = bytearray(asm("flat_load_dword v1, v[2:3] offset:8", chip))
+    code[1] |= 0x10  # OFFSET bit 12
+    assert llvm_mc_disassemble(bytes(code), chip)[0][1] == "flat_load_dword v1, v[2:3] offset:4104"
+    assert str(decode(bytes(code), chip)[0]) == "flat_load_dword v1, v[2:3] offset:4104"
+    monkeypatch.setenv("HWEMU_TIER", tier)
+    w = Wave(chip)
+    w.vm.map(1 << 16, np.arange(4096, dtype=np.uint32))
+    w.vgpr[2], w.vgpr[3] = 1 << 16, 0
+    w.run(bytes(code) + asm("s_waitcnt vmcnt(0) lgkmcnt(0)\ns_endpgm", chip))
+    assert (w.vgpr[1] == 2).all()

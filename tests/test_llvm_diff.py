@@ -63,6 +63,17 @@ def test_every_s_version_immediate(arch):
     assert not diffs, _show(diffs)
 
 
+@pytest.mark.parametrize("arch", ARCHES)
+def test_every_waitcnt_immediate(arch):
+    """s_waitcnt's 65,536 immediates (SOPP opcode 12 on gfx9, 9 on gfx11 and gfx12): the counters of each layout."""
+    op = 0x8C if arch.startswith("gfx9") else 0x89
+    code = b"".join(v.to_bytes(2, "little") + bytes((op, 0xBF)) for v in range(1 << 16))
+    pairs = la.llvm_mc_disassemble(code, arch)
+    assert len(pairs) == 1 << 16 and pairs[0][1].startswith("s_waitcnt")
+    diffs = la.compare(pairs, arch)
+    assert not diffs, _show(diffs)
+
+
 def test_salu_f16_literals_gfx1201():
     """A literal of an f16 operand of SOP2 / SOPC prints its low half; SOP1's f16 and the b16 operands all 32 bits."""
     from emu.amd import isa

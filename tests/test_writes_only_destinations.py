@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from emu.amd import Wave, isa, strategies, writes
 from emu.amd.exec.state import ACC
-from emu.amd.writes import ENDPGM, MEMORY
+from emu.amd.writes import MEMORY, endpgm
 from emu.pcode import compile_op
 from tools import llvm_agreement, writes_campaign
 
@@ -75,7 +75,7 @@ def test_s_bcnt1_i32_b64_writes_one_sgpr(monkeypatch, tier, arch, word):
     w = Wave(arch)
     w.sgpr[3:5] = 0xAAAAAAAA
     w.sgpr[16:18] = (0xF, 1)
-    w.run(bytes.fromhex(word + ENDPGM[isa.family(arch)]))
+    w.run(bytes.fromhex(word) + endpgm(arch))
     assert (int(w.sgpr[3]), int(w.sgpr[4]), w.scc) == (5, 0xAAAAAAAA, 1)
 
 
@@ -117,7 +117,7 @@ def test_buffer_data_in_acc_vgprs(monkeypatch, tier):
     code = ("000050e0 00058080"  # buffer_load_dword a5, off, s[0:3], 0
             "040070e0 00068080"  # buffer_store_dword a6, off, s[0:3], 0 offset:4
             "004008e1 00078080")  # buffer_atomic_add a7, off, s[0:3], 0 sc0
-    w.run(bytes.fromhex(code + ENDPGM["cdna"]))
+    w.run(bytes.fromhex(code) + endpgm("gfx942"))
     assert (w.vgpr[ACC + 5] == 100).all() and (w.vgpr[5] == 11).all()
     assert mem[1] == 22  # a6's value, stored from every lane
     assert (w.vgpr[ACC + 7] >= 100).all() and (w.vgpr[7] == 11).all()  # the old values, returned into a7
@@ -135,3 +135,10 @@ def test_wave32_carry_out_writes_vcc_lo_alone(monkeypatch, tier, text):
     monkeypatch.setenv("HWEMU_TIER", tier)
     o = writes.check(asm(text, "gfx1100"), "gfx1100", 7)
     assert o.status == "ran" and not o.extra, (o.status, sorted(o.extra))
+
+
+@pytest.mark.skipif(not llvm_agreement.available(), reason="llvm-mc-19/llvm-objdump-19 missing")
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1151", "gfx1201", "gfx90a", "gfx942"])
+def test_endpgm_is_llvms(arch):
+    """The program end every check appends is s_endpgm as llvm-mc-19 disassembles it for the chip."""
+    assert llvm_agreement.llvm_mc_disassemble(endpgm(arch), arch)[0][1].split()[0] == "s_endpgm"

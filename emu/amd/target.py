@@ -60,6 +60,10 @@ class Generation:
     sqtt_layout: int = 0         # the thread trace's packet layout (LAYOUT_HEADER.layout: 3 gfx11, 4 gfx12; 0 none)
     fp8: str = "ocp"             # fp8 / bf8 formats: OCP E4M3 / E5M2, or "fnuz" (bias 8 / 16, no inf, no -0, NaN 0x80)
     name: str = ""               # its instruction set's name (default: the tables' name, `isa`)
+    # S_WAITCNT's immediate: each counter's name and its (lo, width) pieces, low first
+    waitcnt: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = ()
+    mode_writable: int = 0       # the fields of HW_REG_MODE that s_setreg writes (SQ_WAVE_MODE__*_MASK)
+    trapsts_writable: int = 0    # the fields of HW_REG_TRAPSTS that s_setreg writes (SQ_WAVE_TRAPSTS__*_MASK)
 
     def __post_init__(self):
         if not self.name:
@@ -74,24 +78,43 @@ class Generation:
         wave32 where the generation has it, else wave64."""
         return 32 if wave32 and 32 in self.wave_sizes else 64
 
+    @property
+    def waitcnt_mask(self) -> int:
+        """The bits of S_WAITCNT's immediate that its counters use."""
+        return sum(((1 << w) - 1) << lo for _, pieces in self.waitcnt for lo, w in pieces)
+
     def no_saddr(self, code: int) -> bool:
         """Whether a global access's SADDR code means "no scalar base" (gfx9: only 0x7F, an SGPR below it)."""
         return code == 0x7F if self.smem_imm_bit else code in (124, 125)
 
 
+# HW_REG_MODE's and HW_REG_TRAPSTS's fields, from the Linux amdgpu headers gc_9_4_3, gc_11_0_0 and
+# gc_12_0_0_sh_mask.h. gfx9.4.3 MODE: FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE, LOD_CLAMPED, DEBUG_EN, EXCP_EN [20:12],
+# FP16_OVFL [23], POPS_PACKER0/1, DISABLE_PERF [26], GPR_IDX_EN [27], VSKIP [28], CSP [31:29]. gfx11 MODE: [10:0]
+# as gfx9, TRAP_AFTER_INST_EN [11], EXCP_EN [20:12], WAVE_END [21], FP16_OVFL [23], DISABLE_PERF [27]. gfx12 MODE:
+# FP_ROUND, FP_DENORM, FP16_OVFL [23], SCALAR_PREFETCH_EN [24], DISABLE_PERF [27]. gfx11 TRAPSTS: EXCP [8:0],
+# SAVECTX, ILLEGAL_INST, EXCP_HI [14:12], BUFFER_OOB, HOST_TRAP, WAVESTART, WAVE_END, PERF_SNAPSHOT,
+# TRAP_AFTER_INST [20], UTC_ERROR [28]. gfx9.4.3 TRAPSTS: EXCP, SAVECTX, ILLEGAL_INST, EXCP_HI, EXCP_CYCLE [21:16],
+# HOST_TRAP [22], WAVE_END [24], TRAP_AFTER_INST, PERF_SNAPSHOT [26], XNACK_ERROR [28], DP_RATE [31:29], and
+# WAVE_START [23], which the header lacks and ROCdbgapi's gfx940_t names. gfx12 has no TRAPSTS.
+# S_WAITCNT's fields: LLVM's AMDGPUBaseInfo (VmcntLo [3:0] and VmcntHi [15:14], Expcnt [6:4], Lgkmcnt [11:8] on
+# gfx9; Vmcnt [15:10], Expcnt [2:0], Lgkmcnt [9:4] on gfx11 and, as llvm-mc-19 reads it, gfx12).
+_GFX11_WAITCNT = (("vmcnt", ((10, 6),)), ("expcnt", ((0, 3),)), ("lgkmcnt", ((4, 6),)))
 RDNA3 = Generation("rdna3", 11, (32, 64), 106, m0=125, null=124, saddr_off=124, agprs=0, simd_width=32,
                    lds_granule=256, vgpr_size_shift=12, sgpr_size_shift=None, hw_vmid=8, buffer_soffset_literal=True,
-                   sqtt_layout=3)
+                   sqtt_layout=3, waitcnt=_GFX11_WAITCNT, mode_writable=0x08BFFFFF, trapsts_writable=0x101FFDFF)
 RDNA4 = Generation("rdna4", 12, (32, 64), 106, m0=125, null=124, saddr_off=124, agprs=0, simd_width=32,
                    lds_granule=512, vgpr_size_shift=12, sgpr_size_shift=None, hw_vmid=8,
-                   architected_ids=True, ieee_mode=False, cache_policy="th", sqtt_layout=4)
+                   architected_ids=True, ieee_mode=False, cache_policy="th", sqtt_layout=4, waitcnt=_GFX11_WAITCNT,
+                   mode_writable=0x098000FF)
 # CDNA: the vendor tables are CDNA4's (gfx950), so its instruction set is the whole table; CDNA3 (gfx940-942) and
 # CDNA2 (gfx90a) run a set derived from it (emu.amd.isa.generations)
 CDNA = Generation("cdna", 9, (64,), 102, m0=124, null=125, saddr_off=0x7F, agprs=256, simd_width=16,
                   lds_granule=256, vgpr_size_shift=6, sgpr_size_shift=24, hw_vmid=3, smem_imm_bit=True,
                   flat_offset_unsigned=True, vgpr_halves=False, zeroes_hi16=True, dpp8=False, dpp_broadcasts=True,
                   sdwa=True, gpr_indexing=True, vgpr_align64=True, constant_bus=1,
-                  cache_policy="sc", buffer_swizzle=True)
+                  cache_policy="sc", buffer_swizzle=True, mode_writable=0xFF9FFFFF, trapsts_writable=0xF7FF7DFF,
+                  waitcnt=(("vmcnt", ((0, 4), (14, 2))), ("expcnt", ((4, 3),)), ("lgkmcnt", ((8, 4),))))
 CDNA3 = dataclasses.replace(CDNA, name="cdna3", fp8="fnuz")  # gfx940-942: the FNUZ formats (CDNA4: OCP)
 CDNA2 = dataclasses.replace(CDNA, name="cdna2", cache_policy="glc", architected_scratch=False, mfma_f64_neg=False)
 GENERATIONS = {g.isa: g for g in (RDNA3, RDNA4, CDNA)}  # the generation a family name stands for (the whole table)

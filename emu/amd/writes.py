@@ -30,7 +30,6 @@ from emu.amd.memspace import Flat, Scratch
 from emu.pcode import compile_op
 from emu.pcode.typed import Unsupported
 
-ENDPGM = {"rdna3": "0000b0bf", "rdna4": "0000b0bf", "cdna": "000081bf"}
 MEMORY = ("SMEM", "DS", "FLAT", "GLOBAL", "SCRATCH", "MUBUF", "MTBUF", "MIMG", "VBUFFER", "VFLAT", "VGLOBAL",
           "VSCRATCH", "VIMAGE", "VSAMPLE")
 DST_FIELDS = ("vdst", "sdst")
@@ -47,6 +46,14 @@ SCRATCH_LANE = 1 << 16  # private bytes per lane
 SCRATCH_BASE = MAPPED + 4 * WORDS  # the private segment, past the random words
 
 Reg = tuple[str, int]
+
+
+def endpgm(arch: str) -> bytes:
+    """s_endpgm in the instruction set of `arch`: its SOPP encoding's fixed bits and opcode."""
+    t = isa.load(arch)
+    enc = t.encodings["SOPP"]
+    word = sum(f.value << f.lo for f in enc.fixed) | t.by_name["SOPP", "S_ENDPGM"].value << enc.field("op").lo
+    return word.to_bytes(4, "little")
 
 
 def registers(token: str, m0: int) -> set[Reg]:
@@ -162,7 +169,7 @@ def check(code: bytes, arch: str, seed: int, text: str | None = None) -> Outcome
     w = prepare(inst, arch, seed)
     before_s, before_v, before_scc = w.sgpr[:128].copy(), w.vgpr.copy(), w.scc
     try:
-        w.run(code + bytes.fromhex(ENDPGM[isa.family(arch)]))
+        w.run(code + endpgm(arch))
     except GPUFault as e:
         return Outcome("fault", inst, e.record.kind if e.record.kind != "emulator-error" else
                        f"emulator-error: {e.record.detail}")

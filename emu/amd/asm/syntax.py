@@ -55,17 +55,12 @@ def version(v: int) -> str:
 # SOPP/SOPK immediates LLVM prints in decimal when they are inline integers (0..64), else in hex
 _DECIMAL = {"S_NOP", "S_SLEEP", "S_SETPRIO", "S_SETKILL", "S_SETHALT", "S_TRAP", "S_INCPERFLEVEL", "S_DECPERFLEVEL",
             "S_DENORM_MODE"}
-# waitcnt counter fields: name -> list of (lo, width) pieces of the counter value
-_WAITCNT = {
-    "cdna": (("vmcnt", ((0, 4), (14, 2))), ("expcnt", ((4, 3),)), ("lgkmcnt", ((8, 4),))),
-    "rdna3": (("vmcnt", ((10, 6),)), ("expcnt", ((0, 3),)), ("lgkmcnt", ((4, 6),))),
-    "rdna4": (("vmcnt", ((10, 6),)), ("expcnt", ((0, 3),)), ("lgkmcnt", ((4, 6),))),
-}
 
 
 def waitcnt(fam: str, v: int) -> str:
+    """S_WAITCNT's immediate in the counter fields of the generation (Generation.waitcnt)."""
     parts, used, all_max = [], 0, True
-    for name, pieces in _WAITCNT[target.generation(fam).isa]:
+    for name, pieces in target.generation(fam).waitcnt:
         val, sh, full = 0, 0, 0
         for lo, w in pieces:
             val |= ((v >> lo) & ((1 << w) - 1)) << sh

@@ -31,6 +31,7 @@ MASK_FMT = "NUM_M64"  # operand format of wave masks (compare results, carry-out
 # untyped (B32/B16) sources the hardware reads as floats under VOP3 abs/neg (LLVM accepts |x| / -x on them)
 FLOAT_MODIFIED = frozenset({"V_CNDMASK_B32", "V_CNDMASK_B16"})
 MIX = ("V_FMA_MIX", "V_MAD_MIX")  # VOP3P mixed f16/f32: OPSEL_HI[i] picks f16, NEG_HI[i] is abs
+FLAT_OFFSET_MASK = 0xFFF  # the bits of a gfx9 FLAT-segment OFFSET the hardware reads
 # CDNA's 16-bit results clear the high half of their VGPR (`D0.f16 = ...`; V_MADAK_F16's text spells it out as
 # {16'0, tmp}), except where the pcode writes the slice D0[15 : 0] alone, which keeps the other bits: V_MAD_MIXLO_F16
 # (LLVM's GCNSubtarget::zeroesHigh16BitsOfDest, "derived from experimentation", has gfx9's mixlo preserve them too)
@@ -188,12 +189,14 @@ def smem_offsets(f: dict, gen: target.Generation) -> tuple[int, int | None]:
 
 
 def memory_offset(inst) -> int:
-    """The byte offset of a GLOBAL / FLAT / SCRATCH instruction."""
+    """The byte offset of a GLOBAL / FLAT / SCRATCH instruction. gfx9's FLAT segment reads its 13-bit OFFSET as
+    12 bits unsigned: the hardware ignores the MSB (LLVM's AMDGPU backend: "MSB is ignored and forced to zero")."""
     f = inst.fields
     if "ioffset" in f:
         return sext(f["ioffset"], 24)
-    return f["offset"] if target.generation(inst.family).flat_offset_unsigned and inst.base == "FLAT" \
-        else sext(f["offset"], 13)
+    if target.generation(inst.family).flat_offset_unsigned and inst.base == "FLAT":
+        return f["offset"] & FLAT_OFFSET_MASK
+    return sext(f["offset"], 13)
 
 
 def ds_offset(inst) -> int:

@@ -2,12 +2,12 @@
 
 - MODE: float round / denormal modes, DX10_CLAMP, IEEE (bits per the ISA manuals); waves start with it from
   COMPUTE_PGM_RSRC1 (`initial_mode`), as the SPI programs it.
-- `HW_REGISTERS[family]` (the vendor tables' name): what s_getreg_b32 reads and s_setreg_b32 / s_setreg_imm32_b32
-  write, by the hwreg id LLVM assembles `hwreg(HW_REG_*)` to: a reader of the wave's state and the writable bits
-  (0: read-only). MODE and TRAPSTS have the fields of SQ_WAVE_MODE / SQ_WAVE_TRAPSTS in the Linux amdgpu headers
-  (gc_9_4_3, gc_11_0_0, gc_12_0_0_sh_mask.h), every one of them writable; their other bits are reserved (ROCdbgapi's
-  register_read_only_mask in architecture.cpp marks the same bits "0"): they read 0 and ignore writes. An id not
-  listed reads 0 and ignores writes.
+- `registers(gen)`: what s_getreg_b32 reads and s_setreg_b32 / s_setreg_imm32_b32 write, by the hwreg id of the
+  instruction set's HWREG enum (the vendor tables'; LLVM assembles `hwreg(HW_REG_*)` to the same ids): a reader of
+  the wave's state and the writable bits (0: read-only). MODE and TRAPSTS have the fields of SQ_WAVE_MODE /
+  SQ_WAVE_TRAPSTS in the Linux amdgpu headers (the generation's `mode_writable`, `trapsts_writable`), every one of
+  them writable; their other bits are reserved (ROCdbgapi's register_read_only_mask in architecture.cpp marks the
+  same bits "0"): they read 0 and ignore writes. An id not listed reads 0 and ignores writes.
 - `STATUS_BITS`: the dotted names the pseudocode uses (WAVE_STATUS.PRIV, TRAPSTS.INVALID, ...), each read from or
   written to that state; any other dotted name is an instruction the engine cannot run.
 - HW_ID (gfx9) / HW_ID1, HW_ID2 (RDNA): where the wave runs, in the layouts of SQ_WAVE_HW_ID (Linux
@@ -21,13 +21,14 @@
 """
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from emu.amd import target
+from emu.amd import isa, target
 from emu.amd.hw.pm4 import LDS_SIZE_GRANULE
 
 # MODE fields
@@ -43,7 +44,6 @@ TRAPSTS_INVALID = 1 << 0  # TRAPSTS.EXCP[0] (gfx12: EXCP_FLAG_USER.ALU_INVALID, 
 # BUFFER_OOB [30], LOD_CLAMPED [31]
 EXCP_FLAG_USER_FIELDS = 0xC000007F
 
-MODE_ID, STATUS_ID, TRAPSTS_ID = 1, 2, 3
 SHADER_CYCLES_BITS = 20  # HW_REG_SHADER_CYCLES: a 20-bit cycle counter
 
 
@@ -107,18 +107,6 @@ class HwReg:
     write: Callable | None = None
 
 
-# The writable fields (SQ_WAVE_MODE__*_MASK, SQ_WAVE_TRAPSTS__*_MASK of the headers named above).
-# gfx9.4.3 MODE: FP_ROUND, FP_DENORM, DX10_CLAMP, IEEE, LOD_CLAMPED, DEBUG_EN, EXCP_EN [20:12], FP16_OVFL [23],
-# POPS_PACKER0/1, DISABLE_PERF [26], GPR_IDX_EN [27], VSKIP [28], CSP [31:29]. gfx11 MODE: [10:0] as gfx9,
-# TRAP_AFTER_INST_EN [11], EXCP_EN [20:12], WAVE_END [21], FP16_OVFL [23], DISABLE_PERF [27]. gfx12 MODE:
-# FP_ROUND, FP_DENORM, FP16_OVFL [23], SCALAR_PREFETCH_EN [24], DISABLE_PERF [27].
-MODE_FIELDS = {"cdna": 0xFF9FFFFF, "rdna3": 0x08BFFFFF, "rdna4": 0x098000FF}
-# gfx11 TRAPSTS: EXCP [8:0], SAVECTX, ILLEGAL_INST, EXCP_HI [14:12], BUFFER_OOB, HOST_TRAP, WAVESTART, WAVE_END,
-# PERF_SNAPSHOT, TRAP_AFTER_INST [20], UTC_ERROR [28]. gfx9.4.3 TRAPSTS: EXCP, SAVECTX, ILLEGAL_INST, EXCP_HI,
-# EXCP_CYCLE [21:16], HOST_TRAP [22], WAVE_END [24], TRAP_AFTER_INST, PERF_SNAPSHOT [26], XNACK_ERROR [28],
-# DP_RATE [31:29], and WAVE_START [23], which the header lacks and ROCdbgapi's gfx940_t names.
-TRAPSTS_FIELDS = {"cdna": 0xF7FF7DFF, "rdna3": 0x101FFDFF}
-
 # Allocation registers in the layouts of SQ_WAVE_GPR_ALLOC / SQ_WAVE_LDS_ALLOC (the headers above), as the CWSR
 # trap handlers of the Linux amdkfd driver read them to save a wave (cwsr_trap_handler_gfx9.asm for ASIC_FAMILY >=
 # CHIP_ALDEBARAN, cwsr_trap_handler_gfx10.asm for >= CHIP_PLUM_BONITO, cwsr_trap_handler_gfx12.asm):
@@ -150,14 +138,6 @@ def lds_alloc(family: str, lds_bytes: int) -> int:
     return granted // target.generation(family).lds_granule << LDS_SIZE_SHIFT
 
 
-_COMMON = {
-    STATUS_ID: HwReg("STATUS", _status),
-    5: HwReg("GPR_ALLOC", lambda w: w.gpr_alloc),
-    6: HwReg("LDS_ALLOC", lambda w: lds_alloc(w.family, w.lds.size) if w.lds is not None else 0),
-    # the counters of outstanding memory accesses, VALU ops and replays: the engine retires every instruction
-    # before the next one issues, so none is outstanding when s_getreg reads them
-    7: HwReg("IB_STS", lambda w: 0),
-}
 # HW_ID / HW_ID1 / HW_ID2: the placement model of the module docstring
 SIMDS = 4
 HW_ME = 1
@@ -187,42 +167,66 @@ def hw_id2(w) -> int:
     return HW_ME << 8 | w.gen.hw_vmid << 24
 
 
-_HW_ID1 = {23: HwReg("HW_ID1", hw_id1), 24: HwReg("HW_ID2", hw_id2)}
-_TRAPSTS = {fam: HwReg("TRAPSTS", lambda w: w.trapsts, mask, _set_trapsts) for fam, mask in TRAPSTS_FIELDS.items()}
-HW_REGISTERS: dict[str, dict[int, HwReg]] = {
-    "rdna3": {**_COMMON, **_HW_ID1, MODE_ID: HwReg("MODE", lambda w: w.mode, MODE_FIELDS["rdna3"], _set_mode),
-              TRAPSTS_ID: _TRAPSTS["rdna3"],
-              28: HwReg("IB_STS2", lambda w: IB_STS2_WAVE64 if w.lanes == 64 else 0),
-              29: HwReg("SHADER_CYCLES", lambda w: clock() & ((1 << SHADER_CYCLES_BITS) - 1))},
-    "rdna4": {**_COMMON, **_HW_ID1, STATUS_ID: HwReg("STATUS", _status_gfx12),
-              MODE_ID: HwReg("MODE", lambda w: w.mode, MODE_FIELDS["rdna4"], _set_mode),
-              4: HwReg("STATE_PRIV", lambda w: STATE_PRIV_SCC_GFX12 * (w.scc & 1)),
-              18: HwReg("EXCP_FLAG_USER", lambda w: w.trapsts, EXCP_FLAG_USER_FIELDS, _set_trapsts),
-              29: HwReg("SHADER_CYCLES_LO", lambda w: clock() & 0xFFFFFFFF),
-              30: HwReg("SHADER_CYCLES_HI", lambda w: clock() >> 32 & 0xFFFFFFFF)},
-    "cdna": {**_COMMON, MODE_ID: HwReg("MODE", _gfx9_mode, MODE_FIELDS["cdna"], _set_gfx9_mode),
-             TRAPSTS_ID: _TRAPSTS["cdna"], 4: HwReg("HW_ID", hw_id)},
+def _mode(gen: target.Generation) -> HwReg:
+    """MODE; where the generation indexes VGPRs (s_set_gpr_idx_on), GPR_IDX_EN is the wave's `gpr_idx`."""
+    if gen.gpr_indexing:
+        return HwReg("MODE", _gfx9_mode, gen.mode_writable, _set_gfx9_mode)
+    return HwReg("MODE", lambda w: w.mode, gen.mode_writable, _set_mode)
+
+
+_GPR_ALLOC = HwReg("GPR_ALLOC", lambda w: w.gpr_alloc)
+_LDS_ALLOC = HwReg("LDS_ALLOC", lambda w: lds_alloc(w.family, w.lds.size) if w.lds is not None else 0)
+# What each hardware register the vendor tables name (their HWREG enum, per instruction set: gfx12 spells them
+# HW_REG_WAVE_*) reads and writes, given the generation
+_REGISTERS: dict[str, Callable[[target.Generation], HwReg]] = {
+    "HW_REG_MODE": _mode, "HW_REG_WAVE_MODE": _mode,
+    "HW_REG_STATUS": lambda gen: HwReg("STATUS", _status),
+    "HW_REG_WAVE_STATUS": lambda gen: HwReg("STATUS", _status_gfx12),
+    "HW_REG_WAVE_STATE_PRIV": lambda gen: HwReg("STATE_PRIV", lambda w: STATE_PRIV_SCC_GFX12 * (w.scc & 1)),
+    "HW_REG_TRAPSTS": lambda gen: HwReg("TRAPSTS", lambda w: w.trapsts, gen.trapsts_writable, _set_trapsts),
+    "HW_REG_WAVE_EXCP_FLAG_USER": lambda gen: HwReg("EXCP_FLAG_USER", lambda w: w.trapsts, EXCP_FLAG_USER_FIELDS,
+                                                    _set_trapsts),
+    "HW_REG_HW_ID": lambda gen: HwReg("HW_ID", hw_id),
+    "HW_REG_HW_ID1": lambda gen: HwReg("HW_ID1", hw_id1), "HW_REG_WAVE_HW_ID1": lambda gen: HwReg("HW_ID1", hw_id1),
+    "HW_REG_HW_ID2": lambda gen: HwReg("HW_ID2", hw_id2), "HW_REG_WAVE_HW_ID2": lambda gen: HwReg("HW_ID2", hw_id2),
+    "HW_REG_GPR_ALLOC": lambda gen: _GPR_ALLOC, "HW_REG_WAVE_GPR_ALLOC": lambda gen: _GPR_ALLOC,
+    "HW_REG_LDS_ALLOC": lambda gen: _LDS_ALLOC, "HW_REG_WAVE_LDS_ALLOC": lambda gen: _LDS_ALLOC,
+    # the counters of outstanding memory accesses, VALU ops and replays: the engine retires every instruction
+    # before the next one issues, so none is outstanding when s_getreg reads them
+    "HW_REG_IB_STS": lambda gen: HwReg("IB_STS", lambda w: 0),
+    "HW_REG_IB_STS2": lambda gen: HwReg("IB_STS2", lambda w: IB_STS2_WAVE64 if w.lanes == 64 else 0),
+    "HW_REG_SHADER_CYCLES": lambda gen: HwReg("SHADER_CYCLES", lambda w: clock() & ((1 << SHADER_CYCLES_BITS) - 1)),
+    "HW_REG_SHADER_CYCLES_LO": lambda gen: HwReg("SHADER_CYCLES_LO", lambda w: clock() & 0xFFFFFFFF),
+    "HW_REG_SHADER_CYCLES_HI": lambda gen: HwReg("SHADER_CYCLES_HI", lambda w: clock() >> 32 & 0xFFFFFFFF),
 }
+
+
+@functools.cache
+def registers(gen: target.Generation) -> dict[int, HwReg]:
+    """The hardware registers of a generation by hwreg id: those of its instruction set's HWREG enum that the wave
+    models (any other id reads 0 and ignores writes)."""
+    names = isa.load(gen.name).enums["HWREG"]
+    return {i: _REGISTERS[n](gen) for i, n in names.items() if n in _REGISTERS}
 
 
 def snapshot(w) -> np.ndarray:
     """The hardware registers of wave `w` as the array the pcode indexes (HW_REGISTERS[id])."""
     regs = np.zeros(64, np.uint32)
-    for i, r in HW_REGISTERS[w.gen.isa].items():
+    for i, r in registers(w.gen).items():
         regs[i] = r.read(w) & 0xFFFFFFFF
     return regs
 
 
 def commit(w, regs: np.ndarray) -> None:
     """Write back what s_setreg changed (the pcode already kept read-only bits through `write_mask`)."""
-    for i, r in HW_REGISTERS[w.gen.isa].items():
+    for i, r in registers(w.gen).items():
         if r.write is not None and int(regs[i]) != r.read(w) & 0xFFFFFFFF:
             r.write(w, int(regs[i]))
 
 
 def write_mask(family: str) -> Callable[[int, int], int]:
     """HwRegWriteMask(reg, priv): the bits of hardware register `reg` s_setreg may change."""
-    regs = HW_REGISTERS[target.generation(family).isa]
+    regs = registers(target.generation(family))
     return lambda reg, priv: regs[reg].writable if reg in regs else 0
 
 

@@ -29,10 +29,15 @@ class Delta:
     spellings: dict[str, str] = field(default_factory=dict)  # vendor name -> LLVM 19's mnemonic (no _e32/_e64)
     fields: dict[tuple[str, str], str | None] = field(default_factory=dict)  # (encoding base, field) -> new name
     # (None: the generation's encoding has no such field)
+    widths: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)  # (encoding base, field) ->
+    # (its width in bits from its low bit, where the fact comes from)
 
 
 _GFX950 = "CDNA4 (gfx950) additions: llvm-mc-19 -mcpu=gfx942 decodes none of them"
 _GFX940 = "CDNA3 (gfx940) additions: llvm-mc-19 -mcpu=gfx90a decodes none of them, -mcpu=gfx942 does"
+_FLAT_OFFSET = ("gfx9's FLAT encodings have a 13-bit OFFSET [12:0] (LLVM 19's FLAT_Real for gfx90a and gfx940 encode "
+                "and llvm-mc-19 prints all 13 bits); the tables give the FLAT segment's [11:0], the bits the hardware "
+                "reads: it ignores the MSB there (emu.amd.exec.bind.memory_offset)")
 _MOVED = ("CDNA3 moved gfx90a's bf16 MFMAs with four elements per source (the _1k forms) from VOP3P 0x63..0x67 to "
           "0x5d..0x61 (llvm-mc-19): gfx90a has them at the old numbers (emu.pcode.added)")
 
@@ -43,7 +48,8 @@ DELTAS: dict[str, Delta] = {
          r"V_PK_(MAXIMUM|MINIMUM)3_F16|V_(MAXIMUM|MINIMUM)3_F32|V_PRNG_B32|BUFFER_ATOMIC_PK_ADD_BF16|"
          r"GLOBAL_LOAD_LDS_DWORDX[34]|V_MFMA_\w+_F8F6F4|V_MFMA_(LD_)?SCALE_\w+|V_MFMA_F32_(16X16X32|32X32X16)_B?F16|"
          r"V_MFMA_I32_(16X16X64|32X32X32)_I8|V_SMFMAC_[FI]32_(16X16X128|32X32X64)_\w+|"
-         r"V_SMFMAC_F32_(16X16X64|32X32X32)_B?F16", _GFX950),)),
+         r"V_SMFMAC_F32_(16X16X64|32X32X32)_B?F16", _GFX950),),
+        widths={("FLAT", "offset"): (13, _FLAT_OFFSET)}),
     "cdna2": Delta("cdna3", lacks=(
         (r"DS_PK_ADD_(RTN_)?B?F16|FLAT_ATOMIC_ADD_F32|(FLAT|GLOBAL)_ATOMIC_PK_ADD_BF16|FLAT_ATOMIC_PK_ADD_F16|"
          r"(GLOBAL|SCRATCH)_LOAD_LDS_\w+|V_CVT_\w*(FP8|BF8)\w*|V_MOV_B64|V_LSHL_ADD_U64|V_FMAMK_F32|V_FMAAK_F32|"
@@ -109,6 +115,7 @@ def _encoding(e: Encoding, d: Delta, ops: dict, likes: dict) -> Encoding | None:
     fields = []
     for f in e.fields:
         new = d.fields.get((e.base, f.name), f.name)
+        width = d.widths.get((e.base, f.name), (f.width,))[0]
         if new is not None:
-            fields.append(dataclasses.replace(f, name=new))
+            fields.append(dataclasses.replace(f, name=new, hi=f.lo + width - 1))
     return dataclasses.replace(e, fields=tuple(fields), ops=admitted)

@@ -29,15 +29,11 @@ ACCEPTS = {
     "SSRC_BARRIER_ID": "i",
 }
 
-# DPP16 dpp_ctrl values per family: quad_perm, row_shl/shr/ror, then family-specific row operations.
-_DPP_CTRL = {
-    "rdna3": (*range(0x000, 0x100), *range(0x101, 0x110), *range(0x111, 0x120), *range(0x121, 0x130),
-              0x140, 0x141, *range(0x150, 0x160), *range(0x160, 0x170)),
-    "cdna": (*range(0x000, 0x100), *range(0x101, 0x110), *range(0x111, 0x120), *range(0x121, 0x130),
-             0x130, 0x134, 0x138, 0x13C, 0x140, 0x141, 0x142, 0x143),
-}
-_DPP_CTRL["rdna4"] = _DPP_CTRL["rdna3"]
-_WAITCNT_BITS = {"rdna3": 0xFFF7, "rdna4": 0xFFFF, "cdna": 0xCF7F}
+# DPP16 dpp_ctrl values: quad_perm, row_shl/shr/ror, row_mirror / row_half_mirror, then gfx9's wave shifts and
+# row broadcasts (Generation.dpp_broadcasts) or RDNA's row_share and row_xmask.
+_DPP_ROWS = (*range(0x000, 0x100), *range(0x101, 0x110), *range(0x111, 0x120), *range(0x121, 0x130), 0x140, 0x141)
+_DPP_CTRL = {True: (*_DPP_ROWS, 0x130, 0x134, 0x138, 0x13C, 0x142, 0x143),
+             False: (*_DPP_ROWS, *range(0x150, 0x160), *range(0x160, 0x170))}
 _SIMM16_BITS = {"S_SET_GPR_IDX_MODE": 0xF}  # the table types its 4-bit VGPR-index mode as a 16-bit immediate
 
 # Cache-policy fields: any value, for opcodes that move data.
@@ -68,7 +64,7 @@ class Fields:
     """Draws the fields of one instruction of one encoding for one chip (or family)."""
 
     def __init__(self, arch: str, t: isa.ISA, e: Enc):
-        self.fam, self.t, self.e, self.gen = isa.family(arch), t, e, target.generation(arch)
+        self.t, self.e, self.gen = t, e, target.generation(arch)
         self.zero = [(re.compile(op), fld) for a, en, op, fld, _ in _LLVM_ZERO
                      if re.fullmatch(a, arch) and re.fullmatch(en, e.enc.name)]
         self.short = e.enc.base in ("VOP1", "VOP2", "VOPC")  # 32-bit encodings: 16-bit VGPR operands are v0..v127
@@ -176,7 +172,7 @@ class Fields:
         if f.kind == "vdsty":
             return self.vgpr(draw, 1) >> 1 if operand else 0
         if f.name == "dpp":
-            return draw(st.sampled_from(_DPP_CTRL[self.fam]))
+            return draw(st.sampled_from(_DPP_CTRL[self.gen.dpp_broadcasts]))
         if f.name == "simm16":
             return self.simm16(draw, operand, op.name) if operand else 0
         if f.name in ("dfmt", "nfmt") and op is not None and op.name.startswith("TBUFFER"):
@@ -209,5 +205,5 @@ class Fields:
         if operand.kind == "DELAY":  # instid0, instskip, instid1
             return draw(st.integers(0, 11)) | draw(st.integers(0, 5)) << 4 | draw(st.integers(0, 11)) << 7
         if operand.kind == "WAITCNT":  # vmcnt, expcnt, lgkmcnt; the bits between them are unused
-            return draw(st.integers(0, 0xFFFF)) & _WAITCNT_BITS[self.fam]
+            return draw(st.integers(0, 0xFFFF)) & self.gen.waitcnt_mask
         return draw(st.integers(0, 0xFFFF)) & _SIMM16_BITS.get(op_name, 0xFFFF)
