@@ -454,8 +454,11 @@ class ThreadTrace:
             if not exclude >> EXCLUDE[kind] & 1:
                 extra = where if kind in ("WAVESTART", "WAVEEND") else {"op": op} if kind == "INST" else {}
                 s.put(kind, t, wave=slot % 32, **extra)
-            ex = None if inst is None else execs[inst.pc] if inst.pc in execs else \
-                execs.setdefault(inst.pc, _EXEC.get(category(inst)))
+            ex = None
+            if inst is not None:
+                if inst.pc not in execs:
+                    execs[inst.pc] = _EXEC.get(category(inst))
+                ex = execs[inst.pc]
             if ex is not None and not exclude >> EXCLUDE[ex[0]] & 1:
                 s.put(ex[0], t, src=ex[1])
         self.clock = t

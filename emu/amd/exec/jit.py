@@ -298,11 +298,11 @@ background = _Background()  # background(job): run job() on the compile thread
 
 
 def _interpreted(reason: str, detail: str) -> None:
-    """A region the compile thread could not compile stays interpreted, which is always correct: counted under
-    HWEMU_STATS and said once per detail. A client's warning filter that makes it an error raises it on the waves'
-    thread (raise_failure)."""
+    """Code that could not be compiled (a region, a handler) stays interpreted, which is always correct: counted
+    under HWEMU_STATS and said once per detail. A client's warning filter that makes it an error raises it where the
+    compile ran (on the compile thread: on the waves' thread later, raise_failure)."""
     takes.declined("native", None, reason)
-    warnings.warn(f"hwemu: a hot region was not compiled ({detail}); it runs interpreted", RuntimeWarning,
+    warnings.warn(f"hwemu: native code was not compiled ({detail}); it runs interpreted", RuntimeWarning,
                   stacklevel=1)
 
 

@@ -420,8 +420,7 @@ class Table:
         logged = ran is not None
 
         def arm(ctr: np.ndarray) -> None:
-            index = self.index if keep is None else self._kept(keep)
-            ctr[THREADED:THREADED + 4] = (index.ctypes.data, self.base, len(index), self.ents.ctypes.data)
+            self.arm(ctr, None if keep is None else self._kept(keep))
             if logged:
                 ctr[BUDGET] = min(ctr[BUDGET], LOG_MAX)
                 ctr[LOG] = self.log.ctypes.data
@@ -437,7 +436,7 @@ class Table:
             if not self.has(pc) or _loops.get(logged) is None:
                 return step(w)
             if call[0] is None:
-                call[0] = native(_loops[logged], arm)
+                call[0] = native(_loops[logged], arm if logged or keep is not None else self.arm)
             if not logged:
                 return call[0](w)
             ctr = jit.counters(w).ctr
@@ -568,9 +567,10 @@ class Table:
         i = (pc - self.base) >> 2
         return 0 <= i < len(self.index) and bool(self.index[i])
 
-    def arm(self, ctr: np.ndarray) -> None:
-        """Point a native call's counters at the tables."""
-        ctr[THREADED:THREADED + 4] = (self.index.ctypes.data, self.base, len(self.index), self.ents.ctypes.data)
+    def arm(self, ctr: np.ndarray, index: np.ndarray | None = None) -> None:
+        """Point a native call's counters at the tables (`index`: one in place of the table's, Table._kept)."""
+        index = self.index if index is None else index
+        ctr[THREADED:THREADED + 4] = (index.ctypes.data, self.base, len(index), self.ents.ctypes.data)
 
     def _put(self, pc: int, addr: int, ws: list[int]) -> None:
         if not len(self.index):
