@@ -10,7 +10,9 @@ example compiles one instruction: about 0.1 s); HWEMU_LLVM_FULL=1 runs every ins
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -313,6 +315,80 @@ def test_object_cache(tmp_path) -> None:
         assert files[0].read_bytes() == good
     assert _probe(tmp_path, "k2") == ["1", "0", sum_, sum_]  # another key: its own object
     assert len(list((tmp_path / "llvm").glob("*.o"))) == 2
+
+
+_BATCH_PROBE = r"""
+import ctypes, sys
+from emu.pcode import compile_op
+from emu.pcode.llvmback import emit_module, engine
+jit = engine()
+keys = sys.argv[1].split(",")
+if sys.argv[2] == "all":
+    mod = emit_module([compile_op("gfx1100", "VOP2", "V_ADD_F32").ir], 32)
+    mod.triple, mod.data_layout = jit.triple, jit.data_layout
+    addrs = jit.compile_all({k: mod for k in keys}, "probe")
+else:
+    addrs = {k: jit.load(k) for k in keys}
+out = [jit.stats["compiled"], jit.stats["disk_hits"]]
+for k in keys:
+    src = (ctypes.c_uint32 * 65)(*([0x3FC00000] * 32 + [0x40000000] * 32 + [0]))  # S0 S1 MODE
+    dst = (ctypes.c_uint32 * 32)()
+    if addrs[k]:
+        ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(addrs[k])(src, dst)
+    out.append(hex(dst[31]) if addrs[k] else "miss")
+print(*out)
+"""
+
+
+def _batch(tmp_path, keys: str, how: str) -> list[str]:
+    import subprocess
+    import sys
+    env = {**os.environ, "HWEMU_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", _BATCH_PROBE, keys, how], env=env,
+                         capture_output=True, text=True, check=True)
+    return out.stdout.split()
+
+
+def test_keys_compiled_together_share_one_object(tmp_path) -> None:
+    """compile_all compiles the keys not cached as one object, kept once on disk: another process loads any of its
+    keys from it (each key's file names it); a damaged object or key file is compiled again, never loaded."""
+    ok = "0x40600000"  # 1.5 + 2.0 = 3.5
+    assert _batch(tmp_path, "a,b", "all") == ["2", "0", ok, ok]
+    objects = list((tmp_path / "llvm").glob("b*.o"))
+    assert len(objects) == 1 and len(list((tmp_path / "llvm").glob("*.o"))) == 3  # the object and two key files
+    assert _batch(tmp_path, "b", "load") == ["0", "1", ok]
+    assert _batch(tmp_path, "a,b", "load") == ["0", "2", ok, ok]  # one object, loaded once
+    assert _batch(tmp_path, "a,c", "all") == ["1", "1", ok, ok]  # only what is not cached is compiled
+    good = objects[0].read_bytes()
+    for bad in (good[: len(good) // 2], good[:-1] + bytes([good[-1] ^ 1]), b""):
+        objects[0].write_bytes(bad)
+        assert _batch(tmp_path, "a", "load") == ["0", "0", "miss"]
+    assert _batch(tmp_path, "a,b", "all") == ["2", "0", ok, ok]
+    link = next(f for f in (tmp_path / "llvm").glob("*.o") if f.read_bytes().startswith(b"HWEMULN1"))
+    name = link.read_bytes().split()[0][len(b"HWEMULN1"):]
+    for bad in (b"HWEMULN1", b"HWEMULN1../../../etc/passwd x", b"HWEMULN1" + name + b" not-its-symbol"):
+        link.write_bytes(bad)
+        assert "miss" in _batch(tmp_path, "a,b", "load")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=120), st.booleans())
+def test_damaged_key_files_are_never_loaded(body: bytes, linked: bool) -> None:
+    """A key's cache file holding anything (a link to another object, or an object, cut or damaged) is read as a miss
+    or as a checked object, never raises."""
+    import tempfile
+    from unittest import mock
+
+    from emu.pcode.llvmjit import _LINK, _MAGIC, engine
+    jit = engine()
+    with tempfile.TemporaryDirectory() as d, mock.patch.dict(os.environ, {"HWEMU_CACHE": d}):
+        jit.path("k").parent.mkdir(parents=True)
+        jit.path("k").write_bytes((_LINK if linked else _MAGIC) + body)
+        (Path(d) / "llvm" / f"b{'0' * 40}.o").write_bytes(_MAGIC + body)
+        found = jit._read("k")
+        if found is not None:
+            ident, obj, symbols = found
+            assert hashlib.sha256(obj).digest() in body and jit._symbol("k") in symbols
 
 
 def test_concurrent_compiles_take_turns(tmp_path) -> None:

@@ -3,6 +3,7 @@
     engine() -> Engine                                   # one per process, thread-safe
     Engine.module(name: str | None = None) -> ir.Module  # triple and data layout of the host set
     Engine.compile(module: ir.Module | str, name: str, key: str | None = None, exports=()) -> int  # of `name`
+    Engine.compile_all(modules: dict[str, ir.Module | str], name: str) -> dict[str, int]  # many keys at once
     Engine.load(key: str) -> int | None                  # the cached function, without building or compiling
     Engine.address(symbol: str) -> int                   # an exported function's address
     GATE: Gate                                           # enter() before calling compiled code, leave() after
@@ -16,7 +17,8 @@ process skips optimization and code generation (`load` even lets it skip buildin
 compile the same key at once (pytest-xdist workers running alike kernels) take turns on a lock file (one of 256,
 by the key's hash), and the later ones load what the first one wrote. A cache file holds
 a magic, the SHA-256 of the object and the object; a file that does not check out (truncated, corrupted, another
-format) is ignored and replaced. Without a key nothing is cached.
+format) is ignored and replaced. Keys compiled together (compile_all) share one object file, and each key's file
+names it and the symbols it defines. Without a key nothing is cached.
 
 The pipeline (`OPT`): LLVM's O2 module pipeline on the new pass manager, code generation at CodeGenOpt::Default;
 `engine(name, opt=0)` makes an engine for code compiled in bulk, where compile time counts: only SROA, instcombine
@@ -36,6 +38,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import tempfile
 import threading
 from pathlib import Path
@@ -51,6 +54,7 @@ __all__ = ["Engine", "engine", "VERSION", "cache_dir", "GATE", "Closed"]
 VERSION = "pcode-llvm-2"  # bump when the emitted code changes for the same pcode (cache files of others are unused)
 OPT = 2
 _MAGIC = b"HWEMUOB1"
+_LINK = b"HWEMULN1"  # a key's cache file that names the object of many keys (Engine.compile_all)
 
 
 def cache_dir() -> Path:
@@ -114,6 +118,8 @@ class Engine:
         self._lock = threading.RLock()
         self._count = 0
         self._loaded: dict[str, bool] = {}  # keys whose object is in the engine
+        self._objects: set[str] = set()  # the objects loaded (a key's digest, or a compile_all's name)
+        self._symbols: set[str] = set()  # the key symbols they define
         self.stats = {"compiled": 0, "disk_hits": 0, "memory_hits": 0}
         self.closed = False
         atexit.register(self.close)
@@ -140,44 +146,79 @@ class Engine:
         """The address of function `name` of `module` (llvmlite IR or its text), optimized and compiled; with a
         key, from the cache when the key's object is there (in this process or on disk). The functions named in
         `exports` keep their names (see `address`); the module's other definitions are internal."""
-        with self._lock, self._turn(key):
+        with self._lock, self._turn([] if key is None else [key]):
             self._open()
             if key is not None:
                 addr = self.load(key)
                 if addr is not None:
                     return addr
-            m = llvm.parse_assembly(str(module))
-            m.verify()
             self._count += 1
             symbol = self._symbol(key) if key is not None else f"hwemu_fn{self._count}"
-            for fn in m.functions:
-                if fn.name == name:
-                    fn.name = symbol
-                elif not fn.is_declaration and fn.name not in exports:
-                    fn.linkage = llvm.Linkage.internal
-            for g in m.global_variables:
-                if not g.is_declaration:
-                    g.linkage = llvm.Linkage.internal
-            if m.get_function(symbol).is_declaration:
-                raise KeyError(f"module defines no function {name!r}")
-            pb = llvm.create_pass_builder(self.tm, llvm.PipelineTuningOptions(speed_level=self.opt))
-            if self.opt:
-                pb.getModulePassManager().run(m, pb)
-            else:
-                fpm = llvm.create_new_function_pass_manager()
-                fpm.add_sroa_pass()
-                fpm.add_instruction_combine_pass()
-                fpm.add_simplify_cfg_pass()
-                for fn in m.functions:
-                    if not fn.is_declaration:
-                        fpm.run(fn, pb)
-            obj = self.tm.emit_object(m)
-            self._add(obj)
+            obj = self._emit(self._prepared(module, name, symbol, exports))
+            ident = self._digest(key) if key is not None else symbol
+            self._add(obj, ident, [symbol])
             self.stats["compiled"] += 1
             if key is not None:
                 self._loaded[key] = True
-                self._store(key, obj)
+                self._store(self.path(key), _MAGIC + hashlib.sha256(obj).digest() + obj)
             return self.address(symbol)
+
+    def compile_all(self, modules: dict[str, ir.Module | str], name: str) -> dict[str, int]:
+        """The address of function `name` of each keyed module; those neither in memory nor on disk are compiled
+        together, as one module (LLVM's fixed cost a module and a function is most of a small one's time: the
+        threaded tier's handlers), kept on disk as one object that each key's cache file names."""
+        with self._lock, self._turn(list(modules)):
+            self._open()
+            found = {key: self.load(key) for key in modules}
+            rest = [key for key, addr in found.items() if addr is None]
+            if not rest:
+                return found
+            symbols = [self._symbol(key) for key in rest]
+            linked = self._prepared(modules[rest[0]], name, symbols[0])
+            for key, symbol in zip(rest[1:], symbols[1:], strict=True):
+                linked.link_in(self._prepared(modules[key], name, symbol))
+            obj = self._emit(linked)
+            ident = "b" + hashlib.sha256("\0".join([self._target_id, *rest]).encode()).hexdigest()[:40]
+            self._add(obj, ident, symbols)
+            self.stats["compiled"] += len(rest)
+            self._store(cache_dir() / f"{ident}.o", _MAGIC + hashlib.sha256(obj).digest() + obj)
+            link = _LINK + " ".join([ident, *symbols]).encode()
+            for key, symbol in zip(rest, symbols, strict=True):
+                self._loaded[key] = True
+                self._store(self.path(key), link)
+                found[key] = self.address(symbol)
+            return found
+
+    def _prepared(self, module: ir.Module | str, name: str, symbol: str, exports: tuple | list = ()):
+        """`module` parsed and checked, its function `name` renamed `symbol` and its other definitions internal."""
+        m = llvm.parse_assembly(str(module))
+        m.verify()
+        for fn in m.functions:
+            if fn.name == name:
+                fn.name = symbol
+            elif not fn.is_declaration and fn.name not in exports:
+                fn.linkage = llvm.Linkage.internal
+        for g in m.global_variables:
+            if not g.is_declaration:
+                g.linkage = llvm.Linkage.internal
+        if m.get_function(symbol).is_declaration:
+            raise KeyError(f"module defines no function {name!r}")
+        return m
+
+    def _emit(self, m) -> bytes:
+        """The object code of `m`, optimized at this engine's level."""
+        pb = llvm.create_pass_builder(self.tm, llvm.PipelineTuningOptions(speed_level=self.opt))
+        if self.opt:
+            pb.getModulePassManager().run(m, pb)
+        else:
+            fpm = llvm.create_new_function_pass_manager()
+            fpm.add_sroa_pass()
+            fpm.add_instruction_combine_pass()
+            fpm.add_simplify_cfg_pass()
+            for fn in m.functions:
+                if not fn.is_declaration:
+                    fpm.run(fn, pb)
+        return self.tm.emit_object(m)
 
     def load(self, key: str) -> int | None:
         """The address of the function compiled under `key`, or None when neither this process nor the disk cache
@@ -187,10 +228,13 @@ class Engine:
             if self._loaded.get(key):
                 self.stats["memory_hits"] += 1
                 return self.address(self._symbol(key))
-            obj = self._read(key)
-            if obj is None:
+            found = self._read(key)
+            if found is None:
                 return None
-            self._add(obj)
+            ident, obj, symbols = found
+            if ident not in self._objects and not self._symbols.isdisjoint(symbols):
+                return None  # another object of this process defines some of them: compiled again on its own
+            self._add(obj, ident, symbols)
             try:
                 addr = self.address(self._symbol(key))
             except KeyError:  # not what this key compiles to: compiled again
@@ -201,29 +245,30 @@ class Engine:
 
     # ---- internals ---------------------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _turn(self, key: str | None):
-        """This process's turn to compile `key` (an exclusive lock on its lock file; none when the cache directory
-        cannot hold one)."""
-        fd = -1
-        if key is not None:
+    def _turn(self, keys: list[str]):
+        """This process's turn to compile `keys` (exclusive locks on their lock files, taken in order; none when the
+        cache directory cannot hold them)."""
+        with contextlib.ExitStack() as held:
             try:
                 locks = cache_dir() / "locks"  # 256 of them: keys share a lock by the first byte of their digest
-                locks.mkdir(parents=True, exist_ok=True)
-                fd = os.open(locks / self._digest(key)[:2], os.O_RDWR | os.O_CREAT, 0o644)
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                if keys:
+                    locks.mkdir(parents=True, exist_ok=True)
+                for name in sorted({self._digest(key)[:2] for key in keys}):
+                    fd = os.open(locks / name, os.O_RDWR | os.O_CREAT, 0o644)
+                    held.callback(os.close, fd)  # releases the lock (the file stays: unlinking it would race a waiter)
+                    fcntl.flock(fd, fcntl.LOCK_EX)
             except OSError:
-                if fd >= 0:
-                    os.close(fd)
-                fd = -1
-        try:
+                held.close()
             yield
-        finally:
-            if fd >= 0:
-                os.close(fd)  # releases the lock (the file stays: unlinking it would race a waiter)
 
-    def _add(self, obj: bytes) -> None:
+    def _add(self, obj: bytes, ident: str, symbols: list[str]) -> None:
+        """Load object `ident` (once), which defines `symbols`."""
+        if ident in self._objects:
+            return
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
         self._engine.finalize_object()
+        self._objects.add(ident)
+        self._symbols.update(symbols)
 
     def address(self, symbol: str) -> int:
         """The address of a function compiled into this engine under `symbol` (a key's, or an export's name)."""
@@ -242,25 +287,40 @@ class Engine:
         """The cache file of `key` (for this engine's target and VERSION)."""
         return cache_dir() / f"{self._digest(key)}.o"
 
-    def _read(self, key: str) -> bytes | None:
-        try:
-            data = self.path(key).read_bytes()
-        except OSError:
+    def _read(self, key: str) -> tuple[str, bytes, list[str]] | None:
+        """(the object's name, its code, the key symbols it defines) from the key's cache file, or from the object
+        of many keys that it names (compile_all); None when missing, truncated or corrupted."""
+        ident = self._digest(key)
+        data = self._file(ident)
+        symbols = [self._symbol(key)]
+        if data is not None and data.startswith(_LINK):
+            ident, *symbols = data[len(_LINK):].decode("ascii", "replace").split() or [""]
+            if not re.fullmatch(r"b[0-9a-f]{40}", ident) or self._symbol(key) not in symbols:
+                return None
+            data = self._file(ident)
+        if data is None:
             return None
         head, digest, obj = data[:len(_MAGIC)], data[len(_MAGIC):len(_MAGIC) + 32], data[len(_MAGIC) + 32:]
         if head != _MAGIC or not obj or hashlib.sha256(obj).digest() != digest:
             return None  # truncated or corrupted: compiled again (and rewritten)
-        return obj
+        return ident, obj, symbols
 
-    def _store(self, key: str, obj: bytes) -> None:
-        """Write the cache file atomically (a temporary file renamed); a cache that cannot be written is skipped."""
-        path = self.path(key)
+    @staticmethod
+    def _file(ident: str) -> bytes | None:
+        try:
+            return (cache_dir() / f"{ident}.o").read_bytes()
+        except OSError:
+            return None
+
+    @staticmethod
+    def _store(path: Path, data: bytes) -> None:
+        """Write a cache file atomically (a temporary file renamed); a cache that cannot be written is skipped."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
             try:
                 with os.fdopen(fd, "wb") as f:
-                    f.write(_MAGIC + hashlib.sha256(obj).digest() + obj)
+                    f.write(data)
                 os.replace(tmp, path)
             except BaseException:
                 os.unlink(tmp)

@@ -371,24 +371,42 @@ def _need_loop(logged: bool = False) -> None:
     _loops[logged] = _SIG(_loop(logged))
 
 
-def _make(prog, k: Kind, mode: int, full: tuple) -> None:
-    """Make the handler of `full`: from the disk cache, else built and compiled (None: none, and never asked again)."""
-    addr = None
+def _make(prog, kinds: dict[tuple, Kind], mode: int) -> None:
+    """Make the handlers of `kinds` (by their full keys): from the disk cache, else built and compiled together (one
+    LLVM module: its fixed cost a module is most of a handler's). A kind gets None where it has none, and is never
+    asked for again; where LLVM rejects the module, each handler is compiled on its own."""
+    made: dict[tuple, int | None] = dict.fromkeys(kinds)
+    built: dict[tuple, ir.Module] = {}
+
+    def build(full: tuple, k: Kind) -> None:
+        try:
+            built[full] = Handler(prog, k, mode).build("handler")
+        except (Exit, NotSymbolic) as e:  # not a kind the tier takes, or code that needs a register's value
+            takes.declined("threaded", k.inst, str(e.args[-1] if e.args else e))
+
+    def compile_all(fulls: list[tuple]) -> None:
+        addrs = handler_engine().compile_all({keys[f]: built[f] for f in fulls}, "handler")
+        made.update((f, addrs[keys[f]]) for f in fulls)
+    keys = {full: f"handler {jit.sources()} {full!r}" for full in kinds}
     try:
         _need_loop()
-        disk = f"handler {jit.sources()} {full!r}"
         access.ensure(prog.lanes, jit.sources())
-        addr = handler_engine().load(disk)
-        if addr is None:
+        for full, k in kinds.items():
+            made[full] = handler_engine().load(keys[full])
+            if made[full] is None:
+                jit.guarded(lambda full=full, k=k: build(full, k))
+        if built:
             try:
-                addr = handler_engine().compile(Handler(prog, k, mode).build("handler"), "handler", disk)
-            except (Exit, NotSymbolic) as e:  # not a kind the tier takes, or code that needs a register's value
-                takes.declined("threaded", k.inst, str(e.args[-1] if e.args else e))
+                compile_all(list(built))
+            except jit.LLVM_FAILED:
+                for f in built:
+                    jit.guarded(lambda f=f: compile_all([f]))
     except Closed:
         pass
     finally:
-        _handlers[full] = addr
-        _made.append(full)
+        for full in kinds:
+            _handlers[full] = made[full]
+            _made.append(full)
 
 
 class Table:
@@ -494,6 +512,8 @@ class Table:
             first = prog.inst(pc)
             insts = prog.interp.members(first, self.asked.__contains__) if prog.interp is not None else [first]
             wanted = [(inst.pc, *_keyed(kind_of(inst))) for inst in insts]
+        new: dict[tuple, Kind] = {}  # the kinds first met in this process: made from their instructions
+        rows = []
         for at, key, ws in wanted:
             if at in self.asked:
                 continue
@@ -501,15 +521,18 @@ class Table:
             if key is None:
                 continue
             full = (*head, key)
-            if full not in _asked:  # the first of its kind in this process: made from its instruction
+            if full not in _asked:
                 made = kind_of(prog.inst(at))
                 if made is None or made[0].key != key:  # a kernel kept by other sources: asked for as it runs
                     self.asked.discard(at)
                     continue
                 _asked.add(full)
-                k = made[0]
-                with jit.compiling():
-                    jit.guarded(lambda k=k, full=full: _make(prog, k, mode, full))
+                new[full] = made[0]
+            rows.append((at, full, ws))
+        if new:
+            with jit.compiling():
+                jit.guarded(lambda: _make(prog, new, mode))
+        for at, full, ws in rows:
             if full not in _handlers:  # made later: it is in _made after what this table has looked at
                 self.want.setdefault(full, []).append((at, ws))
             elif _handlers[full] is not None:
