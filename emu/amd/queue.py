@@ -21,6 +21,7 @@ import threading
 import numpy as np
 
 from emu.amd.doorbell import Doorbells
+from emu.amd.exec import threaded
 from emu.amd.exec.wave import Cancel
 from emu.amd.limits import LimitError
 from emu.amd.memory import GPUFault
@@ -228,6 +229,7 @@ class Engine:
             sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
             self._thread = threading.Thread(target=self._loop, name="hwemu-engine", daemon=True)
             self._thread.start()
+            threaded.warm({g.chip.gen.wave_size for g in self.gpus})
         self.doorbells.kick()
 
     def run_pending(self) -> bool:

@@ -614,6 +614,29 @@ class Table:
         self.used += n
 
 
+def warm(lanes: set[int]) -> None:
+    """Have the compile thread load, or compile, what the first dispatch of `lanes`-wide waves needs of the native
+    tiers (the VM's access functions, the threaded loop) while the client is still busy with its own start: on an
+    empty cache their second of LLVM is then off the first dispatch's path. A tier that compiles nothing, or
+    HWEMU_TIER's error (said at the first dispatch), warms nothing."""
+    try:
+        t = jit.tier()
+    except ValueError:
+        return
+    if t in ("ref", "interp") or not lanes:
+        return
+
+    def job() -> None:
+        try:
+            for n in sorted(lanes):
+                access.ensure(n, jit.sources())
+            if t != "jit" and enabled():
+                _need_loop()
+        except Closed:
+            pass
+    jit.background(job)
+
+
 def enabled() -> bool:
     """HWEMU_THREADED=0 turns the threaded tier off under `auto`."""
     return os.environ.get("HWEMU_THREADED", "1") != "0"
