@@ -21,8 +21,8 @@ format) is ignored and replaced. Keys compiled together (compile_all) share one 
 names it and the symbols it defines. Without a key nothing is cached.
 
 The pipeline (`OPT`): LLVM's O2 module pipeline on the new pass manager, code generation at CodeGenOpt::Default;
-`engine(name, opt=0)` makes an engine for code compiled in bulk, where compile time counts: only SROA, instcombine
-and simplifycfg, then code generation at CodeGenOpt::None.
+`engine(name, opt=0)` makes an engine for code compiled in bulk, where compile time counts: only global dead code
+elimination, SROA, instcombine and simplifycfg, then code generation at CodeGenOpt::None.
 No fast-math flags are ever set: LLVM keeps every float operation as written (no reassociation, no contraction).
 
 At process exit (atexit, registered when the engine is made) the engine closes: the GATE waits for the calls
@@ -102,8 +102,9 @@ class Engine:
     """One MCJIT engine for the host CPU: modules are optimized, compiled to objects and loaded into it."""
 
     def __init__(self, opt: int = OPT, codegen: int | None = None) -> None:
-        """`opt`: the optimizer's level (0: only SROA, instcombine and simplifycfg); `codegen`: the code generator's
-        (default `opt`; 0 is LLVM's fast instruction selection and register allocation)."""
+        """`opt`: the optimizer's level (0: only global dead code elimination, SROA, instcombine and simplifycfg);
+        `codegen`: the code generator's (default `opt`; 0 is LLVM's fast instruction selection and register
+        allocation)."""
         self.opt, codegen = opt, opt if codegen is None else codegen
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
@@ -211,6 +212,9 @@ class Engine:
         if self.opt:
             pb.getModulePassManager().run(m, pb)
         else:
+            mpm = llvm.create_new_module_pass_manager()
+            mpm.add_global_dead_code_eliminate_pass()  # e.g. the translator's outlined semantics it then inlined
+            mpm.run(m, pb)
             fpm = llvm.create_new_function_pass_manager()
             fpm.add_sroa_pass()
             fpm.add_instruction_combine_pass()
