@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hseed
 
 from emu.amd import isa, strategies
-from emu.amd.exec import takes, threaded
+from emu.amd.exec import kinds, takes, threaded
 from emu.amd.writes import Outcome, check
 from emu.pcode.llvmjit import engine
 
@@ -126,7 +126,7 @@ def _native(tier: str, inst) -> bool:
     if tier == "jit":
         return takes.native(inst) is None
     if tier == "threaded":
-        return threaded.kind(inst) is not None
+        return kinds.kind(inst) is not None
     return True
 
 

@@ -81,8 +81,8 @@ def compile_seconds() -> float:
 # the modules of emu/amd/exec the compiled code depends on: the translator, the operand binder and what it reads, the
 # tables of what the tier takes, the state layout, the categories it tallies, the threaded tier, the accesses and
 # the workgroup launcher
-NATIVE_SOURCES = ("translate*.py", "threaded.py", "access.py", "bind.py", "operands.py", "hwreg.py", "state.py",
-                  "control.py", "takes.py", "category.py", "launch.py")
+NATIVE_SOURCES = ("translate*.py", "threaded.py", "kinds.py", "access.py", "bind.py", "operands.py", "hwreg.py",
+                  "state.py", "control.py", "takes.py", "category.py", "launch.py")
 
 
 def _sources_digest() -> str:

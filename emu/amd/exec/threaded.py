@@ -7,12 +7,10 @@ which the handler reads at run time from the instruction's entry. Kernels share 
 them), so a test run compiles a few hundred handlers, each once per machine: handlers hold no address, so they
 are cached on disk (emu.pcode.llvmjit) and every later process loads them.
 
-A handler is the translator's code for one instruction (translate.Region), built on a canonical instruction: each
-SGPR / VGPR field and the literal is a `Sym`, an int that stands for the canonical register and records how the
-code indexes with it, so that the handler computes the index from the entry's word at run time. Its PC is 0: it
-returns the next PC relative to the instruction (a branch's target comes from the entry's SIMM16); an instruction
-that reads its PC as data (s_getpc_b64) reads the entry's. Code that
-does with a `Sym` what cannot be done at run time raises, and that kind gets no handler.
+A handler is the translator's code for one instruction (translate.Region), built on its kind's canonical instruction
+(emu.amd.exec.kinds: each SGPR / VGPR field and the literal a `Sym`, read from the entry's words at run time). Its PC
+is 0: it returns the next PC relative to the instruction (a branch's target comes from the entry's SIMM16); an
+instruction that reads its PC as data (s_getpc_b64) reads the entry's.
 
 The loop (`i64 threaded(sgpr, vgpr, ctr, lds)`, a region's signature) starts at ctr[START], looks each PC up in the
 program's index (ctr[THREADED..]: index address, first PC, length, entries address), calls the entry's handler and
@@ -23,7 +21,6 @@ faults included), s_barrier, s_endpgm or the budget. Entries: [handler, PC, the 
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import functools
 import hashlib
 import importlib.metadata
@@ -39,8 +36,8 @@ from emu import cache
 from emu.amd import target
 from emu.amd.decode import decoder
 from emu.amd.exec import access, category, jit, takes
-from emu.amd.exec.bind import ds_offset, memory_offset, smem_offsets, vopd_y
-from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
+from emu.amd.exec.control import ENDS, SOPP_BRANCHES
+from emu.amd.exec.kinds import Kind, NotSymbolic, Sym, keyed, kind_of
 from emu.amd.exec.operands import constant
 from emu.amd.exec.translate import BUDGET, EXECUTED, LOG, PC_MASK, START, STATUS, THREADED, Region
 from emu.amd.exec.translate_state import I32, I64, PTR, Exit, Hooks, fit
@@ -63,144 +60,6 @@ def handler_engine() -> Engine:
     return engine(ENGINE, opt=0, codegen=2)
 
 
-class NotSymbolic(TypeError):
-    """Code does with a Sym what cannot be done at run time: that kind of instruction gets no handler."""
-
-
-class Sym(int):
-    """A field the handler reads at run time: entry word HEAD + slot, times scale, plus off. As an int it is the
-    canonical value the code was built for (canonical register 0, or 256 for a VGPR source code). Affine arithmetic
-    keeps it symbolic; anything else raises NotSymbolic."""
-
-    def __new__(cls, value: int, slot: int, scale: int = 1, off: int = 0):
-        s = super().__new__(cls, value)
-        s.slot, s.scale, s.off = slot, scale, off
-        return s
-
-    def __add__(self, k):
-        if isinstance(k, Sym) or not isinstance(k, int):
-            raise NotSymbolic("a register field added to a non-constant")
-        return Sym(int(self) + k, self.slot, self.scale, self.off + k)
-
-    __radd__ = __add__
-
-    def __sub__(self, k):
-        return self + (-k)
-
-    def __mul__(self, k):
-        if isinstance(k, Sym) or not isinstance(k, int):
-            raise NotSymbolic("a register field multiplied by a non-constant")
-        return Sym(int(self) * k, self.slot, self.scale * k, self.off * k)
-
-    __rmul__ = __mul__
-
-    def __lshift__(self, k):
-        return self * (1 << k)
-
-    def __rsub__(self, k):
-        return self * -1 + k
-
-    def __and__(self, k):
-        """Only a mask of 32 or more low bits: every use truncates the value to the operand's width anyway."""
-        if isinstance(k, Sym) or not isinstance(k, int) or k & (k + 1) or k.bit_length() < 32:
-            raise NotSymbolic("a field masked")
-        return self
-
-    def _no(self, *a):
-        raise NotSymbolic("a field used as a constant")
-
-    __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __rshift__ = __neg__ = __invert__ = _no
-    __floordiv__ = __mod__ = __index__ = _no
-
-
-@dataclasses.dataclass(frozen=True)
-class Kind:
-    """What a handler is compiled for: the canonical instruction and where each Sym word comes from (a field name,
-    or one of DERIVED)."""
-    key: tuple
-    inst: object
-    sources: tuple[str, ...]
-
-
-DERIVED = {  # Sym words computed from the instruction, by what Region calls them
-    "literal": lambda inst: inst.literal,
-    "vdsty": lambda inst: vopd_y(inst.fields),  # the VGPR a VOPD's opY writes
-    "offset:global": memory_offset,
-    "offset:smem": lambda inst: smem_offsets(inst.fields, target.generation(inst.family))[0],
-    "offset:ds": ds_offset,
-}
-_OFFSETS = {"offset", "ioffset"}
-
-
-_kinds: dict[tuple[bytes, str], tuple[Kind, list[int]] | None] = {}  # (bytes, family) -> kind and words
-
-
-def kind_of(inst) -> tuple[Kind, list[int]] | None:
-    """The kind of `inst` and its words (as kind and words; the same bytes always make the same ones)."""
-    key = (inst.raw, inst.family)
-    if key not in _kinds:
-        k = kind(inst)
-        _kinds[key] = None if k is None else (k, words(k, inst))
-    return _kinds[key]
-
-
-def kind(inst) -> Kind | None:
-    """The kind of `inst` (None: the tier does not take it, or a register lies where a handler cannot reach it)."""
-    why = takes.native(inst)
-    if why is not None:
-        takes.declined("threaded", inst, why)
-        return None
-    name = inst.op.name
-    fields: dict[str, int] = {}
-    sources: list[str] = []
-    literal = None
-    if name in SOPP_BRANCHES:
-        fields["simm16"] = Sym(0, 0)
-        sources.append("simm16")
-    elif not (inst.base == "SOPP" or name in ENGINE_NOPS or name in ENDS or name in BARRIERS):
-        fields = {k: v for k, v in inst.fields.items() if k != "literal"}
-
-        def sym(canon: int, source: str) -> Sym:
-            sources.append(source)
-            return Sym(canon, len(sources) - 1)
-        for fld, o in inst.operands.items():
-            if fld not in fields:
-                continue
-            if o.kind == "inline" and 128 <= fields[fld] <= 208:  # an integer constant: its code, read at run time
-                fields[fld] = sym(128 if fields[fld] <= 192 else 193, fld)
-                continue
-            if o.kind not in ("sgpr", "vgpr"):
-                continue
-            if o.index + o.count > (256 if o.kind == "vgpr" else target.generation(inst.family).sgprs):
-                takes.declined("threaded", inst, "a register past a handler's reach")
-                return None
-            fields[fld] = sym(256 if fields[fld] >= 256 else 0, "vdsty" if fld == "vdsty" else fld)
-        if inst.literal is not None:
-            literal = sym(1, "literal")  # nonzero: code that reads `literal or 0` keeps it
-        if inst.base in takes.GLOBAL or inst.base == "SMEM" and not target.generation(inst.family).smem_imm_bit:
-            sources.append("offset:global" if inst.base in takes.GLOBAL else "offset:smem")
-            fields.update((k, 0) for k in _OFFSETS & fields.keys())
-        elif inst.base == "DS":
-            sources += ["offset:ds", "offset0", "offset1"]
-            fields.update(offset0=0, offset1=0)
-    key = (inst.enc, inst.base, name, inst.size, inst.family, literal is not None,
-           tuple(sorted((k, ("sym", int(v)) if isinstance(v, Sym) else v) for k, v in fields.items())),
-           tuple(sorted((k, o.kind, o.count) for k, o in inst.operands.items())))
-    k = _by_key.get(key)
-    if k is None:
-        canon = dataclasses.replace(inst, pc=0, fields=fields, literal=literal, _text=None)
-        k = _by_key[key] = Kind(key, canon, tuple(sources))
-    return k
-
-
-_by_key: dict[tuple, Kind] = {}  # one Kind per key: instructions that differ only in Sym words share it
-
-
-def _keyed(made: tuple[Kind, list[int]] | None) -> tuple[tuple | None, list[int] | None]:
-    """(the kind's key, the words) of kind_of's answer: what a kernel's instructions are kept on disk as."""
-    return (None, None) if made is None else (made[0].key, made[1])
-
-
 def kernels_dir() -> Path:
     """Where kernels' instructions are kept as kinds and words: $HWEMU_CACHE/kernels."""
     return cache.root() / "kernels"
@@ -215,11 +74,6 @@ def _decoder_sources() -> str:
     for f in sorted([amd / "decode.py", amd / "target.py", *amd.glob("asm/*.py"), *amd.glob("isa/*.py")]):
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
-
-
-def words(k: Kind, inst) -> list[int]:
-    """The Sym words of `inst` (of kind `k`)."""
-    return [DERIVED[s](inst) if s in DERIVED else inst.fields[s] for s in k.sources]
 
 
 class Handler(Region):
@@ -511,7 +365,7 @@ class Table:
         else:
             first = prog.inst(pc)
             insts = prog.interp.members(first, self.asked.__contains__) if prog.interp is not None else [first]
-            wanted = [(inst.pc, *_keyed(kind_of(inst))) for inst in insts]
+            wanted = [(inst.pc, *keyed(kind_of(inst))) for inst in insts]
         new: dict[tuple, Kind] = {}  # the kinds first met in this process: made from their instructions
         rows = []
         for at, key, ws in wanted:
@@ -547,7 +401,7 @@ class Table:
         code = self.prog.fetch(pc, 16 * SWEEP)
 
         def rows() -> list:
-            return [(inst.pc - pc, *_keyed(kind_of(inst))) for inst in self._sweep(pc, code)]
+            return [(inst.pc - pc, *keyed(kind_of(inst))) for inst in self._sweep(pc, code)]
         if category.enabled():
             found = rows()
         else:
