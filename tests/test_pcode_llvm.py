@@ -357,7 +357,7 @@ def test_keys_compiled_together_share_one_object(tmp_path) -> None:
     objects = list((tmp_path / "llvm").glob("b*.o"))
     assert len(objects) == 1 and len(list((tmp_path / "llvm").glob("*.o"))) == 3  # the object and two key files
     assert _batch(tmp_path, "b", "load") == ["0", "1", ok]
-    assert _batch(tmp_path, "a,b", "load") == ["0", "2", ok, ok]  # one object, loaded once
+    assert _batch(tmp_path, "a,b", "load") == ["0", "1", ok, ok]  # one object, read from disk once
     assert _batch(tmp_path, "a,c", "all") == ["1", "1", ok, ok]  # only what is not cached is compiled
     good = objects[0].read_bytes()
     for bad in (good[: len(good) // 2], good[:-1] + bytes([good[-1] ^ 1]), b""):
@@ -368,7 +368,7 @@ def test_keys_compiled_together_share_one_object(tmp_path) -> None:
     name = link.read_bytes().split()[0][len(b"HWEMULN1"):]
     for bad in (b"HWEMULN1", b"HWEMULN1../../../etc/passwd x", b"HWEMULN1" + name + b" not-its-symbol"):
         link.write_bytes(bad)
-        assert "miss" in _batch(tmp_path, "a,b", "load")
+        assert sorted(_batch(tmp_path, k, "load")[2] for k in "ab") == [ok, "miss"]  # only the damaged key's
 
 
 @settings(max_examples=200, deadline=None)

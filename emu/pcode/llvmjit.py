@@ -229,7 +229,8 @@ class Engine:
         has it."""
         with self._lock:
             self._open()
-            if self._loaded.get(key):
+            if self._loaded.get(key) or self._symbol(key) in self._symbols:  # an object loaded defines it
+                self._loaded[key] = True
                 self.stats["memory_hits"] += 1
                 return self.address(self._symbol(key))
             found = self._read(key)
