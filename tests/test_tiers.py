@@ -220,6 +220,26 @@ def _natively(tier: str, arch: str, text: str, runs: list[tuple[int, int]], mode
         _compare(tier, arch, None, [code], seed, exec_mask, mode_bits)
 
 
+@pytest.mark.llvm
+def test_a_handler_llvm_rejects_leaves_the_others_native(monkeypatch, tmp_path):
+    """A kernel's missing handlers compile as one LLVM module; where LLVM rejects it (one handler's code), each is
+    compiled on its own: the rejected kind runs interpreted, said once, and the others keep their handlers."""
+    from emu.amd.exec import jit, threaded
+    for name, empty in (("_handlers", {}), ("_asked", set()), ("_made", [])):
+        monkeypatch.setattr(threaded, name, empty)
+    monkeypatch.setattr(jit, "sources", lambda: f"rejects {tmp_path}")  # no handler of this process or disk fits
+    build = threaded.Handler.build
+
+    def rejected(self, name: str):
+        return "not LLVM IR" if self.kind.inst.op.name == "V_MUL_F32" else build(self, name)
+    monkeypatch.setattr(threaded.Handler, "build", rejected)
+    with pytest.warns(RuntimeWarning, match="native code was not compiled"):
+        _natively("threaded", "gfx1100", "v_add_f32 v1, v2, v3\nv_mul_f32 v4, v5, v6\nv_sub_f32 v7, v8, v9",
+                  [(5, (1 << 32) - 1)], F32_KEEP_IN | F32_KEEP_OUT)
+    made = {full[-1][2]: addr for full, addr in threaded._handlers.items()}
+    assert made["V_MUL_F32"] is None and made["V_ADD_F32"] and made["V_SUB_F32"]
+
+
 _PACKED = {  # VOP3P packed math: halves picked by op_sel / op_sel_hi, negated by neg_lo / neg_hi; SGPR and constants;
     # CDNA's moves to, from and between the ACC VGPRs (LLVM keeps spilled VGPRs there)
     "gfx942": "v_pk_fma_f32 v[0:1], v[2:3], v[4:5], v[6:7]\nv_pk_mul_f32 v[8:9], v[2:3], v[4:5] op_sel:[1,0] "
