@@ -4,15 +4,19 @@ access patterns counted through a PM4 queue (COPY_DATA from perf, every WGP and 
 counts derived from the rules, the addresses the kernels compute and llvm-objdump-19's listing."""
 from __future__ import annotations
 
+import json
 import shutil
+import types
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_perfmon import BROADCAST, _copy, _regs, _set, _wgps
 from test_stats import listing
 
 from emu.amd import gl2c, target
-from emu.amd.accesses import bank_cycles, lines
+from emu.amd.accesses import Accesses, bank_cycles, lines
 from emu.amd.perfmon import PMC
 from stack import Device
 from stack.codegen import opencl
@@ -45,6 +49,46 @@ def test_lines_are_the_distinct_128_byte_lines_touched():
     assert lines([(a, 4, None)]) == [0, 1, 2, 1 << 33]  # 126 + 3 reaches line 1
     assert lines([(a, 4, np.array([1, 1, 0, 0, 0, 0], bool))]) == [0]
     assert lines([(np.array([0x1000], np.uint64), 64, None), (np.array([0x1040], np.uint64), 64, None)]) == [32]
+
+
+class _Requests:
+    def __init__(self):
+        self.lines: list[int] = []
+
+    def request(self, line: int) -> None:
+        self.lines.append(line)
+
+
+# an access: LDS or not, bytes, active lanes, the lanes' addresses (base + a spread drawn from a seed), all inside
+# the 48-bit VA space as every access native code logs is (it lies in a mapping)
+_ACCESS = st.tuples(st.booleans(), st.sampled_from([1, 2, 4, 8, 12, 16, 64]), st.integers(0, (1 << 32) - 1),
+                    st.one_of(st.integers(0, (1 << 48) - (1 << 20)), st.just(0)), st.sampled_from([4, 256, 1 << 16]),
+                    st.integers(0, 1 << 30))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(_ACCESS, min_size=1, max_size=3), max_size=12))
+def test_a_native_log_counts_as_each_instruction_accounted_in_turn(insts):
+    """A call's log (Region._logged's records: the instruction's index, PC, bytes | LDS << 16, active lanes,
+    addresses) is accounted as the interpreted steps account each instruction: its distinct lines to the L2 in
+    address order, instruction by instruction, and a DS instruction's bank cycles."""
+    lanes = 32
+    rows, want_lines, want_banks = [], [], [0, 0]
+    for k, accesses in enumerate(insts):
+        lds = accesses[0][0]  # a DS instruction's accesses are all the LDS's, another's all the VM's
+        entries = []
+        for _, nbytes, mask, base, spread, seed in accesses:
+            addrs = base + np.random.default_rng(seed).integers(0, spread, lanes, dtype=np.uint64)
+            entries.append((addrs, nbytes, (mask >> np.arange(lanes)) & 1 == 1))
+            rows.append([k + 1, 4 * k, nbytes | lds << 16, mask, *addrs.tolist()])
+        if lds:
+            want_banks = [x + y for x, y in zip(want_banks, bank_cycles(entries, lanes), strict=True)]
+        else:
+            want_lines += lines(entries)
+    acc = Accesses(types.SimpleNamespace(lanes=lanes), _Requests(), True)
+    acc._logged(np.array(rows, np.uint64).view(np.int64).reshape(-1) if rows else np.zeros(0, np.int64))
+    assert acc.l2.lines == want_lines
+    assert list(acc.take()) == want_banks
 
 
 def test_l2_is_lru_per_set():
@@ -163,3 +207,37 @@ def test_a_line_read_twice_hits_the_second_time(arch, tier, tmp_path, monkeypatc
     assert 2 * waves + 1 <= once["GL2C_MISS"] <= 2 * waves + smem["once"]
     assert (twice["GL2C_HIT"], twice["GL2C_MISS"]) == (once["GL2C_HIT"] + waves, once["GL2C_MISS"])
     assert once["SQC_LDS_IDX_ACTIVE"] == once["SQC_LDS_BANK_CONFLICT"] == 0  # no DS instruction
+
+
+PMC_MATMUL = """
+import json
+import numpy as np
+from tinygrad import Tensor, Device
+from tinygrad.device import Compiled
+from tinygrad.engine.realize import run_linear
+run_linear((Tensor.empty(64, 64) @ Tensor.empty(64, 64)).sum(axis=1).schedule_linear())
+Device[Device.DEFAULT].synchronize()
+print("PMC " + json.dumps([{s.name: int(np.frombuffer(e.blob[s.off:s.off + s.size], np.uint64).sum()) for s in e.sched}
+                           for e in Compiled.profile_events if type(e).__name__ == "ProfilePMCEvent"]))
+"""
+
+
+def test_counted_waves_run_natively_and_count_as_the_interpreter_does():
+    """tinygrad's PROFILE=1 PMC=1 selects address counters (GL2C hits and misses, LDS bank conflicts): its waves run
+    the threaded tier's native code, memory instructions included, which logs their accesses. Each counter's sum
+    over its instances is the interpreter's (which L2 channel a line goes to depends on where the buffers landed),
+    and every wave-instruction runs natively, as with the counters off (HWEMU_STATS; HWEMU_TIER=threaded compiles
+    each handler when first asked, so the count does not depend on timing)."""
+    from test_tinygrad import check, run_tinygrad
+
+    def run(tier: str, pmc: str) -> tuple[list[dict], str]:
+        p = run_tinygrad(PMC_MATMUL, "MOCKKFD+AMD:LLVM:gfx1100",
+                         {"PROFILE": "1", "PMC": pmc, "HWEMU_TIER": tier, "HWEMU_STATS": "1"})
+        counts = json.loads(check(p).split("PMC ", 1)[1].splitlines()[0])
+        return counts, next(ln for ln in p.stderr.splitlines() if ln.startswith("kernel@"))
+    interpreted, _ = run("interp", "1")
+    native, counted_stats = run("threaded", "1")
+    _, plain_stats = run("threaded", "0")
+    assert interpreted and all(d["GL2C_HIT"] + d["GL2C_MISS"] for d in interpreted) and native == interpreted
+    assert counted_stats.split()[1:] == plain_stats.split()[1:], (counted_stats, plain_stats)
+    assert counted_stats.endswith(" 100% native"), counted_stats  # every instruction of the kernel has a handler

@@ -1,14 +1,15 @@
 """The memory accesses of a counted dispatch's instructions, for the performance counters that depend on addresses:
 the LDS's bank conflicts (SQC_LDS_IDX_ACTIVE, SQC_LDS_BANK_CONFLICT) and the L2's hits and misses (emu.amd.gl2c).
 
-Where they are seen: the native tiers and the lean interpreter's fused steps reach memory directly, so a dispatch
-whose selected counters need addresses runs every wave step by step here (the thread trace and HWEMU_TRACE build
-their steps on this view of the program): its memory instructions (VMEM, SMEM, DS) one at a time on the reference
-plans, whose every access goes through a memory space's load, store or read (emu.amd.memspace, emu.amd.memory; the
-waves' VM and LDS are recording views of the real ones, and each instruction's accesses are accounted when it has
-run), the instructions between them on the threaded tier's native code where it has their handlers (its loop stops
-before each memory instruction), else on the interpreter. Dispatches whose counters need no addresses keep their
-tiers.
+Where they are seen: a dispatch whose selected counters need addresses runs every wave here (the thread trace and
+HWEMU_TRACE build their steps on this view of the program), on the threaded tier's native code where it has the
+handlers: its memory instructions log each access (the instruction's index in the call, its PC, the bytes, the
+active lanes and their addresses: emu.amd.exec.translate.Region._logged) and the log is accounted after each call.
+What native code does not run goes one instruction at a time: the memory instructions (VMEM, SMEM, DS) on the
+reference plans, whose every access goes through a memory space's load, store or read (emu.amd.memspace,
+emu.amd.memory; the waves' VM and LDS are recording views of the real ones, and each instruction's accesses are
+accounted when it has run), the others on the interpreter. Both ways an instruction's accesses are the same.
+Dispatches whose counters need no addresses keep their tiers.
 
 The LDS (AMD's RDNA whitepaper: a WGP's 128 KiB LDS is 64 banks of 512 dwords, a half of 32 banks by each CU;
 AMD's ROCm guide to LDS bank conflicts: banks 4 bytes wide, lanes that access different dwords of one bank in the
@@ -31,10 +32,12 @@ import numpy as np
 from emu.amd.exec.category import LDS as DS
 from emu.amd.exec.category import SMEM, VMEM, category, tallied
 from emu.amd.gl2c import L2
+from emu.amd.memory import VA_BITS
 from emu.amd.memspace import LDS
 
 BANKS = 32  # the banks serving one half of a wave's lanes
 LINE_SHIFT = 7  # 128-byte L2 lines
+LINE_BITS = VA_BITS - LINE_SHIFT  # a line's bits: every access native code logs lies in a mapping of the VA space
 
 
 class _LDS(LDS):
@@ -144,12 +147,39 @@ class Accesses:
     def inst(self, pc: int):
         return self.prog.inst(pc)
 
-    def threaded_step(self, pc: int, step, ran=None, keep=None):
-        """The step at pc of a wave of the dispatch (emu.amd.exec.wave.Program.threaded_step): native code runs the
-        instructions that access no memory, up to the next that does; that one runs `step` (accounted)."""
-        if not unaccounted(self.prog.inst(pc)):
-            return step
-        return self.prog.threaded_step(pc, step, ran, unaccounted)
+    def threaded_step(self, pc: int, step, ran=None):
+        """The step at pc of a wave of the dispatch (emu.amd.exec.wave.Program.threaded_step): native code, whose
+        memory instructions log their accesses, accounted after each call (`_logged`); where it runs nothing,
+        `step` (accounted)."""
+        return self.prog.threaded_step(pc, step, ran, self._logged)
+
+    def _logged(self, records: np.ndarray) -> None:
+        """Account the accesses native code logged (emu.amd.exec.translate.Region._logged's records: the
+        instruction's index in the call, its PC, bytes | LDS << 16, the active lanes, the addresses) as `single`
+        accounts an interpreted instruction's: each DS instruction's bank cycles, and each VMEM / SMEM instruction's
+        distinct lines, in order, to the L2 (all of a call's at once)."""
+        lanes = self.prog.lanes
+        recs = records.view(np.uint64).reshape(-1, 4 + lanes)
+        seq, tag, addrs = recs[:, 0], recs[:, 2], recs[:, 4:]
+        active = (recs[:, 3:4] & np.left_shift(np.uint64(1), np.arange(lanes, dtype=np.uint64))) != 0
+        nbytes, lds = tag & np.uint64(0xFFFF), tag >> np.uint64(16) != 0
+        if self.l2 is not None and not lds.all():
+            vm = ~lds
+            a, on = addrs[vm], np.tile(active[vm], 2)
+            lines = np.concatenate([a, a + np.maximum(nbytes[vm], 1)[:, None] - np.uint64(1)], axis=1) >> np.uint64(
+                LINE_SHIFT)  # each lane's first and last line
+            rank = np.cumsum(np.r_[True, seq[vm][1:] != seq[vm][:-1]]).astype(np.uint64)  # the instruction's
+            key = np.unique((rank[:, None] << np.uint64(LINE_BITS) | lines)[on])  # by instruction, then line
+            request = self.l2.request
+            for n in (key & np.uint64((1 << LINE_BITS) - 1)).tolist():
+                request(n)
+        if self.banks and lds.any():
+            at = np.flatnonzero(lds)
+            first = np.flatnonzero(np.r_[True, seq[at][1:] != seq[at][:-1]])
+            for lo, hi in zip(first, [*first[1:], len(at)], strict=True):
+                cycles, conflicts = bank_cycles([(addrs[i], int(nbytes[i]), active[i]) for i in at[lo:hi]], lanes)
+                self.lds_cycles += cycles
+                self.lds_conflicts += conflicts
 
     def single(self, pc: int):
         """The step of the instruction at pc: the program's, or for a memory instruction the reference plan's

@@ -39,7 +39,7 @@ from emu.amd.exec import access, category, jit, takes
 from emu.amd.exec.control import ENDS, SOPP_BRANCHES
 from emu.amd.exec.kinds import Kind, NotSymbolic, Sym, keyed, kind_of
 from emu.amd.exec.operands import constant
-from emu.amd.exec.translate import BUDGET, EXECUTED, LOG, PC_MASK, START, STATUS, THREADED, Region
+from emu.amd.exec.translate import ACCESSES, BUDGET, EXECUTED, LOG, PC_MASK, START, STATUS, THREADED, Region
 from emu.amd.exec.translate_state import I32, I64, PTR, Exit, Hooks, fit
 from emu.pcode.llvmemit import emit
 from emu.pcode.llvmjit import Closed, Engine, engine
@@ -49,6 +49,7 @@ LOOP_ENGINE = "threaded-loop"  # the loop that calls the handlers: optimized as 
 HEAD = 2  # entry words before the Sym words: handler address, PC
 MAX_SPAN = 1 << 22  # bytes of code one program's index covers
 LOG_MAX = 4096  # instructions one call of the logged loop runs at most (the length of its log)
+ACCESS_LOG = 1024  # records an access log holds (a call ends once it is nearly full: Region._logged)
 SWEEP = 4096  # instructions a program's first request decodes ahead (its whole kernel, as a rule)
 _SIG = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_void_p] * 4)
 
@@ -175,8 +176,7 @@ def _loop(logged: bool) -> int:
 
     def word(b, i):
         return b.load(b.gep(ctr, [I64(i)], source_etype=I64), typ=I64)
-    budget, index, base, length, ents = (word(b, i) for i in (BUDGET, THREADED, THREADED + 1, THREADED + 2,
-                                                             THREADED + 3))
+    index, base, length, ents = (word(b, i) for i in (THREADED, THREADED + 1, THREADED + 2, THREADED + 3))
     index, ents = b.inttoptr(index, PTR), b.inttoptr(ents, PTR)
     log = b.inttoptr(word(b, LOG), PTR) if logged else None
     start = word(b, START)
@@ -184,7 +184,7 @@ def _loop(logged: bool) -> int:
     b = ir.IRBuilder(look)
     pc = b.phi(I64, "pc")
     pc.add_incoming(start, entry)
-    ran = word(b, EXECUTED)
+    ran, budget = word(b, EXECUTED), word(b, BUDGET)  # a nearly full access log ends the budget (Region._logged)
     off = b.sub(pc, base)
     inside = b.and_(b.icmp_unsigned("<", off, b.shl(length, I64(2))), b.icmp_unsigned("==", b.and_(off, I64(3)),
                                                                                       I64(0)))
@@ -277,25 +277,27 @@ class Table:
         self.asked: set[int] = set()  # PCs whose handlers were asked for (once each)
         self.seen = len(_made)  # how many of _made this table has looked at (those before: in _handlers)
         self.log = np.zeros(LOG_MAX, np.int64)  # the PCs a call of the logged loop ran
-        self.kept: tuple = (None, -1, self.index)  # (keep, self.used, the index of what it keeps): Table.step
+        self.accesses: np.ndarray | None = None  # a counted dispatch's calls' access log (Table._accesses)
 
     def step(self, pc: int, step, native, ran: Callable[[object, list[int]], None] | None = None,
-             keep: Callable[[object], bool] | None = None):
+             accessed: Callable[[np.ndarray], None] | None = None):
         """The step at pc: the threaded loop from there once its handler is installed, else `step`. `native(fn,
         arm)` makes the call of a native function (emu.amd.exec.wave.Program._call). With `ran` (a traced wave's
         step, emu.amd.sqtt) the logged loop runs, at most LOG_MAX instructions a call, and `ran(w, pcs)` is given
-        the PCs of the instructions it ran, in order (`step` records its own). With `keep` the loop runs only the
-        instructions `keep(inst)` holds for, and stops before the others (a counted dispatch's memory
-        instructions, emu.amd.accesses)."""
+        the PCs of the instructions it ran, in order (`step` records its own). With `accessed` (a counted
+        dispatch's, emu.amd.accesses) the memory instructions log their accesses, and `accessed(records)` is given
+        them after each call that ran instructions (Region._logged's records, 4 + lanes words each)."""
         asked = [False]
         call = [None]
         logged = ran is not None
 
         def arm(ctr: np.ndarray) -> None:
-            self.arm(ctr, None if keep is None else self._kept(keep))
+            self.arm(ctr)
             if logged:
                 ctr[BUDGET] = min(ctr[BUDGET], LOG_MAX)
                 ctr[LOG] = self.log.ctypes.data
+            if accessed is not None:
+                ctr[ACCESSES:ACCESSES + 4] = (self._accesses().ctypes.data, 0, len(self.accesses), 0)
 
         def run(w):
             if not asked[0]:
@@ -308,27 +310,27 @@ class Table:
             if not self.has(pc) or _loops.get(logged) is None:
                 return step(w)
             if call[0] is None:
-                call[0] = native(_loops[logged], arm if logged or keep is not None else self.arm)
-            if not logged:
+                call[0] = native(_loops[logged], arm if logged or accessed is not None else self.arm)
+            if not logged and accessed is None:
                 return call[0](w)
             ctr = jit.counters(w).ctr
             ctr[EXECUTED] = 0  # stays 0 where the call runs nothing (then `step` runs, and records)
             r = call[0](w)
-            if ctr[EXECUTED]:
+            if ctr[EXECUTED] and logged:
                 ran(w, self.log[:ctr[EXECUTED]].tolist())
+            if ctr[EXECUTED] and accessed is not None:
+                if ctr[ACCESSES + 3]:
+                    raise RuntimeError(f"hwemu: {ctr[ACCESSES + 3]} memory access records did not fit the log (an "
+                                       "emulator bug; please report it)")
+                accessed(self.accesses[:ctr[ACCESSES + 1]])
             return r
         return run
 
-    def _kept(self, keep: Callable[[object], bool]) -> np.ndarray:
-        """The index less the entries of the instructions `keep` does not hold for (made again once handlers were
-        installed since)."""
-        if self.kept[:2] != (keep, self.used):
-            index = self.index.copy()
-            for i in np.flatnonzero(index):
-                if not keep(self.prog.inst(self.base + 4 * int(i))):
-                    index[i] = 0
-            self.kept = (keep, self.used, index)
-        return self.kept[2]
+    def _accesses(self) -> np.ndarray:
+        """The log the memory instructions of a counted dispatch's calls write (made at its first use)."""
+        if self.accesses is None:
+            self.accesses = np.zeros(ACCESS_LOG * (4 + self.prog.lanes), np.int64)
+        return self.accesses
 
     def loop_from(self, pc: int) -> int | None:
         """The threaded loop's address for a launcher that starts waves at `pc` (emu.amd.exec.launch), once pc's
@@ -444,10 +446,9 @@ class Table:
         i = (pc - self.base) >> 2
         return 0 <= i < len(self.index) and bool(self.index[i])
 
-    def arm(self, ctr: np.ndarray, index: np.ndarray | None = None) -> None:
-        """Point a native call's counters at the tables (`index`: one in place of the table's, Table._kept)."""
-        index = self.index if index is None else index
-        ctr[THREADED:THREADED + 4] = (index.ctypes.data, self.base, len(index), self.ents.ctypes.data)
+    def arm(self, ctr: np.ndarray) -> None:
+        """Point a native call's counters at the tables."""
+        ctr[THREADED:THREADED + 4] = (self.index.ctypes.data, self.base, len(self.index), self.ents.ctypes.data)
 
     def _put(self, pc: int, addr: int, ws: list[int]) -> None:
         if not len(self.index):

@@ -42,7 +42,7 @@ from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
 from emu.amd.exec.state import BARRIER, CATEGORIES, END, EXEC, MODE, SCC, VCC
 from emu.amd.exec.translate_alu import AluCode
 from emu.amd.exec.translate_mem import MemoryCode
-from emu.amd.exec.translate_state import I1, I32, I64, PTR, Exit, Hooks, StateCode
+from emu.amd.exec.translate_state import I1, I32, I64, PTR, Exit, Hooks, StateCode, fit
 from emu.amd.memory import GPUFault
 from emu.amd.regs import EXECZ, VCCZ
 from emu.pcode.llvmemit import emit
@@ -60,7 +60,10 @@ TALLY = BRANCH_RING + RING  # ctr[TALLY + c]: instructions of category c run (HW
 THREADED = TALLY + len(CATEGORIES)  # ctr[THREADED..+4]: the threaded tier's tables (emu.amd.exec.threaded)
 BASE = THREADED + 4  # ctr[BASE]: the PC of the region's entry (its code holds PCs as offsets from it)
 LOG = BASE + 1  # ctr[LOG]: where the logged threaded loop writes the PCs it runs (a traced wave's, emu.amd.sqtt)
-CTR_WORDS = LOG + 1
+# ctr[ACCESSES..+4]: where memory instructions log their accesses (a counted dispatch's, emu.amd.accesses; 0: none),
+# the words used, the words it holds, the records that did not fit (access.py's hwemu_log_access)
+ACCESSES = LOG + 1
+CTR_WORDS = ACCESSES + 4
 MAX_INSTS = 4000  # instructions per region
 
 
@@ -320,7 +323,22 @@ class Region(StateCode, AluCode, MemoryCode):
         go = self.fn.append_basic_block(f"placed_{inst.pc:x}")
         b.cbranch(bad, out, go)
         self._leave(ir.IRBuilder(out), inst.pc, uncount=inst)
-        return ir.IRBuilder(go), hosts
+        b = ir.IRBuilder(go)
+        self._logged(b, inst, addr, nbytes, active)
+        return b, hosts
+
+    def _logged(self, b, inst, addr, nbytes: int, active, lds: bool = False) -> None:
+        """Log one memory access of `inst` (addr: <lanes x i64>) where ctr[ACCESSES] holds a log: (the instruction's
+        index in the call, its PC, nbytes | lds << 16, the active lanes, the addresses). A log nearly full ends the
+        call after this instruction (the threaded loop reads ctr[BUDGET] before each)."""
+        acc = self._gep(b, self.ctr, ACCESSES, I64)
+        with b.if_then(b.icmp_unsigned("!=", b.load(acc, typ=I64), I64(0)), likely=False):
+            seq = b.add(b.load(self._gep(b, self.ctr, EXECUTED, I64), typ=I64), b.load(self.n, typ=I64))
+            pc = fit(b, self._state(b, "PC", inst), 64)
+            fn = access.function(self.fn.module, "hwemu_log_access", self.lanes)
+            full = b.call(fn, [acc, seq, pc, I64(nbytes | lds << 16), addr, active])
+            with b.if_then(full):
+                b.store(I64(0), self._gep(b, self.ctr, BUDGET, I64))
 
     def sink(self, b):
         """Where inactive lanes' loads and stores go (ctr[SINK..])."""

@@ -21,16 +21,18 @@ class _LDSHooks(Hooks):
     write (their store goes to the counters' sink). Each access is a call of a per-lane function
     (emu.amd.exec.access)."""
 
-    def __init__(self, region: MemoryCode):
-        self.r = region
+    def __init__(self, region: MemoryCode, inst):
+        self.r, self.inst = region, inst
 
     def load(self, b, file, addr, bits, mask):
         r = self.r
+        r._logged(b, self.inst, fit(b, addr, 64), bits // 8, mask, lds=True)
         fn = access.function(r.fn.module, "hwemu_lds_load", r.lanes, bits)
         return b.call(fn, [r.lds, r.lds_size, fit(b, addr, 64), mask])
 
     def store(self, b, file, addr, value, bits, mask):
         r = self.r
+        r._logged(b, self.inst, fit(b, addr, 64), bits // 8, mask, lds=True)
         fn = access.function(r.fn.module, "hwemu_lds_store", r.lanes, bits)
         b.call(fn, [r.lds, r.lds_size, r.sink(b), fit(b, addr, 64), fit(b, value, bits), mask])
 
@@ -75,7 +77,7 @@ class MemoryCode:
                 return self._imm(_DS_IMMEDIATES[n], o.value)
             return None
         exe = self._exec(b)
-        out = emit(b, sem.ir, self.lanes, self._inputs(b, bd, inst, operand, vector=True), _LDSHooks(self))
+        out = emit(b, sem.ir, self.lanes, self._inputs(b, bd, inst, operand, vector=True), _LDSHooks(self, inst))
         for n, v in out.items():
             o = bd.outputs.get(n)
             if o is not None and o.kind is Kind.VGPR:

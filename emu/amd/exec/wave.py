@@ -30,7 +30,7 @@ from emu.amd.exec.hwreg import default_mode
 from emu.amd.exec.interp import Interp
 from emu.amd.exec.plan import Planner, end_step
 from emu.amd.exec.state import ACC, BARRIER, END, WaveState
-from emu.amd.exec.translate import BRANCHES, EXECUTED, LANE_OPS, LDS_SIZE, STATUS
+from emu.amd.exec.translate import ACCESSES, BRANCHES, EXECUTED, LANE_OPS, LDS_SIZE, STATUS
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.pcode.llvmjit import GATE
@@ -97,13 +97,13 @@ class Program:
         return s
 
     def threaded_step(self, pc: int, step, ran: Callable[[WaveState, list[int]], None] | None = None,
-                      keep: Callable[[object], bool] | None = None):
+                      accessed: Callable[[np.ndarray], None] | None = None):
         """The step at pc of a wave that leaves the native launcher (traced, or counted): the threaded tier's loop
-        once it has pc's handler, logging the PCs it runs for `ran(w, pcs)`, running only the instructions `keep`
-        holds for (emu.amd.exec.threaded.Table.step); else `step`."""
+        once it has pc's handler, logging the PCs it runs for `ran(w, pcs)` and the memory accesses for
+        `accessed(records)` (emu.amd.exec.threaded.Table.step); else `step`."""
         if self.threaded is None:
             return step
-        return self.threaded.step(pc, step, lambda fn, arm: self._call(pc, fn, step, arm), ran, keep)
+        return self.threaded.step(pc, step, lambda fn, arm: self._call(pc, fn, step, arm), ran, accessed)
 
     def single(self, pc: int):
         """The step of the one instruction at pc (no block, no native code: what a traced wave runs)."""
@@ -191,6 +191,7 @@ class Program:
             ix = w.vm.index if w.vm is not None else None  # held during the call: the mapped buffers stay alive
             table = jit.NO_MAPPINGS if ix is None else ix.table
             ctr[:STATUS + 1] = (min(jit.BUDGET, w.left), 0, 0, ctr[LDS_SIZE], table.ctypes.data, pc, 0)
+            ctr[ACCESSES] = 0  # no access log unless `arm` gives one
             arm(ctr)
             branches = int(ctr[BRANCHES])
             if not GATE.enter():  # the process is exiting
