@@ -55,8 +55,8 @@ class _Requests:
     def __init__(self):
         self.lines: list[int] = []
 
-    def request(self, line: int) -> None:
-        self.lines.append(line)
+    def requests(self, lines: np.ndarray) -> None:
+        self.lines += lines.tolist()
 
 
 # an access: LDS or not, bytes, active lanes, the lanes' addresses (base + a spread drawn from a seed), all inside
@@ -89,6 +89,19 @@ def test_a_native_log_counts_as_each_instruction_accounted_in_turn(insts):
     acc._logged(np.array(rows, np.uint64).view(np.int64).reshape(-1) if rows else np.zeros(0, np.int64))
     assert acc.l2.lines == want_lines
     assert list(acc.take()) == want_banks
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 1 << 32), st.sampled_from([1, 3, 24 * 128 * 17]), st.sampled_from([6144, 8192, 256]))
+def test_native_requests_are_the_python_model(seed, spread, kb):
+    """L2.requests (native code, a counted dispatch's) hits, misses and keeps the lines L2.request does one by one."""
+    lines = np.random.default_rng(seed).integers(0, spread * 2, 3000, dtype=np.uint64) * np.uint64(1 + seed % 7)
+    native, python = gl2c.L2(kb), gl2c.L2(kb)
+    native.requests(lines)
+    for n in lines.tolist():
+        python.request(n)
+    assert native.take() == python.take()
+    assert (native.tags == python.tags).all() and (native.used == python.used).all()
 
 
 def test_l2_is_lru_per_set():

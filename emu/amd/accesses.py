@@ -164,15 +164,21 @@ class Accesses:
         active = (recs[:, 3:4] & np.left_shift(np.uint64(1), np.arange(lanes, dtype=np.uint64))) != 0
         nbytes, lds = tag & np.uint64(0xFFFF), tag >> np.uint64(16) != 0
         if self.l2 is not None and not lds.all():
-            vm = ~lds
-            a, on = addrs[vm], np.tile(active[vm], 2)
+            vm, none = ~lds, np.uint64(1 << LINE_BITS)  # `none`: past every line
+            a = addrs[vm]
             lines = np.concatenate([a, a + np.maximum(nbytes[vm], 1)[:, None] - np.uint64(1)], axis=1) >> np.uint64(
                 LINE_SHIFT)  # each lane's first and last line
-            rank = np.cumsum(np.r_[True, seq[vm][1:] != seq[vm][:-1]]).astype(np.uint64)  # the instruction's
-            key = np.unique((rank[:, None] << np.uint64(LINE_BITS) | lines)[on])  # by instruction, then line
-            request = self.l2.request
-            for n in (key & np.uint64((1 << LINE_BITS) - 1)).tolist():
-                request(n)
+            lines[~np.tile(active[vm], 2)] = none
+            lines.sort(axis=1)
+            new = lines != none
+            new[:, 1:] &= lines[:, 1:] != lines[:, :-1]  # each record's distinct lines, in order
+            inst = seq[vm]
+            if (inst[1:] == inst[:-1]).any():  # an instruction of several records: its lines merged
+                rank = np.cumsum(np.r_[True, inst[1:] != inst[:-1]]).astype(np.uint64)
+                key = np.unique((rank[:, None] << np.uint64(LINE_BITS) | lines)[new])  # by instruction, then line
+                self.l2.requests(key & (none - np.uint64(1)))
+            else:
+                self.l2.requests(lines[new])
         if self.banks and lds.any():
             at = np.flatnonzero(lds)
             first = np.flatnonzero(np.r_[True, seq[at][1:] != seq[at][:-1]])
@@ -208,8 +214,7 @@ class Accesses:
             self.lds_cycles += cycles
             self.lds_conflicts += conflicts
         if mem and self.l2 is not None:
-            for n in lines(mem):
-                self.l2.request(n)
+            self.l2.requests(np.array(lines(mem), np.uint64))
 
     def take(self) -> tuple[int, int]:
         """The DS cycles and conflict cycles since the last take."""

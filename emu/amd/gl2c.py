@@ -11,14 +11,91 @@ hwemu's model, deterministic and documented: a channel holds L2_CHANNEL_KB (so N
 least-recently-used order; a request, read or write, hits when its line is in its set, and otherwise misses and
 brings the line in, evicting the set's least recently used line when the set's ways are full. The L0 and L1
 caches in front of the L2 are not modelled: every request an instruction makes reaches the L2.
+
+The state is one array of tags (line + 1; 0: an empty way) and one of the request that last used each way, per set;
+`requests` runs many requests in native code (a counted dispatch's, emu.amd.accesses), `request` one in Python.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
+import ctypes
+import hashlib
+
+import numpy as np
+
+from emu.pcode.llvmjit import Closed, engine
 
 LINE = 128  # bytes per line
 WAYS = 16
 L2_CHANNEL_KB = 256
+
+_REQUESTS = f"""
+define void @requests(ptr %tags, ptr %used, ptr %clock, i64 %channels, i64 %sets, ptr %lines, i64 %n, ptr %hits,
+                      ptr %misses) {{
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %next]
+  %more = icmp ult i64 %i, %n
+  br i1 %more, label %request, label %done
+request:
+  %lp = getelementptr i64, ptr %lines, i64 %i
+  %ln = load i64, ptr %lp
+  %ch = urem i64 %ln, %channels
+  %q = udiv i64 %ln, %channels
+  %set = urem i64 %q, %sets
+  %s0 = mul i64 %ch, %sets
+  %s1 = add i64 %s0, %set
+  %row = mul i64 %s1, {WAYS}
+  %tag = add i64 %ln, 1
+  %c0 = load i64, ptr %clock
+  %c = add i64 %c0, 1
+  store i64 %c, ptr %clock
+  br label %way
+way:
+  %w = phi i64 [0, %request], [%w1, %other]
+  %lru = phi i64 [0, %request], [%lru1, %other]
+  %oldest = phi i64 [-1, %request], [%oldest1, %other]
+  %k = add i64 %row, %w
+  %tp = getelementptr i64, ptr %tags, i64 %k
+  %t = load i64, ptr %tp
+  %found = icmp eq i64 %t, %tag
+  br i1 %found, label %hit, label %other
+other:
+  %up = getelementptr i64, ptr %used, i64 %k
+  %u = load i64, ptr %up
+  %older = icmp ult i64 %u, %oldest
+  %lru1 = select i1 %older, i64 %w, i64 %lru
+  %oldest1 = select i1 %older, i64 %u, i64 %oldest
+  %w1 = add i64 %w, 1
+  %again = icmp ult i64 %w1, {WAYS}
+  br i1 %again, label %way, label %miss
+hit:
+  %hup = getelementptr i64, ptr %used, i64 %k
+  store i64 %c, ptr %hup
+  %hp = getelementptr i64, ptr %hits, i64 %ch
+  %h = load i64, ptr %hp
+  %h1 = add i64 %h, 1
+  store i64 %h1, ptr %hp
+  br label %next
+miss:
+  %vk = add i64 %row, %lru1
+  %vtp = getelementptr i64, ptr %tags, i64 %vk
+  store i64 %tag, ptr %vtp
+  %vup = getelementptr i64, ptr %used, i64 %vk
+  store i64 %c, ptr %vup
+  %mp = getelementptr i64, ptr %misses, i64 %ch
+  %m = load i64, ptr %mp
+  %m1 = add i64 %m, 1
+  store i64 %m1, ptr %mp
+  br label %next
+next:
+  %i1 = add i64 %i, 1
+  br label %loop
+done:
+  ret void
+}}
+"""
+_native: list = []  # the compiled `requests` (ctypes), once made
 
 
 def channels(l2_kb: int) -> int:
@@ -26,35 +103,58 @@ def channels(l2_kb: int) -> int:
     return max(l2_kb // L2_CHANNEL_KB, 1)
 
 
+def _requests():
+    """The native `requests` (compiled once per machine; None while the process exits)."""
+    if not _native:
+        e = engine("gl2c")
+        text = f'target triple = "{e.triple}"\ntarget datalayout = "{e.data_layout}"\n{_REQUESTS}'
+        try:
+            addr = e.compile(text, "requests", f"gl2c {hashlib.sha256(text.encode()).hexdigest()[:16]}")
+        except Closed:
+            return None
+        _native.append(ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 3, ctypes.c_int64, ctypes.c_int64,
+                                        ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)(addr))
+    return _native[0]
+
+
 class L2:
-    """The L2 of one chip: `request(line)` says hit or miss and counts it per channel."""
+    """The L2 of one chip: `request(line)` says hit or miss and counts it per channel; `requests(lines)` runs many."""
 
     def __init__(self, l2_kb: int):
         self.channels = channels(l2_kb)
         self.sets = max(l2_kb * 1024 // self.channels // (LINE * WAYS), 1)
-        self._sets: dict[tuple[int, int], OrderedDict[int, None]] = {}
-        self.hits = [0] * self.channels
-        self.misses = [0] * self.channels
+        self.tags = np.zeros((self.channels * self.sets, WAYS), np.int64)
+        self.used = np.zeros_like(self.tags)  # the request that last used each way (0: never)
+        self.clock = np.zeros(1, np.int64)
+        self.hits = np.zeros(self.channels, np.int64)
+        self.misses = np.zeros(self.channels, np.int64)
 
     def request(self, line: int) -> bool:
         """A request for line `line` (an address >> 7): True when it hits."""
         channel = line % self.channels
-        key = (channel, line // self.channels % self.sets)
-        s = self._sets.get(key)
-        if s is None:
-            s = self._sets[key] = OrderedDict()
-        if line in s:
-            s.move_to_end(line)
-            self.hits[channel] += 1
-            return True
-        if len(s) >= WAYS:
-            s.popitem(last=False)
-        s[line] = None
-        self.misses[channel] += 1
-        return False
+        row = channel * self.sets + line // self.channels % self.sets
+        self.clock[0] += 1
+        tags, used = self.tags[row], self.used[row]
+        found = np.flatnonzero(tags == line + 1)
+        way = int(found[0]) if found.size else int(np.argmin(used))
+        (self.hits if found.size else self.misses)[channel] += 1
+        tags[way], used[way] = line + 1, self.clock[0]
+        return bool(found.size)
+
+    def requests(self, lines: np.ndarray) -> None:
+        """Requests for `lines` (uint64 line numbers), in order, in native code (in Python while the process exits)."""
+        fn = _requests()
+        if fn is None:
+            for n in lines.tolist():
+                self.request(n)
+            return
+        lines = np.ascontiguousarray(lines, np.uint64)
+        fn(self.tags.ctypes.data, self.used.ctypes.data, self.clock.ctypes.data, self.channels, self.sets,
+           lines.ctypes.data, len(lines), self.hits.ctypes.data, self.misses.ctypes.data)
 
     def take(self) -> tuple[list[int], list[int]]:
         """The hits and misses per channel since the last take."""
-        out = self.hits, self.misses
-        self.hits, self.misses = [0] * self.channels, [0] * self.channels
+        out = self.hits.tolist(), self.misses.tolist()
+        self.hits[:] = 0
+        self.misses[:] = 0
         return out
