@@ -81,7 +81,8 @@ class GPUDevice:
         user = self.vm.user
         if not user:
             return False
-        kicks, bells = self.engine.doorbells.kicks, tuple(int(self.doorbells[q.doorbell]) for q in self.queues.values())
+        queues = list(self.queues.values())  # a copy: the client adds and removes queues meanwhile
+        kicks, bells = self.engine.doorbells.kicks, tuple(int(self.doorbells[q.doorbell]) for q in queues)
         if self._validated == (kicks, bells) and self._validated_user is user:
             return False
         gone = [user[i] for i in inaccessible([(m.host, m.size, m.writable) for m in user])]
@@ -142,7 +143,7 @@ class GPUDevice:
 
     def fault_reported(self) -> None:
         """The driver delivered the fault to the process: halted queues resume after the packet that faulted."""
-        for q in self.queues.values():
+        for q in list(self.queues.values()):
             if q.state == HALTED:
                 q.state, q.again = RUNNING, True
         self.engine.kick()

@@ -204,7 +204,7 @@ class Engine:
         a compute queue's next signal writes its own signal first, as the hardware's would, and a copy waiting on
         a signal sees it before a later one overwrites it)."""
         return any(o is not q and o.state == RUNNING and (o.again or int(o.gpu.doorbells[o.doorbell]) != o.rang)
-                   for g in self.gpus for o in g.queues.values())
+                   for g in self.gpus for o in list(g.queues.values()))  # a copy: the client adds queues
 
     def wait_progress(self, seen: int, timeout: float) -> int:
         """Until the engine has reported progress (a packet that stores to memory, the end of a queue's turn) since
