@@ -106,9 +106,9 @@ def channels(l2_kb: int) -> int:
 def _requests():
     """The native `requests` (compiled once per machine; None while the process exits)."""
     if not _native:
-        e = engine("gl2c")
-        text = f'target triple = "{e.triple}"\ntarget datalayout = "{e.data_layout}"\n{_REQUESTS}'
         try:
+            e = engine("gl2c")
+            text = f'target triple = "{e.triple}"\ntarget datalayout = "{e.data_layout}"\n{_REQUESTS}'
             addr = e.compile(text, "requests", f"gl2c {hashlib.sha256(text.encode()).hexdigest()[:16]}")
         except Closed:
             return None
