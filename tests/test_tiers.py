@@ -228,6 +228,7 @@ def test_a_handler_llvm_rejects_leaves_the_others_native(monkeypatch, tmp_path):
     for name, empty in (("_handlers", {}), ("_asked", set()), ("_made", [])):
         monkeypatch.setattr(threaded, name, empty)
     monkeypatch.setattr(jit, "sources", lambda: f"rejects {tmp_path}")  # no handler of this process or disk fits
+    monkeypatch.setenv("HWEMU_CACHE", str(tmp_path))  # what it compiles stays out of the user's cache
     build = threaded.Handler.build
 
     def rejected(self, name: str):
