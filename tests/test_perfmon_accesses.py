@@ -4,7 +4,6 @@ access patterns counted through a PM4 queue (COPY_DATA from perf, every WGP and 
 counts derived from the rules, the addresses the kernels compute and llvm-objdump-19's listing."""
 from __future__ import annotations
 
-import json
 import shutil
 import types
 
@@ -241,16 +240,10 @@ def test_counted_waves_run_natively_and_count_as_the_interpreter_does():
     over its instances is the interpreter's (which L2 channel a line goes to depends on where the buffers landed),
     and every wave-instruction runs natively, as with the counters off (HWEMU_STATS; HWEMU_TIER=threaded compiles
     each handler when first asked, so the count does not depend on timing)."""
-    from test_tinygrad import check, run_tinygrad
-
-    def run(tier: str, pmc: str) -> tuple[list[dict], str]:
-        p = run_tinygrad(PMC_MATMUL, "MOCKKFD+AMD:LLVM:gfx1100",
-                         {"PROFILE": "1", "PMC": pmc, "HWEMU_TIER": tier, "HWEMU_STATS": "1"})
-        counts = json.loads(check(p).split("PMC ", 1)[1].splitlines()[0])
-        return counts, next(ln for ln in p.stderr.splitlines() if ln.startswith("kernel@"))
-    interpreted, _ = run("interp", "1")
-    native, counted_stats = run("threaded", "1")
-    _, plain_stats = run("threaded", "0")
+    from test_tinygrad import profiled
+    interpreted, _ = profiled(PMC_MATMUL, "PMC", {"PMC": "1", "HWEMU_TIER": "interp"})
+    native, counted_stats = profiled(PMC_MATMUL, "PMC", {"PMC": "1", "HWEMU_TIER": "threaded"})
+    _, plain_stats = profiled(PMC_MATMUL, "PMC", {"PMC": "0", "HWEMU_TIER": "threaded"})
     assert interpreted and all(d["GL2C_HIT"] + d["GL2C_MISS"] for d in interpreted) and native == interpreted
     assert counted_stats.split()[1:] == plain_stats.split()[1:], (counted_stats, plain_stats)
     assert counted_stats.endswith(" 100% native"), counted_stats  # every instruction of the kernel has a handler

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_stats import mnemonic_category
-from test_tinygrad import check, run_tinygrad
+from test_tinygrad import check, profiled, run_tinygrad
 
 from emu.amd import drm, spi, sqtt, target
 from emu.amd.hw import pm4
@@ -185,14 +185,9 @@ def test_traced_waves_run_natively_and_trace_as_the_interpreter_does():
     (Recording.build): the trace is the interpreter's byte for byte, and as many wave-instructions run natively as
     with the trace off (HWEMU_STATS; HWEMU_TIER=threaded compiles each handler when first asked, so the count does
     not depend on timing)."""
-    def run(tier: str, trace: str) -> tuple[list[str], str]:
-        p = run_tinygrad(MATMUL, "MOCKKFD+AMD:LLVM:gfx1100",
-                         {"PROFILE": "1", "SQTT": trace, "HWEMU_TIER": tier, "HWEMU_STATS": "1"})
-        blobs = json.loads(check(p).split("SQTT ", 1)[1].splitlines()[0])
-        return blobs, next(ln for ln in p.stderr.splitlines() if ln.startswith("kernel@"))
-    interpreted, _ = run("interp", "1")
-    native, traced_stats = run("threaded", "1")
-    _, untraced_stats = run("threaded", "0")
+    interpreted, _ = profiled(MATMUL, "SQTT", {"SQTT": "1", "HWEMU_TIER": "interp"})
+    native, traced_stats = profiled(MATMUL, "SQTT", {"SQTT": "1", "HWEMU_TIER": "threaded"})
+    _, untraced_stats = profiled(MATMUL, "SQTT", {"SQTT": "0", "HWEMU_TIER": "threaded"})
     assert interpreted and any(interpreted) and native == interpreted
     assert traced_stats.split()[1:] == untraced_stats.split()[1:], (traced_stats, untraced_stats)
     assert traced_stats.endswith("native") and not traced_stats.endswith(" 0% native")

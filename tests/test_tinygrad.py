@@ -4,6 +4,7 @@ machine without ROCm (LLVM through Debian's libLLVM-19), and checks results agai
 from __future__ import annotations
 
 import ctypes.util
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +29,14 @@ def run_tinygrad(code: str, dev: str, env: dict | None = None, hwemu_run: bool =
 def check(p: subprocess.CompletedProcess) -> str:
     assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-5000:]}"
     return p.stdout
+
+
+def profiled(code: str, marker: str, env: dict) -> tuple[object, str]:
+    """Run tinygrad `code`, which prints `marker` and JSON, under PROFILE=1 and HWEMU_STATS on gfx1100 (LLVM
+    renderer): (the JSON, the first kernel's HWEMU_STATS line)."""
+    p = run_tinygrad(code, "MOCKKFD+AMD:LLVM:gfx1100", {"PROFILE": "1", "HWEMU_STATS": "1", **env})
+    out = json.loads(check(p).split(f"{marker} ", 1)[1].splitlines()[0])
+    return out, next(ln for ln in p.stderr.splitlines() if ln.startswith("kernel@"))
 
 
 OPS = """

@@ -70,23 +70,21 @@ other:
   %again = icmp ult i64 %w1, {WAYS}
   br i1 %again, label %way, label %miss
 hit:
-  %hup = getelementptr i64, ptr %used, i64 %k
-  store i64 %c, ptr %hup
-  %hp = getelementptr i64, ptr %hits, i64 %ch
-  %h = load i64, ptr %hp
-  %h1 = add i64 %h, 1
-  store i64 %h1, ptr %hp
-  br label %next
+  br label %use
 miss:
   %vk = add i64 %row, %lru1
   %vtp = getelementptr i64, ptr %tags, i64 %vk
   store i64 %tag, ptr %vtp
-  %vup = getelementptr i64, ptr %used, i64 %vk
-  store i64 %c, ptr %vup
-  %mp = getelementptr i64, ptr %misses, i64 %ch
-  %m = load i64, ptr %mp
-  %m1 = add i64 %m, 1
-  store i64 %m1, ptr %mp
+  br label %use
+use:
+  %at = phi i64 [%k, %hit], [%vk, %miss]
+  %count = phi ptr [%hits, %hit], [%misses, %miss]
+  %atp = getelementptr i64, ptr %used, i64 %at
+  store i64 %c, ptr %atp
+  %cp = getelementptr i64, ptr %count, i64 %ch
+  %n0 = load i64, ptr %cp
+  %n1 = add i64 %n0, 1
+  store i64 %n1, ptr %cp
   br label %next
 next:
   %i1 = add i64 %i, 1
