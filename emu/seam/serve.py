@@ -16,6 +16,7 @@ import traceback
 from emu.amd.exec import jit
 from emu.os import interface
 from emu.os.system import attach
+from emu.pcode.llvmjit import CLOSE_TIMEOUT, GATE
 from emu.seam import ARCH, GPUS, LOG
 
 OPEN, CLOSE, IOCTL, MMAP, DUP = range(5)  # emu/seam/seam.h's enum seam_request
@@ -73,10 +74,11 @@ def call(request: int, path: str | None, *a: int) -> int:
 
 def at_exit() -> None:
     """The client is exiting (python.c, before any library's exit handler or destructor): hwemu's threads end first, so
-    that none of them is inside native code (LLVM, numpy) while the libraries tear it down. The mock GPUs' engine
-    runs the packets in flight to their end, then hwemu's exit functions run (HWEMU_STATS's report; the JIT closes),
-    then the compile thread ends, finding the JIT closed. Work the client's own exit handlers still submit runs on
-    the thread that waits for it."""
+    that none of them is inside native code (LLVM, numpy) while the libraries tear it down. Compiled code stops
+    (GATE: no LLVM engine is made any more either), the mock GPUs' engine runs the packets in flight to their end,
+    interpreted, then hwemu's exit functions run (HWEMU_STATS's report; the JIT closes), then the compile thread
+    ends, finding the JIT closed. Work the client's own exit handlers still submit runs on the thread that waits."""
+    GATE.close(CLOSE_TIMEOUT)
     if _system is not None and not _system.engine.stop(STOP_WAIT):
         print(f"hwemu seam: the mock GPUs' engine did not end within {STOP_WAIT:g} s of the exit", file=sys.stderr)
     atexit._run_exitfuncs()
