@@ -188,6 +188,7 @@ class Engine:
         self._moved = threading.Condition(threading.Lock())
         self._sleepers = 0
         self.stopped = False  # the process is exiting (stop): the engine has no thread any more
+        self._inline = threading.Lock()  # after stop: one kicking thread at a time runs the queues
 
     def progress(self) -> None:
         """A packet that stores to memory ran, or a queue's turn ended (their memory effects, such as a signal, are
@@ -225,8 +226,9 @@ class Engine:
 
     def kick(self) -> None:
         if self.stopped and not (self._thread and self._thread.is_alive()):  # whoever kicks runs the queues' work
-            while self.run_pending():
-                pass
+            with self._inline:
+                while self.run_pending():
+                    pass
             return
         if self._thread is None:
             # clients busy-poll signals in Python: switch threads often so the device answers within ~0.2 ms
