@@ -187,6 +187,8 @@ class Engine:
         self.served = 0  # progress reports so far (see wait_progress)
         self._moved = threading.Condition(threading.Lock())
         self._sleepers = 0
+        self.stopped = False  # the process is exiting (stop): the engine has no thread any more
+        self._inline = threading.Lock()  # after stop: one kicking thread at a time runs the queues
 
     def progress(self) -> None:
         """A packet that stores to memory ran, or a queue's turn ended (their memory effects, such as a signal, are
@@ -223,6 +225,11 @@ class Engine:
             return self.served
 
     def kick(self) -> None:
+        if self.stopped and not (self._thread and self._thread.is_alive()):  # whoever kicks runs the queues' work
+            with self._inline:
+                while self.run_pending():
+                    pass
+            return
         if self._thread is None:
             # clients busy-poll signals in Python: switch threads often so the device answers within ~0.2 ms
             # instead of CPython's default 5 ms slices
@@ -231,6 +238,17 @@ class Engine:
             self._thread.start()
             threaded.warm({g.chip.gen.wave_size for g in self.gpus})
         self.doorbells.kick()
+
+    def stop(self, timeout: float) -> bool:
+        """The process is exiting: the engine's thread ends once the packets it is running have run, and is joined
+        (up to `timeout` seconds: whether it ended). Afterwards a kick runs the queues' pending work on the kicking
+        thread, so a client's exit handler that waits for its work still gets it."""
+        self.stopped = True
+        if self._thread is None:
+            return True
+        self.doorbells.kick()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def run_pending(self) -> bool:
         """One pass over all queues; True if any packet ran. The driver's lock is not held: the process's ioctls
@@ -247,7 +265,7 @@ class Engine:
 
     def _loop(self) -> None:
         nap = POLL[0]
-        while True:
+        while not self.stopped:
             if self.run_pending():
                 nap = POLL[0]
                 continue

@@ -27,9 +27,10 @@ No fast-math flags are ever set: LLVM keeps every float operation as written (no
 
 At process exit (atexit, registered when the engine is made) the engine closes: the GATE waits for the calls
 of compiled code in flight (they are budgeted: each returns within milliseconds) and admits no more, and a compile
-in flight finishes; afterwards `compile` and `load` raise Closed and callers run their interpreted form. So no
-thread (e.g. a mock GPU's engine thread, a daemon) runs or compiles native code while the interpreter and LLVM are
-torn down, and what the process's later exit handlers still launch runs interpreted.
+in flight finishes; afterwards `engine` (for an engine not made yet), `compile` and `load` raise Closed and callers
+run their interpreted form. So no thread (e.g. a mock GPU's engine thread, a daemon) runs or compiles native code
+while the interpreter and LLVM are torn down, and what the process's later exit handlers still launch runs
+interpreted.
 """
 from __future__ import annotations
 
@@ -96,6 +97,7 @@ class Gate:
 
 GATE = Gate()
 CLOSE_TIMEOUT = 30.0  # seconds the exit waits for native calls in flight
+atexit.register(GATE.close, CLOSE_TIMEOUT)  # closed at exit even when no engine was made: none is made afterwards
 
 
 class Engine:
@@ -122,7 +124,7 @@ class Engine:
         self._objects: set[str] = set()  # the objects loaded (a key's digest, or a compile_all's name)
         self._symbols: set[str] = set()  # the key symbols they define
         self.stats = {"compiled": 0, "disk_hits": 0, "memory_hits": 0}
-        self.closed = False
+        self.closed = GATE.closed  # an engine made while the process exits compiles nothing (its close has run)
         atexit.register(self.close)
 
     def close(self) -> None:
@@ -339,13 +341,15 @@ _ENGINE_LOCK = threading.Lock()
 
 
 def engine(name: str = "main", opt: int = OPT, codegen: int | None = None) -> Engine:
-    """The process's engine `name` (created on first use). Each has its own lock: a long compile on one (a region)
-    does not hold up loads from the cache on another (the threaded tier's handlers). `opt` and `codegen` (Engine)
-    apply when it is made."""
+    """The process's engine `name` (created on first use; Closed once the process is exiting). Each has its own lock:
+    a long compile on one (a region) does not hold up loads from the cache on another (the threaded tier's handlers).
+    `opt` and `codegen` (Engine) apply when it is made."""
     e = _ENGINES.get(name)
     if e is None:
         with _ENGINE_LOCK:
             e = _ENGINES.get(name)
             if e is None:
+                if GATE.closed:  # LLVM may already be torn down (its C++ destructors run at exit)
+                    raise Closed("the process is exiting: LLVM makes no engine")
                 e = _ENGINES[name] = Engine(opt, codegen)
     return e

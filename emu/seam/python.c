@@ -50,16 +50,15 @@ static int initialize(void) {
     return 0;
 }
 
-/* at the client's exit, before the C++ destructors of the libraries Python loaded (LLVM's) run: what hwemu's Python
- * registered to run at exit (HWEMU_STATS's report, timelines, closing the JIT so no thread compiles any more) */
+/* at the client's exit, before any library's exit handler or destructor runs (LLVM's C++ destructors among them):
+ * serve.at_exit ends hwemu's threads (the mock GPUs' engine, the compile thread), so none is inside a library while
+ * it is torn down, and runs what hwemu's Python registered to run at exit (HWEMU_STATS's report, closing the JIT) */
 void seam_python_exit(void) {
     if (!owned || !call)
         return; /* a Python client runs its own at its exit */
     p_PyGILState_Ensure();
-    p_PyRun_SimpleString("import atexit; atexit._run_exitfuncs()");
-    /* the GIL stays taken: hwemu's threads (the engine's, the compile thread) run no more Python while the
-     * libraries' exit handlers and destructors tear down what they use (a client's own handlers that reach the
-     * seam run on this thread, which holds it) */
+    p_PyRun_SimpleString("from emu.seam import serve; serve.at_exit()");
+    /* the GIL stays taken: the client's own exit handlers that reach the seam run on this thread, which holds it */
 }
 
 static void start(void) {

@@ -7,17 +7,21 @@ seam holds the descriptors (of /dev/null); the system knows which node each is. 
 """
 from __future__ import annotations
 
+import atexit
 import errno
 import os
 import sys
 import traceback
 
+from emu.amd.exec import jit
 from emu.os import interface
 from emu.os.system import attach
+from emu.pcode.llvmjit import CLOSE_TIMEOUT, GATE
 from emu.seam import ARCH, GPUS, LOG
 
 OPEN, CLOSE, IOCTL, MMAP, DUP = range(5)  # emu/seam/seam.h's enum seam_request
 NAMES = ("open", "close", "ioctl", "mmap", "dup")
+STOP_WAIT = 60.0  # seconds the exit waits for each of hwemu's threads to end (a dispatch in flight runs to its end)
 _system = None
 
 
@@ -66,3 +70,17 @@ def call(request: int, path: str | None, *a: int) -> int:
     except Exception:  # a bug in hwemu: the client gets EIO, and the traceback is shown
         print(f"hwemu seam: internal error in {NAMES[request]}:\n{traceback.format_exc()}", file=sys.stderr)
         return -errno.EIO
+
+
+def at_exit() -> None:
+    """The client is exiting (python.c, before any library's exit handler or destructor): hwemu's threads end first, so
+    that none of them is inside native code (LLVM, numpy) while the libraries tear it down. Compiled code stops
+    (GATE: no LLVM engine is made any more either), the mock GPUs' engine runs the packets in flight to their end,
+    interpreted, then hwemu's exit functions run (HWEMU_STATS's report; the JIT closes), then the compile thread
+    ends, finding the JIT closed. Work the client's own exit handlers still submit runs on the thread that waits."""
+    GATE.close(CLOSE_TIMEOUT)
+    if _system is not None and not _system.engine.stop(STOP_WAIT):
+        print(f"hwemu seam: the mock GPUs' engine did not end within {STOP_WAIT:g} s of the exit", file=sys.stderr)
+    atexit._run_exitfuncs()
+    if not jit.background.stop(STOP_WAIT):
+        print(f"hwemu seam: the compile thread did not end within {STOP_WAIT:g} s of the exit", file=sys.stderr)

@@ -6,7 +6,11 @@
  *   kfd_client CODE_OBJECT KERNEL   then also: load the code object, create an AQL queue, dispatch KERNEL
  *                                   (void KERNEL(global uint *out, uint add): out[i] = 3 * i + add, 64-wide
  *                                   workgroups) over GRID work-items with a completion signal and its KFD event,
- *                                   and check every result */
+ *                                   and check every result
+ *   kfd_client CODE_OBJECT KERNEL HOW STATUS
+ *                                   right after ringing the doorbell, leave with STATUS, the queue and descriptors
+ *                                   still open: HOW is "return" (from main), "exit", "_exit", or "atexit" (return;
+ *                                   an exit handler then waits for the dispatch and checks it, exiting 1 if wrong) */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/kfd_ioctl.h>
@@ -25,10 +29,13 @@
 #define TOPOLOGY "/sys/devices/virtual/kfd/kfd/topology/nodes/1"
 #define SIZE (2u << 20)
 
+static int exiting; /* in an exit handler, where exit() may not be called again */
+
 static void check(int ok, const char *step, const char *why) {
     if (!ok) {
         printf("FAIL %s: %s (errno %d %s)\n", step, why, errno, strerror(errno));
-        exit(1);
+        fflush(stdout);
+        exiting ? _exit(1) : exit(1);
     }
     printf("ok %s\n", step);
 }
@@ -117,7 +124,13 @@ struct dispatch {
 #define QUEUE_WRITE_DISPATCH_ID 56
 #define QUEUE_READ_DISPATCH_ID 128
 
-static void dispatch(const char *path, const char *kernel) {
+static struct launched {
+    uint32_t *out, event, queue;
+    uint64_t *signal;
+} launched;
+
+/* the dispatch of KERNEL, its doorbell rung */
+static void launch(const char *path, const char *kernel) {
     uint64_t kd = load(path, kernel);
     check(kd != 0, "load code object", "no kernel descriptor");
     uint32_t *out = gpu_alloc(4 * GRID);
@@ -145,7 +158,13 @@ static void dispatch(const char *path, const char *kernel) {
     __atomic_store_n((uint32_t *)p, HEADER_KERNEL_DISPATCH | 1u << 16, __ATOMIC_RELEASE); /* header, setup: 1 dim */
     __atomic_store_n((uint64_t *)(queue + QUEUE_WRITE_DISPATCH_ID), 1, __ATOMIC_RELEASE);
     __atomic_store_n((uint64_t *)(bells + (q.doorbell_offset - (uint64_t)page)), 0, __ATOMIC_RELEASE);
-    struct kfd_event_data data = {.event_id = ev.event_id};
+    launched = (struct launched){out, ev.event_id, q.queue_id, signal};
+}
+
+/* wait for the dispatch, check its results, destroy its queue */
+static void finish(void) {
+    uint64_t *signal = launched.signal;
+    struct kfd_event_data data = {.event_id = launched.event};
     struct kfd_ioctl_wait_events_args w = {.events_ptr = (uint64_t)&data, .num_events = 1, .wait_for_all = 1,
                                            .timeout = 600000}; /* a guard against a hang, not a measure */
     check(ioctl(kfd, AMDKFD_IOC_WAIT_EVENTS, &w) == 0 && w.wait_result == KFD_IOC_WAIT_RESULT_COMPLETE,
@@ -154,10 +173,28 @@ static void dispatch(const char *path, const char *kernel) {
           "still 1");
     int right = 1;
     for (uint32_t i = 0; i < GRID; i++)
-        right &= out[i] == 3 * i + ADD;
+        right &= launched.out[i] == 3 * i + ADD;
     check(right, "kernel results", "wrong values in out[]");
-    struct kfd_ioctl_destroy_queue_args d = {.queue_id = q.queue_id};
+    struct kfd_ioctl_destroy_queue_args d = {.queue_id = launched.queue};
     check(ioctl(kfd, AMDKFD_IOC_DESTROY_QUEUE, &d) == 0, "DESTROY_QUEUE", "failed");
+}
+
+static void finish_at_exit(void) {
+    exiting = 1;
+    finish();
+    fflush(stdout);
+}
+
+/* leave the process with `status` the way `how` says, the dispatch just launched */
+static int leave(const char *how, int status) {
+    fflush(stdout);
+    if (strcmp(how, "exit") == 0)
+        exit(status);
+    if (strcmp(how, "_exit") == 0)
+        _exit(status);
+    if (strcmp(how, "atexit") == 0)
+        atexit(finish_at_exit);
+    return status;
 }
 
 int main(int argc, char **argv) {
@@ -244,8 +281,12 @@ int main(int argc, char **argv) {
     struct kfd_ioctl_free_memory_of_gpu_args free_ = {.handle = alloc.handle};
     check(ioctl(kfd, AMDKFD_IOC_UNMAP_MEMORY_FROM_GPU, &unmap) == 0 &&
           ioctl(kfd, AMDKFD_IOC_FREE_MEMORY_OF_GPU, &free_) == 0, "UNMAP, FREE", "failed");
-    if (argc == 3)
-        dispatch(argv[1], argv[2]);
+    if (argc >= 3)
+        launch(argv[1], argv[2]);
+    if (argc == 5)
+        return leave(argv[3], atoi(argv[4]));
+    if (argc >= 3)
+        finish();
     check(close(drm) == 0 && close(kfd) == 0, "close", "failed");
     return 0;
 }

@@ -251,15 +251,20 @@ class _Background:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.failed: Exception | None = None  # what a job raised, for raise_failure
+        self.stopped = False  # the process is exiting (stop): no thread runs the jobs any more
 
     def __call__(self, job: Callable[[], None]) -> None:
-        """Queue `job`. A failure of an earlier job is raised here (raise_failure)."""
+        """Queue `job` (after `stop`: run it here). A failure of an earlier job is raised here (raise_failure)."""
         self.raise_failure()
         with self._lock:
-            if self._thread is None:
+            here = self.stopped
+            if not here and self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="hwemu-compile", daemon=True)
                 self._thread.start()
-            self._jobs.put(job)
+            if not here:
+                self._jobs.put(job)
+        if here:
+            self._run(job)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the jobs submitted so far have run (True), or until the compile thread has spent `timeout`
@@ -267,7 +272,7 @@ class _Background:
         A thread that stops using the CPU without finishing (a deadlock) is given up on after HANG_WALL seconds."""
         done = threading.Event()
         self(done.set)
-        if timeout is None:
+        if timeout is None or done.is_set():
             done.wait()
             self.raise_failure()
             return True
@@ -279,13 +284,26 @@ class _Background:
         self.raise_failure()
         return True
 
+    def stop(self, timeout: float) -> bool:
+        """The process is exiting: the compile thread ends after the jobs queued so far and is joined (up to `timeout`
+        seconds: whether it ended). Later jobs run on the thread that submits them."""
+        with self._lock:
+            self.stopped, thread = True, self._thread
+        if thread is None:
+            return True
+        self._jobs.put(None)
+        thread.join(timeout)
+        return not thread.is_alive()
+
     def _loop(self) -> None:
-        while True:
-            job = self._jobs.get()
-            try:
-                guarded(job)
-            except Exception as e:  # kept for the waves' thread, which raises it (raise_failure)
-                self.failed = self.failed or e
+        while (job := self._jobs.get()) is not None:
+            self._run(job)
+
+    def _run(self, job: Callable[[], None]) -> None:
+        try:
+            guarded(job)
+        except Exception as e:  # kept for the waves' thread, which raises it (raise_failure)
+            self.failed = self.failed or e
 
     def raise_failure(self) -> None:
         """Raise, on the calling thread, what a job failed with other than LLVM's rejection (once)."""
