@@ -60,25 +60,25 @@ class _Requests:
 
 # an access: LDS or not, bytes, active lanes, the lanes' addresses (base + a spread drawn from a seed), all inside
 # the 48-bit VA space as every access native code logs is (it lies in a mapping)
-_ACCESS = st.tuples(st.booleans(), st.sampled_from([1, 2, 4, 8, 12, 16, 64]), st.integers(0, (1 << 32) - 1),
+_ACCESS = st.tuples(st.booleans(), st.sampled_from([1, 2, 4, 8, 12, 16, 64]), st.integers(0, (1 << 64) - 1),
                     st.one_of(st.integers(0, (1 << 48) - (1 << 20)), st.just(0)), st.sampled_from([4, 256, 1 << 16]),
                     st.integers(0, 1 << 30))
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.lists(_ACCESS, min_size=1, max_size=3), max_size=12))
-def test_a_native_log_counts_as_each_instruction_accounted_in_turn(insts):
+@given(st.lists(st.lists(_ACCESS, min_size=1, max_size=3), max_size=12), st.sampled_from([32, 64]))
+def test_a_native_log_counts_as_each_instruction_accounted_in_turn(insts, lanes):
     """A call's log (Region._logged's records: the instruction's index, PC, bytes | LDS << 16, active lanes,
     addresses) is accounted as the interpreted steps account each instruction: its distinct lines to the L2 in
-    address order, instruction by instruction, and a DS instruction's bank cycles."""
-    lanes = 32
+    address order, instruction by instruction, and a DS instruction's bank cycles; wave32 and wave64."""
     rows, want_lines, want_banks = [], [], [0, 0]
     for k, accesses in enumerate(insts):
         lds = accesses[0][0]  # a DS instruction's accesses are all the LDS's, another's all the VM's
         entries = []
         for _, nbytes, mask, base, spread, seed in accesses:
+            mask &= (1 << lanes) - 1
             addrs = base + np.random.default_rng(seed).integers(0, spread, lanes, dtype=np.uint64)
-            entries.append((addrs, nbytes, (mask >> np.arange(lanes)) & 1 == 1))
+            entries.append((addrs, nbytes, np.array([mask >> i & 1 for i in range(lanes)], bool)))
             rows.append([k + 1, 4 * k, nbytes | lds << 16, mask, *addrs.tolist()])
         if lds:
             want_banks = [x + y for x, y in zip(want_banks, bank_cycles(entries, lanes), strict=True)]
