@@ -103,6 +103,8 @@ class GPUDevice:
         self.doorbells[slot] = start
         q = QUEUE_CLASSES[kind](self, qid, slot, ring, ring_size, rptr, wptr)
         self.queues[qid] = q
+        if kind != "sdma":
+            self.engine.compute_queue(self.chip.gen.wave_size)
         self.engine.kick()
         return q
 

@@ -187,6 +187,7 @@ class Engine:
         self.served = 0  # progress reports so far (see wait_progress)
         self._moved = threading.Condition(threading.Lock())
         self._sleepers = 0
+        self._warmed: set[int] = set()  # the wave sizes compute_queue warmed the native tiers for
         self.stopped = False  # the process is exiting (stop): the engine has no thread any more
         self._inline = threading.Lock()  # after stop: one kicking thread at a time runs the queues
 
@@ -236,8 +237,14 @@ class Engine:
             sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
             self._thread = threading.Thread(target=self._loop, name="hwemu-engine", daemon=True)
             self._thread.start()
-            threaded.warm({g.chip.gen.wave_size for g in self.gpus})
         self.doorbells.kick()
+
+    def compute_queue(self, lanes: int) -> None:
+        """A queue that dispatches waves of `lanes` lanes was made: the native tiers' first needs are warmed for it
+        (once per wave size; a client that makes no such queue, e.g. rocminfo, compiles nothing)."""
+        if lanes not in self._warmed:
+            self._warmed.add(lanes)
+            threaded.warm({lanes})
 
     def stop(self, timeout: float) -> bool:
         """The process is exiting: the engine's thread ends once the packets it is running have run, and is joined
