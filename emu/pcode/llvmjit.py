@@ -149,27 +149,20 @@ class Engine:
         """The address of function `name` of `module` (llvmlite IR or its text), optimized and compiled; with a
         key, from the cache when the key's object is there (in this process or on disk). The functions named in
         `exports` keep their names (see `address`); the module's other definitions are internal."""
-        with self._lock, self._turn([] if key is None else [key]):
+        if key is not None:
+            return self.compile_all({key: module}, name, exports)[key]
+        with self._lock:
             self._open()
-            if key is not None:
-                addr = self.load(key)
-                if addr is not None:
-                    return addr
             self._count += 1
-            symbol = self._symbol(key) if key is not None else f"hwemu_fn{self._count}"
-            obj = self._emit(self._prepared(module, name, symbol, exports))
-            ident = self._digest(key) if key is not None else symbol
-            self._add(obj, ident, [symbol])
+            symbol = f"hwemu_fn{self._count}"
+            self._add(self._emit(self._prepared(module, name, symbol, exports)), symbol, [symbol])
             self.stats["compiled"] += 1
-            if key is not None:
-                self._loaded[key] = True
-                self._store(self.path(key), _MAGIC + hashlib.sha256(obj).digest() + obj)
             return self.address(symbol)
 
-    def compile_all(self, modules: dict[str, ir.Module | str], name: str) -> dict[str, int]:
-        """The address of function `name` of each keyed module; those neither in memory nor on disk are compiled
-        together, as one module (LLVM's fixed cost a module and a function is most of a small one's time: the
-        threaded tier's handlers), kept on disk as one object that each key's cache file names."""
+    def compile_all(self, modules: dict[str, ir.Module | str], name: str, exports: tuple | list = ()) -> dict[str, int]:
+        """The address of function `name` of each keyed module (as `compile`); those neither in memory nor on disk
+        are compiled together, as one module (LLVM's fixed cost a module and a function is most of a small one's
+        time: the threaded tier's handlers), kept on disk as one object that each key's cache file names."""
         with self._lock, self._turn(list(modules)):
             self._open()
             found = {key: self.load(key) for key in modules}
@@ -177,18 +170,22 @@ class Engine:
             if not rest:
                 return found
             symbols = [self._symbol(key) for key in rest]
-            linked = self._prepared(modules[rest[0]], name, symbols[0])
+            linked = self._prepared(modules[rest[0]], name, symbols[0], exports)
             for key, symbol in zip(rest[1:], symbols[1:], strict=True):
-                linked.link_in(self._prepared(modules[key], name, symbol))
-            obj = self._emit(linked)
-            ident = "b" + hashlib.sha256("\0".join([self._target_id, *rest]).encode()).hexdigest()[:40]
-            self._add(obj, ident, symbols)
+                linked.link_in(self._prepared(modules[key], name, symbol, exports))
+            obj = _MAGIC + hashlib.sha256(code := self._emit(linked)).digest() + code
             self.stats["compiled"] += len(rest)
-            self._store(cache_dir() / f"{ident}.o", _MAGIC + hashlib.sha256(obj).digest() + obj)
-            link = _LINK + " ".join([ident, *symbols]).encode()
+            if len(rest) == 1:  # the key's own object
+                ident = self._digest(rest[0])
+                self._store(self.path(rest[0]), obj)
+            else:
+                ident = "b" + hashlib.sha256("\0".join([self._target_id, *rest]).encode()).hexdigest()[:40]
+                self._store(cache_dir() / f"{ident}.o", obj)
+                for key in rest:
+                    self._store(self.path(key), _LINK + " ".join([ident, *symbols]).encode())
+            self._add(code, ident, symbols)
             for key, symbol in zip(rest, symbols, strict=True):
                 self._loaded[key] = True
-                self._store(self.path(key), link)
                 found[key] = self.address(symbol)
             return found
 
