@@ -3,7 +3,7 @@ the LDS's bank conflicts (SQC_LDS_IDX_ACTIVE, SQC_LDS_BANK_CONFLICT) and the L2'
 
 Where they are seen: a dispatch whose selected counters need addresses runs every wave here (the thread trace and
 HWEMU_TRACE build their steps on this view of the program), on the threaded tier's native code where it has the
-handlers: its memory instructions log each access (the instruction's index in the call, its PC, the bytes, the
+handlers: its memory instructions log each access (the instruction's index in the call, the bytes, the
 active lanes and their addresses: emu.amd.exec.translate.Region._logged) and the log is accounted after each call.
 What native code does not run goes one instruction at a time: the memory instructions (VMEM, SMEM, DS) on the
 reference plans, whose every access goes through a memory space's load, store or read (emu.amd.memspace,
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from emu.amd.exec.access import RECORD
 from emu.amd.exec.category import LDS as DS
 from emu.amd.exec.category import SMEM, VMEM, category, tallied
 from emu.amd.gl2c import L2
@@ -155,13 +156,13 @@ class Accesses:
 
     def _logged(self, records: np.ndarray) -> None:
         """Account the accesses native code logged (emu.amd.exec.translate.Region._logged's records: the
-        instruction's index in the call, its PC, bytes | LDS << 16, the active lanes, the addresses) as `single`
+        instruction's index in the call, bytes | LDS << 16, the active lanes, the addresses) as `single`
         accounts an interpreted instruction's: each DS instruction's bank cycles, and each VMEM / SMEM instruction's
         distinct lines, in order, to the L2 (all of a call's at once)."""
         lanes = self.prog.lanes
-        recs = records.view(np.uint64).reshape(-1, 4 + lanes)
-        seq, tag, addrs = recs[:, 0], recs[:, 2], recs[:, 4:]
-        active = (recs[:, 3:4] & np.left_shift(np.uint64(1), np.arange(lanes, dtype=np.uint64))) != 0
+        recs = records.view(np.uint64).reshape(-1, RECORD + lanes)
+        seq, tag, addrs = recs[:, 0], recs[:, 1], recs[:, RECORD:]
+        active = (recs[:, 2:3] & np.left_shift(np.uint64(1), np.arange(lanes, dtype=np.uint64))) != 0
         nbytes, lds = tag & np.uint64(0xFFFF), tag >> np.uint64(16) != 0
         if self.l2 is not None and not lds.all():
             vm, none = ~lds, np.uint64(1 << LINE_BITS)  # `none`: past every line

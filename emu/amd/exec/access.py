@@ -5,7 +5,7 @@ one lane after another (unrolled).
     hwemu_place(table, addrs, nbytes, write, active, sink) -> each active lane's host address (0: not placed)
     hwemu_vm_load{B}(addrs, bases, hosts, on) / hwemu_vm_store{B}(addrs, bases, hosts, values, on): a global access
     hwemu_lds_load{B}(lds, size, addrs, on) / hwemu_lds_store{B}(lds, size, sink, addrs, values, on): an LDS access
-    hwemu_log_access(log, seq, pc, tag, addrs, active) -> nearly full: a memory access logged (emu.amd.accesses)
+    hwemu_log_access(log, seq, tag, addrs, active) -> nearly full: a memory access logged (emu.amd.accesses)
     hwemu_vgpr_gather(vgpr, lanes, regs) -> VGPR[lane][reg] of each lane
     hwemu_vgpr_scatter(vgpr, lanes, regs, values, on): VGPR[lane][reg] = value for each lane of `on`
 
@@ -30,6 +30,7 @@ I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 BITS = (8, 16, 32, 64, 96, 128)  # access widths compiled once per wave size
 RESERVE = 8  # records of room in an access log below which it is nearly full (an instruction logs fewer)
+RECORD = 3  # an access record's words before its lanes' addresses: index in the call, bytes | LDS << 16, lanes
 ENGINE = "access"
 _ready: set[int] = set()  # wave sizes whose functions are in the symbol table
 _lock = threading.Lock()
@@ -235,10 +236,10 @@ def _vgpr_scatter(L: _Lanes, b, t, v, lane, reg, value, on):
     _each_lane(b, n, one, None)
 
 
-def _log_access(L: _Lanes, b, t, acc, seq, pc, tag, addr, active):
-    """Append (seq, pc, tag, the active lanes' mask, each lane's address) to the log at acc[0] (acc[1] words used of
+def _log_access(L: _Lanes, b, t, acc, seq, tag, addr, active):
+    """Append (seq, tag, the active lanes' mask, each lane's address) to the log at acc[0] (acc[1] words used of
     acc[2]); a record that does not fit is counted in acc[3]. True once fewer than RESERVE records of room are left."""
-    words = 4 + L.n
+    words = RECORD + L.n
 
     def word(i: int):
         return b.gep(acc, [I64(i)], source_etype=I64)
@@ -247,9 +248,9 @@ def _log_access(L: _Lanes, b, t, acc, seq, pc, tag, addr, active):
         with fits:
             rec = b.gep(b.inttoptr(b.load(word(0), typ=I64), PTR), [used], source_etype=I64)
             mask = b.bitcast(active, ir.IntType(L.n))
-            for k, v in enumerate((seq, pc, tag, b.zext(mask, I64) if L.n < 64 else mask)):
+            for k, v in enumerate((seq, tag, b.zext(mask, I64) if L.n < 64 else mask)):
                 b.store(v, b.gep(rec, [I64(k)], source_etype=I64))
-            b.store(addr, b.gep(rec, [I64(4)], source_etype=I64), align=8)
+            b.store(addr, b.gep(rec, [I64(RECORD)], source_etype=I64), align=8)
             b.store(b.add(used, I64(words)), word(1))
         with full:
             b.store(b.add(b.load(word(3), typ=I64), I64(1)), word(3))
@@ -264,7 +265,7 @@ _SPECS: dict[str, tuple[Callable, Callable]] = {
     "hwemu_vm_store": (lambda L, t: (ir.VoidType(), [L.vec(I64)] * 3 + [L.vec(t), L.vec(I1)]), _vm_store),
     "hwemu_lds_load": (lambda L, t: (L.vec(t), [PTR, I64, L.vec(I64), L.vec(I1)]), _lds_load),
     "hwemu_lds_store": (lambda L, t: (ir.VoidType(), [PTR, I64, PTR, L.vec(I64), L.vec(t), L.vec(I1)]), _lds_store),
-    "hwemu_log_access": (lambda L, t: (I1, [PTR, I64, I64, I64, L.vec(I64), L.vec(I1)]), _log_access),
+    "hwemu_log_access": (lambda L, t: (I1, [PTR, I64, I64, L.vec(I64), L.vec(I1)]), _log_access),
     "hwemu_vgpr_gather": (lambda L, t: (L.vec(I32), [PTR, L.vec(I64), L.vec(I64)]), _vgpr_gather),
     "hwemu_vgpr_scatter": (lambda L, t: (ir.VoidType(), [PTR, L.vec(I64), L.vec(I64), L.vec(I32), L.vec(I1)]),
                            _vgpr_scatter),

@@ -286,7 +286,7 @@ class Table:
         step, emu.amd.sqtt) the logged loop runs, at most LOG_MAX instructions a call, and `ran(w, pcs)` is given
         the PCs of the instructions it ran, in order (`step` records its own). With `accessed` (a counted
         dispatch's, emu.amd.accesses) the memory instructions log their accesses, and `accessed(records)` is given
-        them after each call that ran instructions (Region._logged's records, 4 + lanes words each)."""
+        them after each call that ran instructions (Region._logged's records, access.RECORD + lanes words each)."""
         asked = [False]
         call = [None]
         logged = ran is not None
@@ -329,7 +329,7 @@ class Table:
     def _accesses(self) -> np.ndarray:
         """The log the memory instructions of a counted dispatch's calls write (made at its first use)."""
         if self.accesses is None:
-            self.accesses = np.zeros(ACCESS_LOG * (4 + self.prog.lanes), np.int64)
+            self.accesses = np.zeros(ACCESS_LOG * (access.RECORD + self.prog.lanes), np.int64)
         return self.accesses
 
     def loop_from(self, pc: int) -> int | None:

@@ -42,7 +42,7 @@ from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
 from emu.amd.exec.state import BARRIER, CATEGORIES, END, EXEC, MODE, SCC, VCC
 from emu.amd.exec.translate_alu import AluCode
 from emu.amd.exec.translate_mem import MemoryCode
-from emu.amd.exec.translate_state import I1, I32, I64, PTR, Exit, Hooks, StateCode, fit
+from emu.amd.exec.translate_state import I1, I32, I64, PTR, Exit, Hooks, StateCode
 from emu.amd.memory import GPUFault
 from emu.amd.regs import EXECZ, VCCZ
 from emu.pcode.llvmemit import emit
@@ -329,14 +329,13 @@ class Region(StateCode, AluCode, MemoryCode):
 
     def _logged(self, b, inst, addr, nbytes: int, active, lds: bool = False) -> None:
         """Log one memory access of `inst` (addr: <lanes x i64>) where ctr[ACCESSES] holds a log: (the instruction's
-        index in the call, its PC, nbytes | lds << 16, the active lanes, the addresses). A log nearly full ends the
+        index in the call, nbytes | lds << 16, the active lanes, the addresses). A log nearly full ends the
         call after this instruction (the threaded loop reads ctr[BUDGET] before each)."""
         acc = self._gep(b, self.ctr, ACCESSES, I64)
         with b.if_then(b.icmp_unsigned("!=", b.load(acc, typ=I64), I64(0)), likely=False):
             seq = b.add(b.load(self._gep(b, self.ctr, EXECUTED, I64), typ=I64), b.load(self.n, typ=I64))
-            pc = fit(b, self._state(b, "PC", inst), 64)
             fn = access.function(self.fn.module, "hwemu_log_access", self.lanes)
-            full = b.call(fn, [acc, seq, pc, I64(nbytes | lds << 16), addr, active])
+            full = b.call(fn, [acc, seq, I64(nbytes | lds << 16), addr, active])
             with b.if_then(full):
                 b.store(I64(0), self._gep(b, self.ctr, BUDGET, I64))
 
