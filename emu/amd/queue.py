@@ -244,7 +244,7 @@ class Engine:
         (once per wave size; a client that makes no such queue, e.g. rocminfo, compiles nothing)."""
         if lanes not in self._warmed:
             self._warmed.add(lanes)
-            threaded.warm({lanes})
+            threaded.warm(lanes)
 
     def stop(self, timeout: float) -> bool:
         """The process is exiting: the engine's thread ends once the packets it is running have run, and is joined

@@ -315,7 +315,10 @@ class Table:
                 return call[0](w)
             ctr = jit.counters(w).ctr
             ctr[EXECUTED] = 0  # stays 0 where the call runs nothing (then `step` runs, and records)
-            r = call[0](w)
+            try:
+                r = call[0](w)
+            finally:
+                ctr[ACCESSES] = 0  # the wave's other native calls log nothing
             if ctr[EXECUTED] and logged:
                 ran(w, self.log[:ctr[EXECUTED]].tolist())
             if ctr[EXECUTED] and accessed is not None:
@@ -469,7 +472,7 @@ class Table:
         self.used += n
 
 
-def warm(lanes: set[int]) -> None:
+def warm(lanes: int) -> None:
     """Have the compile thread load, or compile, what the first dispatch of `lanes`-wide waves needs of the native
     tiers (the VM's access functions, the threaded loop) while the client is still busy with its own start: on an
     empty cache their second of LLVM is then off the first dispatch's path. A tier that compiles nothing, or
@@ -478,13 +481,12 @@ def warm(lanes: set[int]) -> None:
         t = jit.tier()
     except ValueError:
         return
-    if t in ("ref", "interp") or not lanes:
+    if t in ("ref", "interp"):
         return
 
     def job() -> None:
         try:
-            for n in sorted(lanes):
-                access.ensure(n, jit.sources())
+            access.ensure(lanes, jit.sources())
             if t != "jit" and enabled():
                 _need_loop()
         except Closed:

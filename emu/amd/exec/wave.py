@@ -30,7 +30,7 @@ from emu.amd.exec.hwreg import default_mode
 from emu.amd.exec.interp import Interp
 from emu.amd.exec.plan import Planner, end_step
 from emu.amd.exec.state import ACC, BARRIER, END, WaveState
-from emu.amd.exec.translate import ACCESSES, BRANCHES, EXECUTED, LANE_OPS, LDS_SIZE, STATUS
+from emu.amd.exec.translate import BRANCHES, EXECUTED, LANE_OPS, LDS_SIZE, STATUS
 from emu.amd.memory import VM, FaultRecord, GPUFault
 from emu.amd.memspace import LDS, Flat, Scratch
 from emu.pcode.llvmjit import GATE
@@ -191,7 +191,6 @@ class Program:
             ix = w.vm.index if w.vm is not None else None  # held during the call: the mapped buffers stay alive
             table = jit.NO_MAPPINGS if ix is None else ix.table
             ctr[:STATUS + 1] = (min(jit.BUDGET, w.left), 0, 0, ctr[LDS_SIZE], table.ctypes.data, pc, 0)
-            ctr[ACCESSES] = 0  # no access log unless `arm` gives one
             arm(ctr)
             branches = int(ctr[BRANCHES])
             if not GATE.enter():  # the process is exiting
