@@ -265,6 +265,41 @@ def test_packed_math_matches_reference(tier, arch, mode_bits, native_declines):
     assert not native_declines()
 
 
+def _opsel(code: bytes, bits: int) -> bytes:
+    """A VOP3 instruction with OPSEL [14:11] set (LLVM 19 spells no op_sel for gfx11's 16-bit VOP3 forms)."""
+    return (int.from_bytes(code[:4], "little") | bits << 11).to_bytes(4, "little") + code[4:]
+
+
+@functools.cache
+def _halves_code(arch: str) -> bytes:
+    """16-bit VALU operands: RDNA's VGPR halves as VOP1 / VOP2 / VOPC codes past v127 (LLVM's real-true16 syntax)
+    and as VOP3 op_sel bits (sources and destination; an SGPR's and a constant's high half too), a 16-bit result
+    keeping the other half; CDNA's 16-bit results clearing the high half."""
+    from test_wave import asm
+    if arch == "gfx942":
+        return asm("v_add_f16 v1, v2, v3\nv_mul_f16_e64 v4, -v5, |v6|\nv_fma_f16 v17, v18, v19, 1.0\n"
+                   "v_cvt_f32_f16_e64 v9, v10\nv_cvt_f16_f32 v7, v8\nv_cmp_lt_f16_e64 vcc, v13, v14\n"
+                   "v_add_u16 v30, v31, v32\nv_max_i16_e64 v33, v34, s5\nv_cvt_f16_u16 v23, v24\ns_endpgm", arch)
+    vop3 = [("v_mul_f16_e64 v4, -v5, |v6|", 0b1001), ("v_fma_f16 v17, v18, v19, 1.0", 0b1100),
+            ("v_cvt_f32_f16_e64 v9, v10", 0b0001), ("v_cvt_f16_f32_e64 v7, v8", 0b1000),
+            ("v_add_f16_e64 v22, s3, v5", 0b1011), ("v_cmp_lt_f16_e64 vcc_lo, v13, v14", 0b0011),
+            ("v_add_nc_u16 v30, v31, v32", 0b1110), ("v_max_i16 v33, v34, s5", 0b0010)]
+    return asm("v_add_f16 v1.l, v2.h, v3.l\nv_add_f16 v1.h, v2.l, v3.h\nv_mov_b16 v20.h, v21.l\n"
+               "v_add_f16 v1.l, 0.5, v3.h\nv_mov_b16 v130.h, v131.l", arch, "+real-true16") + \
+        b"".join(_opsel(asm(text, arch), k) for text, k in vop3) + asm("s_endpgm", arch)
+
+
+@pytest.mark.llvm
+@pytest.mark.parametrize("tier", ["threaded", "jit"])
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+@pytest.mark.parametrize("mode_bits", [F32_KEEP_IN | F32_KEEP_OUT, F32_KEEP_IN | F32_KEEP_OUT | 3])
+def test_vgpr_halves_match_reference(tier, arch, mode_bits, native_declines):
+    # tinygrad's half and int16 kernels: their 16-bit VALU ops run natively, halves and all
+    for seed, exec_mask in [(15, (1 << 64) - 1), (16, 0x5555_5550), (17, 0)]:
+        _compare(tier, arch, None, [_halves_code(arch)], seed, exec_mask, mode_bits)
+    assert not native_declines()
+
+
 _DPP16 = {  # lane selections of both generations, row / bank masks, bound_ctrl, fetch-inactive, VOPC and VOP3 forms
     "gfx1100": "v_mov_b32_dpp v1, v2 quad_perm:[1,0,3,2] row_mask:0xf bank_mask:0xf\n"
                "v_add_f32_dpp v3, v4, v5 row_shr:1 bound_ctrl:1\nv_add_nc_u32_dpp v6, v7, v8 row_ror:3 row_mask:0x5 "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from emu.amd import target
-from emu.amd.exec import takes
+from emu.amd.exec import bind, takes
 from emu.amd.exec.bind import ds_offset, memory_offset, smem_offsets, vopd_y
 from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
 
@@ -110,6 +110,8 @@ def kind(inst) -> Kind | None:
     elif not (inst.base == "SOPP" or name in ENGINE_NOPS or name in ENDS or name in BARRIERS):
         fields = {k: v for k, v in inst.fields.items() if k != "literal"}
 
+        high = _high_halves(inst)
+
         def sym(canon: int, source: str) -> Sym:
             sources.append(source)
             return Sym(canon, len(sources) - 1)
@@ -124,7 +126,8 @@ def kind(inst) -> Kind | None:
             if o.index + o.count > (256 if o.kind == "vgpr" else target.generation(inst.family).sgprs):
                 takes.declined("threaded", inst, "a register past a handler's reach")
                 return None
-            fields[fld] = sym(256 if fields[fld] >= 256 else 0, "vdsty" if fld == "vdsty" else fld)
+            half = 128 if fld in high else 0  # v0.h is code 128 past v0: the binder reads it so
+            fields[fld] = sym((256 if fields[fld] >= 256 else 0) + half, "vdsty" if fld == "vdsty" else fld)
         if inst.literal is not None:
             literal = sym(1, "literal")  # nonzero: code that reads `literal or 0` keeps it
         if inst.base in takes.GLOBAL or inst.base == "SMEM" and not target.generation(inst.family).smem_imm_bit:
@@ -143,6 +146,22 @@ def kind(inst) -> Kind | None:
     return k
 
 
+def _high_halves(inst) -> set[str]:
+    """The fields of a VOP1 / VOP2 / VOPC instruction that name the high half of a VGPR (a 16-bit operand's code past
+    VGPR0 + 127, where the chip has VGPR halves), as the binder reads them."""
+    if inst.base not in ("VOP1", "VOP2", "VOPC") or "vsrc0" in inst.fields \
+            or not target.generation(inst.family).vgpr_halves \
+            or not any(o.kind == "vgpr" and o.index >= 128 for o in inst.operands.values()):
+        return set()
+    b = _binders.get(inst.family) or _binders.setdefault(inst.family, bind.Binder(inst.family, 32))
+    try:
+        bd = b.valu_operands(inst)
+    except (bind.OperandError, bind.Unsupported):  # no handler either: the instruction faults on every tier
+        return set()
+    return {o.field for o in (*bd.inputs.values(), *bd.outputs.values()) if o.kind is bind.Kind.VGPR and o.mods.hi}
+
+
+_binders: dict[str, bind.Binder] = {}
 _by_key: dict[tuple, Kind] = {}  # one Kind per key: instructions that differ only in Sym words share it
 
 

@@ -1,14 +1,16 @@
 """ALU instructions as the LLVM tier's code (emu.amd.exec.translate): SALU, and VALU (VOP1/2/3/C/3SD, VOPD) on
-24 / 32 / 64-bit sources without DPP, SDWA, packing or output modifiers, their abs / neg and denormal flushing folded in
-for the region's MODE; lane reads, v_writelane and WMMA with their register-file accesses lane by lane
-(emu.amd.exec.access).
+16-bit (either half of a register), 24, 32 and 64-bit sources without SDWA or output modifiers, their abs / neg and
+denormal flushing folded in for the region's MODE; lane reads, v_writelane and WMMA with their register-file
+accesses lane by lane (emu.amd.exec.access).
 Large semantics are outlined into one function per module and kind."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 from llvmlite import ir
 
 from emu.amd.exec import access, hwreg, takes
-from emu.amd.exec.bind import Binding, Kind, dpp16_selects, float_bits, vopd_y
+from emu.amd.exec.bind import Binding, Kind, Operand, dpp16_selects, float_bits, vopd_y
 from emu.amd.exec.lanes import dpp16, dpp_write_mask
 from emu.amd.exec.operands import sign_bit
 from emu.amd.exec.state import EXEC, SCC, VCC
@@ -119,8 +121,9 @@ class AluCode:
         b.store(b.add(b.load(self.lane_ops, typ=I64), b.mul(cnt, I64(k))), self.lane_ops)
 
     def _valu_out(self, b, inst, bd: Binding, fetch=None) -> dict:
-        """The outputs of a VALU binding's semantics on 32 / 64-bit sources with their abs / neg and denormal flushing
-        (no DPP, SDWA or packing), or a lane read's or matrix op's, whose register-file accesses go lane by lane."""
+        """The outputs of a VALU binding's semantics on its sources with their halves, abs / neg, denormal flushing,
+        packing and DPP16 lane selection (no SDWA or mix), or a lane read's or matrix op's, whose register-file
+        accesses go lane by lane."""
         op, sem = bd.op, bd.sem
         moves = op.name.startswith("V_ACCVGPR_")  # to, from and between the ACC VGPRs (rows ACC.. of the file)
         if not moves and any(o.kind == "agpr" for o in inst.operands.values()):
@@ -133,9 +136,10 @@ class AluCode:
             if o.mods.mix or inst.base == "VOP3P" and not (moves or op.name.startswith(takes.MATRIX)) \
                     and o.mods.packed is None:
                 raise Exit("VOP3P source other than a packed pair")
-            if o.bits not in (24, 32, 64) or o.bits == 24 and (o.mods.abs or o.mods.neg):
+            if o.bits not in (16, 24, 32, 64) or o.bits == 24 and (o.mods.abs or o.mods.neg):
                 raise Exit(f"{o.bits}-bit source")
-            v = self._shape(b, self._operand(b, o, inst), o.bits, True)  # 24: a register's low bits
+            v = self._half(b, o, inst) if o.bits == 16 else self._operand(b, o, inst)
+            v = self._shape(b, v, o.bits, True)  # 24: a register's low bits
             if o.mods.packed is not None:
                 v = self._halves(b, v, o.bits, o.mods.packed)
             v = self._modify(b, v, o.bits, o.mods.abs, o.mods.neg)
@@ -198,6 +202,16 @@ class AluCode:
         return {n: b.load(b.gep(buf, [I64(0), I64(at)], source_etype=buf.allocated_type), typ=t, align=1)
                 for n, t, at in layout}
 
+    def _half(self, b, o: Operand, inst):
+        """A 16-bit source as its register's or constant's 32 bits shifted to its half (the high one: opsel, or a
+        VGPR code past VGPR0 + 127), as the reference reads it; the caller keeps the low 16 bits."""
+        v = self._operand(b, replace(o, bits=32), inst)
+        if not o.mods.hi:
+            return v
+        if isinstance(v, int):
+            return v >> 16  # a field read at run time (kinds.Sym) cannot shift: that kind gets no handler
+        return b.lshr(v, ir.Constant(v.type, [16] * self.lanes if isinstance(v.type, ir.VectorType) else 16))
+
     def _flushed(self, b, v, fbits: int, bits: int, keep32: int, keep16: int):
         """`v` (float bits per lane) with denormals read as zero of their sign where MODE.FP_DENORM flushes them
         (the mode is compiled in); f16 data is left to the interpreter."""
@@ -240,10 +254,13 @@ class AluCode:
             if n in ("D0", "S0") and o.kind is Kind.VGPR:
                 if o.mods.omod or o.mods.clamp:
                     raise Exit("output modifiers")
-                if o.mods.flush and o.bits in (32, 64):
+                if o.mods.flush and o.bits in (16, 32, 64):
                     v = self._flushed(b, v, float_bits(o.fmt, o.bits), o.bits, hwreg.F32_KEEP_OUT,
                                       hwreg.F16_KEEP_OUT)
-                self._set_vgpr(b, o.reg, o.bits, v, active)
+                if o.bits == 16:
+                    self._set_half(b, o.reg, v, active, o.mods.hi, o.mods.zero_hi16)
+                else:
+                    self._set_vgpr(b, o.reg, o.bits, v, active)
             elif n == "D0" and bd.op.name in _LANE_READS:  # one value for the wave (every lane holds it)
                 self._set_scalar(b, o.code, 32, b.extract_element(fit(b, v, 32), I32(0)))
             elif o.kind is Kind.MASK and (n != "D0" or n in bd.sem.masks):

@@ -86,6 +86,20 @@ class StateCode:
                     p, _ = self._row(b, reg + k)
                     b.store(b.select(active, part, b.load(p, typ=vt, align=4)), p, align=4)
 
+    def _set_half(self, b, reg: int, v, active, hi: bool, zero_other: bool) -> None:
+        """A 16-bit result into the low or high half of VGPR reg, the other half kept (or cleared: zero_other)."""
+        if reg < 0 or reg >= rows(self.gen.agprs):
+            raise Exit("VGPR destination out of range")
+        p, vt = self._row(b, reg)
+        old = b.load(p, typ=vt, align=4)
+        new = b.zext(fit(b, v, 16), vt)
+        if hi:
+            new = b.shl(new, ir.Constant(vt, [16] * self.lanes))
+        keep = 0xFFFF if hi else 0 if zero_other else 0xFFFF0000
+        if keep:
+            new = b.or_(b.and_(old, ir.Constant(vt, [keep] * self.lanes)), new)
+        b.store(b.select(active, new, old), p, align=4)
+
     def _scalar(self, b, code: int, bits: int, fmt: str, literal):
         """A scalar source as an i32/i64 value (64-bit reads of register pairs)."""
         c = constant(code, bits, fmt, literal)
