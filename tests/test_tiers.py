@@ -300,6 +300,22 @@ def test_vgpr_halves_match_reference(tier, arch, mode_bits, native_declines):
     assert not native_declines()
 
 
+@pytest.mark.llvm
+@pytest.mark.parametrize("tier", ["threaded", "jit"])
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx942"])
+def test_sopk_immediates_match_reference(tier, arch, native_declines):
+    # SOPK's SIMM16 is an operand the handler reads from its entry: one kind for every immediate
+    from test_wave import asm
+
+    from emu.amd.exec.kinds import kind_of
+    text = "s_movk_i32 s1, 0x8001\ns_mulk_i32 s2, -7\ns_addk_i32 s3, 0x7fff\ns_cmpk_lt_u32 s4, 0xfffe\n" \
+           "s_cmpk_lt_i32 s5, 0x8000\ns_cmovk_i32 s6, 5\ns_mulk_i32 s2, 1234"
+    insts = decode(asm(text, arch), arch)
+    assert kind_of(insts[1])[0] is kind_of(insts[6])[0]
+    _natively(tier, arch, text, [(18, (1 << 64) - 1), (19, 1)], F32_KEEP_IN | F32_KEEP_OUT)
+    assert not native_declines()
+
+
 _DPP16 = {  # lane selections of both generations, row / bank masks, bound_ctrl, fetch-inactive, VOPC and VOP3 forms
     "gfx1100": "v_mov_b32_dpp v1, v2 quad_perm:[1,0,3,2] row_mask:0xf bank_mask:0xf\n"
                "v_add_f32_dpp v3, v4, v5 row_shr:1 bound_ctrl:1\nv_add_nc_u32_dpp v6, v7, v8 row_ror:3 row_mask:0x5 "

@@ -80,6 +80,7 @@ DERIVED = {  # Sym words computed from the instruction, by what Region calls the
     "offset:ds": ds_offset,
 }
 _OFFSETS = {"offset", "ioffset"}
+_SOPK_ARITHMETIC = ("S_MOVK_", "S_CMOVK_", "S_CMPK_", "S_ADDK_", "S_MULK_")  # (not a hwreg, wait or branch field)
 
 
 _kinds: dict[tuple[bytes, str], tuple[Kind, list[int]] | None] = {}  # (bytes, family) -> kind and words
@@ -128,6 +129,8 @@ def kind(inst) -> Kind | None:
                 return None
             half = 128 if fld in high else 0  # v0.h is code 128 past v0: the binder reads it so
             fields[fld] = sym((256 if fields[fld] >= 256 else 0) + half, "vdsty" if fld == "vdsty" else fld)
+        if name.startswith(_SOPK_ARITHMETIC) and inst.base == "SOPK":
+            fields["simm16"] = sym(0, "simm16")  # an operand (its extension is the pcode's), not a register field
         if inst.literal is not None:
             literal = sym(1, "literal")  # nonzero: code that reads `literal or 0` keeps it
         if inst.base in takes.GLOBAL or inst.base == "SMEM" and not target.generation(inst.family).smem_imm_bit:
