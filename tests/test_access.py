@@ -85,3 +85,25 @@ def test_a_width_without_a_shared_function_is_built_into_the_module():
     assert shared.is_declaration and shared.name == "hwemu_vm_load32.w32"
     assert not own.is_declaration and own.linkage == "internal"
     assert access.function(m, "hwemu_vm_load", 32, 32) is shared
+
+
+_ACCESS_COMPILES = r"""
+from emu.amd.exec import access, jit
+from emu.pcode.llvmjit import engine
+for lanes in (32, 64):
+    access.ensure(lanes, jit.sources())
+print(engine(access.ENGINE).stats["compiled"])
+"""
+
+
+def test_prebuild_leaves_the_access_functions_of_both_wave_sizes_in_the_cache(tmp_path):
+    """`python -m emu.amd.exec.prebuild` (./dev) compiles them into the cache: a later process compiles none."""
+    def run(folder: Path, *argv: str) -> str:
+        env = {**os.environ, "HWEMU_CACHE": str(folder)}
+        r = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return r.stdout.strip()
+    empty, built = _tables_only(tmp_path / "empty", "gfx1100"), _tables_only(tmp_path / "built", "gfx1100")
+    assert run(empty, "-c", _ACCESS_COMPILES) == "2"
+    run(built, "-m", "emu.amd.exec.prebuild")
+    assert run(built, "-c", _ACCESS_COMPILES) == "0"
