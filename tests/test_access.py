@@ -87,23 +87,25 @@ def test_a_width_without_a_shared_function_is_built_into_the_module():
     assert access.function(m, "hwemu_vm_load", 32, 32) is shared
 
 
-_ACCESS_COMPILES = r"""
+_COMPILED = r"""
+import sys
 from emu.amd.exec import access, jit
 from emu.pcode.llvmjit import engine
-for lanes in (32, 64):
-    access.ensure(lanes, jit.sources())
+if sys.argv[1] == "prebuild":
+    from emu.amd.exec.prebuild import prebuild
+    prebuild()
+else:
+    for lanes in (32, 64):
+        access.ensure(lanes, jit.sources())
 print(engine(access.ENGINE).stats["compiled"])
 """
 
 
 def test_prebuild_leaves_the_access_functions_of_both_wave_sizes_in_the_cache(tmp_path):
-    """`python -m emu.amd.exec.prebuild` (./dev) compiles them into the cache: a later process compiles none."""
-    def run(folder: Path, *argv: str) -> str:
-        env = {**os.environ, "HWEMU_CACHE": str(folder)}
-        r = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True)
+    """The prebuild (./dev) compiles them into an empty cache: a later process that needs them compiles none."""
+    env = {**os.environ, "HWEMU_CACHE": str(_tables_only(tmp_path / "cache", "gfx1100"))}
+    runs = [subprocess.run([sys.executable, "-c", _COMPILED, step], env=env, capture_output=True, text=True)
+            for step in ("prebuild", "ensure")]
+    for r in runs:
         assert r.returncode == 0, r.stderr[-2000:]
-        return r.stdout.strip()
-    empty, built = _tables_only(tmp_path / "empty", "gfx1100"), _tables_only(tmp_path / "built", "gfx1100")
-    assert run(empty, "-c", _ACCESS_COMPILES) == "2"
-    run(built, "-m", "emu.amd.exec.prebuild")
-    assert run(built, "-c", _ACCESS_COMPILES) == "0"
+    assert [r.stdout.strip() for r in runs] == ["2", "0"]
