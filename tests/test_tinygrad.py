@@ -349,6 +349,29 @@ def test_signal_polls_wait_for_the_engine_with_either_runtime(monkeypatch, rings
         assert rung == [7, "kick"]
 
 
+def test_a_graph_module_imported_after_the_device_opened_defers_its_finalizer():
+    """tinygrad imports its HCQ graph module at a JIT's first graph, after the device opened; a graph's finalizer
+    waits for its last submissions, so dying on the engine thread it must wait for the client's thread too."""
+    check(run_tinygrad("""
+        import gc, threading
+        from tinygrad import Tensor, TinyJit
+        Tensor([1.0]).realize()  # the device is open: the adapter is in place
+
+        @TinyJit
+        def f(a):
+            return ((a + 1) * 2).contiguous() + 3
+        for _ in range(3):
+            f(Tensor.ones(16).contiguous().realize()).realize()
+        from tinygrad.runtime.graph.hcq import HCQGraph
+        graph = next(o for o in gc.get_objects() if isinstance(o, HCQGraph))
+        assert getattr(HCQGraph.__del__, "__hwemu__", False), "the graph's finalizer is not deferred"
+        t = threading.Thread(target=graph.__del__, name="hwemu-engine")
+        t.start()
+        t.join(60)
+        assert not t.is_alive(), "the finalizer waited on the engine thread"
+        """, "MOCKKFD+AMD:LLVM"))
+
+
 def test_objects_dying_on_the_engine_thread_are_finalized_by_the_client():
     """A garbage collection on hwemu's engine thread may finalize a tinygrad Buffer, or a compute queue a graph bound
     to a page; their frees wait for the device (HCQ synchronizes first) on the device's own thread. The adapter

@@ -47,7 +47,8 @@ processor, and tells the engine so (emu.amd.doorbell: it then needs no looks).
 
 The engine thread allocates, so Python's garbage collector sometimes runs there, and with it the finalizers of the
 client's objects that died in a cycle. tinygrad's Buffer finalizer frees device memory, and HCQ2's free waits for
-the device first (so does a compute queue's, for the page a graph bound it to): on the engine thread, the device
+the device first (so does a compute queue's, for the page a graph bound it to, and a graph's, for its last
+submissions, imported only at a JIT's first graph): on the engine thread, the device
 waiting for itself (a deadlock until tinygrad's wait gives up). So the adapter keeps such an object that dies on an
 engine thread alive until the client's next such finalizer (or its next signal poll), which finalizes it on the
 client's thread, as it would have been.
@@ -173,8 +174,11 @@ def _with_register_views(arch: str | None, gpus: int) -> type:
 
 ENGINE_THREAD = "hwemu-engine"  # emu.amd.queue.Engine's thread name
 _deferred: list = []  # (tinygrad's finalizer, the object) that died on an engine thread: run by the client's thread
-# tinygrad's finalizers that free device memory, which waits for the device (HCQ's free synchronizes first)
-WAITING_FINALIZERS = (("tinygrad.device", "Buffer"), ("tinygrad.runtime.ops_amd", "AMDComputeQueue"))
+_deferring = False  # an engine runs: the finalizers of modules imported later are deferred too
+# tinygrad's finalizers that wait for the device: freeing device memory (HCQ's free synchronizes first), or a graph's
+# waiting for its last submissions
+WAITING_FINALIZERS = (("tinygrad.device", "Buffer"), ("tinygrad.runtime.ops_amd", "AMDComputeQueue"),
+                      ("tinygrad.runtime.graph.hcq", "HCQGraph"))
 
 
 def _free_deferred() -> None:
@@ -185,7 +189,9 @@ def _free_deferred() -> None:
 
 def _defer_waiting_finalizers() -> None:
     """Make the tinygrad objects whose finalizers wait for the device, when they die on an engine thread, wait for
-    the client's thread (the module docstring)."""
+    the client's thread (the module docstring); those of modules imported later, as they are imported."""
+    global _deferring
+    _deferring = True
     for module, name in WAITING_FINALIZERS:
         cls = getattr(sys.modules.get(module), name, None)
         if cls is not None and "__del__" in vars(cls) and not getattr(cls.__del__, "__hwemu__", False):
@@ -250,6 +256,25 @@ class MockUSB3:
                            "USB-attached GPUs (MOCKUSB) are not emulated")
 
 
+class _FinalizerFinder(importlib.abc.MetaPathFinder):
+    """Defers the waiting finalizers of a module of WAITING_FINALIZERS imported after the device was opened (tinygrad
+    imports its graph module at a JIT's first graph): its module is loaded as usual, then its class patched."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in {m for m, _ in WAITING_FINALIZERS} or not _deferring:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is not None and spec.loader is not None:
+            load = spec.loader.exec_module
+
+            def exec_module(module) -> None:
+                load(module)
+                sys.modules[name] = module  # where _defer_waiting_finalizers looks
+                _defer_waiting_finalizers()
+            spec.loader.exec_module = exec_module
+        return spec
+
+
 class _EmuFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Serves `import test.mockgpu.amd.emu` (tinygrad's test/amd run their ISA snippets through its run_asm) with
     hwemu's emu.os.tinygrad_emu, imported only then: most processes never ask for it."""
@@ -277,7 +302,7 @@ def install() -> bool:
     usb = types.ModuleType(USB_MODULE, MockUSB3.__doc__)
     usb.MockUSB3 = MockUSB3
     sys.modules[MODULE], sys.modules[USB_MODULE] = mod, usb
-    sys.meta_path.insert(0, _EmuFinder())
+    sys.meta_path[:0] = [_EmuFinder(), _FinalizerFinder()]
     if "CC" not in os.environ and shutil.which("clang") is None and shutil.which("clang-19") is not None:
         os.environ["CC"] = "clang-19"
     os.environ.setdefault("HCQDEV_WAIT_TIMEOUT_MS", str(WAIT_TIMEOUT_MS))
