@@ -283,7 +283,8 @@ def _halves_code(arch: str) -> bytes:
     vop3 = [("v_mul_f16_e64 v4, -v5, |v6|", 0b1001), ("v_fma_f16 v17, v18, v19, 1.0", 0b1100),
             ("v_cvt_f32_f16_e64 v9, v10", 0b0001), ("v_cvt_f16_f32_e64 v7, v8", 0b1000),
             ("v_add_f16_e64 v22, s3, v5", 0b1011), ("v_cmp_lt_f16_e64 vcc_lo, v13, v14", 0b0011),
-            ("v_add_nc_u16 v30, v31, v32", 0b1110), ("v_max_i16 v33, v34, s5", 0b0010)]
+            ("v_add_nc_u16 v30, v31, v32", 0b1110), ("v_max_i16 v33, v34, s5", 0b0010),
+            ("v_fmac_f16_e64 v35, v36, v37", 0b1001)]  # v_fmac's D0 is its accumulator: read from its half
     return asm("v_add_f16 v1.l, v2.h, v3.l\nv_add_f16 v1.h, v2.l, v3.h\nv_mov_b16 v20.h, v21.l\n"
                "v_add_f16 v1.l, 0.5, v3.h\nv_mov_b16 v130.h, v131.l", arch, "+real-true16") + \
         b"".join(_opsel(asm(text, arch), k) for text, k in vop3) + asm("s_endpgm", arch)

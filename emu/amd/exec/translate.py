@@ -32,6 +32,7 @@ the wave's flat state in translate_state.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from llvmlite import ir
 
@@ -278,7 +279,14 @@ class Region(StateCode, AluCode, MemoryCode):
         raise Exit(f"reads {n}")
 
     def _operand(self, b, o: Operand, inst):
-        """A bound input (emu.amd.exec.bind) as an LLVM value or a Python int: registers read at 32 or 64 bits."""
+        """A bound input (emu.amd.exec.bind) as an LLVM value or a Python int: registers read at 32 or 64 bits, a
+        16-bit operand in a high half (opsel, RDNA's v0.h) shifted down as the reference reads it (the caller keeps
+        its low bits; v_fmac_f16's D0 input too)."""
+        if o.mods.hi:
+            v = self._operand(b, replace(o, bits=32, mods=replace(o.mods, hi=False)), inst)
+            if isinstance(v, int):
+                return v >> 16  # a field read at run time (kinds.Sym) cannot shift: that kind gets no handler
+            return b.lshr(v, ir.Constant(v.type, [16] * self.lanes if isinstance(v.type, ir.VectorType) else 16))
         k = o.kind
         if k in (Kind.FIELD, Kind.INLINE, Kind.LITERAL) or (k is Kind.MASK and o.value is not None):
             return o.value

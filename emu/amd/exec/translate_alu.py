@@ -5,12 +5,10 @@ accesses lane by lane (emu.amd.exec.access).
 Large semantics are outlined into one function per module and kind."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 from llvmlite import ir
 
 from emu.amd.exec import access, hwreg, takes
-from emu.amd.exec.bind import Binding, Kind, Operand, dpp16_selects, float_bits, vopd_y
+from emu.amd.exec.bind import Binding, Kind, dpp16_selects, float_bits, vopd_y
 from emu.amd.exec.lanes import dpp16, dpp_write_mask
 from emu.amd.exec.operands import sign_bit
 from emu.amd.exec.state import EXEC, SCC, VCC
@@ -138,8 +136,7 @@ class AluCode:
                 raise Exit("VOP3P source other than a packed pair")
             if o.bits not in (16, 24, 32, 64) or o.bits == 24 and (o.mods.abs or o.mods.neg):
                 raise Exit(f"{o.bits}-bit source")
-            v = self._half(b, o, inst) if o.bits == 16 else self._operand(b, o, inst)
-            v = self._shape(b, v, o.bits, True)  # 24: a register's low bits
+            v = self._shape(b, self._operand(b, o, inst), o.bits, True)  # 16, 24: a register's (half's) low bits
             if o.mods.packed is not None:
                 v = self._halves(b, v, o.bits, o.mods.packed)
             v = self._modify(b, v, o.bits, o.mods.abs, o.mods.neg)
@@ -201,16 +198,6 @@ class AluCode:
         b.call(fn, [v for _, v in params] + [b.bitcast(buf, PTR)])
         return {n: b.load(b.gep(buf, [I64(0), I64(at)], source_etype=buf.allocated_type), typ=t, align=1)
                 for n, t, at in layout}
-
-    def _half(self, b, o: Operand, inst):
-        """A 16-bit source as its register's or constant's 32 bits shifted to its half (the high one: opsel, or a
-        VGPR code past VGPR0 + 127), as the reference reads it; the caller keeps the low 16 bits."""
-        v = self._operand(b, replace(o, bits=32), inst)
-        if not o.mods.hi:
-            return v
-        if isinstance(v, int):
-            return v >> 16  # a field read at run time (kinds.Sym) cannot shift: that kind gets no handler
-        return b.lshr(v, ir.Constant(v.type, [16] * self.lanes if isinstance(v.type, ir.VectorType) else 16))
 
     def _flushed(self, b, v, fbits: int, bits: int, keep32: int, keep16: int):
         """`v` (float bits per lane) with denormals read as zero of their sign where MODE.FP_DENORM flushes them
