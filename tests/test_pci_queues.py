@@ -125,6 +125,22 @@ def test_sdma_ring_registers_with_bad_values(fn, data):
     assert p not in fn.sdma.queues
 
 
+def test_an_sdma_packet_larger_than_its_ring_stops_the_queue_with_a_cp_error(fn):
+    # found by hypothesis above: a COPY_LINEAR header (7 dwords) in a 2-dword ring, the doorbell past it
+    put_ring(fn, START, [1])
+    p = "regSDMA0_QUEUE0"
+    for name, v in (("RB_BASE", START >> 8 & 0xFFFFFFFF), ("RB_BASE_HI", START >> 40), ("DOORBELL", 1 << 28),
+                    ("DOORBELL_OFFSET", 0x200 << 2), ("RB_WPTR", 0)):
+        reg(fn, f"{p}_{name}", v)
+    reg(fn, f"{p}_RB_CNTL", 1 | 1 << 1)  # enabled, RB_SIZE 1: 2 dwords
+    q = fn.sdma.queues[p]
+    fn.gpu.doorbells[q.doorbell] = 28
+    fn.gpu.kick()
+    settle(fn, q)
+    assert "more than the 8-byte ring" in q.error and "emulator error" not in q.error, q.error
+    reg(fn, f"{p}_RB_CNTL", 0)
+
+
 IH_BASE = 0x600000  # VRAM offset of the IH ring
 
 

@@ -56,6 +56,9 @@ class SDMAQueue(Queue):
             avail = (self.wptr - self.rptr) // 4
 
             def fetch(n: int) -> np.ndarray:
+                if 4 * n > self.ring_size:  # a packet that cannot fit would wrap onto itself
+                    raise CPError(f"SDMA packet at ring byte {self.rptr} needs {n} dwords, more than the "
+                                  f"{self.ring_size}-byte ring")
                 return self.read_ring(self.rptr, n)
         else:
             avail = ib[1] - ib[2]
@@ -65,14 +68,11 @@ class SDMAQueue(Queue):
         header = int(fetch(1)[0])
         op = s.HEADER_OP.get(header)
         n = self._length(op, header, fetch, avail)
+        if n > avail and ib is not None:
+            raise CPError(f"SDMA packet {header:#010x} runs past the end of the indirect buffer at {ib[0]:#x}")
+        pkt = fetch(n)  # a packet larger than the ring is an error (above), one not yet all written a wait
         if n > avail:
-            if ib is None and 4 * n > self.ring_size:
-                raise CPError(f"SDMA packet {header:#010x} at ring byte {self.rptr} claims {n} dwords, more than the "
-                              f"{self.ring_size}-byte ring")
-            if ib is not None:
-                raise CPError(f"SDMA packet {header:#010x} runs past the end of the indirect buffer at {ib[0]:#x}")
             raise Wait
-        pkt = fetch(n)
 
         def advance() -> None:
             if ib is None:
