@@ -179,6 +179,7 @@ _deferring = False  # an engine runs: the finalizers of modules imported later a
 # waiting for its last submissions
 WAITING_FINALIZERS = (("tinygrad.device", "Buffer"), ("tinygrad.runtime.ops_amd", "AMDComputeQueue"),
                       ("tinygrad.runtime.graph.hcq", "HCQGraph"))
+_WAITING_MODULES = frozenset(m for m, _ in WAITING_FINALIZERS)
 
 
 def _free_deferred() -> None:
@@ -261,15 +262,14 @@ class _FinalizerFinder(importlib.abc.MetaPathFinder):
     imports its graph module at a JIT's first graph): its module is loaded as usual, then its class patched."""
 
     def find_spec(self, name, path=None, target=None):
-        if name not in {m for m, _ in WAITING_FINALIZERS} or not _deferring:
+        if name not in _WAITING_MODULES or not _deferring:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path, target)
         if spec is not None and spec.loader is not None:
             load = spec.loader.exec_module
 
             def exec_module(module) -> None:
-                load(module)
-                sys.modules[name] = module  # where _defer_waiting_finalizers looks
+                load(module)  # (already in sys.modules, where _defer_waiting_finalizers looks)
                 _defer_waiting_finalizers()
             spec.loader.exec_module = exec_module
         return spec

@@ -6,6 +6,7 @@ Code that does with a `Sym` what cannot be done at run time raises NotSymbolic, 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from emu.amd import target
 from emu.amd.exec import bind, takes
@@ -156,15 +157,18 @@ def _high_halves(inst) -> set[str]:
             or not target.generation(inst.family).vgpr_halves \
             or not any(o.kind == "vgpr" and o.index >= 128 for o in inst.operands.values()):
         return set()
-    b = _binders.get(inst.family) or _binders.setdefault(inst.family, bind.Binder(inst.family, 32))
     try:
-        bd = b.valu_operands(inst)
+        bd = _binder(inst.family).valu_operands(inst)
     except (bind.OperandError, bind.Unsupported):  # no handler either: the instruction faults on every tier
         return set()
     return {o.field for o in (*bd.inputs.values(), *bd.outputs.values()) if o.kind is bind.Kind.VGPR and o.mods.hi}
 
 
-_binders: dict[str, bind.Binder] = {}
+@functools.cache
+def _binder(family: str) -> bind.Binder:
+    return bind.Binder(family, 32)
+
+
 _by_key: dict[tuple, Kind] = {}  # one Kind per key: instructions that differ only in Sym words share it
 
 
