@@ -56,9 +56,7 @@ class SDMAQueue(Queue):
             avail = (self.wptr - self.rptr) // 4
 
             def fetch(n: int) -> np.ndarray:
-                if 4 * n > self.ring_size:  # a packet that cannot fit would wrap onto itself
-                    raise CPError(f"SDMA packet at ring byte {self.rptr} needs {n} dwords, more than the "
-                                  f"{self.ring_size}-byte ring")
+                self._fits(n)
                 return self.read_ring(self.rptr, n)
         else:
             avail = ib[1] - ib[2]
@@ -68,11 +66,12 @@ class SDMAQueue(Queue):
         header = int(fetch(1)[0])
         op = s.HEADER_OP.get(header)
         n = self._length(op, header, fetch, avail)
-        if n > avail and ib is not None:
-            raise CPError(f"SDMA packet {header:#010x} runs past the end of the indirect buffer at {ib[0]:#x}")
-        pkt = fetch(n)  # a packet larger than the ring is an error (above), one not yet all written a wait
         if n > avail:
+            if ib is not None:
+                raise CPError(f"SDMA packet {header:#010x} runs past the end of the indirect buffer at {ib[0]:#x}")
+            self._fits(n)  # larger than the ring: an error, not a wait
             raise Wait
+        pkt = fetch(n)
 
         def advance() -> None:
             if ib is None:
@@ -91,6 +90,12 @@ class SDMAQueue(Queue):
         self.count("SDMA_" + NAMES[op])
         advance()
         return True
+
+    def _fits(self, n: int) -> None:
+        """A read of n dwords of the ring: more than it holds would wrap onto itself."""
+        if 4 * n > self.ring_size:
+            raise CPError(f"SDMA packet at ring byte {self.rptr} needs {n} dwords, more than the {self.ring_size}-byte "
+                          "ring")
 
     def _length(self, op: int, header: int, fetch, avail: int) -> int:
         if op == s.SDMA_OP_NOP:
