@@ -317,6 +317,32 @@ def test_sopk_immediates_match_reference(tier, arch, native_declines):
     assert not native_declines()
 
 
+_VOPD = ("v_dual_add_f32 v1, v2, v3 :: v_dual_mul_f32 v4, 0x40400000, v5\n"  # the literal in opY alone
+         "v_dual_fmac_f32 v6, v7, v8 :: v_dual_mov_b32 v9, v6\n"  # opY reads what opX writes: one kind
+         "v_dual_mul_f32 v10, v11, v12 :: v_dual_add_f32 v13, v14, v15\n"
+         "v_dual_fmaak_f32 v16, v17, v18, 0x3f800000 :: v_dual_mov_b32 v19, s3\n"
+         "v_dual_mul_f32 v20, v11, v12 :: v_dual_sub_f32 v21, v14, v15\n"  # opX's kind is the third line's
+         "v_dual_cndmask_b32 v22, v23, v24 :: v_dual_fmac_f32 v25, v26, v27\n"
+         "v_dual_add_f32 v30, v31, v28 :: v_dual_sub_f32 v33, v30, v29")  # opY reads opX's VGPR: one kind
+
+
+@pytest.mark.llvm
+@pytest.mark.parametrize("tier", ["threaded", "jit"])
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201"])
+def test_vopd_pairs_match_reference(tier, arch, native_declines):
+    # a VOPD pair whose opY reads no VGPR of opX's is two kinds, one per half: they recur across pairs
+    from test_wave import asm
+
+    from emu.amd.exec.kinds import kind_of
+    insts = decode(asm(_VOPD, arch), arch)
+    kinds = [kind_of(i)[0] for i in insts]
+    assert [k.halves is not None for k in kinds] == [True, False, True, True, True, True, False]
+    assert kinds[2].halves[0] is kinds[4].halves[0] and kinds[2].halves[1] is not kinds[4].halves[1]
+    _natively(tier, arch, _VOPD, [(20, (1 << 64) - 1), (21, 0x5555_5550), (22, 0)],
+              F32_KEEP_IN | F32_KEEP_OUT)
+    assert not native_declines()
+
+
 _DPP16 = {  # lane selections of both generations, row / bank masks, bound_ctrl, fetch-inactive, VOPC and VOP3 forms
     "gfx1100": "v_mov_b32_dpp v1, v2 quad_perm:[1,0,3,2] row_mask:0xf bank_mask:0xf\n"
                "v_add_f32_dpp v3, v4, v5 row_shr:1 bound_ctrl:1\nv_add_nc_u32_dpp v6, v7, v8 row_ror:3 row_mask:0x5 "

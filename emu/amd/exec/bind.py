@@ -346,14 +346,16 @@ class Binder:
         return Binding(op, sem, v.f, inputs, outputs)
 
     def vopd_halves(self, inst, y: int | None = None) -> list[tuple[isa.Op, dict]]:
-        """The two ops of a VOPD instruction as their VOP1 / VOP2 / VOP3 forms, with the fields each reads; `y`: the
-        VGPR opY writes (default vopd_y's)."""
+        """The ops of a VOPD instruction as their VOP1 / VOP2 / VOP3 forms, with the fields each reads: both, or
+        the one whose fields a half (emu.amd.exec.kinds) has; `y`: the VGPR opY writes (default vopd_y's)."""
         f, out = inst.fields, []
-        for which, opv, s0, s1, dst in (("X", f["opx"], "srcx0", "vsrcx1", f["vdstx"]),
-                                        ("Y", f["opy"], "srcy0", "vsrcy1", vopd_y(f) if y is None else y)):
-            dual = self.isa.op("VOPD", opv)
+        for which, opf, s0, s1 in (("X", "opx", "srcx0", "vsrcx1"), ("Y", "opy", "srcy0", "vsrcy1")):
+            if opf not in f:
+                continue
+            dst = f["vdstx"] if which == "X" else vopd_y(f) if y is None else y
+            dual = self.isa.op("VOPD", f[opf])
             if dual is None:
-                raise OperandError(f"VOPD op{which} {opv} is not an opcode")
+                raise OperandError(f"VOPD op{which} {f[opf]} is not an opcode")
             plain = dual.name.replace("V_DUAL_", "V_")
             op = next((self.isa.by_name.get((sp, plain)) for sp in ("VOP2", "VOP1", "VOP3")
                        if (sp, plain) in self.isa.by_name), None)

@@ -2,7 +2,11 @@
 is the instruction with its SGPR / VGPR fields, integer constants and literal replaced by `Sym`s, ints that stand for
 a canonical register and record how the code indexes with them, so that the handler computes the index from the
 instruction's entry words at run time; everything else (encoding, opcode, modifiers, other operands) is in its key.
-Code that does with a `Sym` what cannot be done at run time raises NotSymbolic, and that kind gets no handler."""
+Code that does with a `Sym` what cannot be done at run time raises NotSymbolic, and that kind gets no handler.
+
+A VOPD instruction is two kinds, one per half (`Kind.halves`), where its opY reads no VGPR its opX writes: running
+opX and then opY is then the pair's simultaneous read and write, and the halves of a kernel's many pairs recur far
+more often than the pairs themselves."""
 from __future__ import annotations
 
 import dataclasses
@@ -71,6 +75,7 @@ class Kind:
     key: tuple
     inst: object
     sources: tuple[str, ...]
+    halves: tuple[Kind, Kind] | None = None  # a VOPD pair run as its opX's kind and then its opY's (words: X's, Y's)
 
 
 DERIVED = {  # Sym words computed from the instruction, by what Region calls them
@@ -102,6 +107,16 @@ def kind(inst) -> Kind | None:
     if why is not None:
         takes.declined("threaded", inst, why)
         return None
+    parts = _vopd_halves(inst) if inst.base == "VOPD" else None
+    if parts is not None:
+        halves = kind(parts[0]), kind(parts[1])
+        if None in halves:
+            return None
+        key = ("VOPD pair", halves[0].key, halves[1].key)
+        k = _by_key.get(key)
+        if k is None:
+            k = _by_key[key] = Kind(key, None, halves[0].sources + halves[1].sources, halves)
+        return k
     name = inst.op.name
     fields: dict[str, int] = {}
     sources: list[str] = []
@@ -162,6 +177,29 @@ def _high_halves(inst) -> set[str]:
     except (bind.OperandError, bind.Unsupported):  # no handler either: the instruction faults on every tier
         return set()
     return {o.field for o in (*bd.inputs.values(), *bd.outputs.values()) if o.kind is bind.Kind.VGPR and o.mods.hi}
+
+
+_VOPD_HALF = (("opx", "srcx0", "vsrcx1", "vdstx"), ("opy", "srcy0", "vsrcy1", "vdsty"))  # each half's fields
+
+
+def _vopd_halves(inst) -> tuple | None:
+    """A VOPD instruction's halves (opX's, opY's), each an instruction of that op alone: the other half's fields gone
+    (the binder binds the halves present: emu.amd.exec.bind.Binder.vopd_halves), its encoding, size and literal the
+    pair's. None where opY reads a VGPR opX writes (or an op is no opcode): the pair is one kind."""
+    x = inst.operands.get("vdstx")
+    if x is None or any(o.kind == "vgpr" and o.index <= x.index < o.index + o.count
+                        for fld, o in inst.operands.items() if fld in _VOPD_HALF[1][1:3]):
+        return None
+    out = []
+    for which, own in enumerate(_VOPD_HALF):
+        op = _binder(inst.family).isa.op("VOPD", inst.fields.get(own[0]))
+        if op is None:
+            return None
+        other = _VOPD_HALF[1 - which]
+        out.append(dataclasses.replace(inst, op=op, name=op.name.lower(), _text=None,
+                                       fields={k: v for k, v in inst.fields.items() if k not in other},
+                                       operands={k: o for k, o in inst.operands.items() if k not in other}))
+    return tuple(out)
 
 
 @functools.cache

@@ -16,7 +16,9 @@ The loop (`i64 threaded(sgpr, vgpr, ctr, lds)`, a region's signature) starts at 
 program's index (ctr[THREADED..]: index address, first PC, length, entries address), calls the entry's handler and
 goes on at the PC it returns, until an instruction without a handler (one not compiled yet, or one the tier does
 not take), a handler that runs nothing (a memory access the VM table cannot place: the interpreter performs it,
-faults included), s_barrier, s_endpgm or the budget. Entries: [handler, PC, the Sym words...].
+faults included), s_barrier, s_endpgm or the budget. Entries: [handler, PC, the Sym words...]; a VOPD pair of two
+kinds (emu.amd.exec.kinds) is the pair handler's entry [pair, PC, Y's offset, X's entry, Y's entry], which runs
+X's handler and then Y's as one instruction.
 """
 from __future__ import annotations
 
@@ -97,6 +99,10 @@ class Handler(Region):
                 raise Exit(f"{fld} reaches registers {sorted(offs)} of {o.count}")
         return m
 
+    def _count(self, b, inst) -> None:
+        if not (inst.base == "VOPD" and "opx" not in inst.fields):  # a VOPD pair counts once: in its opX half
+            super()._count(b, inst)
+
     def _base(self, b):
         return I64(0)  # the canonical instruction is at 0: the handler's PCs are relative to its own
 
@@ -149,7 +155,7 @@ class Handler(Region):
 
     @staticmethod
     def _vopd_y(f: dict):
-        return f["vdsty"]
+        return f.get("vdsty")  # (none in opX's half)
 
     def _branch(self, b, inst) -> None:
         """The pcode's PC, relative: the canonical instruction is at 0 and SIMM16 comes from the entry."""
@@ -210,11 +216,41 @@ def _loop(logged: bool) -> int:
     return engine(LOOP_ENGINE).compile(m, "threaded", f"threaded loop {'logged ' if logged else ''}1")
 
 
-_handlers: dict[tuple, int | None] = {}  # (target, lanes, MODE, stats, kind key) -> handler address (None: none)
+# (target, lanes, MODE, stats, kind key) -> handler address, or a VOPD pair's (X's, Y's, X's word count); None: none
+_handlers: dict[tuple, int | tuple[int, int, int] | None] = {}
 _asked: set[tuple] = set()
 _made: list[tuple] = []  # the keys of _handlers in the order they were made: tables install what is new to them
 _loops: dict[bool, object] = {}  # logged -> the threaded loop (ctypes; None while it is being compiled)
+_pairs: list[int] = []  # the pair handler's address, once compiled
 _lock = threading.Lock()
+
+
+def _need_pair() -> None:
+    """Compile (once per machine) the handler of a VOPD pair's entry [pair, PC, Y's offset, X's entry..., Y's
+    entry...]: it runs X's handler and then Y's (which counts no instruction: Handler._count)."""
+    with _lock:
+        if _pairs:
+            return
+    m = engine(LOOP_ENGINE).module("pair")
+    fn = ir.Function(m, ir.FunctionType(I64, [PTR] * 5), "pair")
+    s, v, ctr, lds, ent = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    executed = b.gep(ctr, [I64(EXECUTED)], source_etype=I64)
+    hty = ir.FunctionType(I64, [PTR] * 5).as_pointer()
+
+    def half(b, at):
+        sub = b.gep(ent, [at], source_etype=I64)
+        return b.call(b.inttoptr(b.load(sub, typ=I64), hty), [s, v, ctr, lds, sub])
+    ran = b.load(executed, typ=I64)
+    rel = half(b, I64(3))
+    y, out = fn.append_basic_block("y"), fn.append_basic_block("out")
+    b.cbranch(b.icmp_unsigned("==", b.load(executed, typ=I64), ran), out, y)  # X ran nothing: neither runs
+    ir.IRBuilder(out).ret(rel)
+    b = ir.IRBuilder(y)
+    b.ret(half(b, b.load(b.gep(ent, [I64(2)], source_etype=I64), typ=I64)))
+    addr = engine(LOOP_ENGINE).compile(m, "pair", "threaded pair 1")
+    with _lock:
+        _pairs[:] = [addr]
 
 
 def _need_loop(logged: bool = False) -> None:
@@ -229,6 +265,10 @@ def _make(prog, kinds: dict[tuple, Kind], mode: int) -> None:
     """Make the handlers of `kinds` (by their full keys): from the disk cache, else built and compiled together (one
     LLVM module: its fixed cost a module is most of a handler's). A kind gets None where it has none, and is never
     asked for again; where LLVM rejects the module, each handler is compiled on its own."""
+    pairs = {full: k for full, k in kinds.items() if k.halves}
+    kinds = {full: k for full, k in kinds.items() if not k.halves}
+    for full, k in pairs.items():  # a pair's halves: kinds of their own, shared with other pairs
+        kinds.update({f: h for h in k.halves if (f := (*full[:-1], h.key)) not in _handlers})
     made: dict[tuple, int | None] = dict.fromkeys(kinds)
     built: dict[tuple, ir.Module] = {}
 
@@ -244,6 +284,8 @@ def _make(prog, kinds: dict[tuple, Kind], mode: int) -> None:
     keys = {full: f"handler {jit.sources()} {full!r}" for full in kinds}
     try:
         _need_loop()
+        if pairs:
+            _need_pair()
         access.ensure(prog.lanes, jit.sources())
         for full, k in kinds.items():
             made[full] = handler_engine().load(keys[full])
@@ -260,6 +302,10 @@ def _make(prog, kinds: dict[tuple, Kind], mode: int) -> None:
     finally:
         for full in kinds:
             _handlers[full] = made[full]
+            _made.append(full)
+        for full, k in pairs.items():
+            x, y = (_handlers.get((*full[:-1], h.key)) for h in k.halves)
+            _handlers[full] = None if x is None or y is None or not _pairs else (x, y, len(k.halves[0].sources))
             _made.append(full)
 
 
@@ -453,7 +499,7 @@ class Table:
         """Point a native call's counters at the tables."""
         ctr[THREADED:THREADED + 4] = (self.index.ctypes.data, self.base, len(self.index), self.ents.ctypes.data)
 
-    def _put(self, pc: int, addr: int, ws: list[int]) -> None:
+    def _put(self, pc: int, addr: int | tuple[int, int, int], ws: list[int]) -> None:
         if not len(self.index):
             self.base = pc & ~0xFFF
         lo, hi = min(self.base, pc & ~0xFFF), max(self.base + 4 * len(self.index), (pc | 0xFFF) + 1)
@@ -464,6 +510,9 @@ class Table:
             at = (self.base - lo) // 4
             index[at:at + len(self.index)] = self.index
             self.base, self.index = lo, index
+        if isinstance(addr, tuple):  # a VOPD pair: its halves' entries after the pair handler's (_pair)
+            x, y, nx = addr
+            addr, ws = _pairs[0], [3 + HEAD + nx, x, pc, *ws[:nx], y, pc, *ws[nx:]]
         n = HEAD + len(ws)
         if self.used + n > len(self.ents):
             self.ents = np.concatenate([self.ents, np.zeros(max(n, len(self.ents)), np.int64)])

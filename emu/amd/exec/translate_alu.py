@@ -107,7 +107,7 @@ class AluCode:
             parts.append((bd, self._valu_out(b, inst, bd)))
         for bd, out in parts:
             self._valu_write(b, bd, out, exe)
-        self._lane_ops(b, exe, 2)
+        self._lane_ops(b, exe, len(parts))
 
     @staticmethod
     def _vopd_y(f: dict) -> int:
