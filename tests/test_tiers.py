@@ -317,6 +317,36 @@ def test_sopk_immediates_match_reference(tier, arch, native_declines):
     assert not native_declines()
 
 
+_SLOTS = ("v_add_f32 v1, s2, v3\nv_add_f32 v4, 1.0, v3\nv_add_f32 v5, vcc_lo, v3\nv_add_f32 v6, -4, v3\n"
+          "v_add_f32 v7, m0, v3\nv_add_f32 v8, 0.15915494, v3\nv_add_f32_e64 v9, -|exec_hi|, v3\n"
+          "v_add_f32_e64 v10, -|0.5|, v3\ns_add_u32 s10, 1.0, s1\ns_add_u32 s11, s5, s1\ns_add_u32 s12, exec_lo, s1\n"
+          "v_add_f16 v11, 1.0, v2\nv_add_f16 v12, s2, v2\nv_add_f64 v[14:15], 1.0, v[16:17]\n"
+          "v_add_f32 v13, null, v3\nv_add_f32 v18, 64, v3\nv_dual_mov_b32 v20, 1.0 :: v_dual_mov_b32 v21, s4\n"
+          "v_dual_mov_b32 v22, -2 :: v_dual_mov_b32 v23, vcc_lo")
+
+
+@pytest.mark.llvm
+@pytest.mark.parametrize("tier", ["threaded", "jit"])
+@pytest.mark.parametrize("arch", ["gfx1100", "gfx1201", "gfx942"])
+def test_scalar_sources_share_a_kind(tier, arch, native_declines):
+    # an SGPR, VCC / EXEC half, M0 or an f32 / integer inline constant as a 32-bit source: one kind, the slot read at
+    # the code; f16 and f64 constants and NULL keep theirs
+    from test_wave import asm
+
+    from emu.amd.exec.kinds import kind_of
+    text = _SLOTS.replace("null", "0" if arch == "gfx942" else "null")  # (CDNA has no NULL nor VOPD)
+    text = text.rsplit("\nv_dual", 2)[0] if arch == "gfx942" else text
+    kinds = [kind_of(i)[0] for i in decode(asm(text, arch), arch)]
+    if arch != "gfx942":
+        assert kinds[16].halves[0] is kinds[17].halves[0] and kinds[16].halves[1] is kinds[17].halves[1]
+    assert len({id(k) for k in kinds[:6] + kinds[15:16]}) == 1 and kinds[6] is kinds[7]
+    assert kinds[8] is kinds[9] is kinds[10]
+    assert len({id(k) for k in kinds[11:15]} | {id(kinds[0])}) == (4 if arch == "gfx942" else 5)
+    _natively(tier, arch, text, [(23, (1 << 64) - 1), (24, 0x5555_5550), (25, 0)], F32_KEEP_IN | F32_KEEP_OUT)
+    _natively(tier, arch, text, [(26, (1 << 64) - 1)], 0)
+    assert not native_declines()
+
+
 _VOPD = ("v_dual_add_f32 v1, v2, v3 :: v_dual_mul_f32 v4, 0x40400000, v5\n"  # the literal in opY alone
          "v_dual_fmac_f32 v6, v7, v8 :: v_dual_mov_b32 v9, v6\n"  # opY reads what opX writes: one kind
          "v_dual_mul_f32 v10, v11, v12 :: v_dual_add_f32 v13, v14, v15\n"

@@ -4,6 +4,10 @@ a canonical register and record how the code indexes with them, so that the hand
 instruction's entry words at run time; everything else (encoding, opcode, modifiers, other operands) is in its key.
 Code that does with a `Sym` what cannot be done at run time raises NotSymbolic, and that kind gets no handler.
 
+A 32-bit scalar source that an SGPR, VCC's or EXEC's halves, M0 or an inline constant may fill is one kind whatever
+fills it: the wave's scalar slots (emu.amd.exec.state) hold each at its operand code as a 32-bit source reads it, so
+the handler reads the slot at the code its word gives (`_slot_reads`).
+
 A VOPD instruction is two kinds, one per half (`Kind.halves`), where its opY reads no VGPR its opX writes: running
 opX and then opY is then the pair's simultaneous read and write, and the halves of a kernel's many pairs recur far
 more often than the pairs themselves."""
@@ -16,6 +20,9 @@ from emu.amd import target
 from emu.amd.exec import bind, takes
 from emu.amd.exec.bind import ds_offset, memory_offset, smem_offsets, vopd_y
 from emu.amd.exec.control import BARRIERS, ENDS, ENGINE_NOPS, SOPP_BRANCHES
+from emu.amd.exec.operands import constant
+from emu.amd.exec.state import CONSTANTS
+from emu.amd.regs import EXEC, INLINE_FLOAT, INLINE_INT, VCC
 
 
 class NotSymbolic(TypeError):
@@ -121,6 +128,7 @@ def kind(inst) -> Kind | None:
     fields: dict[str, int] = {}
     sources: list[str] = []
     literal = None
+    slots: frozenset[str] = frozenset()
     if name in SOPP_BRANCHES:
         fields["simm16"] = Sym(0, 0)
         sources.append("simm16")
@@ -128,12 +136,16 @@ def kind(inst) -> Kind | None:
         fields = {k: v for k, v in inst.fields.items() if k != "literal"}
 
         high = _high_halves(inst)
+        slots = _slot_reads(inst)
 
         def sym(canon: int, source: str) -> Sym:
             sources.append(source)
             return Sym(canon, len(sources) - 1)
         for fld, o in inst.operands.items():
             if fld not in fields:
+                continue
+            if fld in slots:  # whatever fills it: the slot at its code
+                fields[fld] = sym(0, fld)
                 continue
             if o.kind == "inline" and 128 <= fields[fld] <= 208:  # an integer constant: its code, read at run time
                 fields[fld] = sym(128 if fields[fld] <= 192 else 193, fld)
@@ -157,7 +169,7 @@ def kind(inst) -> Kind | None:
             fields.update(offset0=0, offset1=0)
     key = (inst.enc, inst.base, name, inst.size, inst.family, literal is not None,
            tuple(sorted((k, ("sym", int(v)) if isinstance(v, Sym) else v) for k, v in fields.items())),
-           tuple(sorted((k, o.kind, o.count) for k, o in inst.operands.items())))
+           tuple(sorted((k, "slot" if k in slots else o.kind, o.count) for k, o in inst.operands.items())))
     k = _by_key.get(key)
     if k is None:
         canon = dataclasses.replace(inst, pc=0, fields=fields, literal=literal, _text=None)
@@ -200,6 +212,51 @@ def _vopd_halves(inst) -> tuple | None:
                                        fields={k: v for k, v in inst.fields.items() if k not in other},
                                        operands={k: o for k, o in inst.operands.items() if k not in other}))
     return tuple(out)
+
+
+_SLOT_BASES = frozenset({"SOP1", "SOP2", "SOPC", "VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOPD"})
+
+
+def _slot_reads(inst) -> frozenset[str]:
+    """The fields of an ALU instruction whose source a handler can read from the scalar slot at the field's code,
+    whatever the code: fields the binder reads as a plain 32-bit source (no mask, half or packing) and never writes,
+    holding an SGPR, VCC's or EXEC's half, M0 or an inline constant that a 32-bit read takes from the slot as it is
+    (an f16 or f64 constant is another value: its kind keeps it)."""
+    if inst.base not in _SLOT_BASES or inst.enc.endswith(("DPP16", "DPP8", "SDWA")):
+        return frozenset()
+    gen = target.generation(inst.family)
+    fills = (range(gen.sgprs), (VCC, VCC + 1, EXEC, EXEC + 1, gen.m0), INLINE_INT, INLINE_FLOAT)
+    maybe = {fld for fld, o in inst.operands.items() if o.kind in ("sgpr", "special", "inline") and o.count == 1
+             and any(inst.fields.get(fld) in r for r in fills)}
+    if not maybe:
+        return frozenset()
+    b, named = _binder(inst.family), {}
+    try:
+        if inst.base == "VOPD":  # one half (_vopd_halves), bound as its VOP2 form
+            halves = b.vopd_halves(inst, 0)
+            if len(halves) != 1:
+                return frozenset()
+            xy = "x" if "opx" in inst.fields else "y"
+            named = {"src0": f"src{xy}0", "vsrc1": f"vsrc{xy}1", "vdst": f"vdst{xy}"}
+            bd = b.valu_operands(inst, *halves[0], base="VOP2")
+        else:
+            bd = b.salu_operands(inst) if inst.base.startswith("SOP") else b.valu_operands(inst)
+    except (bind.OperandError, bind.Unsupported):
+        return frozenset()
+    written = {named.get(o.field, o.field) for o in bd.outputs.values()}
+    out = set()
+    for n, o in bd.inputs.items():
+        o = dataclasses.replace(o, field=named.get(o.field, o.field))
+        if o.field not in maybe:
+            continue
+        plain = o.kind in (bind.Kind.SGPR, bind.Kind.SPECIAL, bind.Kind.INLINE) and o.bits == 32 \
+            and bd.sem.ir.inputs.get(n) == 32 and dataclasses.replace(o.mods, abs=False, neg=False, flush=False) \
+            == bind.NO_MODS
+        if plain and (o.kind is not bind.Kind.INLINE or constant(o.code, 32, o.fmt, None) == CONSTANTS[o.code]):
+            out.add(o.field)
+        else:
+            maybe.discard(o.field)  # a field read two ways keeps its kind
+    return frozenset((out & maybe) - written)
 
 
 @functools.cache
