@@ -218,45 +218,49 @@ _SLOT_BASES = frozenset({"SOP1", "SOP2", "SOPC", "VOP1", "VOP2", "VOPC", "VOP3",
 
 
 def _slot_reads(inst) -> frozenset[str]:
-    """The fields of an ALU instruction whose source a handler can read from the scalar slot at the field's code,
-    whatever the code: fields the binder reads as a plain 32-bit source (no mask, half or packing) and never writes,
-    holding an SGPR, VCC's or EXEC's half, M0 or an inline constant that a 32-bit read takes from the slot as it is
-    (an f16 or f64 constant is another value: its kind keeps it)."""
+    """The fields of an ALU instruction whose source a handler reads from the scalar slot at the field's code,
+    whatever the code. An SGPR's is read so anyway; VCC's and EXEC's halves, M0 and inline constants join it where
+    the binder reads the field as a plain 32-bit source (no mask, half or packing) that the instruction never writes
+    and, for a constant, where that is the value a 32-bit read takes from its slot (an f16, bf16 or f64 constant is
+    another value: its kind keeps it)."""
     if inst.base not in _SLOT_BASES or inst.enc.endswith(("DPP16", "DPP8", "SDWA")):
         return frozenset()
     gen = target.generation(inst.family)
-    fills = (range(gen.sgprs), (VCC, VCC + 1, EXEC, EXEC + 1, gen.m0), INLINE_INT, INLINE_FLOAT)
-    maybe = {fld for fld, o in inst.operands.items() if o.kind in ("sgpr", "special", "inline") and o.count == 1
-             and any(inst.fields.get(fld) in r for r in fills)}
-    if not maybe:
-        return frozenset()
+    regs = {fld for fld, o in inst.operands.items() if o.kind == "sgpr" and o.count == 1}
+    others = {fld for fld, o in inst.operands.items() if o.kind in ("special", "inline") and o.count == 1
+              and (inst.fields.get(fld) in (VCC, VCC + 1, EXEC, EXEC + 1, gen.m0)
+                   or inst.fields.get(fld) in INLINE_INT or inst.fields.get(fld) in INLINE_FLOAT)}
+    return frozenset(regs | (_plain_reads(inst, others) if others else set()))
+
+
+def _plain_reads(inst, fields: set[str]) -> set[str]:
+    """Those of `fields` that the binder reads as plain 32-bit sources and the instruction never writes, where a
+    constant's value is its slot's (_slot_reads)."""
     b, named = _binder(inst.family), {}
     try:
         if inst.base == "VOPD":  # one half (_vopd_halves), bound as its VOP2 form
             halves = b.vopd_halves(inst, 0)
             if len(halves) != 1:
-                return frozenset()
+                return set()
             xy = "x" if "opx" in inst.fields else "y"
             named = {"src0": f"src{xy}0", "vsrc1": f"vsrc{xy}1", "vdst": f"vdst{xy}"}
             bd = b.valu_operands(inst, *halves[0], base="VOP2")
         else:
             bd = b.salu_operands(inst) if inst.base.startswith("SOP") else b.valu_operands(inst)
     except (bind.OperandError, bind.Unsupported):
-        return frozenset()
-    written = {named.get(o.field, o.field) for o in bd.outputs.values()}
-    out = set()
+        return set()
+    out, refused = set(), {named.get(o.field, o.field) for o in bd.outputs.values()}
     for n, o in bd.inputs.items():
-        o = dataclasses.replace(o, field=named.get(o.field, o.field))
-        if o.field not in maybe:
+        fld = named.get(o.field, o.field)
+        if fld not in fields:
             continue
-        plain = o.kind in (bind.Kind.SGPR, bind.Kind.SPECIAL, bind.Kind.INLINE) and o.bits == 32 \
-            and bd.sem.ir.inputs.get(n) == 32 and dataclasses.replace(o.mods, abs=False, neg=False, flush=False) \
-            == bind.NO_MODS
-        if plain and (o.kind is not bind.Kind.INLINE or constant(o.code, 32, o.fmt, None) == CONSTANTS[o.code]):
-            out.add(o.field)
+        plain = o.kind in (bind.Kind.SPECIAL, bind.Kind.INLINE) and o.bits == 32 and bd.sem.ir.inputs.get(n) == 32 \
+            and dataclasses.replace(o.mods, abs=False, neg=False, flush=False) == bind.NO_MODS
+        if plain and (o.kind is bind.Kind.SPECIAL or constant(o.code, 32, o.fmt, None) == CONSTANTS[o.code]):
+            out.add(fld)
         else:
-            maybe.discard(o.field)  # a field read two ways keeps its kind
-    return frozenset((out & maybe) - written)
+            refused.add(fld)  # (a field read two ways keeps its kind)
+    return out - refused
 
 
 @functools.cache
