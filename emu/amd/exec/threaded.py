@@ -510,7 +510,7 @@ class Table:
             at = (self.base - lo) // 4
             index[at:at + len(self.index)] = self.index
             self.base, self.index = lo, index
-        if isinstance(addr, tuple):  # a VOPD pair: its halves' entries after the pair handler's (_pair)
+        if isinstance(addr, tuple):  # a VOPD pair: its halves' entries after the pair handler's (_need_pair)
             x, y, nx = addr
             addr, ws = _pairs[0], [3 + HEAD + nx, x, pc, *ws[:nx], y, pc, *ws[nx:]]
         n = HEAD + len(ws)
