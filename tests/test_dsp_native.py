@@ -1,5 +1,6 @@
 """The native tier (emu.dsp.native) against the interpreter: the same registers, memory, counters, PC and fault
 after the same packets, on the corpus programs and on random packet streams (loops, faults mid-block)."""
+import os
 import random
 import struct
 
@@ -47,12 +48,27 @@ def isa():
     return vendor_isa()
 
 
+_USERS_CACHE = os.environ.get("HWEMU_CACHE")
+
+
 @pytest.fixture(autouse=True)
 def compile_at_once(monkeypatch, tmp_path_factory):
-    """Every block is compiled the first time it is reached (cached objects in a cache of the test session)."""
+    """Every block is compiled the first time it is reached (cached objects in a cache of the test session, unless
+    the test asks for `users_cache`)."""
     monkeypatch.setattr(native, "HOT", 1)
     monkeypatch.setattr(native, "HOT_COMPILE", 1)
     monkeypatch.setenv("HWEMU_CACHE", str(tmp_path_factory.getbasetemp() / "hwemu-cache"))
+
+
+@pytest.fixture
+def users_cache(monkeypatch):
+    """The user's cache instead of the session's: blocks the same at every run (the corpus programs') are compiled
+    at the first run only and loaded from the disk at later ones, as the tier does for the user. Their keys name the
+    sources of the compiler and the translator (native._digest), so a change to either compiles them again."""
+    if _USERS_CACHE is None:
+        monkeypatch.delenv("HWEMU_CACHE")
+    else:
+        monkeypatch.setenv("HWEMU_CACHE", _USERS_CACHE)
 
 
 def state(t: Thread, mem: Memory) -> tuple:
@@ -63,7 +79,7 @@ def state(t: Thread, mem: Memory) -> tuple:
 @pytest.mark.skipif(not la.corpus_available(), reason="clang-19 / ld.lld-19 not installed (./dev)")
 @pytest.mark.parametrize("opt", ["-O0", "-O2"])
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_corpus_program_same_on_both_tiers(isa, tmp_path, name, opt):
+def test_corpus_program_same_on_both_tiers(isa, users_cache, tmp_path, name, opt):
     exe = tmp_path / name
     la.compile_program(la.PROGRAMS / f"{name}.c", opt, exe, DEFINES.get((name, opt), ()))
     runs = []
