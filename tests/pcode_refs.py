@@ -16,8 +16,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 LANES = 32
-# examples per property: 100, 200 under the exploring profile; PCODE_PROPS_EXAMPLES=5000 for a deeper local search
-EXAMPLES = int(os.environ.get("PCODE_PROPS_EXAMPLES") or examples(100, 200))
+# examples per property: 50, 400 under the exploring profile; PCODE_PROPS_EXAMPLES=5000 for a deeper local search
+EXAMPLES = int(os.environ.get("PCODE_PROPS_EXAMPLES") or examples(50, 400))
 PROPS = settings(max_examples=EXAMPLES, deadline=None)
 ALL_LANES = (1 << LANES) - 1
 

@@ -1,5 +1,6 @@
 """The native tier (emu.dsp.native) against the interpreter: the same registers, memory, counters, PC and fault
 after the same packets, on the corpus programs and on random packet streams (loops, faults mid-block)."""
+import os
 import random
 import struct
 
@@ -47,12 +48,27 @@ def isa():
     return vendor_isa()
 
 
+_USERS_CACHE = os.environ.get("HWEMU_CACHE")
+
+
 @pytest.fixture(autouse=True)
 def compile_at_once(monkeypatch, tmp_path_factory):
-    """Every block is compiled the first time it is reached (cached objects in a cache of the test session)."""
+    """Every block is compiled the first time it is reached (cached objects in a cache of the test session, unless
+    the test asks for `users_cache`)."""
     monkeypatch.setattr(native, "HOT", 1)
     monkeypatch.setattr(native, "HOT_COMPILE", 1)
     monkeypatch.setenv("HWEMU_CACHE", str(tmp_path_factory.getbasetemp() / "hwemu-cache"))
+
+
+@pytest.fixture
+def users_cache(monkeypatch):
+    """The user's cache instead of the session's: blocks the same at every run (the corpus programs') are compiled
+    at the first run only and loaded from the disk at later ones, as the tier does for the user. Their keys name the
+    sources of the compiler and the translator (native._digest), so a change to either compiles them again."""
+    if _USERS_CACHE is None:
+        monkeypatch.delenv("HWEMU_CACHE")
+    else:
+        monkeypatch.setenv("HWEMU_CACHE", _USERS_CACHE)
 
 
 def state(t: Thread, mem: Memory) -> tuple:
@@ -63,7 +79,7 @@ def state(t: Thread, mem: Memory) -> tuple:
 @pytest.mark.skipif(not la.corpus_available(), reason="clang-19 / ld.lld-19 not installed (./dev)")
 @pytest.mark.parametrize("opt", ["-O0", "-O2"])
 @pytest.mark.parametrize("name", PROGRAMS)
-def test_corpus_program_same_on_both_tiers(isa, tmp_path, name, opt):
+def test_corpus_program_same_on_both_tiers(isa, users_cache, tmp_path, name, opt):
     exe = tmp_path / name
     la.compile_program(la.PROGRAMS / f"{name}.c", opt, exe, DEFINES.get((name, opt), ()))
     runs = []
@@ -98,6 +114,12 @@ def machine(isa, words: list[int], seed: int) -> tuple[Thread, Memory]:
     t.v[:] = np.frombuffer(rng.randbytes(32 * 128), np.uint8).reshape(32, 128)
     t.q[:] = np.frombuffer(rng.randbytes(64), np.uint8).reshape(4, 16)
     return t, mem
+
+
+def one_packet(isa, word: int, seed: int) -> tuple[Thread, Memory]:
+    """machine() with the packet of one instruction `word` at CODE, then a loop's end, which ends the block the
+    native tier compiles there (else the zero words after it, 47 packets of duplex loads, would be compiled too)."""
+    return machine(isa, [word, *ENDLOOP0], seed)
 
 
 def run(t: Thread, n: int, tier: bool):
@@ -299,7 +321,7 @@ def test_float_instruction_same_on_both_tiers(isa, tag, data):
         operands.append((regs, rounding << 22 | data.draw(st.integers(0, 0x1F), label="USR's sticky flags") << 1))
     outcomes = []
     for tier in (False, True):
-        t, mem = machine(isa, [word], 0)
+        t, mem = one_packet(isa, word, 0)
         tiered = native.Tier(t) if tier else None
         results = []
         for regs, usr in operands:
@@ -316,7 +338,7 @@ def test_common_float_instructions_run_natively(isa):
     forms = {f.tag: f for fs in Decoder.of(isa).by_iclass for f in fs}
     for tag in sorted(NATIVE_FLOATS):
         word = (_fill(random.Random(1), forms[tag], 32) & ~0xC000) | 0xC000
-        t, _ = machine(isa, [word], 1)
+        t, _ = one_packet(isa, word, 1)
         t.c[8] = 0
         tiered = native.Tier(t)
         tiered.run(1)

@@ -4,11 +4,18 @@ first), the stack never imports emu, and objfile, which both read, imports neith
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("emu", "stack", "objfile")
+
+
+@functools.cache
+def _tree(f: Path) -> ast.Module:
+    """The module's syntax tree, parsed once for all the checks (they only read it)."""
+    return ast.parse(f.read_text(), f.relative_to(ROOT).as_posix())
 
 
 def _modules() -> dict[str, Path]:
@@ -24,7 +31,7 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The modules of our packages that importing `name` runs directly: each imported module and its packages."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             targets.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -72,6 +79,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+@functools.cache
 def _graph() -> dict[str, set[str]]:
     known = _modules()
     return {name: _imports(name, path, known) for name, path in known.items()}
@@ -119,7 +127,7 @@ def test_only_the_target_descriptor_tells_chips_apart_by_name():
         rel = f.relative_to(ROOT).as_posix()
         if rel.startswith(NAMES_ALLOWED):
             continue
-        for node in ast.walk(ast.parse(f.read_text(), rel)):
+        for node in ast.walk(_tree(f)):
             if isinstance(node, ast.Compare) and any(_names_an_arch(x) for x in (node.left, *node.comparators)):
                 found.append(f"{rel}:{node.lineno}")
     assert not found, f"arch or family names compared outside emu/amd/target.py: {found}"
@@ -147,7 +155,7 @@ def test_no_data_keyed_by_arch_names():
     for f in sorted((ROOT / "emu").rglob("*.py")):
         rel = f.relative_to(ROOT).as_posix()
         if not rel.startswith(KEYS_ALLOWED):
-            found += [f"{rel}:{line}" for line in _keyed_by_arch(ast.parse(f.read_text(), rel))]
+            found += [f"{rel}:{line}" for line in _keyed_by_arch(_tree(f))]
     assert not found, f"data keyed by arch or family names outside emu/amd/target.py: {found}"
     tree = ast.parse('A = {"rdna3": 1, **B}\nC = D["gfx942"]\nE = {"x": "cdna"}\nF = G["rdna"]\nH = {**I}\n')
     assert _keyed_by_arch(tree) == [1, 2]
@@ -184,7 +192,7 @@ def test_operand_codes_come_from_the_register_table():
         rel = f.relative_to(ROOT).as_posix()
         if not rel.startswith(CODE_USERS):
             continue
-        tree = ast.parse(f.read_text(), rel)
+        tree = _tree(f)
         found += [f"{rel}:{line}: {code}" for line, code in _named_codes(tree)]
         for node in ast.walk(tree):
             if isinstance(node, ast.Compare):
@@ -217,7 +225,7 @@ def test_fast_tiers_catch_no_bugs():
     for f in sorted((ROOT / "emu" / "amd" / "exec").glob("*.py")):
         if f.stem.startswith(FAST_TIERS):
             rel = f.relative_to(ROOT).as_posix()
-            found += [f"{rel}:{h.lineno}" for h in ast.walk(ast.parse(f.read_text(), rel))
+            found += [f"{rel}:{h.lineno}" for h in ast.walk(_tree(f))
                       if isinstance(h, ast.ExceptHandler) and _catches_everything(h)]
     assert not found, f"fast-tier code catching every error: {found}"
     tree = ast.parse("try:\n    f()\nexcept Exception:\n    g()\ntry:\n    f()\nexcept (KeyError, BaseException):\n"
@@ -249,7 +257,7 @@ def test_dispatches_start_in_one_place():
     found = []
     for f in sorted((ROOT / "emu").rglob("*.py")):
         rel = f.relative_to(ROOT).as_posix()
-        for node in ast.walk(ast.parse(f.read_text(), rel)):
+        for node in ast.walk(_tree(f)):
             if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in (
                     "Dispatch", "run_dispatch") and rel != "emu/amd/compute.py":
                 found.append(f"{rel}:{node.lineno}")

@@ -16,6 +16,7 @@ import os
 
 import numpy as np
 import pytest
+from depth import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_fidelity_matrix import LAYOUTS
@@ -25,7 +26,7 @@ from emu.amd import GPUFault, Wave, isa, strategies
 from emu.amd.asm.disasm import code_object_instructions
 from stack.codegen import opencl
 
-EXAMPLES = 300 if not os.environ.get("CI") else 40
+EXAMPLES = examples(100, 2000) if not os.environ.get("CI") else 40  # streams per family
 ENDPGM = {"rdna3": "0000b0bf", "rdna4": "0000b0bf", "cdna": "000081bf"}
 
 

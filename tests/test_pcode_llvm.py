@@ -71,8 +71,10 @@ F16, BF16, F32, F64 = (_float_specials(16, 10), _float_specials(16, 7), _float_s
                        _float_specials(64, 52))
 
 
+@functools.cache
 def word(bits: int) -> st.SearchStrategy[int]:
-    """Raw bits of one operand: float specials of the widths that fit, packed halves, or any value."""
+    """Raw bits of one operand: float specials of the widths that fit, packed halves, or any value (built once per
+    width: hypothesis validates a new strategy at its first draw, which cost more than the draws)."""
     m = (1 << bits) - 1
     anyv = st.integers(0, m)
     if bits == 16:
@@ -89,6 +91,7 @@ def word(bits: int) -> st.SearchStrategy[int]:
     return anyv
 
 
+@functools.cache
 def lanes_of(bits: int, lanes: int) -> st.SearchStrategy:
     """A per-lane operand as pyback takes it: (lanes,) uint64, or (dwords, lanes) above 64 bits."""
     def make(vals):

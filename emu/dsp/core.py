@@ -294,7 +294,7 @@ class Thread:
         plan = self.plans.get(pc)
         if plan is None:
             try:
-                words = [self.mem.load(4, pc + 4 * k) if self.mem.mapped(pc + 4 * k, 4) else 0 for k in range(4)]
+                words = self.mem.words(pc, 4)
                 if not self.mem.mapped(pc, 4):
                     raise MemoryFault(pc, 4, "execute")
                 pkt = self.decoder.packet(words, pc)

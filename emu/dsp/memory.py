@@ -5,6 +5,7 @@ kind of the access (the core adds the packet and PC) and leaves the host untouch
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 PAGE = 4096
@@ -74,6 +75,14 @@ class Memory:
         for d, o, n in spans:
             d[o:o + n] = data[k:k + n]
             k += n
+
+    def words(self, addr: int, n: int) -> list[int]:
+        """The n little-endian words from addr as the core fetches a packet: 0 for a word on an unmapped page (a
+        mapped page without read permission faults as a read)."""
+        page, off = self.pages.get(addr // PAGE), addr % PAGE
+        if page is not None and "r" in page.perms and off + 4 * n <= PAGE:  # one page: one unpack
+            return list(struct.unpack_from(f"<{n}I", page.data, off))
+        return [self.load(4, addr + 4 * k) if self.mapped(addr + 4 * k, 4) else 0 for k in range(n)]
 
     def load(self, size: int, addr: int) -> int:
         return int.from_bytes(self.read(addr, size), "little")
