@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 from dsp_support import vendor_isa
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from emu.dsp import native, native_packet, tables
@@ -140,6 +140,7 @@ def run(t: Thread, n: int, tier: bool):
 
 @settings(max_examples=40)
 @given(st.integers(1, 8), st.integers(0, 2**32 - 1))
+@example(3, 5114)  # cmp.gt(r29, Ns.new) of a new value with bit 31 set: a signed compare
 def test_random_packet_streams_same_on_both_tiers(isa, count, seed):
     """Straight-line packets ending in a hardware loop back to the start; whatever they do (branch away, fault,
     trap), both tiers end in the same state with the same exception."""

@@ -315,7 +315,9 @@ class _Gen:
             return f"(S.new_pred({n[-1]}) & 1)"
         if n == "fLSBNEW":
             return f"({args[0]} & 1)"
-        if n in ("fNEWREG", "fNEWREG_ST", "fNEWVREG"):
+        if n in ("fNEWREG", "fNEWREG_ST"):  # the producer's logged 32 bits, as the signed value they stand for
+            return _wrap(x.t, args[0])
+        if n == "fNEWVREG":
             return args[0]
         if n.startswith("MEM_LOAD"):
             return f"S.load({n[-1]}, {args[0]})"
