@@ -106,11 +106,48 @@ def test_a_waiter_wakes_at_the_engines_next_packet():
     got: list[int] = []
     t = threading.Thread(target=lambda: got.append(e.wait_progress(0, 600)))
     t.start()
-    while not e._sleepers:
+    while not e._waiters:
         threading.Event().wait(0.001)
     e.progress()
     t.join(300)
     assert not t.is_alive() and got == [1]
+
+
+def test_a_waiter_for_a_word_wakes_only_when_it_reaches_its_value():
+    """Engine.wait_progress with `until`: the engine's stores that leave the word below the value wake nobody (each
+    wakeup would take the GIL from the engine); the one that brings it there does, and so does the engine running
+    out of the announced work (the word may be a CPU's to store). A word already there is no wait."""
+    from emu.amd.queue import Engine
+    e = Engine([])
+    word = np.zeros(1, np.uint64)
+    until = (word.ctypes.data, 5)
+    notified: list[int] = []
+    notify_all = e._moved.notify_all
+    e._moved.notify_all = lambda: notified.append(e.served) or notify_all()
+
+    def waiter() -> threading.Thread:
+        t = threading.Thread(target=lambda: got.append(e.wait_progress(-1, 600, until)))
+        t.start()
+        while not e._waiters:
+            threading.Event().wait(0.001)
+        return t
+    got: list[int] = []
+    t = waiter()
+    word[0] = 4
+    e.progress()
+    assert notified == [] and t.is_alive()
+    word[0] = 2**64 - 1  # unsigned, as tinygrad compares
+    e.progress()
+    t.join(300)
+    assert notified == [2] and got == [2]
+    word[0], e.busy = 0, True
+    t = waiter()
+    e._idle()  # out of work: the waiter looks again
+    t.join(300)
+    assert notified == [2, 2] and got == [2, 2] and not e.busy
+    e._idle()  # already idle: no wakeup
+    word[0] = 5
+    assert e.wait_progress(-1, 600, until) == 2 and notified == [2, 2]
 
 
 def test_waiters_wake_for_packets_that_store_and_at_each_turns_end():

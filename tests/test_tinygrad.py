@@ -313,14 +313,23 @@ def test_signal_polls_wait_for_the_engine_with_either_runtime(monkeypatch, rings
     """tinygrad's runtime (ops_amd) rings doorbells from Python: each store kicks the engine, which then never looks
     at doorbell memory. HCQ2's (extra/hcq2/ops_amd2.py, loaded as ops_amd: its queue descriptor has no
     signal_doorbell) rings them from a program's stores: the engine keeps looking, and HCQ2's wall-time wait (a class
-    attribute) is the one HCQDEV_WAIT_TIMEOUT_MS sets for the other. Both signal polls wait for the engine."""
+    attribute) is the one HCQDEV_WAIT_TIMEOUT_MS sets for the other. Both signal polls wait for the engine, for the
+    word and value of the signal being waited for."""
     import types
 
     from emu.os import tinygrad as adapter
 
-    class AMDSignal:
+    class AMDSignal:  # tinygrad's HCQSignal: a 64-bit word its wait polls, calling _sleep between reads
+        def __init__(self):
+            self.word = ctypes.c_uint64(0)
+            view = types.SimpleNamespace(addr=ctypes.addressof(self.word))
+            self.base_buf = types.SimpleNamespace(va_addr=0x1000, cpu_view=lambda: view)
+
         def _sleep(self, ms):
             pass
+
+        def wait(self, value, timeout=None):
+            self._sleep(0)
 
     class AMDQueueDesc:
         if not rings_from_a_program:
@@ -329,7 +338,7 @@ def test_signal_polls_wait_for_the_engine_with_either_runtime(monkeypatch, rings
 
     rung, waits = [], []
     engine = types.SimpleNamespace(doorbells=types.SimpleNamespace(announced=False), kick=lambda: rung.append("kick"),
-                                   wait_progress=lambda seen, timeout: waits.append(seen) or seen + 1)
+                                   wait_progress=lambda seen, timeout, until: waits.append((seen, until)) or seen + 1)
     module = types.ModuleType("tinygrad.runtime.ops_amd")
     module.AMDSignal, module.AMDQueueDesc = AMDSignal, AMDQueueDesc
     monkeypatch.setitem(sys.modules, "tinygrad.runtime.ops_amd", module)
@@ -341,8 +350,10 @@ def test_signal_polls_wait_for_the_engine_with_either_runtime(monkeypatch, rings
     adapter._on_engine(engine)
     assert hcq2.HCQ2Compiled.wait_timeout_ms == (123456 if rings_from_a_program else 30000)  # HCQ2's own knob
     AMDSignal()._sleep(0)
-    AMDSignal()._sleep(0)
-    assert waits == [-1, 0]  # each poll waits for progress past the last it saw
+    signal = AMDSignal()
+    signal.wait(9)
+    # each poll waits for progress past the last it saw; within a signal's wait, for its word to reach the value
+    assert waits == [(-1, None), (0, (ctypes.addressof(signal.word), 9))]
     assert engine.doorbells.announced is not rings_from_a_program
     if not rings_from_a_program:
         AMDQueueDesc().signal_doorbell(None, 7)

@@ -15,6 +15,7 @@ raises stops that queue only: the engine thread goes on with the others.
 """
 from __future__ import annotations
 
+import ctypes
 import sys
 import threading
 
@@ -31,11 +32,18 @@ PACKETS_PER_TURN = 256  # packets a queue runs before the engine turns to the ne
 WATCHDOG_PACKETS = 1 << 20  # packets run without the read pointer moving (an indirect-buffer loop)
 POLL = (0.00002, 0.001)  # seconds the idle engine waits before it looks at a waiting queue again: first, at most
 IDLE_WAIT = 0.05  # seconds of one wait for a doorbell when no queue waits on memory
+BUSY_WAIT = 0.05  # seconds a client waiting for a word the engine's work stores sleeps at most while it works
 SWITCH_INTERVAL = 0.0002  # seconds: the interpreter's thread switch interval while a mock device runs
 # packets (as Queue.count names them) that store nothing a client could be waiting to see: a client that waits for
 # the engine's progress (Engine.wait_progress) is not woken for them
 QUIET = frozenset({"NOP", "SET_SH_REG", "SET_UCONFIG_REG", "ACQUIRE_MEM", "EVENT_WRITE", "WAIT_REG_MEM",
                    "INDIRECT_BUFFER", "PRED_EXEC", "SDMA_NOP", "SDMA_INDIRECT", "SDMA_POLL_REGMEM", "SDMA_GCR"})
+
+
+def _word(address: int) -> int:
+    """The unsigned 64-bit word at a CPU address of this process (a client's signal, which it keeps mapped while it
+    waits)."""
+    return ctypes.c_uint64.from_address(address).value
 
 
 class CPError(Exception):
@@ -186,7 +194,8 @@ class Engine:
         self._thread: threading.Thread | None = None
         self.served = 0  # progress reports so far (see wait_progress)
         self._moved = threading.Condition(threading.Lock())
-        self._sleepers = 0
+        self._waiters: list[tuple[int, int] | None] = []  # what each sleeping wait_progress waits for
+        self.busy = False  # work was announced (a kick) or is running: its stores will report progress
         self._warmed: set[int] = set()  # the wave sizes compute_queue warmed the native tiers for
         self.stopped = False  # the process is exiting (stop): the engine has no thread any more
         self._inline = threading.Lock()  # after stop: one kicking thread at a time runs the queues
@@ -195,9 +204,19 @@ class Engine:
         """A packet that stores to memory ran, or a queue's turn ended (their memory effects, such as a signal, are
         visible): wake the threads waiting for that."""
         self.served += 1
-        if self._sleepers:
+        if self._waiters:
             with self._moved:
-                self._moved.notify_all()
+                if any(w is None or _word(w[0]) >= w[1] for w in self._waiters):
+                    self._moved.notify_all()
+
+    def _idle(self) -> None:
+        """The engine has run out of the work announced: a waiter for a word is woken to look again (a CPU may store
+        it)."""
+        if self.busy:
+            self.busy = False
+            if self._waiters:
+                with self._moved:
+                    self._moved.notify_all()
 
     def others_have_work(self, q: Queue) -> bool:
         """Whether a running queue other than `q` has work: its last turn did not run it dry (it waits on memory or
@@ -209,20 +228,24 @@ class Engine:
         return any(o is not q and o.state == RUNNING and (o.again or int(o.gpu.doorbells[o.doorbell]) != o.rang)
                    for g in self.gpus for o in list(g.queues.values()))  # a copy: the client adds queues
 
-    def wait_progress(self, seen: int, timeout: float) -> int:
+    def wait_progress(self, seen: int, timeout: float, until: tuple[int, int] | None = None) -> int:
         """Until the engine has reported progress (a packet that stores to memory, the end of a queue's turn) since
         the count `seen` (which this returned before), or `timeout` seconds; returns the count then. A client that
         polls memory the device writes (a signal) can sleep here between looks instead of spinning: on a machine with
-        few cores the spin takes the CPU (and the GIL) the engine needs to make the progress it waits for."""
+        few cores the spin takes the CPU (and the GIL) the engine needs to make the progress it waits for.
+        With `until` = (address, value), the client waits for the 64-bit word at that CPU address to reach `value`
+        (unsigned): it is woken only by the progress that makes it so, or when the engine runs out of work, and while
+        the engine works (its stores will wake it) it sleeps up to BUSY_WAIT rather than `timeout`. Each wakeup takes
+        the GIL from the engine, so the engine's many stores must not each wake a client waiting for one."""
         with self._moved:
-            if self.served == seen:
+            if self.served == seen if until is None else _word(until[0]) < until[1]:
                 if not self.doorbells.announced:  # the idle engine naps up to milliseconds between looks
                     self.doorbells.kick()
-                self._sleepers += 1
+                self._waiters.append(until)
                 try:
-                    self._moved.wait(timeout)
+                    self._moved.wait(timeout if until is None or not self.busy else max(timeout, BUSY_WAIT))
                 finally:
-                    self._sleepers -= 1
+                    self._waiters.remove(until)
             return self.served
 
     def kick(self) -> None:
@@ -237,6 +260,7 @@ class Engine:
             sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
             self._thread = threading.Thread(target=self._loop, name="hwemu-engine", daemon=True)
             self._thread.start()
+        self.busy = True
         self.doorbells.kick()
 
     def compute_queue(self, lanes: int) -> None:
@@ -276,6 +300,7 @@ class Engine:
             if self.run_pending():
                 nap = POLL[0]
                 continue
+            self._idle()
             queues = [q for g in self.gpus for q in list(g.queues.values())]
             # a queue that waits on memory is looked at again soon, then less and less often; the others when
             # their doorbell moves

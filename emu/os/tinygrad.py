@@ -40,10 +40,12 @@ KFD events only after 200 ms): on hardware the spin costs nothing the GPU needs.
 of the same process, and on a machine with few cores the spin takes the CPU and the GIL it needs (15% of a test
 run's samples on two cores). So when the interface is first opened the adapter makes tinygrad's AMD signals, between
 reads, also wait for the engine's progress (emu.amd.queue.Engine.wait_progress, at most POLL_SLEEP seconds): the
-loop, its timeouts and its sleep on events are tinygrad's own. Likewise a doorbell is a plain memory store here, which
-the engine would notice only by looking again and again (each look a wakeup, on a loaded machine a wait for a core):
-the adapter makes tinygrad's doorbell store also kick the engine, as the MMIO store wakes the hardware's command
-processor, and tells the engine so (emu.amd.doorbell: it then needs no looks).
+loop, its timeouts and its sleep on events are tinygrad's own. The poll names the signal's word and the value it waits
+for, so of the engine's stores only the one that brings the word there wakes it (each wakeup takes the GIL from the
+engine; a test run's waits were woken four times per signal otherwise). Likewise a doorbell is a plain memory store
+here, which the engine would notice only by looking again and again (each look a wakeup, on a loaded machine a wait
+for a core): the adapter makes tinygrad's doorbell store also kick the engine, as the MMIO store wakes the hardware's
+command processor, and tells the engine so (emu.amd.doorbell: it then needs no looks).
 
 The engine thread allocates, so Python's garbage collector sometimes runs there, and with it the finalizers of the
 client's objects that died in a cycle. tinygrad's Buffer finalizer frees device memory, and HCQ2's free waits for
@@ -222,14 +224,23 @@ def _on_engine(engine) -> None:
     signal, desc = getattr(amd, "AMDSignal", None), getattr(amd, "AMDQueueDesc", None)
     if signal is None or getattr(signal._sleep, "__hwemu__", False):
         return
-    tinygrads_sleep, seen = signal._sleep, threading.local()
+    tinygrads_sleep, tinygrads_wait, seen = signal._sleep, signal.wait, threading.local()
+
+    def wait(self, value: int, timeout: int | None = None):
+        outer = getattr(seen, "until", None)
+        view = getattr(self.base_buf, "cpu_view", None) if isinstance(self.base_buf.va_addr, int) else None
+        seen.until = (view().addr, value) if view is not None else None
+        try:
+            return tinygrads_wait(self, value, timeout)
+        finally:
+            seen.until = outer
 
     def _sleep(self, time_spent_since_last_sleep_ms: int) -> None:
         _free_deferred()
         tinygrads_sleep(self, time_spent_since_last_sleep_ms)
-        seen.count = engine.wait_progress(getattr(seen, "count", -1), POLL_SLEEP)
+        seen.count = engine.wait_progress(getattr(seen, "count", -1), POLL_SLEEP, getattr(seen, "until", None))
     _sleep.__hwemu__ = True
-    signal._sleep = _sleep
+    signal._sleep, signal.wait = _sleep, wait
     tinygrads_store = getattr(desc, "signal_doorbell", None)
     if tinygrads_store is None:  # HCQ2 (extra/hcq2) rings its doorbells from a program's stores: the engine looks
         return
