@@ -114,9 +114,10 @@ def test_a_waiter_wakes_at_the_engines_next_packet():
 
 
 def test_a_waiter_for_a_word_wakes_only_when_it_reaches_its_value():
-    """Engine.wait_progress with `until`: the engine's stores that leave the word below the value wake nobody (each
-    wakeup would take the GIL from the engine); the one that brings it there does, and so does the engine running
-    out of the announced work (the word may be a CPU's to store). A word already there is no wait."""
+    """Engine.wait_progress with `until`, while another thread runs the queues: the stores that leave the word below
+    the value wake nobody (each wakeup would take the GIL from the engine); the one that brings it there does, and so
+    does the running thread's running out of work (the word may be a CPU's to store). A word already there is no
+    wait."""
     from emu.amd.queue import Engine
     e = Engine([])
     word = np.zeros(1, np.uint64)
@@ -132,6 +133,7 @@ def test_a_waiter_for_a_word_wakes_only_when_it_reaches_its_value():
             threading.Event().wait(0.001)
         return t
     got: list[int] = []
+    e._running.acquire()  # another thread runs the queues
     t = waiter()
     word[0] = 4
     e.progress()
@@ -140,14 +142,39 @@ def test_a_waiter_for_a_word_wakes_only_when_it_reaches_its_value():
     e.progress()
     t.join(300)
     assert notified == [2] and got == [2]
-    word[0], e.busy = 0, True
+    word[0] = 0
     t = waiter()
-    e._idle()  # out of work: the waiter looks again
+    e._running.release()
+    assert not e.serve()  # the running thread, out of work: the waiter looks again
     t.join(300)
-    assert notified == [2, 2] and got == [2, 2] and not e.busy
-    e._idle()  # already idle: no wakeup
+    assert notified == [2, 2] and got == [2, 2]
     word[0] = 5
     assert e.wait_progress(-1, 600, until) == 2 and notified == [2, 2]
+
+
+def test_a_waiter_runs_the_pending_work_when_no_thread_does():
+    """Engine.wait_progress runs the queues' pending work on the waiting thread (no engine thread to wake, no GIL to
+    hand over), up to the packet that brings its word to the value; finalizers there know they run the device's
+    work (emu.amd.queue.serving). While another thread runs the queues, the waiter sleeps instead."""
+    from types import SimpleNamespace
+
+    from emu.amd.queue import Engine, serving
+    word = np.zeros(1, np.uint64)
+    ran: list[tuple[int, bool]] = []
+
+    def service() -> bool:  # a queue whose every packet stores the word's next value
+        if word[0] == 3:
+            return False
+        word[0] += 1
+        ran.append((threading.get_ident(), serving()))
+        e.progress()
+        return True
+    e = Engine([SimpleNamespace(queues={0: SimpleNamespace(service=service, again=False)})])
+    assert e.wait_progress(-1, 600, (word.ctypes.data, 2)) == 2 and word[0] == 2
+    assert ran == [(threading.get_ident(), True)] * 2 and not serving() and e._thread is None
+    e._running.acquire()
+    assert e.wait_progress(2, 0.01, (word.ctypes.data, 3)) == 2 and word[0] == 2  # another thread runs them
+    e._running.release()
 
 
 def test_waiters_wake_for_packets_that_store_and_at_each_turns_end():

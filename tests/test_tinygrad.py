@@ -337,7 +337,7 @@ def test_signal_polls_wait_for_the_engine_with_either_runtime(monkeypatch, rings
                 rung.append(doorbell_value)
 
     rung, waits = [], []
-    engine = types.SimpleNamespace(doorbells=types.SimpleNamespace(announced=False), kick=lambda: rung.append("kick"),
+    engine = types.SimpleNamespace(doorbells=types.SimpleNamespace(announced=False), ring=lambda: rung.append("ring"),
                                    wait_progress=lambda seen, timeout, until: waits.append((seen, until)) or seen + 1)
     module = types.ModuleType("tinygrad.runtime.ops_amd")
     module.AMDSignal, module.AMDQueueDesc = AMDSignal, AMDQueueDesc
@@ -357,7 +357,7 @@ def test_signal_polls_wait_for_the_engine_with_either_runtime(monkeypatch, rings
     assert engine.doorbells.announced is not rings_from_a_program
     if not rings_from_a_program:
         AMDQueueDesc().signal_doorbell(None, 7)
-        assert rung == [7, "kick"]
+        assert rung == [7, "ring"]
 
 
 def test_a_graph_module_imported_after_the_device_opened_defers_its_finalizer():
@@ -383,26 +383,31 @@ def test_a_graph_module_imported_after_the_device_opened_defers_its_finalizer():
         """, "MOCKKFD+AMD:LLVM"))
 
 
-def test_objects_dying_on_the_engine_thread_are_finalized_by_the_client():
-    """A garbage collection on hwemu's engine thread may finalize a tinygrad Buffer, or a compute queue a graph bound
-    to a page; their frees wait for the device (HCQ synchronizes first) on the device's own thread. The adapter
-    keeps them until the client's next such finalizer runs theirs on the client's thread."""
+def test_objects_dying_in_the_devices_work_are_finalized_by_the_client():
+    """A garbage collection while the device's work runs (on hwemu's engine thread, or on a client's thread that waits
+    and runs it) may finalize a tinygrad Buffer, or a compute queue a graph bound to a page; their frees wait for the
+    device (HCQ synchronizes first), inside the device's own work. The adapter keeps them until the client's next such
+    finalizer runs theirs outside it."""
     check(run_tinygrad("""
-        import threading
+        import sys, threading, types
         from tinygrad import Device, Tensor, dtypes
         from tinygrad.device import Buffer
         Tensor([1.0]).realize()  # the device is open: the adapter is in place
         dev = Device["AMD"]
+        engine = sys.modules["test.mockgpu.mockgpu"].MockFileIOInterface.system.engine
         b = Buffer("AMD", 1024, dtypes.float32).allocate()
         q = dev.hw_compute_queue_t().memory_barrier()
         q.bind(dev)  # a graph's queue: its commands in a page of their own
         page = q.hw_page
-        for obj in (b, q):
-            t = threading.Thread(target=obj.__del__, name="hwemu-engine")
+        for obj in (b, q):  # a queue of the device whose work is the object's finalizer
+            died = []
+            engine.gpus[0].queues[-1] = types.SimpleNamespace(service=lambda: died.append(obj.__del__()) and False)
+            t = threading.Thread(target=lambda: [engine.serve() for _ in range(1000) if not died])
             t.start()
             t.join(60)
-            assert not t.is_alive(), "the finalizer waited on the engine thread"
-        assert b.is_allocated(), "freed on the engine thread"
+            del engine.gpus[0].queues[-1]
+            assert died and not t.is_alive(), "the finalizer waited in the device's work"
+        assert b.is_allocated(), "freed in the device's work"
         freed = []
         free = dev.allocator.free
         dev.allocator.free = lambda opaque, *a, **k: (freed.append(opaque), free(opaque, *a, **k))

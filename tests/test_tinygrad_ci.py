@@ -16,10 +16,13 @@ def test_device_share_counts_frames_and_leaves_out_blocked_waits(tmp_path):
         f"process 1:\"pytest\";thread (2): hwemu-engine;Engine._loop ({e});run (x.py:1) 20",
         f"process 1:\"pytest\";thread (2): hwemu-engine;Engine._loop ({e});Doorbells.wait ({e}) 20",
         f"process 1:\"pytest\";thread (1): MainThread;_sleep ({e});Engine.wait_progress ({e}) 10",
+        # a waiter running the device's work itself is busy
+        f"process 1:\"pytest\";thread (1): MainThread;_sleep ({e});Engine.wait_progress ({e});Engine.serve ({e});"
+        "run (x.py:1) 5",
         "garbage line",
     ]) + "\n")
     share, busy = ci.device_share(str(raw), ci.device_frame("hwemu", "/t"))
-    assert share == 50 / 100 and busy == 20 / 70
+    assert share == 55 / 105 and busy == 25 / 75
     assert ci.device_share(str(tmp_path / "missing.raw"), ci.device_frame("hwemu", "/t")) is None
 
 

@@ -184,12 +184,12 @@ def device_frame(mock: str, root: str) -> re.Pattern:
     return re.compile(r"\(" + re.escape(where + os.sep))
 
 
-IDLE_WAITS = re.compile(r";(Doorbells\.wait|Engine\.wait_progress) \(")  # hwemu's blocked waits (module docstring)
+IDLE_WAITS = ("Doorbells.wait (", "Engine.wait_progress (")  # hwemu's blocked waits (module docstring)
 
 
 def device_share(raw: str, pat: re.Pattern) -> tuple[float, float] | None:
     """(the share of py-spy's samples (raw flamegraph lines, every thread) that are the device's, the same without
-    the samples of hwemu's blocked waits)."""
+    the samples of hwemu's blocked waits: those whose innermost device frame is a wait, not work the waiter runs)."""
     total = dev = idle = 0
     if not os.path.exists(raw):
         return None
@@ -197,9 +197,10 @@ def device_share(raw: str, pat: re.Pattern) -> tuple[float, float] | None:
         stack, _, n = line.rstrip().rpartition(" ")
         if not n.isdigit():
             continue
+        ours = [frame for frame in stack.split(";") if pat.search(frame)]
         total += int(n)
-        dev += int(n) if pat.search(stack) else 0
-        idle += int(n) if IDLE_WAITS.search(stack) else 0
+        dev += int(n) if ours else 0
+        idle += int(n) if ours and ours[-1].startswith(IDLE_WAITS) else 0
     return (dev / total, (dev - idle) / (total - idle)) if total > idle else None
 
 

@@ -31,13 +31,27 @@ RUNNING, HALTED, STOPPED = "running", "halted", "stopped"
 PACKETS_PER_TURN = 256  # packets a queue runs before the engine turns to the next queue
 WATCHDOG_PACKETS = 1 << 20  # packets run without the read pointer moving (an indirect-buffer loop)
 POLL = (0.00002, 0.001)  # seconds the idle engine waits before it looks at a waiting queue again: first, at most
-IDLE_WAIT = 0.05  # seconds of one wait for a doorbell when no queue waits on memory
+IDLE_WAIT = 0.25  # seconds of one wait for a doorbell when no queue waits on memory (a rung doorbell's work
+# starts within it when no client waits for it: Engine.ring; each wakeup of the idle engine costs a thread switch)
 BUSY_WAIT = 0.05  # seconds a client waiting for a word the engine's work stores sleeps at most while it works
 SWITCH_INTERVAL = 0.0002  # seconds: the interpreter's thread switch interval while a mock device runs
 # packets (as Queue.count names them) that store nothing a client could be waiting to see: a client that waits for
 # the engine's progress (Engine.wait_progress) is not woken for them
 QUIET = frozenset({"NOP", "SET_SH_REG", "SET_UCONFIG_REG", "ACQUIRE_MEM", "EVENT_WRITE", "WAIT_REG_MEM",
                    "INDIRECT_BUFFER", "PRED_EXEC", "SDMA_NOP", "SDMA_INDIRECT", "SDMA_POLL_REGMEM", "SDMA_GCR"})
+
+
+class _Here(threading.local):
+    serving = False  # this thread is running an engine's queues
+
+
+_here = _Here()
+
+
+def serving() -> bool:
+    """Whether this thread is running an engine's queues: the device's work, on the engine's thread or on a waiting
+    client's (Engine.serve). A client's finalizer that waits for the device must not run there."""
+    return _here.serving
 
 
 def _word(address: int) -> int:
@@ -195,10 +209,9 @@ class Engine:
         self.served = 0  # progress reports so far (see wait_progress)
         self._moved = threading.Condition(threading.Lock())
         self._waiters: list[tuple[int, int] | None] = []  # what each sleeping wait_progress waits for
-        self.busy = False  # work was announced (a kick) or is running: its stores will report progress
+        self._running = threading.Lock()  # held by the thread running the queues (`serve`)
         self._warmed: set[int] = set()  # the wave sizes compute_queue warmed the native tiers for
         self.stopped = False  # the process is exiting (stop): the engine has no thread any more
-        self._inline = threading.Lock()  # after stop: one kicking thread at a time runs the queues
 
     def progress(self) -> None:
         """A packet that stores to memory ran, or a queue's turn ended (their memory effects, such as a signal, are
@@ -209,14 +222,29 @@ class Engine:
                 if any(w is None or _word(w[0]) >= w[1] for w in self._waiters):
                     self._moved.notify_all()
 
-    def _idle(self) -> None:
-        """The engine has run out of the work announced: a waiter for a word is woken to look again (a CPU may store
-        it)."""
-        if self.busy:
-            self.busy = False
-            if self._waiters:
-                with self._moved:
-                    self._moved.notify_all()
+    def serve(self, until: tuple[int, int] | None = None) -> bool:
+        """Run the queues' pending work on this thread until they have none (or the word of `until` reaches its
+        value), unless another thread is running them; True if a packet ran. Afterwards the sleeping waiters look
+        again (their word may be a CPU's to store, or there is work left for them to run), and a client's thread that
+        leaves a queue waiting on memory kicks the engine, which looks at such queues again and again."""
+        if not self._running.acquire(blocking=False):
+            return False
+        ran, _here.serving = False, True
+        try:
+            while self.run_pending():
+                ran = True
+                if until is not None and _word(until[0]) >= until[1]:
+                    break
+        finally:
+            _here.serving = False
+            self._running.release()
+        if threading.current_thread() is not self._thread and any(
+                q.again for g in self.gpus for q in list(g.queues.values())):
+            self.kick()  # a queue waits on memory: the engine looks at it again soon
+        if self._waiters:
+            with self._moved:
+                self._moved.notify_all()
+        return ran
 
     def others_have_work(self, q: Queue) -> bool:
         """Whether a running queue other than `q` has work: its last turn did not run it dry (it waits on memory or
@@ -231,28 +259,47 @@ class Engine:
     def wait_progress(self, seen: int, timeout: float, until: tuple[int, int] | None = None) -> int:
         """Until the engine has reported progress (a packet that stores to memory, the end of a queue's turn) since
         the count `seen` (which this returned before), or `timeout` seconds; returns the count then. A client that
-        polls memory the device writes (a signal) can sleep here between looks instead of spinning: on a machine with
+        polls memory the device writes (a signal) can wait here between looks instead of spinning: on a machine with
         few cores the spin takes the CPU (and the GIL) the engine needs to make the progress it waits for.
-        With `until` = (address, value), the client waits for the 64-bit word at that CPU address to reach `value`
-        (unsigned): it is woken only by the progress that makes it so, or when the engine runs out of work, and while
-        the engine works (its stores will wake it) it sleeps up to BUSY_WAIT rather than `timeout`. Each wakeup takes
-        the GIL from the engine, so the engine's many stores must not each wake a client waiting for one."""
+        The waiter first runs the queues' pending work itself (`serve`) when no other thread is running them: no
+        thread to wake, no GIL to hand over and back. Otherwise it sleeps. With `until` = (address, value), it waits
+        for the 64-bit word at that CPU address to reach `value` (unsigned): woken only by the progress that makes it
+        so, or when the running thread runs out of work, it sleeps up to BUSY_WAIT rather than `timeout` while the
+        queues run (their stores will wake it). Each wakeup takes the GIL from the engine, so the engine's many stores
+        must not each wake a client waiting for one."""
+        if self.serve(until):
+            return self.served
         with self._moved:
             if self.served == seen if until is None else _word(until[0]) < until[1]:
                 if not self.doorbells.announced:  # the idle engine naps up to milliseconds between looks
                     self.doorbells.kick()
                 self._waiters.append(until)
                 try:
-                    self._moved.wait(timeout if until is None or not self.busy else max(timeout, BUSY_WAIT))
+                    busy = until is not None and self._running.locked()
+                    self._moved.wait(max(timeout, BUSY_WAIT) if busy else timeout)
                 finally:
                     self._waiters.remove(until)
             return self.served
 
+    def ring(self) -> None:
+        """A doorbell store the client announces (the adapter's, as an MMIO store reaches the command processor):
+        its work runs when a client waits for it (wait_progress runs it on the waiting thread), else when the idle
+        engine next looks, within IDLE_WAIT. Waking the engine thread for work its client is about to wait for
+        would cost a thread switch each way."""
+        if self.stopped or self._thread is None:
+            self.kick()
+
     def kick(self) -> None:
+        """Wake the engine now: a client waits for its work (the driver's WAIT_EVENTS), or the process exits (then
+        the kicking thread runs the work)."""
         if self.stopped and not (self._thread and self._thread.is_alive()):  # whoever kicks runs the queues' work
-            with self._inline:
-                while self.run_pending():
-                    pass
+            with self._running:
+                _here.serving = True
+                try:
+                    while self.run_pending():
+                        pass
+                finally:
+                    _here.serving = False
             return
         if self._thread is None:
             # clients busy-poll signals in Python: switch threads often so the device answers within ~0.2 ms
@@ -260,7 +307,6 @@ class Engine:
             sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
             self._thread = threading.Thread(target=self._loop, name="hwemu-engine", daemon=True)
             self._thread.start()
-        self.busy = True
         self.doorbells.kick()
 
     def compute_queue(self, lanes: int) -> None:
@@ -297,13 +343,14 @@ class Engine:
     def _loop(self) -> None:
         nap = POLL[0]
         while not self.stopped:
-            if self.run_pending():
+            if self.serve():
                 nap = POLL[0]
                 continue
-            self._idle()
+            if self._running.locked():  # a waiting client runs the queues: it kicks what it leaves waiting
+                self.doorbells.wait([], IDLE_WAIT)
+                continue
             queues = [q for g in self.gpus for q in list(g.queues.values())]
             # a queue that waits on memory is looked at again soon, then less and less often; the others when
             # their doorbell moves
             self.doorbells.wait(queues, nap if any(q.again for q in queues) else IDLE_WAIT)
             nap = min(2 * nap, POLL[1])
-

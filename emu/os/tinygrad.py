@@ -36,24 +36,27 @@ extra/hcq2 runtime, HCQ2=1) reads no variable but a class attribute (HCQ2Compile
 sets to the same figure when the interface is first opened.
 
 tinygrad waits for a signal by reading it in a loop, calling the signal's `_sleep` between reads (which sleeps on
-KFD events only after 200 ms): on hardware the spin costs nothing the GPU needs. An emulated GPU is the engine thread
-of the same process, and on a machine with few cores the spin takes the CPU and the GIL it needs (15% of a test
-run's samples on two cores). So when the interface is first opened the adapter makes tinygrad's AMD signals, between
+KFD events only after 200 ms): on hardware the spin costs nothing the GPU needs. An emulated GPU is hwemu's engine in
+the same process, and on a machine with few cores the spin takes the CPU and the GIL it needs (15% of a test run's
+samples on two cores). So when the interface is first opened the adapter makes tinygrad's AMD signals, between
 reads, also wait for the engine's progress (emu.amd.queue.Engine.wait_progress, at most POLL_SLEEP seconds): the
-loop, its timeouts and its sleep on events are tinygrad's own. The poll names the signal's word and the value it waits
-for, so of the engine's stores only the one that brings the word there wakes it (each wakeup takes the GIL from the
-engine; a test run's waits were woken four times per signal otherwise). Likewise a doorbell is a plain memory store
-here, which the engine would notice only by looking again and again (each look a wakeup, on a loaded machine a wait
-for a core): the adapter makes tinygrad's doorbell store also kick the engine, as the MMIO store wakes the hardware's
-command processor, and tells the engine so (emu.amd.doorbell: it then needs no looks).
+loop, its timeouts and its sleep on events are tinygrad's own. The waiting thread runs the queues' pending work
+itself when no other thread is running them; otherwise it sleeps until the store that brings the signal's word to the
+value its wait wants (the poll names both: each wakeup takes the GIL from the engine, and a test run's waits were
+woken four times per signal otherwise). Likewise a doorbell is a plain memory store here, which the engine would
+notice only by looking again and again (each look a wakeup, on a loaded machine a wait for a core): the adapter makes
+tinygrad's doorbell store also ring the engine, as the MMIO store reaches the hardware's command processor, and tells
+the engine so (emu.amd.doorbell: it then needs no looks). A ring does not wake the engine's thread: tinygrad soon waits
+for most work it submits, and then runs it on its own thread (no switch to the engine's thread and back); work nobody
+waits for starts at the idle engine's next look, within emu.amd.queue.IDLE_WAIT.
 
-The engine thread allocates, so Python's garbage collector sometimes runs there, and with it the finalizers of the
-client's objects that died in a cycle. tinygrad's Buffer finalizer frees device memory, and HCQ2's free waits for
-the device first (so does a compute queue's, for the page a graph bound it to, and a graph's, for its last
-submissions, imported only at a JIT's first graph): on the engine thread, the device
-waiting for itself (a deadlock until tinygrad's wait gives up). So the adapter keeps such an object that dies on an
-engine thread alive until the client's next such finalizer (or its next signal poll), which finalizes it on the
-client's thread, as it would have been.
+Python's garbage collector runs wherever objects are allocated, the device's work included (on the engine's thread
+or on a waiting client's), and with it the finalizers of the client's objects that died in a cycle. tinygrad's Buffer
+finalizer frees device memory, and HCQ2's free waits for the device first (so does a compute queue's, for the page a
+graph bound it to, and a graph's, for its last submissions, imported only at a JIT's first graph): run by the
+device's work, the device waiting for itself (a deadlock until tinygrad's wait gives up). So the adapter keeps such an
+object that dies there alive until the client's next such finalizer (or its next signal poll), which finalizes it
+outside the device's work, as it would have been.
 
 `install()` makes the module importable under that name before tinygrad asks for it, as an entry of
 sys.modules, so it wins over CPython's own `test` package and over a tinygrad checkout's `test/mockgpu`; it is
@@ -174,8 +177,7 @@ def _with_register_views(arch: str | None, gpus: int) -> type:
     return TinygradPCIFileIO
 
 
-ENGINE_THREAD = "hwemu-engine"  # emu.amd.queue.Engine's thread name
-_deferred: list = []  # (tinygrad's finalizer, the object) that died on an engine thread: run by the client's thread
+_deferred: list = []  # (tinygrad's finalizer, the object) that died running the device's work: run by the client
 _deferring = False  # an engine runs: the finalizers of modules imported later are deferred too
 # tinygrad's finalizers that wait for the device: freeing device memory (HCQ's free synchronizes first), or a graph's
 # waiting for its last submissions
@@ -191,8 +193,8 @@ def _free_deferred() -> None:
 
 
 def _defer_waiting_finalizers() -> None:
-    """Make the tinygrad objects whose finalizers wait for the device, when they die on an engine thread, wait for
-    the client's thread (the module docstring); those of modules imported later, as they are imported."""
+    """Make the tinygrad objects whose finalizers wait for the device, when they die running the device's work, wait
+    for the client (the module docstring); those of modules imported later, as they are imported."""
     global _deferring
     _deferring = True
     for module, name in WAITING_FINALIZERS:
@@ -202,8 +204,10 @@ def _defer_waiting_finalizers() -> None:
 
 
 def _defer(cls: type, tinygrads: Callable) -> None:
+    from emu.amd.queue import serving
+
     def __del__(self) -> None:
-        if threading.current_thread().name == ENGINE_THREAD:
+        if serving():
             _deferred.append((tinygrads, self))  # alive again; CPython will not finalize it twice
             return
         _free_deferred()
@@ -213,9 +217,9 @@ def _defer(cls: type, tinygrads: Callable) -> None:
 
 
 def _on_engine(engine) -> None:
-    """Make tinygrad's AMD signal poll wait for `engine`'s progress between reads, its doorbell stores kick the
-    engine, and its objects whose finalizers wait for the device, when they die on the engine thread, be
-    finalized by the client (see the module docstring)."""
+    """Make tinygrad's AMD signal poll wait for `engine`'s progress between reads (running its work when nobody
+    else does), its doorbell stores ring the engine, and its objects whose finalizers wait for the device, when they
+    die running the device's work, be finalized by the client (see the module docstring)."""
     _defer_waiting_finalizers()
     hcq2 = getattr(sys.modules.get("tinygrad.runtime.support.hcq2"), "HCQ2Compiled", None)
     if hcq2 is not None:  # HCQ2 takes its wall-time wait from a class attribute, not HCQDEV_WAIT_TIMEOUT_MS
@@ -247,7 +251,7 @@ def _on_engine(engine) -> None:
 
     def signal_doorbell(self, dev, doorbell_value: int | None = None) -> None:
         tinygrads_store(self, dev, doorbell_value)
-        engine.kick()
+        engine.ring()
     desc.signal_doorbell = signal_doorbell
     engine.doorbells.announced = True
 
