@@ -45,13 +45,14 @@ class _Here(threading.local):
     serving = False  # this thread is running an engine's queues
 
 
-_here = _Here()
+_HERE = _Here()
 
 
-def serving() -> bool:
+def serving(here: _Here = _HERE) -> bool:
     """Whether this thread is running an engine's queues: the device's work, on the engine's thread or on a waiting
-    client's (Engine.serve). A client's finalizer that waits for the device must not run there."""
-    return _here.serving
+    client's (Engine.serve). A client's finalizer that waits for the device must not run there. (The thread-local is
+    bound at definition: finalizers call this at the interpreter's exit too, when module globals may be gone.)"""
+    return here.serving
 
 
 def _word(address: int) -> int:
@@ -229,14 +230,14 @@ class Engine:
         leaves a queue waiting on memory kicks the engine, which looks at such queues again and again."""
         if not self._running.acquire(blocking=False):
             return False
-        ran, _here.serving = False, True
+        ran, _HERE.serving = False, True
         try:
             while self.run_pending():
                 ran = True
                 if until is not None and _word(until[0]) >= until[1]:
                     break
         finally:
-            _here.serving = False
+            _HERE.serving = False
             self._running.release()
         if threading.current_thread() is not self._thread and any(
                 q.again for g in self.gpus for q in list(g.queues.values())):
@@ -294,12 +295,12 @@ class Engine:
         the kicking thread runs the work)."""
         if self.stopped and not (self._thread and self._thread.is_alive()):  # whoever kicks runs the queues' work
             with self._running:
-                _here.serving = True
+                _HERE.serving = True
                 try:
                     while self.run_pending():
                         pass
                 finally:
-                    _here.serving = False
+                    _HERE.serving = False
             return
         if self._thread is None:
             # clients busy-poll signals in Python: switch threads often so the device answers within ~0.2 ms
