@@ -113,3 +113,17 @@ def test_budget_counts_cpu_time_not_waiting():
     assert not d.passed()
     while not d.passed():  # work spends it
         sum(range(1000))
+
+
+def test_a_short_dispatch_never_reads_the_clock(monkeypatch):
+    """Reading a thread's CPU time is a system call, dearer than most dispatches' waves: the clock starts at the
+    first check (the 16th wave's start, or a wave's first full slice), and counts from there."""
+    from emu.amd.exec import wave
+    reads = []
+    clock = wave.time.thread_time
+    monkeypatch.setattr(wave.time, "thread_time", lambda: reads.append(1) or clock())
+    d = wave.Deadline(0.05)
+    assert not any(d.passed_lately() for _ in range(15)) and reads == []
+    assert not d.passed_lately() and len(reads) == 2  # the 16th: the clock starts, and is looked at
+    while not d.passed():
+        sum(range(1000))

@@ -218,18 +218,22 @@ class Cancel:
 
 
 class Deadline:
-    """The work a dispatch may do, as CPU time of the thread running it (made and checked there): time the thread
-    waits (for the GIL, for other processes on a loaded machine) is not counted, so the verdict does not depend on
-    the machine's load; nor is time spent compiling native regions meanwhile. A `cancel` with a reason ends it too."""
+    """The work a dispatch may do, as CPU time of the thread running it (checked there): time the thread waits (for
+    the GIL, for other processes on a loaded machine) is not counted, so the verdict does not depend on the machine's
+    load; nor is time spent compiling native regions meanwhile. A `cancel` with a reason ends it too. The clock
+    starts at the first check (after a slice of a wave's instructions, or 16 waves): reading a thread's CPU time is a
+    system call, which costs more than most dispatches' waves, and a short dispatch never reads it."""
 
     def __init__(self, seconds: float, cancel: Cancel | None = None):
         self.seconds, self.cancel = seconds, cancel
-        self.end = time.thread_time() + seconds
-        self.compiled = jit.compile_seconds()
+        self.end: float | None = None  # the thread's CPU time at which it passes, from the first check
+        self.compiled = 0.0
         self.asked = 0
         self.over = False  # passed() has said so (the native launcher asks, the waves it hands over then know)
 
     def passed(self) -> bool:
+        if self.end is None:
+            self.end, self.compiled = time.thread_time() + self.seconds, jit.compile_seconds()
         self.over = self.over or bool(self.cancel and self.cancel.why) or \
             time.thread_time() - (jit.compile_seconds() - self.compiled) > self.end
         return self.over
