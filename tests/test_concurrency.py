@@ -155,26 +155,33 @@ def test_a_waiter_for_a_word_wakes_only_when_it_reaches_its_value():
 def test_a_waiter_runs_the_pending_work_when_no_thread_does():
     """Engine.wait_progress runs the queues' pending work on the waiting thread (no engine thread to wake, no GIL to
     hand over), up to the packet that brings its word to the value; finalizers there know they run the device's
-    work (emu.amd.queue.serving). While another thread runs the queues, the waiter sleeps instead."""
+    work (emu.amd.queue.serving). Work left behind that store waits for the next wait (no wakeup of the engine); a
+    queue left waiting on memory kicks the engine, which polls it. While another thread runs the queues, the waiter
+    sleeps instead."""
     from types import SimpleNamespace
 
     from emu.amd.queue import Engine, serving
     word = np.zeros(1, np.uint64)
     ran: list[tuple[int, bool]] = []
 
-    def service() -> bool:  # a queue whose every packet stores the word's next value
+    def service() -> bool:  # a queue whose every packet stores the word's next value, up to 3
         if word[0] == 3:
             return False
         word[0] += 1
         ran.append((threading.get_ident(), serving()))
         e.progress()
         return True
-    e = Engine([SimpleNamespace(queues={0: SimpleNamespace(service=service, again=False)})])
+    queue = SimpleNamespace(service=service, polls=False)
+    e = Engine([SimpleNamespace(queues={0: queue})])
+    kicks: list[int] = []
+    e.kick = lambda: kicks.append(int(word[0]))
     assert e.wait_progress(-1, 600, (word.ctypes.data, 2)) == 2 and word[0] == 2
-    assert ran == [(threading.get_ident(), True)] * 2 and not serving() and e._thread is None
+    assert ran == [(threading.get_ident(), True)] * 2 and not serving() and kicks == []
     e._running.acquire()
     assert e.wait_progress(2, 0.01, (word.ctypes.data, 3)) == 2 and word[0] == 2  # another thread runs them
     e._running.release()
+    queue.polls = True  # its packet at 3 waits for memory
+    assert e.wait_progress(2, 600, (word.ctypes.data, 4)) == 3 and kicks == [3]
 
 
 def test_waiters_wake_for_packets_that_store_and_at_each_turns_end():

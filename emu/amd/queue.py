@@ -81,6 +81,7 @@ class Queue:
         self._words: np.ndarray | None = None
         self.state = RUNNING
         self.rang, self.again = 0, True  # the doorbell value at the last turn; whether that turn left work
+        self.polls = False  # the last turn ended on a packet that waits for memory (someone must look again)
         self.error = ""
         self.packets: dict[str, int] = {}
         self.cancel = Cancel()  # set by destroy: the queue runs no more packets, its dispatch stops
@@ -138,7 +139,7 @@ class Queue:
     def _turn(self) -> bool:
         if not self.rung() and not self.again:  # nothing rung since a turn that ran the queue dry
             return False
-        ran, dry = 0, False
+        ran, dry, self.polls = 0, False, False
         self._words = None
         try:
             # Only packets written before the revalidation run in this turn: a client that sees the turn's first
@@ -152,8 +153,10 @@ class Queue:
                     break
                 try:
                     if not self.step():
+                        self.polls = True
                         break
                 except Wait:
+                    self.polls = True
                     break
                 except GPUFault as e:
                     self.state = HALTED
@@ -227,7 +230,8 @@ class Engine:
         """Run the queues' pending work on this thread until they have none (or the word of `until` reaches its
         value), unless another thread is running them; True if a packet ran. Afterwards the sleeping waiters look
         again (their word may be a CPU's to store, or there is work left for them to run), and a client's thread that
-        leaves a queue waiting on memory kicks the engine, which looks at such queues again and again."""
+        leaves a queue waiting on memory kicks the engine, which looks at such queues again and again. Work left
+        behind the word's store runs at the next wait, or within IDLE_WAIT at the idle engine's next look."""
         if not self._running.acquire(blocking=False):
             return False
         ran, _HERE.serving = False, True
@@ -240,8 +244,8 @@ class Engine:
             _HERE.serving = False
             self._running.release()
         if threading.current_thread() is not self._thread and any(
-                q.again for g in self.gpus for q in list(g.queues.values())):
-            self.kick()  # a queue waits on memory: the engine looks at it again soon
+                q.polls for g in self.gpus for q in list(g.queues.values())):
+            self.kick()  # a queue waits on memory: the engine looks at it again and again
         if self._waiters:
             with self._moved:
                 self._moved.notify_all()
