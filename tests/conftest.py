@@ -4,8 +4,15 @@ derandomized set, so that a submission's result is reproducible; both draw the m
 a deeper count (depth.examples). Whole-wave examples are large and the machines are shared, so the timing and size
 health checks are off (they judge the machine, not the code)."""
 import os
+import sys
 
-from hypothesis import HealthCheck, settings
+# pytest caches the modules it rewrites (tests, and hwemu's own, whose pytest plugins mark the packages) only where
+# bytecode may be written; where PYTHONDONTWRITEBYTECODE is set, every xdist worker would rewrite them all again on
+# every run (seconds each). Like `./dev`'s compileall for hwemu's modules, the suite writes this bytecode (before
+# importing hypothesis, whose package its plugin marks too).
+sys.dont_write_bytecode = False
+
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 _COMMON = dict(deadline=None, print_blob=True,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example])

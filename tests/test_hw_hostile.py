@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from stack.hcq import kfd_ioctl as k
 from stack.hcq import pm4
-from tools.kfd_client import RawClient, aql_packet, wait_for
+from tools.kfd_client import RawClient, aql_packet
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def _engine_alive(c: RawClient) -> bool:
     q, sig = c.queue(), c.alloc(4096)
     try:
         q.submit(pm4.release_mem(11, sig.va, 0x600D, pm4.DATA_SEL_SEND_32_BIT_LOW))
-        return wait_for(lambda: sig.mem.view(np.uint32)[0] == 0x600D)
+        return c.wait_for(lambda: sig.mem.view(np.uint32)[0] == 0x600D)  # kicking the engine, as a waiter does
     finally:
         c.destroy(q)
         c.free(sig)
@@ -48,7 +48,7 @@ def test_any_descriptor_bytes_leave_the_engine_alive(client, kd, entry):
     q.doorbell[0] = 0
     try:
         model = c.system.gpus[0].queues[q.args.queue_id]
-        assert wait_for(lambda: model.state != "running" or model.rptr >= 1)
+        assert c.wait_for(lambda: model.state != "running" or model.rptr >= 1)
         assert _engine_alive(c)
         assert "emulator error" not in model.error, model.error
     finally:

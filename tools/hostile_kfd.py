@@ -18,7 +18,7 @@ import numpy as np
 
 from stack.hcq import fileio, pm4, sdma
 from stack.hcq import kfd_ioctl as k
-from tools.kfd_client import VRAM_FLAGS, RawClient, aql_packet, wait_for
+from tools.kfd_client import VRAM_FLAGS, RawClient, aql_packet
 
 KINDS = ("ioctl", "pm4", "sdma", "aql")
 BAD = ("internal", "changed-on-error", "dead-engine", "canary", "saxpy", "stuck")
@@ -87,7 +87,7 @@ class Bench:
         q, sig = self.c.queue(), self.c.alloc(4096)
         try:
             q.submit(pm4.release_mem(GFX, sig.va, 0x600D, pm4.DATA_SEL_SEND_32_BIT_LOW))
-            return wait_for(lambda: sig.mem.view(np.uint32)[0] == 0x600D)
+            return self.c.wait_for(lambda: sig.mem.view(np.uint32)[0] == 0x600D)
         finally:
             self.c.destroy(q)
             self.c.free(sig)
@@ -111,7 +111,7 @@ class Bench:
                 sig.va), np.uint8)
             q.gart.mem[56:64].view(np.uint64)[0] = 1
             q.doorbell[0] = 0
-            if not wait_for(lambda: sig.mem.view(np.int64)[1] == 0):
+            if not c.wait_for(lambda: sig.mem.view(np.int64)[1] == 0):
                 model = c.system.gpus[0].queues[q.args.queue_id]
                 return f"saxpy: not done in 30 s (queue {model.state} {model.error[:80]!r})"
             wrong = int(np.count_nonzero(yb.mem[:4 * n].view(np.float32) != 3 * x + 1))
@@ -353,11 +353,11 @@ def run_queue(b: Bench, kind: str, rng: random.Random) -> str:
         q.doorbell[0] = len(pkts) // 64 - 1
     else:
         q.submit((pm4_stream if kind == "pm4" else sdma_stream)(b, rng)[:1000])
-    wait_for(lambda: model.state != "running" or not model.pending(), SETTLE)
+    c.wait_for(lambda: model.state != "running" or not model.pending(), SETTLE)
     state, error = model.state, model.error
     c.destroy(q)
     if "emulator error" in error:
         return f"internal:{error[:120]}"
-    if not wait_for(lambda: q.args.queue_id not in c.system.gpus[0].queues):
+    if not c.wait_for(lambda: q.args.queue_id not in c.system.gpus[0].queues):
         return "stuck"
     return f"ok:{state}"

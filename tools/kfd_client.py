@@ -96,6 +96,14 @@ class RawClient:
         self.kfd.ioctl(k.REQUEST[name], args)
         return args
 
+    def wait_for(self, cond, timeout: float = HANG_MS / 1000) -> bool:
+        """wait_for(cond) as a client that waits for the device: first it kicks the engines of this client's GPUs
+        (as the driver's WAIT_EVENTS and tinygrad's signal poll do), so that the idle engine looks at the doorbells
+        at once rather than at the end of its nap (up to emu.amd.doorbell.LAST_US after the doorbell store)."""
+        for g in self.system.gpus:
+            g.kick()
+        return wait_for(cond, timeout)
+
     def event(self, event_type: int):
         return self.ioctl("CREATE_EVENT", k.CreateEvent(event_type=event_type))
 
