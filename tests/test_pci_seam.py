@@ -167,9 +167,9 @@ def test_bad_bar_mappings_are_errnos(io, bar, size, offset, flags):
     if not io.exists(path):
         assert bar in (1, 4)
         return
-    fits = flags == MAP_SHARED and 0 < size <= 1 << 30 and offset >= 0 and offset % 0x1000 == 0 and \
+    fits = flags == MAP_SHARED and 0 < size and offset >= 0 and offset % 0x1000 == 0 and \
         offset + size <= io.system.functions[0].bars[bar].size
-    if fits:
+    if fits:  # a mapping Linux gives (of any size the BAR holds): not the errnos this test is about
         return
     with pytest.raises(OSError) as e:
         io(path, os.O_RDWR).mmap(0, size, RW, flags, offset)
