@@ -362,3 +362,29 @@ def test_a_block_that_fails_to_compile_is_reported_and_interpreted(isa, monkeypa
         tier = native.Tier(t)
         tier.run(2)
     assert tier.stats["failed"] == 2 and state(t, mem) == expected  # a block tried at each packet
+
+
+def test_a_block_that_answers_elsewhere_at_once_is_not_entered_forever(isa, monkeypatch):
+    """A block found for a PC (a cached block's cover, from another program) may not hold the packet there: it answers
+    ELSEWHERE without running one. The tier then interprets that packet, as the reference does, instead of compiling
+    and entering the block again and again (a run that never ended: seed 187810752 with a worker's session cache)."""
+    from emu.dsp.native_block import ELSEWHERE
+    words = stream(Decoder.of(isa), random.Random(7), 3)
+    ref, _ = machine(isa, words, 7)
+    want = run(ref, 12, False)
+    t, _ = machine(isa, words, 7)
+    tier = native.Tier(t)
+    entered = []
+
+    def elsewhere(pc: int, fn: int, end: int) -> int:
+        entered.append(pc)
+        assert len(entered) < 1000, "the tier entered a block that runs nothing again and again"
+        return ELSEWHERE
+    monkeypatch.setattr(tier, "_compile", lambda pc, cached: 1)
+    monkeypatch.setattr(tier, "_native", elsewhere)
+    try:
+        tier.run(12)
+        got = None
+    except (MemoryFault, IllegalPacket) as e:
+        got = type(e), str(e)
+    assert got == want and (t.pc, t.packets, t.r) == (ref.pc, ref.packets, ref.r)

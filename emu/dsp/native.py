@@ -277,10 +277,13 @@ class Tier:
                 if h >= HOT_COMPILE or h == HOT:
                     fn = self._compile(pc, cached=h < HOT_COMPILE)
             if fn:
+                before = t.packets
                 status = self._native(pc, fn, end)
                 if status == ELSEWHERE:
                     self._forget(t.pc)
-                if status != 1:
+                # a block that answers ELSEWHERE at once (a cached block's cover that does not hold this packet)
+                # would be compiled and entered again and again: the packet is interpreted instead
+                if status != 1 and not (status == ELSEWHERE and t.pc == pc and t.packets == before):
                     continue
             if t.packets < end:
                 t.step()
