@@ -234,14 +234,9 @@ class Engine:
         behind the word's store runs at the next wait, or within IDLE_WAIT at the idle engine's next look."""
         if not self._running.acquire(blocking=False):
             return False
-        ran, _HERE.serving = False, True
         try:
-            while self.run_pending():
-                ran = True
-                if until is not None and _word(until[0]) >= until[1]:
-                    break
+            ran = self._drain(until)
         finally:
-            _HERE.serving = False
             self._running.release()
         if threading.current_thread() is not self._thread and any(
                 q.polls for g in self.gpus for q in list(g.queues.values())):
@@ -260,6 +255,19 @@ class Engine:
         a signal sees it before a later one overwrites it)."""
         return any(o is not q and o.state == RUNNING and (o.again or int(o.gpu.doorbells[o.doorbell]) != o.rang)
                    for g in self.gpus for o in list(g.queues.values()))  # a copy: the client adds queues
+
+    def _drain(self, until: tuple[int, int] | None = None) -> bool:
+        """Run the queues until they have no work (or the word of `until` reaches its value), marked as the device's
+        work (`serving`); the caller holds `_running`. True if a packet ran."""
+        ran, _HERE.serving = False, True
+        try:
+            while self.run_pending():
+                ran = True
+                if until is not None and _word(until[0]) >= until[1]:
+                    break
+        finally:
+            _HERE.serving = False
+        return ran
 
     def wait_progress(self, seen: int, timeout: float, until: tuple[int, int] | None = None) -> int:
         """Until the engine has reported progress (a packet that stores to memory, the end of a queue's turn) since
@@ -299,12 +307,7 @@ class Engine:
         the kicking thread runs the work)."""
         if self.stopped and not (self._thread and self._thread.is_alive()):  # whoever kicks runs the queues' work
             with self._running:
-                _HERE.serving = True
-                try:
-                    while self.run_pending():
-                        pass
-                finally:
-                    _HERE.serving = False
+                self._drain()
             return
         if self._thread is None:
             # clients busy-poll signals in Python: switch threads often so the device answers within ~0.2 ms
